@@ -1,0 +1,36 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "Switchboard",
+    platforms: [.macOS(.v14), .iOS(.v17)],
+    products: [
+        .library(name: "SIPMessage", targets: ["SIPMessage"]),
+        .library(name: "SDP", targets: ["SDP"]),
+        .executable(name: "switchboard", targets: ["switchboard"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+    ],
+    targets: [
+        // bytes ⇄ SIP messages; no I/O, no dependencies.
+        .target(name: "SIPMessage"),
+        // bytes ⇄ SDP sessions (RFC 8866, 4566, 4568); no I/O, no dependencies.
+        .target(name: "SDP"),
+        // The logic behind the command-line tool, kept in a library so tests drive it directly.
+        .target(name: "SwitchboardTools", dependencies: ["SIPMessage"]),
+        .executableTarget(
+            name: "switchboard",
+            dependencies: [
+                "SwitchboardTools",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        // Parser throughput benchmark; run through scripts/bench (release build).
+        .executableTarget(name: "SwitchboardBench", dependencies: ["SIPMessage"]),
+        .testTarget(name: "SIPMessageTests", dependencies: ["SIPMessage"]),
+        .testTarget(name: "SDPTests", dependencies: ["SDP"]),
+        .testTarget(name: "SwitchboardToolsTests", dependencies: ["SwitchboardTools", "SIPMessage"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

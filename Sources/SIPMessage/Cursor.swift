@@ -1,0 +1,203 @@
+/// Splits a header value at commas outside quoted strings and angle brackets, trimming white
+/// space around each element. Empty elements are kept so decoders can reject them.
+func splitHeaderList(_ bytes: ArraySlice<UInt8>) -> [ArraySlice<UInt8>] {
+    var out: [ArraySlice<UInt8>] = []
+    var start = bytes.startIndex
+    var i = start
+    var inQuotes = false, angle = 0
+    func push(_ r: Range<Int>) {
+        var lo = r.lowerBound, hi = r.upperBound
+        while lo < hi, isWS(bytes[lo]) { lo += 1 }
+        while hi > lo, isWS(bytes[hi - 1]) { hi -= 1 }
+        out.append(bytes[lo..<hi])
+    }
+    while i < bytes.endIndex {
+        let b = bytes[i]
+        if inQuotes {
+            if b == UInt8(ascii: "\\") { i += 2; continue }
+            if b == UInt8(ascii: "\"") { inQuotes = false }
+        } else {
+            switch b {
+            case UInt8(ascii: "\""): inQuotes = true
+            case UInt8(ascii: "<"): angle += 1
+            case UInt8(ascii: ">"): if angle > 0 { angle -= 1 }
+            case UInt8(ascii: ","):
+                if angle == 0 { push(start..<i); start = i + 1 }
+            default: break
+            }
+        }
+        i += 1
+    }
+    push(start..<min(i, bytes.endIndex))
+    return out
+}
+
+/// A read position over a slice of message bytes; offsets in its errors are the slice's
+/// indices, which for message storage are offsets into the message.
+struct Cursor {
+    let bytes: ArraySlice<UInt8>
+    var i: Int
+    let end: Int
+
+    init(_ bytes: ArraySlice<UInt8>) {
+        self.bytes = bytes
+        i = bytes.startIndex
+        end = bytes.endIndex
+    }
+
+    var atEnd: Bool { i >= end }
+    var peek: UInt8? { i < end ? bytes[i] : nil }
+
+    func error(_ rule: SIPParseError.Rule, _ detail: String) -> SIPParseError {
+        SIPParseError(offset: i, rule: rule, detail: detail)
+    }
+
+    mutating func skipWS() { while i < end, isWS(bytes[i]) || bytes[i] == 0x0D || bytes[i] == 0x0A { i += 1 } }
+
+    /// Consumes `b` (with white space around it) when it is next.
+    mutating func consume(_ b: UInt8) -> Bool {
+        var j = i
+        while j < end, isWS(bytes[j]) { j += 1 }
+        guard j < end, bytes[j] == b else { return false }
+        j += 1
+        while j < end, isWS(bytes[j]) { j += 1 }
+        i = j
+        return true
+    }
+
+    mutating func expect(_ b: UInt8, _ rule: SIPParseError.Rule, _ what: String) throws(SIPParseError) {
+        guard consume(b) else { throw error(rule, "expected \(what)") }
+    }
+
+    /// Consumes a run of bytes for which `pred` holds.
+    mutating func take(while pred: (UInt8) -> Bool) -> ArraySlice<UInt8> {
+        let s = i
+        while i < end, pred(bytes[i]) { i += 1 }
+        return bytes[s..<i]
+    }
+
+    mutating func token() -> ArraySlice<UInt8> { take(while: isTokenByte) }
+
+    mutating func requireToken(_ rule: SIPParseError.Rule, _ what: String) throws(SIPParseError) -> String {
+        let t = token()
+        guard !t.isEmpty else { throw error(rule, "expected \(what)") }
+        return String(sipBytes: t)
+    }
+
+    /// Reads a quoted string (the cursor at its opening quote) and returns its unescaped text.
+    mutating func quotedString(_ rule: SIPParseError.Rule = .quotedString) throws(SIPParseError) -> String {
+        guard peek == UInt8(ascii: "\"") else { throw error(rule, "expected a quoted string") }
+        let open = i
+        i += 1
+        var out: [UInt8] = []
+        while i < end {
+            let b = bytes[i]
+            if b == UInt8(ascii: "\\") {
+                guard i + 1 < end, bytes[i + 1] <= 0x7F, bytes[i + 1] != 0x0A, bytes[i + 1] != 0x0D else {
+                    throw SIPParseError(offset: i, rule: .quotedString, detail: "bad escape in quoted string")
+                }
+                out.append(bytes[i + 1])
+                i += 2
+                continue
+            }
+            if b == UInt8(ascii: "\"") {
+                i += 1
+                return String(sipBytes: out)
+            }
+            if b < 0x20 && b != 0x09 && b != 0x0D && b != 0x0A || b == 0x7F {
+                throw SIPParseError(offset: i, rule: .quotedString, detail: "control byte inside a quoted string")
+            }
+            out.append(b)
+            i += 1
+        }
+        throw SIPParseError(offset: open, rule: .quotedString, detail: "quoted string is not terminated")
+    }
+
+    /// Reads a decimal number of at most `max`.
+    mutating func number(max: UInt64, _ rule: SIPParseError.Rule, _ what: String) throws(SIPParseError) -> UInt64 {
+        let s = i
+        var v: UInt64 = 0
+        while i < end, isDigit(bytes[i]) {
+            let (m, o1) = v.multipliedReportingOverflow(by: 10)
+            let (a, o2) = m.addingReportingOverflow(UInt64(bytes[i] - 0x30))
+            if o1 || o2 || a > max { throw SIPParseError(offset: s, rule: rule, detail: "\(what) is larger than \(max)") }
+            v = a
+            i += 1
+        }
+        guard i > s else { throw SIPParseError(offset: s, rule: rule, detail: "expected \(what)") }
+        return v
+    }
+
+    /// Reads `*( SEMI generic-param )` up to the end or up to a byte in `stop`.
+    mutating func parameters(_ rule: SIPParseError.Rule) throws(SIPParseError) -> SIPParameters {
+        var params = SIPParameters()
+        while consume(UInt8(ascii: ";")) {
+            let nameStart = i
+            let name = token()
+            guard !name.isEmpty else { throw SIPParseError(offset: nameStart, rule: .parameter, detail: "empty parameter name") }
+            var value: String? = nil
+            var quoted = false
+            if consume(UInt8(ascii: "=")) {
+                if peek == UInt8(ascii: "\"") {
+                    value = try quotedString()
+                    quoted = true
+                } else if peek == UInt8(ascii: "[") {
+                    // IPv6 reference (received=[2001:db8::9]).
+                    let v = take { $0 != UInt8(ascii: "]") && $0 != UInt8(ascii: ";") && !isWS($0) && $0 != UInt8(ascii: ",") }
+                    guard peek == UInt8(ascii: "]") else { throw error(.parameter, "unterminated IPv6 reference in parameter") }
+                    i += 1
+                    value = String(sipBytes: v) + "]"
+                } else {
+                    let v = take { isTokenByte($0) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: "[") || $0 == UInt8(ascii: "]") }
+                    guard !v.isEmpty else { throw error(.parameter, "empty value for parameter \(String(sipBytes: name))") }
+                    value = String(sipBytes: v)
+                }
+            }
+            params.append(SIPParameter(name: String(sipBytes: name), value: value, quoted: quoted))
+        }
+        return params
+    }
+
+    mutating func requireEnd(_ rule: SIPParseError.Rule, _ what: String) throws(SIPParseError) {
+        skipWS()
+        guard atEnd else { throw error(rule, "unexpected byte 0x\(String(bytes[i], radix: 16)) \(what)") }
+    }
+}
+
+/// Finds `;name=value` among the parameters that start at `from`, without allocating.
+func findParameter(_ bytes: ArraySlice<UInt8>, from: Int, name: StaticString) -> ArraySlice<UInt8>? {
+    var i = from
+    let end = bytes.endIndex
+    while i < end {
+        // Find the next ';' outside quotes.
+        var inQuotes = false
+        while i < end {
+            let b = bytes[i]
+            if inQuotes {
+                if b == UInt8(ascii: "\\") { i += 1 } else if b == UInt8(ascii: "\"") { inQuotes = false }
+            } else if b == UInt8(ascii: "\"") {
+                inQuotes = true
+            } else if b == UInt8(ascii: ";") {
+                break
+            } else if b == UInt8(ascii: ",") {
+                return nil  // next list element
+            }
+            i += 1
+        }
+        guard i < end else { return nil }
+        i += 1
+        while i < end, isWS(bytes[i]) { i += 1 }
+        let ns = i
+        while i < end, isTokenByte(bytes[i]) { i += 1 }
+        let n = bytes[ns..<i]
+        while i < end, isWS(bytes[i]) { i += 1 }
+        guard equalsLowercased(n, name) else { continue }
+        guard i < end, bytes[i] == UInt8(ascii: "=") else { return bytes[i..<i] }
+        i += 1
+        while i < end, isWS(bytes[i]) { i += 1 }
+        let vs = i
+        while i < end, bytes[i] != UInt8(ascii: ";"), bytes[i] != UInt8(ascii: ","), !isWS(bytes[i]) { i += 1 }
+        return bytes[vs..<i]
+    }
+    return nil
+}

@@ -1,0 +1,50 @@
+/// `%HH` escaping of RFC 3261 §25.1 (`escaped = "%" HEXDIG HEXDIG`).
+enum PercentEscaping {
+    /// Decodes the `%HH` escapes of `b`, checking that every other byte is in `allowed`.
+    static func decode(_ b: ArraySlice<UInt8>, allowed: (UInt8) -> Bool, rule: SIPParseError.Rule = .uri, what: String) throws(SIPParseError) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(b.count)
+        var i = b.startIndex
+        while i < b.endIndex {
+            let c = b[i]
+            if c == UInt8(ascii: "%") {
+                guard i + 2 < b.endIndex, let h = hexValue(b[i + 1]), let l = hexValue(b[i + 2]) else {
+                    throw SIPParseError(offset: i, rule: .escape, detail: "'%' must be followed by two hex digits in \(what)")
+                }
+                out.append(h << 4 | l)
+                i += 3
+                continue
+            }
+            guard allowed(c) else {
+                throw SIPParseError(offset: i, rule: rule, detail: "byte 0x\(String(c, radix: 16)) is not allowed in \(what)")
+            }
+            out.append(c)
+            i += 1
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    @inline(__always) static func hexValue(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - 0x30
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - 0x57
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - 0x37
+        default: return nil
+        }
+    }
+
+    /// Escapes every byte of `s` not in `allowed`.
+    static func encode(_ s: String, allowed: (UInt8) -> Bool) -> String {
+        var out: [UInt8] = []
+        let hex = Array("0123456789ABCDEF".utf8)
+        for c in s.utf8 {
+            if allowed(c) { out.append(c) } else { out.append(UInt8(ascii: "%")); out.append(hex[Int(c >> 4)]); out.append(hex[Int(c & 15)]) }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    static func isUserChar(_ c: UInt8) -> Bool { ByteClass.test(c, ByteClass.unreserved | ByteClass.userExtra) }
+    static func isPasswordChar(_ c: UInt8) -> Bool { ByteClass.test(c, ByteClass.unreserved | ByteClass.passwordExtra) }
+    static func isParamChar(_ c: UInt8) -> Bool { ByteClass.test(c, ByteClass.unreserved | ByteClass.paramExtra) }
+    static func isHeaderChar(_ c: UInt8) -> Bool { ByteClass.test(c, ByteClass.unreserved | ByteClass.headerExtra) }
+}

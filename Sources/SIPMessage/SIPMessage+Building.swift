@@ -1,0 +1,247 @@
+/// Building and changing messages, and writing them out.
+extension SIPMessage {
+    /// Creates a request with a start line and no headers; add headers with ``append(_:_:)``.
+    public init(method: SIPMethod, uri: URI) {
+        self.init(method: method, uriText: uri.description)
+    }
+
+    /// Creates a request with a SIP URI.
+    public init(method: SIPMethod, uri: SIPURI) {
+        self.init(method: method, uriText: uri.description)
+    }
+
+    init(method: SIPMethod, uriText: String) {
+        let bytes = Array(uriText.utf8)
+        self.init(storage: bytes, entries: [], startIndex: .request(method: method, uri: 0..<bytes.count, version: .sip20),
+                  bodyRange: bytes.count..<bytes.count, pristineRange: nil)
+    }
+
+    /// Creates a response with a status code (100-699) and a reason phrase.
+    /// - Precondition: `statusCode` is in 100...699 and the reason phrase holds no line break.
+    public init(statusCode: Int, reasonPhrase: String? = nil) {
+        precondition((100...699).contains(statusCode), "status code must be 100-699")
+        let text = SIPMessage.oneLine(reasonPhrase ?? SIPMessage.defaultReasonPhrase(statusCode))
+        let bytes = Array(text.utf8)
+        self.init(storage: bytes, entries: [], startIndex: .response(version: .sip20, code: statusCode, reason: 0..<bytes.count),
+                  bodyRange: bytes.count..<bytes.count, pristineRange: nil)
+    }
+
+    /// Drops CR, LF and NUL so that text cannot break out of its line.
+    static func oneLine(_ s: String) -> String {
+        var out = String.UnicodeScalarView()
+        for u in s.unicodeScalars where u != "\r" && u != "\n" && u != "\0" { out.append(u) }
+        return String(out)
+    }
+
+    /// Checks that a header value can be written on one line.
+    static func checkValue(_ value: String) throws(SIPParseError) {
+        for (k, b) in value.utf8.enumerated() where b == 0x0D || b == 0x0A || b == 0 {
+            throw SIPParseError(offset: k, rule: .headerValue, detail: "a header value cannot hold CR, LF or NUL")
+        }
+    }
+
+    /// Appends a header line.
+    /// - Throws: ``SIPParseError`` with rule `headerValue` when the value holds CR, LF or NUL,
+    ///   or `headerName` when an extension name is not a token.
+    public mutating func append(_ name: SIPHeaderName, _ value: String) throws(SIPParseError) {
+        try SIPMessage.checkValue(value)
+        if name.known == nil {
+            guard !name.spelling.isEmpty, name.spelling.utf8.allSatisfy(isTokenByte) else {
+                throw SIPParseError(offset: 0, rule: .headerName, detail: "header name must be a token")
+            }
+        }
+        appendUnchecked(name, value)
+    }
+
+    /// Appends a header whose value is a typed, always well-formed value.
+    public mutating func append(_ name: SIPHeaderName, _ value: some CustomStringConvertible & Sendable) {
+        appendUnchecked(name, SIPMessage.oneLine(value.description))
+    }
+
+    mutating func appendUnchecked(_ name: SIPHeaderName, _ value: String) {
+        let ns = storage.count
+        storage.append(contentsOf: name.spelling.utf8)
+        let vs = storage.count
+        storage.append(contentsOf: value.utf8)
+        entries.append(HeaderEntry(known: name.known?.rawValue ?? 0, nameStart: UInt32(ns), nameEnd: UInt32(vs), valueStart: UInt32(vs), valueEnd: UInt32(storage.count)))
+        pristineRange = nil
+    }
+
+    /// Inserts a header line before every other line of the same name (a proxy adding its Via).
+    public mutating func prepend(_ name: SIPHeaderName, _ value: String) throws(SIPParseError) {
+        try append(name, value)
+        let e = entries.removeLast()
+        let at = entries.firstIndex { matches($0, name) } ?? entries.count
+        entries.insert(e, at: at)
+    }
+
+    /// Replaces every line of a header with one line holding `value`, at the first line's place.
+    public mutating func set(_ name: SIPHeaderName, _ value: String) throws(SIPParseError) {
+        try append(name, value)
+        let e = entries.removeLast()
+        if let at = entries.firstIndex(where: { matches($0, name) }) {
+            entries[at] = e
+            var k = entries.count - 1
+            while k > at { if matches(entries[k], name) { entries.remove(at: k) }; k -= 1 }
+        } else {
+            entries.append(e)
+        }
+    }
+
+    /// Removes every line of a header.
+    public mutating func remove(_ name: SIPHeaderName) {
+        let before = entries.count
+        let keep = entries.filter { !matches($0, name) }
+        entries = keep
+        if entries.count != before { pristineRange = nil }
+    }
+
+    /// Removes the first element of a header (the top Via of a response a proxy forwards):
+    /// the first element of the first line, or the whole line when it holds one element.
+    public mutating func removeFirstElement(_ name: SIPHeaderName) {
+        guard let at = entries.firstIndex(where: { matches($0, name) }) else { return }
+        let els = splitHeaderList(storage[entries[at].valueRange])
+        pristineRange = nil
+        if els.count <= 1 {
+            entries.remove(at: at)
+        } else {
+            let start = els[1].startIndex
+            entries[at].valueStart = UInt32(start)
+        }
+    }
+
+    /// Sets the body; Content-Length follows it when the message is written.
+    public mutating func setBody(_ bytes: [UInt8], contentType: MediaType? = nil) {
+        let s = storage.count
+        storage.append(contentsOf: bytes)
+        bodyRange = s..<storage.count
+        if let ct = contentType { appendUncheckedReplacing(.contentType, ct.description) }
+        pristineRange = nil
+    }
+
+    mutating func appendUncheckedReplacing(_ name: SIPHeaderName, _ value: String) {
+        let keep = entries.filter { !matches($0, name) }
+        entries = keep
+        appendUnchecked(name, value)
+    }
+
+    // MARK: Writing
+
+    /// The message's bytes: the original bytes for an unmodified parsed message, otherwise the
+    /// canonical form with a Content-Length matching the body.
+    public func serialized() -> [UInt8] {
+        if let r = pristineRange { return Array(storage[r]) }
+        var out: [UInt8] = []
+        out.reserveCapacity(storage.count + 64)
+        switch startIndex {
+        case .request(let m, let uri, let v):
+            out.append(contentsOf: m.token.utf8); out.append(0x20)
+            out.append(contentsOf: storage[uri]); out.append(0x20)
+            out.append(contentsOf: v.description.utf8)
+        case .response(let v, let c, let reason):
+            out.append(contentsOf: v.description.utf8); out.append(0x20)
+            out.append(contentsOf: String(c).utf8); out.append(0x20)
+            out.append(contentsOf: storage[reason])
+        }
+        out.append(0x0D); out.append(0x0A)
+        var wroteLength = false
+        for e in entries {
+            if e.known == KnownHeader.contentLength.rawValue {
+                if wroteLength { continue }
+                wroteLength = true
+                out.append(contentsOf: "Content-Length: \(bodyRange.count)\r\n".utf8)
+                continue
+            }
+            if let k = KnownHeader(rawValue: e.known) { out.append(contentsOf: k.canonicalName.utf8) } else { out.append(contentsOf: storage[e.nameRange]) }
+            out.append(0x3A); out.append(0x20)
+            out.append(contentsOf: storage[e.valueRange])
+            out.append(0x0D); out.append(0x0A)
+        }
+        if !wroteLength { out.append(contentsOf: "Content-Length: \(bodyRange.count)\r\n".utf8) }
+        out.append(0x0D); out.append(0x0A)
+        out.append(contentsOf: storage[bodyRange])
+        return out
+    }
+
+    /// The canonical form even for an unmodified parsed message (canonical header names,
+    /// `": "`, CRLF, folding removed, Content-Length matching the body).
+    public func serializedCanonically() -> [UInt8] {
+        var copy = self
+        copy.pristineRange = nil
+        return copy.serialized()
+    }
+
+    /// The message as text (the serialized bytes decoded as UTF-8).
+    public var text: String { String(decoding: serialized(), as: UTF8.self) }
+
+    /// The reason phrase RFC 3261 §21 gives a status code.
+    public static func defaultReasonPhrase(_ code: Int) -> String {
+        switch code {
+        case 100: return "Trying"
+        case 180: return "Ringing"
+        case 181: return "Call Is Being Forwarded"
+        case 182: return "Queued"
+        case 183: return "Session Progress"
+        case 199: return "Early Dialog Terminated"
+        case 200: return "OK"
+        case 202: return "Accepted"
+        case 204: return "No Notification"
+        case 300: return "Multiple Choices"
+        case 301: return "Moved Permanently"
+        case 302: return "Moved Temporarily"
+        case 305: return "Use Proxy"
+        case 380: return "Alternative Service"
+        case 400: return "Bad Request"
+        case 401: return "Unauthorized"
+        case 402: return "Payment Required"
+        case 403: return "Forbidden"
+        case 404: return "Not Found"
+        case 405: return "Method Not Allowed"
+        case 406: return "Not Acceptable"
+        case 407: return "Proxy Authentication Required"
+        case 408: return "Request Timeout"
+        case 410: return "Gone"
+        case 412: return "Conditional Request Failed"
+        case 413: return "Request Entity Too Large"
+        case 414: return "Request-URI Too Long"
+        case 415: return "Unsupported Media Type"
+        case 416: return "Unsupported URI Scheme"
+        case 420: return "Bad Extension"
+        case 421: return "Extension Required"
+        case 422: return "Session Interval Too Small"
+        case 423: return "Interval Too Brief"
+        case 480: return "Temporarily Unavailable"
+        case 481: return "Call/Transaction Does Not Exist"
+        case 482: return "Loop Detected"
+        case 483: return "Too Many Hops"
+        case 484: return "Address Incomplete"
+        case 485: return "Ambiguous"
+        case 486: return "Busy Here"
+        case 487: return "Request Terminated"
+        case 488: return "Not Acceptable Here"
+        case 489: return "Bad Event"
+        case 491: return "Request Pending"
+        case 493: return "Undecipherable"
+        case 500: return "Server Internal Error"
+        case 501: return "Not Implemented"
+        case 502: return "Bad Gateway"
+        case 503: return "Service Unavailable"
+        case 504: return "Server Time-out"
+        case 505: return "Version Not Supported"
+        case 513: return "Message Too Large"
+        case 600: return "Busy Everywhere"
+        case 603: return "Decline"
+        case 604: return "Does Not Exist Anywhere"
+        case 606: return "Not Acceptable"
+        default:
+            switch code / 100 {
+            case 1: return "Progress"
+            case 2: return "Success"
+            case 3: return "Redirection"
+            case 4: return "Client Error"
+            case 5: return "Server Error"
+            default: return "Global Failure"
+            }
+        }
+    }
+}

@@ -1,0 +1,339 @@
+/// Typed, on-demand decoding of the headers the stack uses. Each accessor decodes the stored
+/// bytes when called; errors carry offsets into the message.
+extension SIPMessage {
+    // MARK: Fast paths (no decoding beyond what is asked, no allocation)
+
+    /// The Call-ID's bytes.
+    @inlinable public var callIDBytes: ArraySlice<UInt8>? { firstValueBytes(.callID) }
+
+    /// The Call-ID.
+    public var callID: String? { callIDBytes.map { String(sipBytes: $0) } }
+
+    /// The top Via's `branch` parameter, found without decoding the Via.
+    public var topViaBranchBytes: ArraySlice<UInt8>? {
+        guard let v = firstValueBytes(.via) else { return nil }
+        return findParameter(v, from: v.startIndex, name: "branch")
+    }
+
+    /// The From tag, found without decoding the whole From header.
+    public var fromTagBytes: ArraySlice<UInt8>? { tagBytes(.from) }
+
+    /// The To tag, found without decoding the whole To header.
+    public var toTagBytes: ArraySlice<UInt8>? { tagBytes(.to) }
+
+    func tagBytes(_ h: KnownHeader) -> ArraySlice<UInt8>? {
+        guard let v = firstValueBytes(h) else { return nil }
+        // Parameters of the header start after '>' when the URI is bracketed.
+        var i = v.startIndex, inQ = false, from = v.startIndex
+        while i < v.endIndex {
+            let b = v[i]
+            if inQ {
+                if b == UInt8(ascii: "\\") { i += 1 } else if b == UInt8(ascii: "\"") { inQ = false }
+            } else if b == UInt8(ascii: "\"") {
+                inQ = true
+            } else if b == UInt8(ascii: ">") {
+                from = i + 1
+                break
+            }
+            i += 1
+        }
+        return findParameter(v, from: from, name: "tag")
+    }
+
+    public var fromTag: String? { fromTagBytes.map { String(sipBytes: $0) } }
+    public var toTag: String? { toTagBytes.map { String(sipBytes: $0) } }
+    public var topViaBranch: String? { topViaBranchBytes.map { String(sipBytes: $0) } }
+
+    /// The CSeq (no allocation for well-known methods).
+    public func cseq() throws(SIPParseError) -> CSeq {
+        guard let v = firstValueBytes(.cseq) else { throw missing(.cseq) }
+        return try CSeq.parse(v)
+    }
+
+    // MARK: Decoded headers
+
+    func missing(_ h: KnownHeader) -> SIPParseError {
+        SIPParseError(offset: pristineRange?.lowerBound ?? 0, rule: .missingHeader, detail: "no \(h.canonicalName) header")
+    }
+
+    func single(_ h: KnownHeader) throws(SIPParseError) -> ArraySlice<UInt8>? {
+        var found: ArraySlice<UInt8>? = nil
+        for e in entries where e.known == h.rawValue {
+            if found != nil { throw SIPParseError(offset: Int(e.nameStart), rule: .duplicateHeader, detail: "\(h.canonicalName) appears more than once") }
+            found = storage[e.valueRange]
+        }
+        return found
+    }
+
+    func listElements(_ h: KnownHeader) -> [ArraySlice<UInt8>] {
+        var out: [ArraySlice<UInt8>] = []
+        for e in entries where e.known == h.rawValue { out.append(contentsOf: splitHeaderList(storage[e.valueRange])) }
+        return out
+    }
+
+    /// The Request-URI, decoded.
+    public func requestURI() throws(SIPParseError) -> URI {
+        guard let b = requestURIBytes else { throw SIPParseError(offset: 0, rule: .requestLine, detail: "a response has no Request-URI") }
+        return try URI.parse(b)
+    }
+
+    /// Every Via value, top first.
+    public func via() throws(SIPParseError) -> [Via] {
+        var out: [Via] = []
+        for el in listElements(.via) { out.append(try Via.parse(el)) }
+        return out
+    }
+
+    /// The top Via.
+    public func topVia() throws(SIPParseError) -> Via {
+        guard let first = listElements(.via).first else { throw missing(.via) }
+        return try Via.parse(first)
+    }
+
+    /// The From header.
+    public func from() throws(SIPParseError) -> NameAddress {
+        guard let v = try single(.from) else { throw missing(.from) }
+        return try NameAddress.parse(v)
+    }
+
+    /// The To header.
+    public func to() throws(SIPParseError) -> NameAddress {
+        guard let v = try single(.to) else { throw missing(.to) }
+        return try NameAddress.parse(v)
+    }
+
+    /// Max-Forwards (0-255), `nil` when absent.
+    public func maxForwards() throws(SIPParseError) -> Int? {
+        guard let v = try single(.maxForwards) else { return nil }
+        var c = Cursor(v)
+        let n = try c.number(max: 255, .number, "Max-Forwards")
+        try c.requireEnd(.number, "in Max-Forwards")
+        return Int(n)
+    }
+
+    /// Content-Length as framed by the parser, `nil` when absent.
+    public var contentLength: Int? {
+        guard let v = firstValueBytes(.contentLength) else { return nil }
+        return Int(String(sipBytes: v))
+    }
+
+    /// The Expires header (delta-seconds), `nil` when absent.
+    public func expires() throws(SIPParseError) -> UInt32? {
+        try deltaSeconds(.expires)
+    }
+
+    /// The Min-Expires header, `nil` when absent.
+    public func minExpires() throws(SIPParseError) -> UInt32? {
+        try deltaSeconds(.minExpires)
+    }
+
+    func deltaSeconds(_ h: KnownHeader) throws(SIPParseError) -> UInt32? {
+        guard let v = try single(h) else { return nil }
+        var c = Cursor(v)
+        c.skipWS()
+        let n = try c.number(max: UInt64(UInt32.max), .number, h.canonicalName)
+        try c.requireEnd(.number, "in \(h.canonicalName)")
+        return UInt32(n)
+    }
+
+    /// The Contact header(s): the wildcard, or every address in order; `nil` when absent.
+    public func contact() throws(SIPParseError) -> ContactValue? {
+        let els = listElements(.contact)
+        guard !els.isEmpty else { return nil }
+        if els.count == 1, els[0].count == 1, els[0].first == UInt8(ascii: "*") { return .wildcard }
+        var out: [NameAddress] = []
+        for el in els {
+            if el.count == 1, el.first == UInt8(ascii: "*") { throw SIPParseError(offset: el.startIndex, rule: .nameAddress, detail: "'*' must be the only Contact") }
+            let na = try NameAddress.parse(el)
+            if let q = na.parameters["q"] ?? nil {
+                guard let d = Double(q), (0...1).contains(d) else { throw SIPParseError(offset: el.startIndex, rule: .parameter, detail: "q must be between 0 and 1") }
+            }
+            if let e = na.parameters["expires"] ?? nil, UInt32(e) == nil {
+                throw SIPParseError(offset: el.startIndex, rule: .parameter, detail: "Contact expires must be delta-seconds")
+            }
+            out.append(na)
+        }
+        return .addresses(out)
+    }
+
+    func addresses(_ h: KnownHeader) throws(SIPParseError) -> [NameAddress] {
+        var out: [NameAddress] = []
+        for el in listElements(h) { out.append(try NameAddress.parse(el)) }
+        return out
+    }
+
+    /// The Route set, top first.
+    public func route() throws(SIPParseError) -> [NameAddress] { try addresses(.route) }
+    /// The Record-Route set, top first.
+    public func recordRoute() throws(SIPParseError) -> [NameAddress] { try addresses(.recordRoute) }
+    /// Path (RFC 3327).
+    public func path() throws(SIPParseError) -> [NameAddress] { try addresses(.path) }
+    /// Diversion (RFC 5806) entries, most recent first.
+    public func diversion() throws(SIPParseError) -> [NameAddress] { try addresses(.diversion) }
+    /// P-Asserted-Identity (RFC 3325).
+    public func pAssertedIdentity() throws(SIPParseError) -> [NameAddress] { try addresses(.pAssertedIdentity) }
+
+    /// Refer-To (RFC 3515); its URI may embed a Replaces header (see ``referToReplaces()``).
+    public func referTo() throws(SIPParseError) -> NameAddress? {
+        guard let v = try single(.referTo) else { return nil }
+        return try NameAddress.parse(v)
+    }
+
+    /// The Replaces embedded in the Refer-To URI (`?Replaces=…`), for attended transfer.
+    public func referToReplaces() throws(SIPParseError) -> Replaces? {
+        guard let r = try referTo(), let u = r.sipURI, let text = u.header("Replaces") else { return nil }
+        return try Replaces.parse(ArraySlice(text.utf8))
+    }
+
+    /// Referred-By (RFC 3892).
+    public func referredBy() throws(SIPParseError) -> NameAddress? {
+        guard let v = try single(.referredBy) else { return nil }
+        return try NameAddress.parse(v)
+    }
+
+    /// Replaces (RFC 3891).
+    public func replaces() throws(SIPParseError) -> Replaces? {
+        guard let v = try single(.replaces) else { return nil }
+        return try Replaces.parse(v)
+    }
+
+    /// Content-Type, `nil` when absent.
+    public func contentType() throws(SIPParseError) -> MediaType? {
+        guard let v = try single(.contentType) else { return nil }
+        return try MediaType.parse(v)
+    }
+
+    func tokens(_ h: KnownHeader) throws(SIPParseError) -> [String] {
+        var out: [String] = []
+        for el in listElements(h) {
+            if el.isEmpty { continue }
+            guard el.allSatisfy(isTokenByte) else { throw SIPParseError(offset: el.startIndex, rule: .token, detail: "\(h.canonicalName) holds a non-token") }
+            out.append(String(sipBytes: el))
+        }
+        return out
+    }
+
+    /// Allow: the methods, in order.
+    public func allow() throws(SIPParseError) -> [SIPMethod] {
+        try tokens(.allow).compactMap { SIPMethod($0) }
+    }
+    /// Supported option tags.
+    public func supported() throws(SIPParseError) -> [String] { try tokens(.supported) }
+    /// Require option tags.
+    public func require() throws(SIPParseError) -> [String] { try tokens(.require) }
+    /// Proxy-Require option tags.
+    public func proxyRequire() throws(SIPParseError) -> [String] { try tokens(.proxyRequire) }
+    /// Unsupported option tags.
+    public func unsupported() throws(SIPParseError) -> [String] { try tokens(.unsupported) }
+    /// Allow-Events packages.
+    public func allowEvents() throws(SIPParseError) -> [String] { try tokens(.allowEvents) }
+
+    /// Event (RFC 6665).
+    public func event() throws(SIPParseError) -> EventHeader? {
+        guard let v = try single(.event) else { return nil }
+        let t = try ParameterizedToken.parse(v, rule: .headerStructure, what: "an event package")
+        return EventHeader(package: t.value, parameters: t.parameters)
+    }
+
+    /// Subscription-State (RFC 6665).
+    public func subscriptionState() throws(SIPParseError) -> SubscriptionState? {
+        guard let v = try single(.subscriptionState) else { return nil }
+        let t = try ParameterizedToken.parse(v, rule: .headerStructure, what: "a subscription state")
+        return SubscriptionState(state: t.value.lowercased(), parameters: t.parameters)
+    }
+
+    /// Reason (RFC 3326) values.
+    public func reason() throws(SIPParseError) -> [ReasonHeader] {
+        var out: [ReasonHeader] = []
+        for el in listElements(.reason) {
+            let t = try ParameterizedToken.parse(el, rule: .headerStructure, what: "a reason protocol")
+            var r = ReasonHeader(protocolName: t.value)
+            r.parameters = t.parameters
+            out.append(r)
+        }
+        return out
+    }
+
+    /// Retry-After.
+    public func retryAfter() throws(SIPParseError) -> RetryAfter? {
+        guard let v = try single(.retryAfter) else { return nil }
+        var c = Cursor(v)
+        c.skipWS()
+        let n = try c.number(max: UInt64(UInt32.max), .number, "Retry-After")
+        c.skipWS()
+        var comment: String? = nil
+        if c.peek == UInt8(ascii: "(") {
+            let s = c.i + 1
+            var depth = 0
+            while !c.atEnd {
+                if v[c.i] == UInt8(ascii: "(") { depth += 1 } else if v[c.i] == UInt8(ascii: ")") { depth -= 1; if depth == 0 { break } }
+                c.i += 1
+            }
+            guard depth == 0, !c.atEnd else { throw c.error(.headerStructure, "unterminated comment in Retry-After") }
+            comment = String(sipBytes: v[s..<c.i])
+            c.i += 1
+        }
+        let p = try c.parameters(.headerStructure)
+        try c.requireEnd(.headerStructure, "in Retry-After")
+        return RetryAfter(seconds: UInt32(n), comment: comment, parameters: p)
+    }
+
+    /// Session-Expires (RFC 4028).
+    public func sessionExpires() throws(SIPParseError) -> SessionExpires? {
+        guard let v = try single(.sessionExpires) else { return nil }
+        let t = try ParameterizedToken.parse(v, rule: .headerStructure, what: "a Session-Expires interval")
+        guard let s = UInt32(t.value) else { throw SIPParseError(offset: v.startIndex, rule: .number, detail: "Session-Expires must be delta-seconds") }
+        var se = SessionExpires(seconds: s)
+        se.parameters = t.parameters
+        se.refresher = (t.parameters["refresher"] ?? nil)?.lowercased()
+        return se
+    }
+
+    /// Min-SE (RFC 4028).
+    public func minSE() throws(SIPParseError) -> UInt32? {
+        guard let v = try single(.minSE) else { return nil }
+        let t = try ParameterizedToken.parse(v, rule: .number, what: "Min-SE")
+        guard let s = UInt32(t.value) else { throw SIPParseError(offset: v.startIndex, rule: .number, detail: "Min-SE must be delta-seconds") }
+        return s
+    }
+
+    /// RSeq (RFC 3262).
+    public func rseq() throws(SIPParseError) -> UInt32? {
+        guard let v = try single(.rseq) else { return nil }
+        var c = Cursor(v)
+        c.skipWS()
+        let n = try c.number(max: UInt64(UInt32.max), .number, "RSeq")
+        try c.requireEnd(.number, "in RSeq")
+        return UInt32(n)
+    }
+
+    /// RAck (RFC 3262).
+    public func rack() throws(SIPParseError) -> RAck? {
+        guard let v = try single(.rack) else { return nil }
+        var c = Cursor(v)
+        c.skipWS()
+        let r = try c.number(max: UInt64(UInt32.max), .number, "the RAck response number")
+        c.skipWS()
+        let n = try c.number(max: UInt64(UInt32.max), .number, "the RAck CSeq number")
+        c.skipWS()
+        let t = c.token()
+        guard let m = t.withUnsafeBytes({ SIPMethod(bytes: $0) }) else { throw c.error(.headerStructure, "expected the RAck method") }
+        try c.requireEnd(.headerStructure, "in RAck")
+        return RAck(rseq: UInt32(r), cseq: UInt32(n), method: m)
+    }
+
+    func authHeaders(_ h: KnownHeader) throws(SIPParseError) -> [AuthenticationHeader] {
+        var out: [AuthenticationHeader] = []
+        for e in entries where e.known == h.rawValue { out.append(try AuthenticationHeader.parse(storage[e.valueRange])) }
+        return out
+    }
+
+    /// WWW-Authenticate challenges (one per header line).
+    public func wwwAuthenticate() throws(SIPParseError) -> [AuthenticationHeader] { try authHeaders(.wwwAuthenticate) }
+    /// Proxy-Authenticate challenges.
+    public func proxyAuthenticate() throws(SIPParseError) -> [AuthenticationHeader] { try authHeaders(.proxyAuthenticate) }
+    /// Authorization credentials.
+    public func authorization() throws(SIPParseError) -> [AuthenticationHeader] { try authHeaders(.authorization) }
+    /// Proxy-Authorization credentials.
+    public func proxyAuthorization() throws(SIPParseError) -> [AuthenticationHeader] { try authHeaders(.proxyAuthorization) }
+}

@@ -1,0 +1,136 @@
+/// The checks RFC 3261 §8.2 and §16.3 ask of a received message before any processing, done
+/// once by the transaction layer (parsing alone indexes but does not decode headers).
+extension SIPMessage {
+    /// Decodes and checks everything the stack relies on:
+    /// - the version is SIP/2.0 (else rule `unsupportedVersion`, answered 505);
+    /// - a request's Request-URI is a well-formed URI, and a SIP Request-URI has no headers;
+    /// - Via, From, To, Call-ID and CSeq are present, and From, To, Call-ID, CSeq,
+    ///   Max-Forwards and Content-Type appear at most once;
+    /// - every Via, From, To, Contact, Route, Record-Route, CSeq, Max-Forwards, Expires and
+    ///   Content-Type value decodes; CSeq's number fits 32 bits and its method matches the
+    ///   request's.
+    ///
+    /// Max-Forwards, the From tag and the branch cookie are not required, so RFC 2543 peers
+    /// still interoperate (RFC 4475 §3.4.1).
+    /// - Throws: ``SIPParseError``; its ``SIPParseError/suggestedStatusCode`` is the response.
+    public func validate() throws(SIPParseError) {
+        if version != .sip20 {
+            throw SIPParseError(offset: pristineRange?.lowerBound ?? 0, rule: .unsupportedVersion, detail: "\(version) is not supported")
+        }
+        if let b = requestURIBytes {
+            let uri = try URI.parse(b)
+            if case .sip(let u) = uri, !u.headers.isEmpty {
+                throw SIPParseError(offset: b.startIndex, rule: .uri, detail: "a Request-URI cannot carry headers (RFC 3261 §19.1.5)")
+            }
+        }
+        for h: KnownHeader in [.via, .from, .to, .callID, .cseq] where firstValueBytes(h) == nil {
+            throw missing(h)
+        }
+        for h: KnownHeader in [.from, .to, .callID, .cseq, .maxForwards, .contentType, .expires] {
+            _ = try single(h)
+        }
+        let vias = try via()
+        if vias.isEmpty { throw missing(.via) }
+        _ = try from()
+        _ = try to()
+        if let id = callIDBytes {
+            let at = id.firstIndex(of: UInt8(ascii: "@"))
+            let parts = at.map { [id[..<$0], id[($0 + 1)...]] } ?? [id]
+            for p in parts {
+                guard !p.isEmpty else { throw SIPParseError(offset: id.startIndex, rule: .headerStructure, detail: "empty word in Call-ID") }
+                if let bad = p.firstIndex(where: { !ByteClass.test($0, ByteClass.word) }) {
+                    throw SIPParseError(offset: bad, rule: .headerStructure, detail: "byte 0x\(String(id[bad], radix: 16)) is not allowed in Call-ID")
+                }
+            }
+        }
+        let cs = try cseq()
+        if let m = method, cs.method != m {
+            let at = firstValueBytes(.cseq)?.startIndex ?? 0
+            throw SIPParseError(offset: at, rule: .cseqMethodMismatch, detail: "CSeq method \(cs.method) does not match \(m)")
+        }
+        _ = try maxForwards()
+        _ = try expires()
+        _ = try contact()
+        _ = try route()
+        _ = try recordRoute()
+        _ = try contentType()
+    }
+}
+
+/// One part of a multipart body (RFC 2046 §5.1).
+public struct MultipartPart: Sendable, Hashable {
+    /// The part's headers (name as written, value trimmed).
+    public var headers: [SIPParameter]
+    /// The part's body bytes.
+    public var body: [UInt8]
+
+    /// The part's Content-Type.
+    public var contentType: MediaType? {
+        guard let v = headers.first(where: { $0.name.lowercased() == "content-type" })?.value else { return nil }
+        return try? MediaType(v)
+    }
+}
+
+extension SIPMessage {
+    /// Splits a `multipart/*` body at its boundary; `nil` when the body is not multipart.
+    public func multipartParts() throws(SIPParseError) -> [MultipartPart]? {
+        guard let ct = try contentType(), ct.type == "multipart" else { return nil }
+        guard let boundary = ct.parameters["boundary"] ?? nil, !boundary.isEmpty else {
+            throw SIPParseError(offset: bodyRange.lowerBound, rule: .multipart, detail: "multipart Content-Type without boundary")
+        }
+        return try MultipartPart.split(body, boundary: boundary)
+    }
+}
+
+extension MultipartPart {
+    /// Splits a body at `--boundary` delimiter lines.
+    public static func split(_ body: ArraySlice<UInt8>, boundary: String) throws(SIPParseError) -> [MultipartPart] {
+        let delim = Array("--\(boundary)".utf8)
+        func find(_ from: Int) -> Int? {
+            var i = from
+            while i + delim.count <= body.endIndex {
+                // A delimiter starts the body or follows a line break.
+                if body[i] == delim[0], i == body.startIndex || body[i - 1] == 0x0A, body[i..<(i + delim.count)].elementsEqual(delim) { return i }
+                i += 1
+            }
+            return nil
+        }
+        guard var at = find(body.startIndex) else { throw SIPParseError(offset: body.startIndex, rule: .multipart, detail: "no --\(boundary) delimiter") }
+        var parts: [MultipartPart] = []
+        while true {
+            var i = at + delim.count
+            if i + 1 < body.endIndex, body[i] == UInt8(ascii: "-"), body[i + 1] == UInt8(ascii: "-") { return parts }
+            // Skip transport padding to the line end.
+            while i < body.endIndex, body[i] != 0x0A { i += 1 }
+            guard i < body.endIndex else { throw SIPParseError(offset: i, rule: .multipart, detail: "delimiter line does not end") }
+            i += 1
+            guard let next = find(i) else { throw SIPParseError(offset: i, rule: .multipart, detail: "no closing --\(boundary)-- delimiter") }
+            // The line break before the next delimiter belongs to the delimiter.
+            var partEnd = next
+            if partEnd > i, body[partEnd - 1] == 0x0A { partEnd -= 1 }
+            if partEnd > i, body[partEnd - 1] == 0x0D { partEnd -= 1 }
+            var headers: [SIPParameter] = []
+            var j = i
+            while j < partEnd {
+                var le = j
+                while le < partEnd, body[le] != 0x0A { le += 1 }
+                var ce = le
+                if ce > j, body[ce - 1] == 0x0D { ce -= 1 }
+                if ce == j { j = min(le + 1, partEnd); break }
+                guard let colon = body[j..<ce].firstIndex(of: UInt8(ascii: ":")) else {
+                    throw SIPParseError(offset: j, rule: .multipart, detail: "part header without colon")
+                }
+                var vs = colon + 1
+                while vs < ce, isWS(body[vs]) { vs += 1 }
+                headers.append(SIPParameter(name: String(sipBytes: body[j..<colon]).trimmingCharacters(), value: String(sipBytes: body[vs..<ce])))
+                j = le + 1
+            }
+            parts.append(MultipartPart(headers: headers, body: j < partEnd ? Array(body[j..<partEnd]) : []))
+            at = next
+        }
+    }
+}
+
+extension String {
+    func trimmingCharacters() -> String { Substring(self).trimmingSpaces() }
+}

@@ -1,0 +1,122 @@
+import Testing
+@testable import SIPMessage
+
+@Suite("Serialization and building")
+struct SerializationTests {
+    static let fixtureNames = listDirectory(Paths.fixtures).filter { $0.hasSuffix(".sip") }
+
+    @Test func fixturesExist() {
+        #expect(Self.fixtureNames.count >= 15)
+    }
+
+    @Test(arguments: fixtureNames)
+    func unmodifiedMessagesSerializeByteForByte(_ name: String) throws {
+        let bytes = try fixture(name)
+        let m = try SIPMessage(bytes: bytes)
+        try m.validate()
+        #expect(m.isPristine)
+        #expect(m.serialized() == bytes)
+    }
+
+    @Test(arguments: fixtureNames)
+    func canonicalFormIsAFixedPoint(_ name: String) throws {
+        let m = try SIPMessage(bytes: try fixture(name))
+        let canonical = m.serializedCanonically()
+        let again = try SIPMessage(bytes: canonical)
+        #expect(again.serialized() == canonical)
+        #expect(again.serializedCanonically() == canonical)
+        #expect(again.startLine == m.startLine)
+        #expect(Array(again.body) == Array(m.body))
+        #expect(again.headerFields.map(\.value) == m.headerFields.map(\.value))
+        #expect(again.headerFields.map(\.known) == m.headerFields.map(\.known))
+        try again.validate()
+    }
+
+    @Test func canonicalFormUsesLongNamesAndColonSpace() throws {
+        let m = try SIPMessage(bytes: try fixture("compact-forms.sip"))
+        let text = String(decoding: m.serializedCanonically(), as: UTF8.self)
+        #expect(text.hasPrefix("OPTIONS sip:carol@chicago.example.com SIP/2.0\r\nVia: SIP/2.0/UDP pc33"))
+        #expect(text.contains("\r\nFrom: Alice <sip:alice@atlanta.example.com>;tag=1928301774\r\n"))
+        #expect(text.contains("\r\nCall-ID: a84b4c76e66710\r\n"))
+        #expect(text.contains("\r\nContent-Length: 0\r\n"))
+        #expect(text.hasSuffix("\r\n\r\n"))
+    }
+
+    @Test func buildingARequest() throws {
+        var m = SIPMessage(method: .invite, uri: try SIPURI("sip:bob@biloxi.example.com"))
+        m.append(.via, Via(transport: "UDP", host: .domain("pc33.atlanta.example.com"), port: 5060, parameters: [SIPParameter(name: "branch", value: "z9hG4bK776asdhds")]))
+        try m.append(.maxForwards, "70")
+        m.append(.to, NameAddress(displayName: "Bob", uri: try SIPURI("sip:bob@biloxi.example.com")))
+        m.append(.from, NameAddress(displayName: "Alice", uri: try SIPURI("sip:alice@atlanta.example.com"), parameters: [SIPParameter(name: "tag", value: "1928301774")]))
+        try m.append(.callID, "a84b4c76e66710@pc33.atlanta.example.com")
+        m.append(.cseq, CSeq(314159, .invite))
+        m.setBody(Array("v=0\r\n".utf8), contentType: .sdp)
+        let expected = crlf("""
+        INVITE sip:bob@biloxi.example.com SIP/2.0
+        Via: SIP/2.0/UDP pc33.atlanta.example.com:5060;branch=z9hG4bK776asdhds
+        Max-Forwards: 70
+        To: "Bob" <sip:bob@biloxi.example.com>
+        From: "Alice" <sip:alice@atlanta.example.com>;tag=1928301774
+        Call-ID: a84b4c76e66710@pc33.atlanta.example.com
+        CSeq: 314159 INVITE
+        Content-Type: application/sdp
+        Content-Length: 5
+
+        v=0
+
+        """)
+        #expect(m.serialized() == expected)
+        let parsed = try SIPMessage(bytes: m.serialized())
+        try parsed.validate()
+        #expect(parsed.serialized() == expected)
+        #expect(try parsed.from().tag == "1928301774")
+    }
+
+    @Test func buildingAResponseAndEditingHeaders() throws {
+        let req = try SIPMessage(bytes: try fixture("compact-forms.sip"))
+        var r = SIPMessage(statusCode: 200)
+        for v in req.values(.via) { try r.append(.via, v) }
+        try r.append(.from, req[.from]!)
+        try r.append(.to, req[.to]! + ";tag=xyz")
+        try r.append(.callID, req.callID!)
+        try r.append(.cseq, req[.cseq]!)
+        #expect(r.reasonPhrase == "OK")
+        let parsed = try SIPMessage(bytes: r.serialized())
+        #expect(parsed.statusCode == 200)
+        #expect(parsed.toTag == "xyz")
+        #expect(try parsed.via().count == 2)
+        try parsed.validate()
+
+        var fwd = req
+        try fwd.prepend(.via, "SIP/2.0/UDP proxy.example.com;branch=z9hG4bKproxy")
+        #expect(!fwd.isPristine)
+        #expect(fwd.topViaBranch == "z9hG4bKproxy")
+        #expect(try fwd.via().count == 3)
+        fwd.removeFirstElement(.via)
+        #expect(fwd.topViaBranch == "z9hG4bKhjhs8ass877")
+        try fwd.set(.maxForwards, "69")
+        #expect(try fwd.maxForwards() == 69)
+        fwd.remove(.supported)
+        #expect(!fwd.contains(.supported))
+        let reparsed = try SIPMessage(bytes: fwd.serialized())
+        #expect(try reparsed.maxForwards() == 69)
+        #expect(try reparsed.via().count == 2)
+    }
+
+    @Test func headerInjectionIsRefused() {
+        var m = SIPMessage(method: .options, uri: .other(scheme: "urn", text: "urn:x"))
+        expectParseError(.headerValue) { try m.append(.subject, "hi\r\nVia: evil") }
+        expectParseError(.headerName) { try m.append("Bad Name", "x") }
+        m.append(.subject, NameAddress(displayName: "a\r\nb", uri: .other(scheme: "urn", text: "urn:x")))
+        #expect(!String(decoding: m.serialized(), as: UTF8.self).contains("a\r\nb"))
+    }
+
+    @Test func bodyChangeUpdatesContentLength() throws {
+        var m = try SIPMessage(bytes: try fixture("notify-sipfrag.sip"))
+        m.setBody(Array("SIP/2.0 180 Ringing\r\n".utf8))
+        let p = try SIPMessage(bytes: m.serialized())
+        #expect(p.contentLength == 21)
+        #expect(p.count(of: .contentLength) == 1)
+        #expect(String(decoding: p.body, as: UTF8.self) == "SIP/2.0 180 Ringing\r\n")
+    }
+}

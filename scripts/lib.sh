@@ -1,0 +1,36 @@
+# Shared helpers for scripts/demo, scripts/test, scripts/bench and scripts/fuzz.
+# Source it; it sets REPO and makes sure swift is on PATH.
+set -euo pipefail
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export REPO
+if ! command -v swift >/dev/null 2>&1 && [ -x /opt/swift/usr/bin/swift ]; then
+    export PATH="/opt/swift/usr/bin:$PATH"
+fi
+
+# The system libraries the stack links (codecs, SRTP, TLS) and the tools to find them.
+BASE_PACKAGES=(libopus-dev libsrtp2-dev libssl-dev pkg-config)
+
+log() { printf '==> %s\n' "$*" >&2; }
+
+# ensure_packages PKG...: installs the Debian packages that are missing (quick when none are).
+ensure_packages() {
+    local missing=()
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    log "installing ${missing[*]}"
+    local sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    # Keep apt from starting daemons (kamailio would bind 0.0.0.0:5060).
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        printf '#!/bin/sh\nexit 101\n' | $sudo tee /usr/sbin/policy-rc.d >/dev/null && $sudo chmod +x /usr/sbin/policy-rc.d
+    fi
+    echo "wireshark-common wireshark-common/install-setuid boolean false" | $sudo debconf-set-selections 2>/dev/null || true
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+require_swift() {
+    command -v swift >/dev/null 2>&1 || { echo "swift is not installed (expected at /opt/swift/usr/bin)" >&2; exit 1; }
+}
