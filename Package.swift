@@ -18,7 +18,7 @@ let package = Package(
         // bytes ⇄ SDP sessions (RFC 8866, 4566, 4568); no I/O, no dependencies.
         .target(name: "SDP"),
         // The logic behind the command-line tool, kept in a library so tests drive it directly.
-        .target(name: "SwitchboardTools", dependencies: ["SIPMessage"]),
+        .target(name: "SwitchboardTools", dependencies: ["SIPMessage", "SDP"]),
         .executableTarget(
             name: "switchboard",
             dependencies: [
@@ -30,7 +30,7 @@ let package = Package(
         .executableTarget(name: "SwitchboardBench", dependencies: ["SIPMessage"]),
         .testTarget(name: "SIPMessageTests", dependencies: ["SIPMessage"]),
         .testTarget(name: "SDPTests", dependencies: ["SDP"]),
-        .testTarget(name: "SwitchboardToolsTests", dependencies: ["SwitchboardTools", "SIPMessage"]),
+        .testTarget(name: "SwitchboardToolsTests", dependencies: ["SwitchboardTools", "SIPMessage", "SDP"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -37,13 +37,15 @@ enum ByteClass {
     @inline(__always) static func test(_ byte: UInt8, _ bits: UInt16) -> Bool { table[Int(byte)] & bits != 0 }
 }
 
+/// token = 1*(alphanum / "-" / "." / "!" / "%" / "*" / "_" / "+" / "`" / "'" / "~"), tested
+/// against a 128-bit map.
 @inline(__always) func isTokenByte(_ b: UInt8) -> Bool {
-    switch b {
-    case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): return true
-    case UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "!"), UInt8(ascii: "%"), UInt8(ascii: "*"), UInt8(ascii: "_"),
-         UInt8(ascii: "+"), UInt8(ascii: "`"), UInt8(ascii: "'"), UInt8(ascii: "~"): return true
-    default: return false
-    }
+    // Bytes 0-63: digits and - . ! % * + ' ; bytes 64-127: letters and _ ` ~.
+    let low: UInt64 = 0x03FF_6CA2_0000_0000   // '!'(33) '%'(37) '\''(39) '*'(42) '+'(43) '-'(45) '.'(46) '0'-'9'(48-57)
+    let high: UInt64 = 0x47FF_FFFF_87FF_FFFE  // 'A'-'Z'(65-90) '_'(95) '`'(96) 'a'-'z'(97-122) '~'(126)
+    if b < 64 { return (low >> UInt64(b)) & 1 != 0 }
+    if b < 128 { return (high >> UInt64(b &- 64)) & 1 != 0 }
+    return false
 }
 
 @inline(__always) func isWS(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 }

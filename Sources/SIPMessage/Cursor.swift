@@ -165,39 +165,50 @@ struct Cursor {
 }
 
 /// Finds `;name=value` among the parameters that start at `from`, without allocating.
+/// Returns an empty slice for a parameter without a value, `nil` when absent. The search stops
+/// at a comma outside quotes (the next list element).
 func findParameter(_ bytes: ArraySlice<UInt8>, from: Int, name: StaticString) -> ArraySlice<UInt8>? {
-    var i = from
-    let end = bytes.endIndex
-    while i < end {
-        // Find the next ';' outside quotes.
-        var inQuotes = false
+    let found: Range<Int>? = bytes.withUnsafeBufferPointer { p -> Range<Int>? in
+        let end = p.count
+        var i = from - bytes.startIndex
+        let nameLength = name.utf8CodeUnitCount
+        let namePtr = name.utf8Start
         while i < end {
-            let b = bytes[i]
-            if inQuotes {
-                if b == UInt8(ascii: "\\") { i += 1 } else if b == UInt8(ascii: "\"") { inQuotes = false }
-            } else if b == UInt8(ascii: "\"") {
-                inQuotes = true
-            } else if b == UInt8(ascii: ";") {
-                break
-            } else if b == UInt8(ascii: ",") {
-                return nil  // next list element
+            // The next ';' outside quotes.
+            var inQuotes = false
+            while i < end {
+                let b = p[i]
+                if inQuotes {
+                    if b == 0x5C { i &+= 1 } else if b == 0x22 { inQuotes = false }
+                } else if b == 0x3B {
+                    break
+                } else if b == 0x22 {
+                    inQuotes = true
+                } else if b == 0x2C {
+                    return nil
+                }
+                i &+= 1
             }
-            i += 1
+            guard i < end else { return nil }
+            i &+= 1
+            while i < end, isWS(p[i]) { i &+= 1 }
+            let ns = i
+            while i < end, isTokenByte(p[i]) { i &+= 1 }
+            var matches = i - ns == nameLength
+            if matches {
+                for k in 0..<nameLength where lowerASCII(p[ns + k]) != namePtr[k] { matches = false; break }
+            }
+            while i < end, isWS(p[i]) { i &+= 1 }
+            guard matches else { continue }
+            guard i < end, p[i] == 0x3D else { return i..<i }
+            i &+= 1
+            while i < end, isWS(p[i]) { i &+= 1 }
+            let vs = i
+            while i < end, p[i] != 0x3B, p[i] != 0x2C, !isWS(p[i]) { i &+= 1 }
+            return vs..<i
         }
-        guard i < end else { return nil }
-        i += 1
-        while i < end, isWS(bytes[i]) { i += 1 }
-        let ns = i
-        while i < end, isTokenByte(bytes[i]) { i += 1 }
-        let n = bytes[ns..<i]
-        while i < end, isWS(bytes[i]) { i += 1 }
-        guard equalsLowercased(n, name) else { continue }
-        guard i < end, bytes[i] == UInt8(ascii: "=") else { return bytes[i..<i] }
-        i += 1
-        while i < end, isWS(bytes[i]) { i += 1 }
-        let vs = i
-        while i < end, bytes[i] != UInt8(ascii: ";"), bytes[i] != UInt8(ascii: ","), !isWS(bytes[i]) { i += 1 }
-        return bytes[vs..<i]
+        return nil
     }
-    return nil
+    guard let r = found else { return nil }
+    return bytes[(bytes.startIndex + r.lowerBound)..<(bytes.startIndex + r.upperBound)]
 }

@@ -129,54 +129,87 @@ public enum KnownHeader: UInt8, Sendable, Hashable, CaseIterable {
 
     // MARK: Lookup from bytes
 
-    private static let lowercasedNames: [[UInt8]] = {
-        var names = [[UInt8]](repeating: [], count: 256)
-        for h in KnownHeader.allCases { names[Int(h.rawValue)] = Array(h.canonicalName.lowercased().utf8) }
-        return names
-    }()
-
-    /// Buckets keyed by (length, first letter); each holds up to four candidate ids.
-    private static let buckets: [UInt8] = {
-        var b = [UInt8](repeating: 0, count: 64 * 32 * 4)
-        func insert(_ key: Int, _ id: UInt8) {
-            for slot in 0..<4 where b[key * 4 + slot] == 0 { b[key * 4 + slot] = id; return }
-            fatalError("header-name bucket overflow")  // a programming error in the table above
-        }
-        for h in KnownHeader.allCases {
-            let n = Array(h.canonicalName.lowercased().utf8)
-            insert(bucketKey(length: n.count, first: n[0]), h.rawValue)
-        }
-        return b
-    }()
-
-    @inline(__always) private static func bucketKey(length: Int, first: UInt8) -> Int {
-        (length & 63) * 32 + Int(lowerASCII(first) & 31)
-    }
-
     /// Finds the known header named by `bytes` (long or compact form, any case).
     @inlinable
     public static func lookup(_ bytes: UnsafeRawBufferPointer) -> KnownHeader? {
         lookupBytes(bytes)
     }
 
+    /// Generated from ``canonicalName``: a switch on (length, first letter), then a
+    /// case-insensitive compare of the rest; no tables, so no lazy-global checks.
     @usableFromInline
-    static func lookupBytes(_ bytes: UnsafeRawBufferPointer) -> KnownHeader? {
-        let n = bytes.count
-        if n == 1 { return compact(bytes[0]) }
-        guard n >= 2, n < 64 else { return nil }
-        let key = bucketKey(length: n, first: bytes[0]) * 4
-        return buckets.withUnsafeBufferPointer { b in
-            for slot in 0..<4 {
-                let id = b[key + slot]
-                if id == 0 { return nil }
-                let match = lowercasedNames[Int(id)].withUnsafeBufferPointer { cand -> Bool in
-                    for i in 0..<n where lowerASCII(bytes[i]) != cand[i] { return false }
-                    return true
-                }
-                if match { return KnownHeader(rawValue: id) }
-            }
-            return nil
+    static func lookupBytes(_ b: UnsafeRawBufferPointer) -> KnownHeader? {
+        let n = b.count
+        if n == 1 { return compact(b[0]) }
+        guard n >= 2 else { return nil }
+        @inline(__always) func rest(_ s: StaticString) -> Bool {
+            let p = s.utf8Start
+            for i in 1..<n where lowerASCII(b[i]) != p[i] { return false }
+            return true
         }
+        switch (n, lowerASCII(b[0])) {
+        case (2, UInt8(ascii: "t")): if rest("to") { return .to }
+        case (3, UInt8(ascii: "v")): if rest("via") { return .via }
+        case (4, UInt8(ascii: "c")): if rest("cseq") { return .cseq }
+        case (4, UInt8(ascii: "d")): if rest("date") { return .date }
+        case (4, UInt8(ascii: "f")): if rest("from") { return .from }
+        case (4, UInt8(ascii: "p")): if rest("path") { return .path }
+        case (4, UInt8(ascii: "r")): if rest("rack") { return .rack }; if rest("rseq") { return .rseq }
+        case (5, UInt8(ascii: "a")): if rest("allow") { return .allow }
+        case (5, UInt8(ascii: "e")): if rest("event") { return .event }
+        case (5, UInt8(ascii: "r")): if rest("route") { return .route }
+        case (6, UInt8(ascii: "a")): if rest("accept") { return .accept }
+        case (6, UInt8(ascii: "m")): if rest("min-se") { return .minSE }
+        case (6, UInt8(ascii: "r")): if rest("reason") { return .reason }
+        case (6, UInt8(ascii: "s")): if rest("server") { return .server }
+        case (7, UInt8(ascii: "c")): if rest("call-id") { return .callID }; if rest("contact") { return .contact }
+        case (7, UInt8(ascii: "e")): if rest("expires") { return .expires }
+        case (7, UInt8(ascii: "p")): if rest("privacy") { return .privacy }
+        case (7, UInt8(ascii: "r")): if rest("require") { return .require }
+        case (7, UInt8(ascii: "s")): if rest("subject") { return .subject }
+        case (7, UInt8(ascii: "w")): if rest("warning") { return .warning }
+        case (8, UInt8(ascii: "i")): if rest("identity") { return .identity }
+        case (8, UInt8(ascii: "p")): if rest("priority") { return .priority }
+        case (8, UInt8(ascii: "r")): if rest("refer-to") { return .referTo }; if rest("replaces") { return .replaces }; if rest("reply-to") { return .replyTo }
+        case (8, UInt8(ascii: "s")): if rest("sip-etag") { return .sipETag }
+        case (9, UInt8(ascii: "c")): if rest("call-info") { return .callInfo }
+        case (9, UInt8(ascii: "d")): if rest("diversion") { return .diversion }
+        case (9, UInt8(ascii: "s")): if rest("supported") { return .supported }
+        case (9, UInt8(ascii: "t")): if rest("timestamp") { return .timestamp }
+        case (10, UInt8(ascii: "a")): if rest("alert-info") { return .alertInfo }
+        case (10, UInt8(ascii: "e")): if rest("error-info") { return .errorInfo }
+        case (10, UInt8(ascii: "u")): if rest("user-agent") { return .userAgent }
+        case (11, UInt8(ascii: "i")): if rest("in-reply-to") { return .inReplyTo }
+        case (11, UInt8(ascii: "m")): if rest("min-expires") { return .minExpires }
+        case (11, UInt8(ascii: "r")): if rest("referred-by") { return .referredBy }; if rest("retry-after") { return .retryAfter }
+        case (11, UInt8(ascii: "u")): if rest("unsupported") { return .unsupported }
+        case (12, UInt8(ascii: "a")): if rest("allow-events") { return .allowEvents }
+        case (12, UInt8(ascii: "c")): if rest("content-type") { return .contentType }
+        case (12, UInt8(ascii: "h")): if rest("history-info") { return .historyInfo }
+        case (12, UInt8(ascii: "m")): if rest("max-forwards") { return .maxForwards }; if rest("mime-version") { return .mimeVersion }
+        case (12, UInt8(ascii: "o")): if rest("organization") { return .organization }
+        case (12, UInt8(ascii: "r")): if rest("record-route") { return .recordRoute }
+        case (12, UInt8(ascii: "s")): if rest("sip-if-match") { return .sipIfMatch }
+        case (13, UInt8(ascii: "a")): if rest("authorization") { return .authorization }
+        case (13, UInt8(ascii: "p")): if rest("proxy-require") { return .proxyRequire }
+        case (13, UInt8(ascii: "s")): if rest("service-route") { return .serviceRoute }
+        case (14, UInt8(ascii: "a")): if rest("accept-contact") { return .acceptContact }
+        case (14, UInt8(ascii: "c")): if rest("content-length") { return .contentLength }
+        case (14, UInt8(ascii: "r")): if rest("reject-contact") { return .rejectContact }
+        case (15, UInt8(ascii: "a")): if rest("accept-encoding") { return .acceptEncoding }; if rest("accept-language") { return .acceptLanguage }
+        case (15, UInt8(ascii: "s")): if rest("session-expires") { return .sessionExpires }
+        case (16, UInt8(ascii: "c")): if rest("content-encoding") { return .contentEncoding }; if rest("content-language") { return .contentLanguage }
+        case (16, UInt8(ascii: "w")): if rest("www-authenticate") { return .wwwAuthenticate }
+        case (18, UInt8(ascii: "p")): if rest("proxy-authenticate") { return .proxyAuthenticate }
+        case (18, UInt8(ascii: "s")): if rest("subscription-state") { return .subscriptionState }
+        case (19, UInt8(ascii: "a")): if rest("authentication-info") { return .authenticationInfo }
+        case (19, UInt8(ascii: "c")): if rest("content-disposition") { return .contentDisposition }
+        case (19, UInt8(ascii: "p")): if rest("p-asserted-identity") { return .pAssertedIdentity }; if rest("proxy-authorization") { return .proxyAuthorization }
+        case (19, UInt8(ascii: "r")): if rest("request-disposition") { return .requestDisposition }
+        case (20, UInt8(ascii: "p")): if rest("p-preferred-identity") { return .pPreferredIdentity }
+        default: break
+        }
+        return nil
     }
 
     /// Finds the known header named by a string (long or compact form, any case).

@@ -23,21 +23,23 @@ extension SIPMessage {
 
     func tagBytes(_ h: KnownHeader) -> ArraySlice<UInt8>? {
         guard let v = firstValueBytes(h) else { return nil }
-        // Parameters of the header start after '>' when the URI is bracketed.
-        var i = v.startIndex, inQ = false, from = v.startIndex
-        while i < v.endIndex {
-            let b = v[i]
-            if inQ {
-                if b == UInt8(ascii: "\\") { i += 1 } else if b == UInt8(ascii: "\"") { inQ = false }
-            } else if b == UInt8(ascii: "\"") {
-                inQ = true
-            } else if b == UInt8(ascii: ">") {
-                from = i + 1
-                break
+        // The header's parameters start after '>' when the URI is bracketed.
+        let from: Int = v.withUnsafeBufferPointer { p in
+            var i = 0, inQ = false
+            while i < p.count {
+                let b = p[i]
+                if inQ {
+                    if b == 0x5C { i &+= 1 } else if b == 0x22 { inQ = false }
+                } else if b == 0x22 {
+                    inQ = true
+                } else if b == 0x3E {
+                    return i + 1
+                }
+                i &+= 1
             }
-            i += 1
+            return 0
         }
-        return findParameter(v, from: from, name: "tag")
+        return findParameter(v, from: v.startIndex + from, name: "tag")
     }
 
     public var fromTag: String? { fromTagBytes.map { String(sipBytes: $0) } }

@@ -245,10 +245,26 @@ extension SIPMessage {
         return .complete(ParsedLayout(entries: entries, start: start, messageStart: messageStart, headerEnd: headerEnd, bodyEnd: bodyEnd, foldedEntries: folded))
     }
 
+    /// Counts CR bytes, sixteen at a time.
     @inline(__always)
     static func countCR(_ p: UnsafeBufferPointer<UInt8>, _ from: Int, _ to: Int) -> Int {
+        guard let base = p.baseAddress, from < to else { return 0 }
+        let raw = UnsafeRawPointer(base)
+        let cr = SIMD16<UInt8>(repeating: 0x0D), one = SIMD16<UInt8>(repeating: 1), zero = SIMD16<UInt8>()
         var n = 0
         var k = from
+        while to - k >= 16 {
+            var acc = SIMD16<UInt8>()
+            var rounds = 0
+            // At most 255 rounds before a lane of the UInt8 accumulator could wrap.
+            while to - k >= 16, rounds < 255 {
+                let v = raw.loadUnaligned(fromByteOffset: k, as: SIMD16<UInt8>.self)
+                acc &+= zero.replacing(with: one, where: v .== cr)
+                k &+= 16
+                rounds &+= 1
+            }
+            n &+= Int(SIMD16<UInt16>(truncatingIfNeeded: acc).wrappedSum())
+        }
         while k < to {
             n &+= p[k] == 0x0D ? 1 : 0
             k &+= 1

@@ -1,4 +1,5 @@
 import SIPMessage
+import SDP
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -104,7 +105,35 @@ public enum ParseCommand {
         out.append(("headers", .int(m.headerCount)))
         out.append(("bodyBytes", .int(m.body.count)))
         if let ct = try? m.contentType() { out.append(("contentType", .string(ct.essence))) }
+        if let sdp = sdpBody(m) {
+            switch sdp {
+            case .success(let s): out.append(("sdp", .array(s.media.map { .string(mediaSummary($0, in: s)) })))
+            case .failure(let e): out.append(("sdpError", .string(e.description)))
+            }
+        }
         return out
+    }
+
+    /// The SDP in the body (directly, or as a multipart part), decoded.
+    static func sdpBody(_ m: SIPMessage) -> Result<SessionDescription, SDPParseError>? {
+        guard let ct = try? m.contentType() else { return nil }
+        var bytes: [UInt8]? = nil
+        if ct.essence == "application/sdp" {
+            bytes = Array(m.body)
+        } else if ct.type == "multipart", let parts = try? m.multipartParts() {
+            bytes = parts.first { $0.contentType?.essence == "application/sdp" }?.body
+        }
+        guard let b = bytes else { return nil }
+        do { return .success(try SessionDescription.parse(b)) } catch { return .failure(error) }
+    }
+
+    /// `audio 10580 RTP/SAVP [opus/48000/2 PCMU/8000 telephone-event/8000] sendrecv crypto AES_CM_128_HMAC_SHA1_80 @127.0.0.1`.
+    static func mediaSummary(_ md: MediaDescription, in s: SessionDescription) -> String {
+        let codecs = md.payloadTypes.map { pt in md.codec(forPayloadType: pt).map { "\($0.encodingName)/\($0.clockRate)" + ($0.channels.map { "/\($0)" } ?? "") } ?? "pt\(pt)" }
+        var text = "\(md.media.rawValue) \(md.port) \(md.proto.rawValue) [\(codecs.joined(separator: " "))] \(s.effectiveDirection(for: md).rawValue)"
+        if let c = md.cryptos.first { text += " crypto \(c.suite.rawValue)" }
+        if let conn = s.connection(for: md) { text += " @\(conn.address)" }
+        return text
     }
 
     static func json(_ o: Outcome) -> JSONValue {
@@ -137,6 +166,7 @@ public enum ParseCommand {
                 switch v {
                 case .string(let x): s += "  \(k): \(x)\n"
                 case .int(let x): s += "  \(k): \(x)\n"
+                case .array(let items): for case .string(let x) in items { s += "  \(k): \(x)\n" }
                 default: break
                 }
             }

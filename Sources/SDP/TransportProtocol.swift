@@ -1,0 +1,48 @@
+/// The `<proto>` field of an `m=` line: slash-separated tokens such as
+/// `RTP/AVP` or `UDP/TLS/RTP/SAVPF`. Unknown protocols are kept as written.
+public struct TransportProtocol: RawRepresentable, Hashable, Sendable, ExpressibleByStringLiteral,
+    CustomStringConvertible
+{
+    /// The protocol as it appears on the wire.
+    public var rawValue: String
+
+    /// Wraps a protocol string.
+    public init(rawValue: String) { self.rawValue = rawValue }
+    /// Wraps a protocol string.
+    public init(_ rawValue: String) { self.rawValue = rawValue }
+    /// Wraps a protocol string given as a literal.
+    public init(stringLiteral value: String) { self.rawValue = value }
+
+    /// `RTP/AVP` (RFC 3551).
+    public static let rtpAVP = TransportProtocol(rawValue: "RTP/AVP")
+    /// `RTP/SAVP`: SRTP (RFC 3711), keyed for example with `a=crypto`.
+    public static let rtpSAVP = TransportProtocol(rawValue: "RTP/SAVP")
+    /// `RTP/AVPF`: RTP with RTCP feedback (RFC 4585).
+    public static let rtpAVPF = TransportProtocol(rawValue: "RTP/AVPF")
+    /// `RTP/SAVPF`: SRTP with RTCP feedback (RFC 5124).
+    public static let rtpSAVPF = TransportProtocol(rawValue: "RTP/SAVPF")
+    /// `UDP/TLS/RTP/SAVP`: DTLS-SRTP (RFC 5764).
+    public static let udpTLSRTPSAVP = TransportProtocol(rawValue: "UDP/TLS/RTP/SAVP")
+    /// `UDP/TLS/RTP/SAVPF`: DTLS-SRTP with feedback (RFC 5764), as used by WebRTC.
+    public static let udpTLSRTPSAVPF = TransportProtocol(rawValue: "UDP/TLS/RTP/SAVPF")
+    /// `udp`: an unspecified protocol over UDP.
+    public static let udp = TransportProtocol(rawValue: "udp")
+    /// `udptl`: T.38 fax over UDPTL.
+    public static let udptl = TransportProtocol(rawValue: "udptl")
+
+    /// The slash-separated parts, for example `["UDP", "TLS", "RTP", "SAVPF"]`.
+    public var components: [Substring] {
+        rawValue.split(separator: "/", omittingEmptySubsequences: false)
+    }
+
+    /// True when the protocol carries RTP, so that the formats are RTP payload types.
+    public var isRTP: Bool { components.contains("RTP") }
+
+    /// True for the secure RTP profiles (`SAVP`, `SAVPF`).
+    public var isSecureRTP: Bool {
+        isRTP && (components.last == "SAVP" || components.last == "SAVPF")
+    }
+
+    /// The protocol, as written on the wire.
+    public var description: String { rawValue }
+}
