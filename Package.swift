@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .library(name: "SIPMessage", targets: ["SIPMessage"]),
         .library(name: "SDP", targets: ["SDP"]),
+        .library(name: "SIPTransaction", targets: ["SIPTransaction"]),
         .executable(name: "switchboard", targets: ["switchboard"]),
     ],
     dependencies: [
@@ -17,6 +18,8 @@ let package = Package(
         .target(name: "SIPMessage"),
         // bytes ⇄ SDP sessions (RFC 8866, 4566, 4568); no I/O, no dependencies.
         .target(name: "SDP"),
+        // RFC 3261 §17 transaction machines and the transaction layer; no I/O.
+        .target(name: "SIPTransaction", dependencies: ["SIPMessage"]),
         // The logic behind the command-line tool, kept in a library so tests drive it directly.
         .target(name: "SwitchboardTools", dependencies: ["SIPMessage", "SDP"]),
         .executableTarget(
@@ -30,6 +33,7 @@ let package = Package(
         .executableTarget(name: "SwitchboardBench", dependencies: ["SIPMessage"]),
         .testTarget(name: "SIPMessageTests", dependencies: ["SIPMessage"]),
         .testTarget(name: "SDPTests", dependencies: ["SDP"]),
+        .testTarget(name: "SIPTransactionTests", dependencies: ["SIPTransaction", "SIPMessage"]),
         .testTarget(name: "SwitchboardToolsTests", dependencies: ["SwitchboardTools", "SIPMessage", "SDP"]),
     ],
     swiftLanguageModes: [.v6]

@@ -1,0 +1,64 @@
+/// Building the messages RFC 3261 derives from a request: responses (§8.2.6) and the ACK for a
+/// non-2xx final response (§17.1.1.3).
+extension SIPMessage {
+    /// Creates a request whose Request-URI is given as text (as received, or as built).
+    /// - Throws: ``SIPParseError`` (`requestLine`) when the text is empty or holds white space
+    ///   or control bytes.
+    public init(method: SIPMethod, requestURI text: String) throws(SIPParseError) {
+        guard !text.isEmpty else { throw SIPParseError(offset: 0, rule: .requestLine, detail: "empty Request-URI") }
+        for (k, b) in text.utf8.enumerated() where b <= 0x20 || b == 0x7F {
+            throw SIPParseError(offset: k, rule: .requestLine, detail: "white space or control byte inside the Request-URI")
+        }
+        self.init(method: method, uriText: text)
+    }
+
+    /// Creates a response to `request` (RFC 3261 §8.2.6.2): the Via headers in order, From,
+    /// To (with `toTag` added when the request's To has none), Call-ID, CSeq and, for
+    /// 100 Trying, the Timestamp.
+    public init(responseTo request: SIPMessage, statusCode: Int, reasonPhrase: String? = nil, toTag: String? = nil) {
+        self.init(statusCode: statusCode, reasonPhrase: reasonPhrase)
+        for e in request.entries {
+            guard let k = KnownHeader(rawValue: e.known) else { continue }
+            switch k {
+            case .via, .from, .callID, .cseq:
+                appendRaw(k, request.storage[e.valueRange])
+            case .to:
+                var value = Array(request.storage[e.valueRange])
+                if let tag = toTag, request.toTagBytes == nil {
+                    value.append(contentsOf: ";tag=".utf8)
+                    value.append(contentsOf: SIPMessage.oneLine(tag).utf8)
+                }
+                appendRaw(.to, value[...])
+            case .timestamp where statusCode == 100:
+                appendRaw(.timestamp, request.storage[e.valueRange])
+            default:
+                break
+            }
+        }
+    }
+
+    /// Creates the ACK for a non-2xx final `response` to `invite` (RFC 3261 §17.1.1.3): same
+    /// Request-URI, Call-ID, From and CSeq number, the To of the response, only the top Via of
+    /// the INVITE, and the INVITE's Route headers.
+    public init(ackFor invite: SIPMessage, response: SIPMessage) {
+        let uri = invite.requestURIText ?? ""
+        self.init(method: .ack, uriText: uri)
+        if let v = invite.listElements(.via).first { appendRaw(.via, v) }
+        try? append(.maxForwards, "70")
+        if let f = invite.firstValueBytes(.from) { appendRaw(.from, f) }
+        if let t = response.firstValueBytes(.to) { appendRaw(.to, t) }
+        if let c = invite.firstValueBytes(.callID) { appendRaw(.callID, c) }
+        let seq = (try? invite.cseq().sequence) ?? 0
+        append(.cseq, CSeq(seq, .ack))
+        for r in invite.valueBytes(.route) { appendRaw(.route, r) }
+    }
+
+    mutating func appendRaw(_ k: KnownHeader, _ value: ArraySlice<UInt8>) {
+        let ns = storage.count
+        storage.append(contentsOf: k.canonicalName.utf8)
+        let vs = storage.count
+        storage.append(contentsOf: value)
+        entries.append(HeaderEntry(known: k.rawValue, nameStart: UInt32(ns), nameEnd: UInt32(vs), valueStart: UInt32(vs), valueEnd: UInt32(storage.count)))
+        pristineRange = nil
+    }
+}

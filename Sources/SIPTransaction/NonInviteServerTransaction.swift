@@ -1,0 +1,64 @@
+import SIPMessage
+
+/// The non-INVITE server transaction of RFC 3261 §17.2.2.
+///
+/// ```
+///   request: deliver to TU --> Trying --TU 1xx--> Proceeding --TU 200-699--> Completed --J--> Terminated
+///                                \--TU 200-699--> Completed
+/// ```
+public struct NonInviteServerTransaction: Sendable {
+    public enum State: Sendable, Hashable { case idle, trying, proceeding, completed, terminated }
+
+    public enum Event: Sendable {
+        /// A retransmission of the request.
+        case request(SIPMessage)
+        /// The TU sends a response.
+        case send(SIPMessage)
+        case timer(TransactionTimer)
+        case transportError
+    }
+
+    public private(set) var state: State = .idle
+    public let request: SIPMessage
+    public let reliable: Bool
+    public let timers: TransactionTimers
+    public private(set) var lastResponse: SIPMessage?
+
+    public init(request: SIPMessage, reliable: Bool, timers: TransactionTimers = .rfc3261) {
+        self.request = request
+        self.reliable = reliable
+        self.timers = timers
+    }
+
+    public mutating func start() -> [TransactionAction] {
+        guard state == .idle else { return [] }
+        state = .trying
+        return [.deliverRequest(request)]
+    }
+
+    public mutating func handle(_ event: Event) -> [TransactionAction] {
+        switch (state, event) {
+        case (.trying, .send(let r)), (.proceeding, .send(let r)):
+            guard let code = r.statusCode else { return [] }
+            lastResponse = r
+            if code < 200 {
+                state = .proceeding
+                return [.transmit(r)]
+            }
+            state = .completed
+            return [.transmit(r), .startTimer(.J, after: reliable ? .zero : timers.timeout)]
+        case (.proceeding, .request), (.completed, .request):
+            guard let last = lastResponse else { return [] }
+            return [.transmit(last)]
+        case (.trying, .transportError), (.proceeding, .transportError), (.completed, .transportError):
+            state = .terminated
+            return [.cancelTimer(.J), .transportError, .terminated]
+        case (.completed, .timer(.J)):
+            state = .terminated
+            return [.terminated]
+        default:
+            // Trying absorbs retransmissions (no response to repeat yet).
+            return []
+        }
+    }
+}

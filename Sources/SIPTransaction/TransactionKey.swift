@@ -1,0 +1,71 @@
+import SIPMessage
+
+/// Identifies a transaction inside a ``TransactionLayer``.
+public struct TransactionID: Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: UInt64
+    public init(rawValue: UInt64) { self.rawValue = rawValue }
+    public var description: String { "tx\(rawValue)" }
+}
+
+/// RFC 3261 §17.1.3: a response matches a client transaction by the top Via branch and the
+/// CSeq method.
+struct ClientKey: Hashable {
+    var branch: String
+    var method: SIPMethod
+
+    init?(response: SIPMessage) {
+        guard let b = response.topViaBranch, let cs = try? response.cseq() else { return nil }
+        branch = b
+        method = cs.method
+    }
+
+    init?(request: SIPMessage) {
+        guard let b = request.topViaBranch, let m = request.method else { return nil }
+        branch = b
+        method = m == .ack ? .invite : m
+    }
+}
+
+/// RFC 3261 §17.2.3: a request matches a server transaction by the top Via branch (with the
+/// magic cookie), its sent-by, and the method (ACK matching INVITE); requests from RFC 2543
+/// elements, whose branch lacks the cookie, match on Request-URI, From tag, Call-ID, CSeq
+/// number, the top Via and the method.
+enum ServerKey: Hashable {
+    case rfc3261(branch: String, sentBy: String, method: SIPMethod)
+    case rfc2543(requestURI: String, fromTag: String, callID: String, cseq: UInt32, via: String, method: SIPMethod)
+
+    /// The key of `request`; `asMethod` overrides the method (a CANCEL looking for its INVITE).
+    init?(request: SIPMessage, asMethod: SIPMethod? = nil) {
+        guard let m = request.method, let via = try? request.topVia() else { return nil }
+        let method = asMethod ?? (m == .ack ? .invite : m)
+        if let b = via.branch, b.hasPrefix(Via.magicCookie) {
+            let sentBy = via.host.address.lowercased() + ":" + String(via.port ?? 0)
+            self = .rfc3261(branch: b, sentBy: sentBy, method: method)
+        } else {
+            guard let uri = request.requestURIText, let id = request.callID, let cs = try? request.cseq() else { return nil }
+            var v = via
+            v.parameters.remove("received")
+            v.parameters.remove("rport")
+            self = .rfc2543(requestURI: uri, fromTag: request.fromTag ?? "", callID: id, cseq: cs.sequence, via: v.description, method: method)
+        }
+    }
+}
+
+/// RFC 3261 §8.2.2.2: a request without a To tag whose From tag, Call-ID and CSeq match an
+/// ongoing server transaction, but which does not match that transaction, arrived twice over
+/// different paths (a fork loop) and is answered 482.
+struct MergeKey: Hashable {
+    var fromTag: String
+    var callID: String
+    var cseq: UInt32
+    var method: SIPMethod
+
+    init?(request: SIPMessage) {
+        guard request.toTagBytes == nil, let m = request.method, m != .ack, m != .cancel,
+              let ft = request.fromTag, let id = request.callID, let cs = try? request.cseq() else { return nil }
+        fromTag = ft
+        callID = id
+        cseq = cs.sequence
+        method = m
+    }
+}

@@ -1,0 +1,313 @@
+import SIPMessage
+
+/// The transaction layer of RFC 3261 §17: creates transactions, matches incoming messages to
+/// them, and turns their actions into outputs for a driver, which owns the sockets and the
+/// clock. Generic over the driver's address type, so the same code runs on real sockets, on the
+/// simulated network and in capture replay.
+///
+/// Handled here, so the transaction user need not: retransmissions, ACKs for non-2xx
+/// responses, 100 Trying, 481 to a CANCEL that matches no INVITE, and 482 for merged requests.
+public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
+    /// What the driver must do, or tell the transaction user.
+    public enum Output: Sendable {
+        /// Send a message to an address.
+        case send(SIPMessage, to: Address, transaction: TransactionID)
+        /// Start (or restart) a timer; call ``TransactionLayer/timerFired(_:_:)`` when it fires.
+        case startTimer(TransactionID, TransactionTimer, after: Duration)
+        /// Cancel a timer.
+        case cancelTimer(TransactionID, TransactionTimer)
+        /// A new request for the TU, in a new server transaction; answer with ``TransactionLayer/respond(_:in:)``.
+        case request(SIPMessage, from: Address, transaction: TransactionID)
+        /// A CANCEL for the INVITE server transaction `invite` (RFC 3261 §9.2). The TU answers
+        /// the CANCEL (200) in `transaction` and the INVITE (487) in `invite`.
+        case cancel(SIPMessage, from: Address, transaction: TransactionID, invite: TransactionID)
+        /// An ACK that belongs to no transaction: the ACK for a 2xx, for the dialog layer.
+        case ack(SIPMessage, from: Address)
+        /// A response for a client transaction.
+        case response(SIPMessage, transaction: TransactionID)
+        /// A response that matches no client transaction (RFC 3261 §18.1.2), for the core
+        /// (a 2xx from another fork, to be ACKed and ended by the dialog layer).
+        case strayResponse(SIPMessage, from: Address)
+        /// The transaction timed out (Timer B, F or H).
+        case timeout(TransactionID, TransactionTimer)
+        /// The transport failed for the transaction.
+        case transportError(TransactionID)
+        /// The transaction ended; its remaining timers can be dropped.
+        case terminated(TransactionID)
+    }
+
+    enum Machine: Sendable {
+        case inviteClient(InviteClientTransaction)
+        case nonInviteClient(NonInviteClientTransaction)
+        case inviteServer(InviteServerTransaction)
+        case nonInviteServer(NonInviteServerTransaction)
+    }
+
+    struct Entry: Sendable {
+        var machine: Machine
+        var peer: Address
+        var clientKey: ClientKey?
+        var serverKey: ServerKey?
+        var mergeKey: MergeKey?
+    }
+
+    public let timers: TransactionTimers
+    private var entries: [TransactionID: Entry] = [:]
+    private var clientIndex: [ClientKey: TransactionID] = [:]
+    private var serverIndex: [ServerKey: TransactionID] = [:]
+    private var mergeIndex: [MergeKey: TransactionID] = [:]
+    private var nextID: UInt64 = 1
+    private var rng: SplitMix64
+
+    /// Counters for tests and statistics.
+    public struct Counters: Sendable, Hashable {
+        public var clientTransactions = 0
+        public var serverTransactions = 0
+        public var retransmissionsAbsorbed = 0
+        public var strayResponses = 0
+        public var merged482 = 0
+        public var unmatchedCancels = 0
+    }
+    public private(set) var counters = Counters()
+
+    /// Creates a layer. `seed` makes the tags of the responses the layer writes itself (481,
+    /// 482) reproducible; by default it is random.
+    public init(timers: TransactionTimers = .rfc3261, seed: UInt64 = UInt64.random(in: 0...UInt64.max)) {
+        self.timers = timers
+        rng = SplitMix64(seed: seed)
+    }
+
+    /// The number of live transactions.
+    public var count: Int { entries.count }
+
+    /// Whether a transaction is alive.
+    public func contains(_ id: TransactionID) -> Bool { entries[id] != nil }
+
+    /// The state of a transaction, for tests and diagnostics.
+    public func stateDescription(_ id: TransactionID) -> String? {
+        guard let e = entries[id] else { return nil }
+        switch e.machine {
+        case .inviteClient(let t): return "\(t.state)"
+        case .nonInviteClient(let t): return "\(t.state)"
+        case .inviteServer(let t): return "\(t.state)"
+        case .nonInviteServer(let t): return "\(t.state)"
+        }
+    }
+
+    /// A new RFC 3261 branch: the magic cookie and 64 random bits.
+    public static func newBranch<R: RandomNumberGenerator>(using rng: inout R) -> String {
+        let hex = String(rng.next() as UInt64, radix: 16)
+        return Via.magicCookie + String(repeating: "0", count: 16 - hex.count) + hex
+    }
+
+    /// A new branch from the system's random source.
+    public static func newBranch() -> String {
+        var g = SystemRandomNumberGenerator()
+        return newBranch(using: &g)
+    }
+
+    private mutating func allocateID() -> TransactionID {
+        defer { nextID += 1 }
+        return TransactionID(rawValue: nextID)
+    }
+
+    // MARK: Client side
+
+    /// Starts a client transaction for `request` (its top Via must carry a branch), sending it
+    /// to `destination`.
+    public mutating func sendRequest(_ request: SIPMessage, to destination: Address, reliable: Bool) -> (TransactionID, [Output]) {
+        let id = allocateID()
+        counters.clientTransactions += 1
+        let key = ClientKey(request: request)
+        if request.method == .ack {
+            // An ACK (for a 2xx) is not a transaction: just send it.
+            return (id, [.send(request, to: destination, transaction: id)])
+        }
+        var entry: Entry
+        let actions: [TransactionAction]
+        if request.method == .invite {
+            var t = InviteClientTransaction(request: request, reliable: reliable, timers: timers)
+            actions = t.start()
+            entry = Entry(machine: .inviteClient(t), peer: destination, clientKey: key)
+        } else {
+            var t = NonInviteClientTransaction(request: request, reliable: reliable, timers: timers)
+            actions = t.start()
+            entry = Entry(machine: .nonInviteClient(t), peer: destination, clientKey: key)
+        }
+        if let k = key { clientIndex[k] = id } else { entry.clientKey = nil }
+        entries[id] = entry
+        return (id, outputs(for: id, actions))
+    }
+
+    // MARK: Server side
+
+    /// Sends the TU's response in a server transaction.
+    public mutating func respond(_ response: SIPMessage, in id: TransactionID) -> [Output] {
+        guard var e = entries[id] else { return [] }
+        let actions: [TransactionAction]
+        switch e.machine {
+        case .inviteServer(var t):
+            actions = t.handle(.send(response))
+            e.machine = .inviteServer(t)
+        case .nonInviteServer(var t):
+            actions = t.handle(.send(response))
+            e.machine = .nonInviteServer(t)
+        default:
+            return []
+        }
+        entries[id] = e
+        return outputs(for: id, actions)
+    }
+
+    // MARK: Input
+
+    /// Routes a message received from `source` over a transport that is `reliable` or not.
+    public mutating func receive(_ message: SIPMessage, from source: Address, reliable: Bool) -> [Output] {
+        if message.isRequest { return receiveRequest(message, from: source, reliable: reliable) }
+        guard let key = ClientKey(response: message), let id = clientIndex[key], var e = entries[id] else {
+            counters.strayResponses += 1
+            return [.strayResponse(message, from: source)]
+        }
+        let actions: [TransactionAction]
+        switch e.machine {
+        case .inviteClient(var t):
+            actions = t.handle(.response(message))
+            e.machine = .inviteClient(t)
+        case .nonInviteClient(var t):
+            actions = t.handle(.response(message))
+            e.machine = .nonInviteClient(t)
+        default:
+            return []
+        }
+        if actions.isEmpty { counters.retransmissionsAbsorbed += 1 }
+        entries[id] = e
+        return outputs(for: id, actions)
+    }
+
+    private mutating func receiveRequest(_ request: SIPMessage, from source: Address, reliable: Bool) -> [Output] {
+        guard let method = request.method, let key = ServerKey(request: request) else { return [] }
+        if let id = serverIndex[key], var e = entries[id] {
+            // A retransmission, or the ACK for a non-2xx (or 2xx, RFC 6026) response.
+            let actions: [TransactionAction]
+            switch e.machine {
+            case .inviteServer(var t):
+                actions = t.handle(.request(request))
+                e.machine = .inviteServer(t)
+            case .nonInviteServer(var t):
+                actions = t.handle(.request(request))
+                e.machine = .nonInviteServer(t)
+            default:
+                return []
+            }
+            entries[id] = e
+            if actions.isEmpty || actions.allSatisfy({ if case .transmit = $0 { return true } else { return false } }) {
+                counters.retransmissionsAbsorbed += 1
+            }
+            return outputs(for: id, actions, source: source)
+        }
+        if method == .ack {
+            return [.ack(request, from: source)]
+        }
+        // A new server transaction.
+        let id = allocateID()
+        counters.serverTransactions += 1
+        var entry: Entry
+        var actions: [TransactionAction]
+        if method == .invite {
+            var t = InviteServerTransaction(request: request, reliable: reliable, timers: timers)
+            actions = t.start()
+            entry = Entry(machine: .inviteServer(t), peer: source, serverKey: key)
+        } else {
+            var t = NonInviteServerTransaction(request: request, reliable: reliable, timers: timers)
+            actions = t.start()
+            entry = Entry(machine: .nonInviteServer(t), peer: source, serverKey: key)
+        }
+        serverIndex[key] = id
+        let merge = MergeKey(request: request)
+        if let mk = merge, let other = mergeIndex[mk], entries[other] != nil {
+            // §8.2.2.2: the same request over another path. Answer 482 in the new transaction.
+            counters.merged482 += 1
+            entries[id] = entry
+            return respondInternally(id, SIPMessage(responseTo: request, statusCode: 482, toTag: newTag()), dropping: actions)
+        }
+        if let mk = merge { mergeIndex[mk] = id; entry.mergeKey = mk }
+        entries[id] = entry
+        if method == .cancel {
+            guard let inviteKey = ServerKey(request: request, asMethod: .invite), let invite = serverIndex[inviteKey], entries[invite] != nil else {
+                counters.unmatchedCancels += 1
+                return respondInternally(id, SIPMessage(responseTo: request, statusCode: 481, toTag: newTag()), dropping: actions)
+            }
+            actions.removeAll { if case .deliverRequest = $0 { return true } else { return false } }
+            return [.cancel(request, from: source, transaction: id, invite: invite)] + outputs(for: id, actions)
+        }
+        return outputs(for: id, actions, source: source)
+    }
+
+    /// Answers in a fresh server transaction without telling the TU about the request.
+    private mutating func respondInternally(_ id: TransactionID, _ response: SIPMessage, dropping actions: [TransactionAction]) -> [Output] {
+        let kept = actions.filter { if case .deliverRequest = $0 { return false } else { return true } }
+        return outputs(for: id, kept) + respond(response, in: id)
+    }
+
+    /// A To tag for responses the layer generates itself.
+    private mutating func newTag() -> String {
+        String(rng.next(), radix: 36)
+    }
+
+    /// A timer the driver started has fired.
+    public mutating func timerFired(_ id: TransactionID, _ timer: TransactionTimer) -> [Output] {
+        guard var e = entries[id] else { return [] }
+        let actions: [TransactionAction]
+        switch e.machine {
+        case .inviteClient(var t): actions = t.handle(.timer(timer)); e.machine = .inviteClient(t)
+        case .nonInviteClient(var t): actions = t.handle(.timer(timer)); e.machine = .nonInviteClient(t)
+        case .inviteServer(var t): actions = t.handle(.timer(timer)); e.machine = .inviteServer(t)
+        case .nonInviteServer(var t): actions = t.handle(.timer(timer)); e.machine = .nonInviteServer(t)
+        }
+        entries[id] = e
+        return outputs(for: id, actions)
+    }
+
+    /// The transport could not send for this transaction.
+    public mutating func transportFailed(_ id: TransactionID) -> [Output] {
+        guard var e = entries[id] else { return [] }
+        let actions: [TransactionAction]
+        switch e.machine {
+        case .inviteClient(var t): actions = t.handle(.transportError); e.machine = .inviteClient(t)
+        case .nonInviteClient(var t): actions = t.handle(.transportError); e.machine = .nonInviteClient(t)
+        case .inviteServer(var t): actions = t.handle(.transportError); e.machine = .inviteServer(t)
+        case .nonInviteServer(var t): actions = t.handle(.transportError); e.machine = .nonInviteServer(t)
+        }
+        entries[id] = e
+        return outputs(for: id, actions)
+    }
+
+    private mutating func outputs(for id: TransactionID, _ actions: [TransactionAction], source: Address? = nil) -> [Output] {
+        guard let e = entries[id] else { return [] }
+        var out: [Output] = []
+        out.reserveCapacity(actions.count)
+        for a in actions {
+            switch a {
+            case .transmit(let m): out.append(.send(m, to: e.peer, transaction: id))
+            case .startTimer(let t, let d): out.append(.startTimer(id, t, after: d))
+            case .cancelTimer(let t): out.append(.cancelTimer(id, t))
+            case .deliverResponse(let m): out.append(.response(m, transaction: id))
+            case .deliverRequest(let m):
+                if m.method == .ack { out.append(.ack(m, from: source ?? e.peer)) } else { out.append(.request(m, from: source ?? e.peer, transaction: id)) }
+            case .timeout(let t): out.append(.timeout(id, t))
+            case .transportError: out.append(.transportError(id))
+            case .terminated:
+                remove(id)
+                out.append(.terminated(id))
+            }
+        }
+        return out
+    }
+
+    private mutating func remove(_ id: TransactionID) {
+        guard let e = entries.removeValue(forKey: id) else { return }
+        if let k = e.clientKey, clientIndex[k] == id { clientIndex[k] = nil }
+        if let k = e.serverKey, serverIndex[k] == id { serverIndex[k] = nil }
+        if let k = e.mergeKey, mergeIndex[k] == id { mergeIndex[k] = nil }
+    }
+}

@@ -1,0 +1,81 @@
+import SIPMessage
+
+/// The timers of RFC 3261 §17 (Table 4) and RFC 6026.
+public enum TransactionTimer: String, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+    /// INVITE client: request retransmission (unreliable transports).
+    case A
+    /// INVITE client: transaction timeout while calling.
+    case B
+    /// INVITE client: wait time for response retransmissions in Completed.
+    case D
+    /// Non-INVITE client: request retransmission.
+    case E
+    /// Non-INVITE client: transaction timeout.
+    case F
+    /// INVITE server: response retransmission in Completed.
+    case G
+    /// INVITE server: wait time for the ACK.
+    case H
+    /// INVITE server: wait time for ACK retransmissions in Confirmed.
+    case I
+    /// Non-INVITE server: wait time for request retransmissions in Completed.
+    case J
+    /// Non-INVITE client: wait time for response retransmissions in Completed.
+    case K
+    /// INVITE server (RFC 6026): wait time for 2xx retransmissions and ACKs in Accepted.
+    case L
+    /// INVITE client (RFC 6026): wait time for 2xx retransmissions in Accepted.
+    case M
+    /// INVITE server: send 100 Trying when the TU has not answered within 200 ms (§17.2.1).
+    case trying
+
+    public var description: String { rawValue == "trying" ? "100-Trying" : "Timer \(rawValue)" }
+}
+
+/// T1, T2 and T4 of RFC 3261 §17 (Table 4), and the 100 Trying delay.
+public struct TransactionTimers: Sendable, Hashable {
+    /// RTT estimate, 500 ms by default.
+    public var t1: Duration
+    /// Maximum retransmission interval for non-INVITE requests and INVITE responses, 4 s.
+    public var t2: Duration
+    /// Maximum time a message stays in the network, 5 s.
+    public var t4: Duration
+    /// How long an INVITE server waits for the TU before sending 100 Trying itself, 200 ms.
+    public var tryingDelay: Duration
+
+    public init(t1: Duration = .milliseconds(500), t2: Duration = .seconds(4), t4: Duration = .seconds(5), tryingDelay: Duration = .milliseconds(200)) {
+        self.t1 = t1
+        self.t2 = t2
+        self.t4 = t4
+        self.tryingDelay = tryingDelay
+    }
+
+    /// The RFC 3261 defaults.
+    public static let rfc3261 = TransactionTimers()
+
+    /// 64·T1: Timers B, F, H, J (unreliable), L and M.
+    public var timeout: Duration { t1 * 64 }
+    /// Timer D: at least 32 s on unreliable transports, 0 on reliable ones.
+    public func timerD(reliable: Bool) -> Duration { reliable ? .zero : max(.seconds(32), t1 * 64) }
+}
+
+/// What a transaction machine asks its driver to do.
+public enum TransactionAction: Sendable {
+    /// Send this message (a request or ACK for client transactions, a response for server ones).
+    case transmit(SIPMessage)
+    /// Start (or restart) a timer.
+    case startTimer(TransactionTimer, after: Duration)
+    /// Cancel a timer if it is running.
+    case cancelTimer(TransactionTimer)
+    /// Hand a response to the transaction user (client transactions).
+    case deliverResponse(SIPMessage)
+    /// Hand a request to the transaction user (server transactions: the first request, and
+    /// an ACK for a 2xx in the Accepted state).
+    case deliverRequest(SIPMessage)
+    /// Tell the transaction user the transaction timed out (Timer B, F or H).
+    case timeout(TransactionTimer)
+    /// Tell the transaction user the transport failed.
+    case transportError
+    /// The transaction is over; the driver removes it.
+    case terminated
+}
