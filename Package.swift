@@ -8,6 +8,7 @@ let package = Package(
         .library(name: "SIPMessage", targets: ["SIPMessage"]),
         .library(name: "SDP", targets: ["SDP"]),
         .library(name: "SIPTransaction", targets: ["SIPTransaction"]),
+        .library(name: "SIPSimulation", targets: ["SIPSimulation"]),
         .executable(name: "switchboard", targets: ["switchboard"]),
     ],
     dependencies: [
@@ -20,6 +21,8 @@ let package = Package(
         .target(name: "SDP"),
         // RFC 3261 §17 transaction machines and the transaction layer; no I/O.
         .target(name: "SIPTransaction", dependencies: ["SIPMessage"]),
+        // A virtual clock and an in-memory lossy network driving the real machines (for tests).
+        .target(name: "SIPSimulation", dependencies: ["SIPMessage", "SIPTransaction"]),
         // The logic behind the command-line tool, kept in a library so tests drive it directly.
         .target(name: "SwitchboardTools", dependencies: ["SIPMessage", "SDP"]),
         .executableTarget(
@@ -34,6 +37,7 @@ let package = Package(
         .testTarget(name: "SIPMessageTests", dependencies: ["SIPMessage"]),
         .testTarget(name: "SDPTests", dependencies: ["SDP"]),
         .testTarget(name: "SIPTransactionTests", dependencies: ["SIPTransaction", "SIPMessage"]),
+        .testTarget(name: "SIPSimulationTests", dependencies: ["SIPSimulation", "SIPTransaction", "SIPMessage"]),
         .testTarget(name: "SwitchboardToolsTests", dependencies: ["SwitchboardTools", "SIPMessage", "SDP"]),
     ],
     swiftLanguageModes: [.v6]

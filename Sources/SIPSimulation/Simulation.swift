@@ -1,0 +1,174 @@
+import SIPMessage
+import SIPTransaction
+
+/// What the simulated network does to each datagram.
+public struct NetworkConditions: Sendable, Hashable {
+    /// Probability that a datagram is lost (0…1).
+    public var loss: Double
+    /// Probability that a datagram is delivered twice (0…1).
+    public var duplication: Double
+    /// The smallest one-way delay.
+    public var minimumDelay: Duration
+    /// The largest one-way delay; datagrams sent close together overtake each other when the
+    /// spread is wider than their spacing.
+    public var maximumDelay: Duration
+
+    public init(loss: Double = 0, duplication: Double = 0, minimumDelay: Duration = .milliseconds(1), maximumDelay: Duration = .milliseconds(1)) {
+        self.loss = loss
+        self.duplication = duplication
+        self.minimumDelay = minimumDelay
+        self.maximumDelay = maximumDelay
+    }
+
+    /// A perfect network with 1 ms delay.
+    public static let perfect = NetworkConditions()
+}
+
+/// A discrete-event simulation: a virtual clock, an in-memory datagram network with seeded
+/// loss, duplication, delay and reordering, and nodes that run the real transaction layer.
+///
+/// Nothing sleeps: events run in time order as fast as the CPU allows, so a 32-second Timer B
+/// takes microseconds, and the same seed gives the same run every time.
+public final class Simulation {
+    /// The virtual time since the simulation started.
+    public private(set) var now: Duration = .zero
+    /// Conditions applied to every datagram (override per link with ``setConditions(from:to:_:)``).
+    public var conditions: NetworkConditions
+    /// One line per delivered, lost or duplicated datagram and per node event, for assertions
+    /// and for comparing runs.
+    public private(set) var trace: [String] = []
+    /// Whether to record ``trace`` (on by default).
+    public var tracing = true
+    /// Datagrams sent, lost and duplicated.
+    public private(set) var sent = 0, lost = 0, duplicated = 0
+
+    private var rng: SplitMix64
+    private var queue = EventQueue()
+    private var sequence: UInt64 = 0
+    private var nodes: [String: SimulatedNode] = [:]
+    private var linkConditions: [String: NetworkConditions] = [:]
+
+    public init(seed: UInt64, conditions: NetworkConditions = .perfect) {
+        rng = SplitMix64(seed: seed)
+        self.conditions = conditions
+    }
+
+    /// Adds a node with its own transaction layer, seeded from the simulation's seed.
+    @discardableResult
+    public func addNode(_ name: String, timers: TransactionTimers = .rfc3261) -> SimulatedNode {
+        let node = SimulatedNode(name: name, simulation: self, layer: TransactionLayer(timers: timers, seed: rng.next()))
+        nodes[name] = node
+        return node
+    }
+
+    public func node(_ name: String) -> SimulatedNode? { nodes[name] }
+
+    /// Conditions for datagrams from one node to another.
+    public func setConditions(from: String, to: String, _ c: NetworkConditions) {
+        linkConditions[from + ">" + to] = c
+    }
+
+    /// Runs `action` at `now + delay`.
+    public func schedule(after delay: Duration, _ action: @escaping () -> Void) {
+        sequence += 1
+        queue.push(ScheduledEvent(time: now + max(delay, .zero), sequence: sequence, action: action))
+    }
+
+    /// Runs events in time order until none is left or the clock would pass `limit`.
+    /// Returns the number of events run.
+    @discardableResult
+    public func run(until limit: Duration = .seconds(3600)) -> Int {
+        var count = 0
+        while let next = queue.peek, next.time <= limit {
+            _ = queue.pop()
+            now = next.time
+            next.action()
+            count += 1
+        }
+        // Events remain beyond the limit: the clock stands at the limit.
+        if queue.peek != nil { now = max(now, limit) }
+        return count
+    }
+
+    /// Random number for users of the simulation (TU behaviour), from the seeded generator.
+    public func random(in range: ClosedRange<Double>) -> Double {
+        let unit = Double(rng.next() >> 11) / Double(1 << 53)
+        return range.lowerBound + unit * (range.upperBound - range.lowerBound)
+    }
+
+    func record(_ line: @autoclosure () -> String) {
+        if tracing { trace.append("\(Simulation.format(now)) \(line())") }
+    }
+
+    static func format(_ d: Duration) -> String {
+        let (s, a) = d.components
+        let ms = a / 1_000_000_000_000_000
+        return "\(s).\(ms < 10 ? "00" : ms < 100 ? "0" : "")\(ms)s"
+    }
+
+    /// Sends a message's bytes over the simulated network; the receiver parses them again.
+    func transmit(_ message: SIPMessage, from: String, to: String) {
+        sent += 1
+        let c = linkConditions[from + ">" + to] ?? conditions
+        let label = message.method?.token ?? String(message.statusCode ?? 0)
+        if random(in: 0...1) < c.loss {
+            lost += 1
+            record("\(from)->\(to) \(label) LOST")
+            return
+        }
+        let bytes = message.serialized()
+        var copies = 1
+        if random(in: 0...1) < c.duplication { copies = 2; duplicated += 1 }
+        for copy in 0..<copies {
+            let spread = c.maximumDelay - c.minimumDelay
+            let delay = c.minimumDelay + spread * random(in: 0...1)
+            schedule(after: delay) { [weak self] in
+                guard let self, let node = self.nodes[to] else { return }
+                self.record("\(from)->\(to) \(label)\(copy > 0 ? " (duplicate)" : "")")
+                node.receive(bytes, from: from)
+            }
+        }
+    }
+}
+
+struct ScheduledEvent {
+    var time: Duration
+    var sequence: UInt64
+    var action: () -> Void
+    func before(_ o: ScheduledEvent) -> Bool { time < o.time || (time == o.time && sequence < o.sequence) }
+}
+
+/// A binary min-heap of events by (time, insertion order).
+struct EventQueue {
+    private var heap: [ScheduledEvent] = []
+    var peek: ScheduledEvent? { heap.first }
+    var count: Int { heap.count }
+
+    mutating func push(_ e: ScheduledEvent) {
+        heap.append(e)
+        var i = heap.count - 1
+        while i > 0 {
+            let parent = (i - 1) / 2
+            guard heap[i].before(heap[parent]) else { break }
+            heap.swapAt(i, parent)
+            i = parent
+        }
+    }
+
+    mutating func pop() -> ScheduledEvent? {
+        guard !heap.isEmpty else { return nil }
+        heap.swapAt(0, heap.count - 1)
+        let top = heap.removeLast()
+        var i = 0
+        while true {
+            let l = 2 * i + 1, r = l + 1
+            var m = i
+            if l < heap.count, heap[l].before(heap[m]) { m = l }
+            if r < heap.count, heap[r].before(heap[m]) { m = r }
+            if m == i { break }
+            heap.swapAt(i, m)
+            i = m
+        }
+        return top
+    }
+}
