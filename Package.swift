@@ -9,6 +9,8 @@ let package = Package(
         .library(name: "SDP", targets: ["SDP"]),
         .library(name: "SIPTransaction", targets: ["SIPTransaction"]),
         .library(name: "SIPSimulation", targets: ["SIPSimulation"]),
+        .library(name: "SIPRuntime", targets: ["SIPRuntime"]),
+        .library(name: "SIPTransport", targets: ["SIPTransport"]),
         .executable(name: "switchboard", targets: ["switchboard"]),
     ],
     dependencies: [
@@ -23,8 +25,14 @@ let package = Package(
         .target(name: "SIPTransaction", dependencies: ["SIPMessage"]),
         // A virtual clock and an in-memory lossy network driving the real machines (for tests).
         .target(name: "SIPSimulation", dependencies: ["SIPMessage", "SIPTransaction"]),
+        // recvmmsg/sendmmsg, accept4, eventfd and socket-option helpers (_GNU_SOURCE) for SIPTransport.
+        .target(name: "CSocket"),
+        // UDP and TCP sockets for SIP: batched datagram I/O, stream framing, keep-alives.
+        .target(name: "SIPTransport", dependencies: ["SIPMessage", "CSocket"]),
+        // The live runtime: transports + transaction layer + wall-clock timers.
+        .target(name: "SIPRuntime", dependencies: ["SIPMessage", "SIPTransaction", "SIPTransport"]),
         // The logic behind the command-line tool, kept in a library so tests drive it directly.
-        .target(name: "SwitchboardTools", dependencies: ["SIPMessage", "SDP"]),
+        .target(name: "SwitchboardTools", dependencies: ["SIPMessage", "SDP", "SIPTransaction", "SIPTransport", "SIPRuntime"]),
         .executableTarget(
             name: "switchboard",
             dependencies: [
@@ -37,7 +45,9 @@ let package = Package(
         .testTarget(name: "SIPMessageTests", dependencies: ["SIPMessage"]),
         .testTarget(name: "SDPTests", dependencies: ["SDP"]),
         .testTarget(name: "SIPTransactionTests", dependencies: ["SIPTransaction", "SIPMessage"]),
+        .testTarget(name: "SIPRuntimeTests", dependencies: ["SIPRuntime", "SIPTransaction", "SIPTransport", "SIPMessage"]),
         .testTarget(name: "SIPSimulationTests", dependencies: ["SIPSimulation", "SIPTransaction", "SIPMessage"]),
+        .testTarget(name: "SIPTransportTests", dependencies: ["SIPTransport", "SIPMessage"]),
         .testTarget(name: "SwitchboardToolsTests", dependencies: ["SwitchboardTools", "SIPMessage", "SDP"]),
     ],
     swiftLanguageModes: [.v6]

@@ -212,3 +212,13 @@ func findParameter(_ bytes: ArraySlice<UInt8>, from: Int, name: StaticString) ->
     guard let r = found else { return nil }
     return bytes[(bytes.startIndex + r.lowerBound)..<(bytes.startIndex + r.upperBound)]
 }
+
+/// Byte-level helpers for hot paths in the layers above.
+public enum SIPBytes {
+    /// The value of `;name=value` in one header element (`name` in lower case): an empty slice
+    /// for a flag parameter, `nil` when absent. Parameters start after the first `;`, so call
+    /// it on a Via or on the part of a From/To after `>`.
+    public static func parameter(_ name: StaticString, in element: ArraySlice<UInt8>) -> ArraySlice<UInt8>? {
+        findParameter(element, from: element.startIndex, name: name)
+    }
+}

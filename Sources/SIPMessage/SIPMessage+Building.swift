@@ -110,6 +110,23 @@ extension SIPMessage {
         }
     }
 
+    /// Replaces the first element of a header (a proxy or server stamping `received` and
+    /// `rport` into the top Via), keeping the other elements of that line.
+    public mutating func replaceFirstElement(_ name: SIPHeaderName, with value: String) {
+        guard let at = entries.firstIndex(where: { matches($0, name) }) else { return }
+        let els = splitHeaderList(storage[entries[at].valueRange])
+        var text = Array(SIPMessage.oneLine(value).utf8)
+        if els.count > 1 {
+            text.append(contentsOf: ", ".utf8)
+            text.append(contentsOf: storage[els[1].startIndex..<entries[at].valueRange.upperBound])
+        }
+        let start = storage.count
+        storage.append(contentsOf: text)
+        entries[at].valueStart = UInt32(start)
+        entries[at].valueEnd = UInt32(storage.count)
+        pristineRange = nil
+    }
+
     /// Sets the body; Content-Length follows it when the message is written.
     public mutating func setBody(_ bytes: [UInt8], contentType: MediaType? = nil) {
         let s = storage.count

@@ -31,6 +31,12 @@ public struct Via: Sendable, Hashable, CustomStringConvertible {
         self = try Via.parse(ArraySlice(text.utf8))
     }
 
+    /// Parses one Via value from message bytes (an element of ``SIPMessage/elementBytes(_:)``);
+    /// error offsets are the slice's indices.
+    public init(bytes: ArraySlice<UInt8>) throws(SIPParseError) {
+        self = try Via.parse(bytes)
+    }
+
     /// The branch parameter.
     public var branch: String? {
         get { parameters["branch"] ?? nil }

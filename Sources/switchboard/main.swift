@@ -1,5 +1,8 @@
 import SwitchboardTools
 import ArgumentParser
+import Dispatch
+import SIPRuntime
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -7,11 +10,11 @@ import Darwin
 #endif
 
 @main
-struct SwitchboardCommand: ParsableCommand {
+struct SwitchboardCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "switchboard",
         abstract: "Switchboard: a SIP/RTP stack in Swift.",
-        subcommands: [Parse.self, Frame.self]
+        subcommands: [Parse.self, Frame.self, Serve.self, Dial.self]
     )
 }
 
@@ -60,5 +63,89 @@ struct Frame: ParsableCommand {
         let report = FrameCommand.run(bytes: bytes, mode: resync ? .resynchronizing : .strict, chunkSize: chunk)
         print(report.text, terminator: "")
         if report.error != nil || report.lines.contains(where: { $0.hasPrefix("discarded") }) { throw ExitCode(65) }
+    }
+}
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run a UAS that answers every INVITE with one status code (and other requests with 200).",
+        discussion: "Prints one line per second (calls/s, retransmissions, errors) and a summary on SIGINT/SIGTERM."
+    )
+
+    @Option(name: .long, help: "Where to listen: udp:HOST:PORT (repeatable).")
+    var listen: [String] = ["udp:127.0.0.1:5060"]
+
+    @Option(name: .long, help: "The final response to INVITE.")
+    var answer: Int = 200
+
+    @Option(name: .long, help: "Stop after this many seconds (default: run until SIGINT/SIGTERM).")
+    var duration: Int?
+
+    func run() async throws {
+        guard (200...699).contains(answer) else { throw ValidationError("--answer must be a final status code (200-699)") }
+        let points = try listen.map(ListenSpec.parse)
+        let serve = try ServeCommand(listen: points, answer: answer)
+        for p in serve.endpoint.localAddresses { print("listening on \(p)") }
+        let stop = StopSignal()
+        var previous = serve.snapshot()
+        var elapsed = 0
+        while !stop.requested {
+            try await Task.sleep(for: .seconds(1))
+            elapsed += 1
+            print(serve.line(since: previous, seconds: 1, elapsed: elapsed))
+            previous = serve.snapshot()
+            if let d = duration, elapsed >= d { break }
+        }
+        print(serve.summary())
+        serve.endpoint.close()
+    }
+}
+
+/// SIGINT/SIGTERM set a flag the serve loop polls once a second.
+final class StopSignal {
+    final class Flag: Sendable {
+        let value = Mutex(false)
+    }
+    private let flag = Flag()
+    private var sources: [any DispatchSourceSignal] = []
+    init() {
+        for sig in [SIGINT, SIGTERM] {
+            signal(sig, SIG_IGN)
+            let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            let flag = self.flag
+            s.setEventHandler { flag.value.withLock { $0 = true } }
+            s.resume()
+            sources.append(s)
+        }
+    }
+    var requested: Bool { flag.value.withLock { $0 } }
+}
+
+struct Dial: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Place calls (INVITE, ACK, BYE) against a UAS and report how many succeeded.",
+        discussion: "Exits 0 when every call succeeded, 1 otherwise."
+    )
+
+    @Argument(help: "The target URI, e.g. sip:service@127.0.0.1:5070 (numeric host).")
+    var target: String
+
+    @Option(name: .long, help: "Number of calls.")
+    var count: Int = 1
+
+    @Option(name: .long, help: "New calls per second.")
+    var rate: Double = 10
+
+    @Option(name: .long, help: "Local address: udp:HOST:PORT (port 0 = any).")
+    var listen: String = "udp:127.0.0.1:0"
+
+    @Option(name: .long, help: "Give up after this many seconds.")
+    var timeout: Int = 60
+
+    func run() async throws {
+        let result = try await DialCommand.run(target: target, count: count, rate: rate, listen: try ListenSpec.parse(listen), timeout: .seconds(timeout))
+        print("calls: \(result.started) started, \(result.succeeded) succeeded, \(result.failed) failed")
+        for (reason, n) in result.failures.sorted(by: { $0.key < $1.key }) { print("  \(reason): \(n)") }
+        if result.succeeded != count { throw ExitCode(1) }
     }
 }

@@ -1,0 +1,118 @@
+/*
+ * CSocket: thin helpers around the POSIX/Linux socket calls that Swift cannot import
+ * (recvmmsg/sendmmsg, accept4, eventfd and pthread_setname_np need _GNU_SOURCE) or that are
+ * awkward to call from Swift (sockaddr casts, socket options, inet_pton/inet_ntop).
+ *
+ * Every function returns -1 and leaves errno set on failure, unless documented otherwise.
+ * Part of Switchboard's SIPTransport module; written from the Linux man pages.
+ */
+#ifndef SWITCHBOARD_CSOCKET_H
+#define SWITCHBOARD_CSOCKET_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Kinds accepted by cs_socket. */
+#define CS_KIND_UDP 0
+#define CS_KIND_TCP 1
+
+/* Creates a close-on-exec socket of the given family (AF_INET, AF_INET6) and kind
+ * (CS_KIND_UDP, CS_KIND_TCP), non-blocking when `nonblocking` is non-zero. */
+int cs_socket(int family, int kind, int nonblocking);
+
+/* Socket options; `on` is 0 or 1. Return 0 on success. */
+int cs_set_reuseaddr(int fd, int on);
+int cs_set_v6only(int fd, int on);
+int cs_set_nodelay(int fd, int on);
+int cs_set_nonblocking(int fd, int on);
+
+/* Asks for a receive (send == 0) or send (send != 0) buffer of `requested` bytes. When the
+ * limit in /proc/sys/net/core/{r,w}mem_max grants less, tries SO_{RCV,SND}BUFFORCE (which
+ * works with CAP_NET_ADMIN). Returns the size the kernel reports afterwards (Linux reports
+ * twice the usable size, accounting for its bookkeeping), or -1. */
+int cs_set_buffer_size(int fd, int send, int requested);
+/* The current receive (send == 0) or send buffer size, as the kernel reports it, or -1. */
+int cs_get_buffer_size(int fd, int send);
+
+/* The pending error of a socket (SO_ERROR), 0 when none, or -1 if getsockopt failed. */
+int cs_socket_error(int fd);
+
+int cs_bind(int fd, const struct sockaddr_storage *addr, socklen_t len);
+int cs_listen(int fd, int backlog);
+int cs_connect(int fd, const struct sockaddr_storage *addr, socklen_t len);
+int cs_getsockname(int fd, struct sockaddr_storage *addr, socklen_t *len);
+int cs_getpeername(int fd, struct sockaddr_storage *addr, socklen_t *len);
+/* accept4 with SOCK_NONBLOCK | SOCK_CLOEXEC. */
+int cs_accept(int fd, struct sockaddr_storage *addr, socklen_t *len);
+
+/* sendto(2); returns the number of bytes sent or -1. */
+ssize_t cs_sendto(int fd, const uint8_t *buf, size_t len, int flags,
+                  const struct sockaddr_storage *addr, socklen_t addrlen);
+/* send(2) with MSG_NOSIGNAL | MSG_DONTWAIT added (no SIGPIPE, never blocks). */
+ssize_t cs_send_stream(int fd, const uint8_t *buf, size_t len);
+/* recv(2) with MSG_DONTWAIT added. */
+ssize_t cs_recv_stream(int fd, uint8_t *buf, size_t len);
+
+/* Receives up to `count` datagrams with one recvmmsg(2) call. Datagram i is written at
+ * buf + i * slot_size; its length goes to lengths[i], its source to addrs[i]/addrlens[i] and
+ * its msg_flags (MSG_TRUNC when it did not fit the slot) to msg_flags[i] when msg_flags is not
+ * NULL. `flags` are recvmmsg flags (MSG_DONTWAIT, MSG_WAITFORONE). `count` is capped at 256.
+ * Returns the number of datagrams received or -1. */
+int cs_recv_batch(int fd, uint8_t *buf, size_t slot_size, int count,
+                  struct sockaddr_storage *addrs, socklen_t *addrlens, size_t *lengths,
+                  int *msg_flags, int flags);
+
+/* Sends `count` datagrams (bufs[i], lengths[i]) to (addrs[i], addrlens[i]) with sendmmsg(2),
+ * looping until all are sent or one fails. `count` is not capped. Returns the number sent
+ * before the first failure (errno tells why when it is less than count), or -1 with errno set
+ * when the first one failed. */
+int cs_send_batch(int fd, const uint8_t *const *bufs, const size_t *lengths, int count,
+                  const struct sockaddr_storage *addrs, const socklen_t *addrlens, int flags);
+
+/* A non-blocking, close-on-exec eventfd used to wake a poll() loop. */
+int cs_eventfd(void);
+/* Adds one to the eventfd counter (wakes poll()); returns 0 or -1. */
+int cs_eventfd_signal(int fd);
+/* Resets the eventfd counter to zero; returns 0 or -1. */
+int cs_eventfd_drain(int fd);
+
+/* Parses a numeric IPv4 or IPv6 address (no brackets; an IPv6 address may end in %scope, an
+ * interface name or number) into `out`, with `port`. Returns AF_INET or AF_INET6, or -1
+ * (errno EINVAL) when the text is not a numeric address. */
+int cs_sockaddr_from_text(const char *ip, uint16_t port, struct sockaddr_storage *out,
+                          socklen_t *outlen);
+
+/* Builds a sockaddr from raw address bytes in network order (4 bytes for AF_INET, 16 for
+ * AF_INET6) and a port in host order. Returns 0 or -1 (errno EAFNOSUPPORT). */
+int cs_sockaddr_make(int family, const uint8_t *address, uint16_t port, uint32_t scope_id,
+                     struct sockaddr_storage *out, socklen_t *outlen);
+
+/* Splits a sockaddr into its family (returned; -1 when neither IPv4 nor IPv6), raw address
+ * bytes (4 or 16 written to address16), port (host order) and IPv6 scope id (0 for IPv4). */
+int cs_sockaddr_parts(const struct sockaddr_storage *addr, socklen_t len, uint8_t *address16,
+                      uint16_t *port, uint32_t *scope_id);
+
+/* Writes the text form of raw address bytes (inet_ntop) into buf. Returns 0 or -1. */
+int cs_address_to_text(int family, const uint8_t *address, char *buf, size_t buflen);
+
+/* Writes strerror's text for `err` into buf (always NUL-terminated). */
+void cs_strerror(int err, char *buf, size_t buflen);
+
+/* The calling thread's errno. */
+int cs_errno(void);
+
+/* Names the calling thread (at most 15 bytes are kept). */
+void cs_set_thread_name(const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,305 @@
+/* CSocket: see include/CSocket.h. _GNU_SOURCE must come before every include so that
+ * recvmmsg, sendmmsg, accept4, SO_RCVBUFFORCE and pthread_setname_np are declared. */
+#define _GNU_SOURCE 1
+
+#include "CSocket.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define CS_MAX_BATCH 256
+
+int cs_socket(int family, int kind, int nonblocking) {
+    int type = (kind == CS_KIND_TCP ? SOCK_STREAM : SOCK_DGRAM) | SOCK_CLOEXEC;
+    if (nonblocking) type |= SOCK_NONBLOCK;
+    int protocol = kind == CS_KIND_TCP ? IPPROTO_TCP : IPPROTO_UDP;
+    return socket(family, type, protocol);
+}
+
+static int set_int_option(int fd, int level, int name, int value) {
+    return setsockopt(fd, level, name, &value, sizeof value);
+}
+
+int cs_set_reuseaddr(int fd, int on) { return set_int_option(fd, SOL_SOCKET, SO_REUSEADDR, on ? 1 : 0); }
+int cs_set_v6only(int fd, int on) { return set_int_option(fd, IPPROTO_IPV6, IPV6_V6ONLY, on ? 1 : 0); }
+int cs_set_nodelay(int fd, int on) { return set_int_option(fd, IPPROTO_TCP, TCP_NODELAY, on ? 1 : 0); }
+
+int cs_set_nonblocking(int fd, int on) {
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0) return -1;
+    flags = on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK);
+    return fcntl(fd, F_SETFL, flags);
+}
+
+int cs_get_buffer_size(int fd, int send) {
+    int value = 0;
+    socklen_t len = sizeof value;
+    if (getsockopt(fd, SOL_SOCKET, send ? SO_SNDBUF : SO_RCVBUF, &value, &len) < 0) return -1;
+    return value;
+}
+
+int cs_set_buffer_size(int fd, int send, int requested) {
+    if (requested <= 0) return cs_get_buffer_size(fd, send);
+    if (set_int_option(fd, SOL_SOCKET, send ? SO_SNDBUF : SO_RCVBUF, requested) < 0) return -1;
+    int effective = cs_get_buffer_size(fd, send);
+    if (effective >= 0 && effective / 2 < requested) {
+        /* Capped by {r,w}mem_max: the FORCE variants ignore the cap with CAP_NET_ADMIN. A
+         * failure (EPERM) is not an error; the capped size stands. */
+        int saved = errno;
+        if (set_int_option(fd, SOL_SOCKET, send ? SO_SNDBUFFORCE : SO_RCVBUFFORCE, requested) == 0)
+            effective = cs_get_buffer_size(fd, send);
+        errno = saved;
+    }
+    return effective;
+}
+
+int cs_socket_error(int fd) {
+    int value = 0;
+    socklen_t len = sizeof value;
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &value, &len) < 0) return -1;
+    return value;
+}
+
+int cs_bind(int fd, const struct sockaddr_storage *addr, socklen_t len) {
+    return bind(fd, (const struct sockaddr *)addr, len);
+}
+
+int cs_listen(int fd, int backlog) { return listen(fd, backlog); }
+
+int cs_connect(int fd, const struct sockaddr_storage *addr, socklen_t len) {
+    return connect(fd, (const struct sockaddr *)addr, len);
+}
+
+int cs_getsockname(int fd, struct sockaddr_storage *addr, socklen_t *len) {
+    *len = sizeof *addr;
+    return getsockname(fd, (struct sockaddr *)addr, len);
+}
+
+int cs_getpeername(int fd, struct sockaddr_storage *addr, socklen_t *len) {
+    *len = sizeof *addr;
+    return getpeername(fd, (struct sockaddr *)addr, len);
+}
+
+int cs_accept(int fd, struct sockaddr_storage *addr, socklen_t *len) {
+    *len = sizeof *addr;
+    return accept4(fd, (struct sockaddr *)addr, len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+}
+
+ssize_t cs_sendto(int fd, const uint8_t *buf, size_t len, int flags,
+                  const struct sockaddr_storage *addr, socklen_t addrlen) {
+    return sendto(fd, buf, len, flags, (const struct sockaddr *)addr, addrlen);
+}
+
+ssize_t cs_send_stream(int fd, const uint8_t *buf, size_t len) {
+    return send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+ssize_t cs_recv_stream(int fd, uint8_t *buf, size_t len) {
+    return recv(fd, buf, len, MSG_DONTWAIT);
+}
+
+int cs_recv_batch(int fd, uint8_t *buf, size_t slot_size, int count,
+                  struct sockaddr_storage *addrs, socklen_t *addrlens, size_t *lengths,
+                  int *msg_flags, int flags) {
+    if (count <= 0) return 0;
+    if (count > CS_MAX_BATCH) count = CS_MAX_BATCH;
+    struct mmsghdr msgs[CS_MAX_BATCH];
+    struct iovec iovs[CS_MAX_BATCH];
+    memset(msgs, 0, sizeof(struct mmsghdr) * (size_t)count);
+    for (int i = 0; i < count; i++) {
+        iovs[i].iov_base = buf + (size_t)i * slot_size;
+        iovs[i].iov_len = slot_size;
+        msgs[i].msg_hdr.msg_iov = &iovs[i];
+        msgs[i].msg_hdr.msg_iovlen = 1;
+        msgs[i].msg_hdr.msg_name = &addrs[i];
+        msgs[i].msg_hdr.msg_namelen = sizeof(struct sockaddr_storage);
+    }
+    int n;
+    do {
+        n = recvmmsg(fd, msgs, (unsigned int)count, flags, NULL);
+    } while (n < 0 && errno == EINTR);
+    for (int i = 0; i < n; i++) {
+        lengths[i] = msgs[i].msg_len;
+        addrlens[i] = msgs[i].msg_hdr.msg_namelen;
+        if (msg_flags) msg_flags[i] = msgs[i].msg_hdr.msg_flags;
+    }
+    return n;
+}
+
+int cs_send_batch(int fd, const uint8_t *const *bufs, const size_t *lengths, int count,
+                  const struct sockaddr_storage *addrs, const socklen_t *addrlens, int flags) {
+    struct mmsghdr msgs[64];
+    struct iovec iovs[64];
+    int sent = 0;
+    while (sent < count) {
+        int chunk = count - sent;
+        if (chunk > 64) chunk = 64;
+        memset(msgs, 0, sizeof(struct mmsghdr) * (size_t)chunk);
+        for (int i = 0; i < chunk; i++) {
+            int k = sent + i;
+            iovs[i].iov_base = (void *)bufs[k];
+            iovs[i].iov_len = lengths[k];
+            msgs[i].msg_hdr.msg_iov = &iovs[i];
+            msgs[i].msg_hdr.msg_iovlen = 1;
+            msgs[i].msg_hdr.msg_name = (void *)&addrs[k];
+            msgs[i].msg_hdr.msg_namelen = addrlens[k];
+        }
+        int n;
+        do {
+            n = sendmmsg(fd, msgs, (unsigned int)chunk, flags);
+        } while (n < 0 && errno == EINTR);
+        if (n < 0) return sent == 0 ? -1 : sent;
+        sent += n;
+        if (n < chunk) {
+            /* sendmmsg stops early on an error it reports on the next call: find it. */
+            ssize_t r;
+            do {
+                r = sendto(fd, bufs[sent], lengths[sent], flags,
+                           (const struct sockaddr *)&addrs[sent], addrlens[sent]);
+            } while (r < 0 && errno == EINTR);
+            if (r < 0) return sent == 0 ? -1 : sent;
+            sent += 1;
+        }
+    }
+    return sent;
+}
+
+int cs_eventfd(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }
+
+int cs_eventfd_signal(int fd) {
+    uint64_t one = 1;
+    ssize_t r;
+    do {
+        r = write(fd, &one, sizeof one);
+    } while (r < 0 && errno == EINTR);
+    /* EAGAIN means the counter is saturated: the reader is already woken. */
+    return (r == (ssize_t)sizeof one || (r < 0 && errno == EAGAIN)) ? 0 : -1;
+}
+
+int cs_eventfd_drain(int fd) {
+    uint64_t value;
+    ssize_t r;
+    do {
+        r = read(fd, &value, sizeof value);
+    } while (r < 0 && errno == EINTR);
+    return (r == (ssize_t)sizeof value || (r < 0 && errno == EAGAIN)) ? 0 : -1;
+}
+
+int cs_sockaddr_from_text(const char *ip, uint16_t port, struct sockaddr_storage *out,
+                          socklen_t *outlen) {
+    memset(out, 0, sizeof *out);
+    struct sockaddr_in *v4 = (struct sockaddr_in *)out;
+    if (inet_pton(AF_INET, ip, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons(port);
+        *outlen = sizeof *v4;
+        return AF_INET;
+    }
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)out;
+    char text[INET6_ADDRSTRLEN + IF_NAMESIZE + 2];
+    size_t n = strlen(ip);
+    if (n >= sizeof text) { errno = EINVAL; return -1; }
+    memcpy(text, ip, n + 1);
+    uint32_t scope = 0;
+    char *percent = strchr(text, '%');
+    if (percent) {
+        *percent = 0;
+        const char *zone = percent + 1;
+        if (*zone == 0) { errno = EINVAL; return -1; }
+        char *end = NULL;
+        unsigned long number = strtoul(zone, &end, 10);
+        if (*end == 0 && zone[0] >= '0' && zone[0] <= '9') {
+            if (number > UINT32_MAX) { errno = EINVAL; return -1; }
+            scope = (uint32_t)number;
+        } else {
+            scope = if_nametoindex(zone);
+            if (scope == 0) { errno = EINVAL; return -1; }
+        }
+    }
+    if (inet_pton(AF_INET6, text, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons(port);
+        v6->sin6_scope_id = scope;
+        *outlen = sizeof *v6;
+        return AF_INET6;
+    }
+    memset(out, 0, sizeof *out);
+    errno = EINVAL;
+    return -1;
+}
+
+int cs_sockaddr_make(int family, const uint8_t *address, uint16_t port, uint32_t scope_id,
+                     struct sockaddr_storage *out, socklen_t *outlen) {
+    memset(out, 0, sizeof *out);
+    if (family == AF_INET) {
+        struct sockaddr_in *v4 = (struct sockaddr_in *)out;
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons(port);
+        memcpy(&v4->sin_addr, address, 4);
+        *outlen = sizeof *v4;
+        return 0;
+    }
+    if (family == AF_INET6) {
+        struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)out;
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons(port);
+        v6->sin6_scope_id = scope_id;
+        memcpy(&v6->sin6_addr, address, 16);
+        *outlen = sizeof *v6;
+        return 0;
+    }
+    errno = EAFNOSUPPORT;
+    return -1;
+}
+
+int cs_sockaddr_parts(const struct sockaddr_storage *addr, socklen_t len, uint8_t *address16,
+                      uint16_t *port, uint32_t *scope_id) {
+    if (addr->ss_family == AF_INET && len >= (socklen_t)sizeof(struct sockaddr_in)) {
+        const struct sockaddr_in *v4 = (const struct sockaddr_in *)addr;
+        memcpy(address16, &v4->sin_addr, 4);
+        *port = ntohs(v4->sin_port);
+        *scope_id = 0;
+        return AF_INET;
+    }
+    if (addr->ss_family == AF_INET6 && len >= (socklen_t)sizeof(struct sockaddr_in6)) {
+        const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)addr;
+        memcpy(address16, &v6->sin6_addr, 16);
+        *port = ntohs(v6->sin6_port);
+        *scope_id = v6->sin6_scope_id;
+        return AF_INET6;
+    }
+    errno = EAFNOSUPPORT;
+    return -1;
+}
+
+int cs_address_to_text(int family, const uint8_t *address, char *buf, size_t buflen) {
+    return inet_ntop(family, address, buf, (socklen_t)buflen) ? 0 : -1;
+}
+
+void cs_strerror(int err, char *buf, size_t buflen) {
+    if (buflen == 0) return;
+    /* The GNU strerror_r returns a pointer that may or may not be buf. */
+    const char *text = strerror_r(err, buf, buflen);
+    if (text != buf) {
+        strncpy(buf, text, buflen - 1);
+        buf[buflen - 1] = 0;
+    }
+}
+
+int cs_errno(void) { return errno; }
+
+void cs_set_thread_name(const char *name) {
+    char shortened[16];
+    strncpy(shortened, name, sizeof shortened - 1);
+    shortened[sizeof shortened - 1] = 0;
+    pthread_setname_np(pthread_self(), shortened);
+}

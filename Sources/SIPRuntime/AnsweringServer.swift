@@ -1,0 +1,131 @@
+import Synchronization
+import SIPMessage
+import SIPTransaction
+import SIPTransport
+
+/// A minimal user agent server that answers every INVITE with one status code and every other
+/// request with 200: the `switchboard serve` load target. For 2xx answers to INVITE it does
+/// the one dialog-layer duty a UAS cannot skip: retransmitting the 2xx until the ACK arrives
+/// (RFC 3261 §13.3.1.4: T1, doubling up to T2, for 64·T1).
+public final class AnsweringServer: Sendable {
+    public struct Statistics: Sendable, Hashable {
+        public var invites = 0
+        public var answered = 0
+        public var acks = 0
+        public var byes = 0
+        public var cancels = 0
+        public var okRetransmissions = 0
+        /// 2xx answers for which no ACK came within 64·T1.
+        public var ackTimeouts = 0
+        public var otherRequests = 0
+    }
+
+    struct Pending {
+        var response: SIPMessage
+        var peer: SIPPeer
+        var interval: Duration
+        var elapsed: Duration
+    }
+
+    struct DialogKey: Hashable { var callID: String; var cseq: UInt32 }
+
+    public let answerCode: Int
+    public let contact: String
+    private let timers: TransactionTimers
+    private let state = Mutex<(stats: Statistics, pending: [DialogKey: Pending], tag: UInt64)>((Statistics(), [:], 0))
+    private let endpointBox = Mutex<SIPEndpoint?>(nil)
+
+    /// - Parameters:
+    ///   - answerCode: the final response to INVITE (200, 486, 603…).
+    ///   - contact: the Contact URI put in 2xx answers.
+    public init(answerCode: Int, contact: String, timers: TransactionTimers = .rfc3261) {
+        self.answerCode = answerCode
+        self.contact = contact
+        self.timers = timers
+    }
+
+    /// Connects the server to its endpoint (the endpoint's handler calls ``handle(_:)``).
+    public func attach(_ endpoint: SIPEndpoint) {
+        endpointBox.withLock { $0 = endpoint }
+    }
+
+    public var statistics: Statistics { state.withLock { $0.stats } }
+
+    private func nextTag() -> String {
+        state.withLock { s in
+            s.tag += 1
+            return "sb" + String(s.tag, radix: 36)
+        }
+    }
+
+    /// Handles one endpoint event.
+    public func handle(_ event: EndpointEvent) {
+        guard let endpoint = endpointBox.withLock({ $0 }) else { return }
+        switch event {
+        case .request(let r):
+            let method = r.message.method ?? .options
+            if method == .invite {
+                var response = SIPMessage(responseTo: r.message, statusCode: answerCode, toTag: nextTag())
+                if (200..<300).contains(answerCode) {
+                    try? response.append(.contact, "<\(contact)>")
+                    if let id = r.message.callID, let cs = try? r.message.cseq() {
+                        let key = DialogKey(callID: id, cseq: cs.sequence)
+                        state.withLock { $0.pending[key] = Pending(response: response, peer: r.peer, interval: timers.t1, elapsed: .zero) }
+                        if !r.peer.transport.isReliable { scheduleRetransmission(key, after: timers.t1) }
+                        else { scheduleAckTimeout(key) }
+                    }
+                }
+                state.withLock { $0.stats.invites += 1; $0.stats.answered += 1 }
+                endpoint.respond(response, to: r.transaction)
+            } else {
+                state.withLock { s in
+                    if method == .bye { s.stats.byes += 1 } else { s.stats.otherRequests += 1 }
+                }
+                endpoint.respond(SIPMessage(responseTo: r.message, statusCode: 200, toTag: r.message.toTagBytes == nil ? nextTag() : nil), to: r.transaction)
+            }
+        case .cancel(let c, let invite):
+            state.withLock { $0.stats.cancels += 1 }
+            endpoint.respond(SIPMessage(responseTo: c.message, statusCode: 200), to: c.transaction)
+            endpoint.respond(SIPMessage(responseTo: c.message, statusCode: 487, toTag: nextTag()), to: invite)
+        case .ack(let m, _):
+            guard let id = m.callID, let cs = try? m.cseq() else { return }
+            state.withLock { s in
+                if s.pending.removeValue(forKey: DialogKey(callID: id, cseq: cs.sequence)) != nil { s.stats.acks += 1 }
+            }
+        default:
+            break
+        }
+    }
+
+    private func scheduleRetransmission(_ key: DialogKey, after delay: Duration) {
+        guard let endpoint = endpointBox.withLock({ $0 }) else { return }
+        endpoint.timerService.schedule(after: delay) { [weak self] in
+            guard let self else { return }
+            let resend: Pending? = self.state.withLock { s in
+                guard var p = s.pending[key] else { return nil }
+                p.elapsed += p.interval
+                if p.elapsed >= self.timers.timeout {
+                    s.pending[key] = nil
+                    s.stats.ackTimeouts += 1
+                    return nil
+                }
+                p.interval = min(p.interval * 2, self.timers.t2)
+                s.pending[key] = p
+                s.stats.okRetransmissions += 1
+                return p
+            }
+            guard let p = resend else { return }
+            endpoint.sendStateless(p.response, to: p.peer)
+            self.scheduleRetransmission(key, after: p.interval)
+        }
+    }
+
+    private func scheduleAckTimeout(_ key: DialogKey) {
+        guard let endpoint = endpointBox.withLock({ $0 }) else { return }
+        endpoint.timerService.schedule(after: timers.timeout) { [weak self] in
+            self?.state.withLock { s in
+                if s.pending.removeValue(forKey: key) != nil { s.stats.ackTimeouts += 1 }
+            }
+        }
+    }
+}

@@ -1,0 +1,327 @@
+import Synchronization
+import SIPMessage
+import SIPTransaction
+import SIPTransport
+
+/// Where a message came from or goes to: a transport, an address and, for connections, which
+/// connection.
+public struct SIPPeer: Hashable, Sendable, CustomStringConvertible {
+    public var transport: TransportKind
+    public var address: SocketAddress
+    public var connection: ConnectionID?
+
+    public init(transport: TransportKind, address: SocketAddress, connection: ConnectionID? = nil) {
+        self.transport = transport
+        self.address = address
+        self.connection = connection
+    }
+
+    public var description: String { "\(transport.viaToken.lowercased()):\(address)" + (connection.map { " \($0)" } ?? "") }
+}
+
+/// A request received in a new server transaction. Answer it with ``SIPEndpoint/respond(_:to:)``.
+public struct IncomingRequest: Sendable {
+    public let message: SIPMessage
+    public let peer: SIPPeer
+    public let transaction: TransactionID
+}
+
+/// What the endpoint tells its transaction user.
+public enum EndpointEvent: Sendable {
+    /// A new request (not ACK, not CANCEL).
+    case request(IncomingRequest)
+    /// A CANCEL for the INVITE server transaction `invite`; answer the CANCEL with 200 and
+    /// the INVITE with 487.
+    case cancel(IncomingRequest, invite: TransactionID)
+    /// An ACK that matched no transaction: the ACK for a 2xx.
+    case ack(SIPMessage, from: SIPPeer)
+    /// A response that matched no client transaction (a retransmitted 2xx, another fork).
+    case strayResponse(SIPMessage, from: SIPPeer)
+    /// A server transaction timed out (Timer H: no ACK) or its transport failed.
+    case serverTransactionFailed(TransactionID, TransactionTimer?)
+    /// A datagram or stream message that could not be parsed.
+    case malformed(source: SocketAddress, error: SIPParseError)
+}
+
+/// What a client transaction reports to the request's sender.
+public enum ClientTransactionEvent: Sendable {
+    case provisional(SIPMessage)
+    case final(SIPMessage)
+    /// Timer B or F fired without a final response.
+    case timeout
+    case transportError
+}
+
+/// Counters for the `serve` statistics line and for benchmarks.
+public struct EndpointStatistics: Sendable, Hashable {
+    public var requestsReceived = 0
+    public var responsesReceived = 0
+    public var messagesSent = 0
+    public var retransmissionsSent = 0
+    public var retransmissionsReceived = 0
+    public var sendErrors = 0
+    public var malformed = 0
+    public var timeouts = 0
+    public var liveTransactions = 0
+}
+
+/// The live runtime: real sockets, the wall clock, and the pure ``TransactionLayer`` under one
+/// lock. Transport threads and the timer thread feed events in; the layer's outputs are carried
+/// out after the lock is released (sends, TU callbacks), so a callback may call back in.
+public final class SIPEndpoint: Sendable {
+    /// Where to listen.
+    public enum ListenPoint: Sendable, Hashable {
+        case udp(SocketAddress)
+    }
+
+    public struct Configuration: Sendable {
+        public var listen: [ListenPoint]
+        public var timers: TransactionTimers
+        public var udp: UDPTransportConfiguration
+        public init(listen: [ListenPoint], timers: TransactionTimers = .rfc3261, udp: UDPTransportConfiguration = .init()) {
+            self.listen = listen
+            self.timers = timers
+            self.udp = udp
+        }
+    }
+
+    struct Core {
+        var layer: TransactionLayer<SIPPeer>
+        var clientHandlers: [TransactionID: @Sendable (ClientTransactionEvent) -> Void] = [:]
+        var timers: [TimerKey: TimerService.Handle] = [:]
+        var stats = EndpointStatistics()
+    }
+
+    struct TimerKey: Hashable { var id: TransactionID; var timer: TransactionTimer }
+
+    private let core: Mutex<Core>
+    private let handler: Mutex<(@Sendable (EndpointEvent) -> Void)?>
+    private let udp: Mutex<[UDPTransport]>
+    /// The timer thread (also available to the TU for its own timers, e.g. 2xx retransmission).
+    public let timerService = TimerService()
+
+    /// Binds every listen point. Events go to `handler` from transport and timer threads.
+    public init(configuration: Configuration, handler: @escaping @Sendable (EndpointEvent) -> Void) throws(TransportError) {
+        core = Mutex(Core(layer: TransactionLayer(timers: configuration.timers)))
+        self.handler = Mutex(handler)
+        udp = Mutex([])
+        var bound: [UDPTransport] = []
+        for point in configuration.listen {
+            switch point {
+            case .udp(let address):
+                do {
+                    let t = try UDPTransport(bindingTo: address, configuration: configuration.udp) { [weak self] event in
+                        self?.transportEvent(event, kind: .udp)
+                    }
+                    bound.append(t)
+                } catch {
+                    for b in bound { b.close() }
+                    timerService.shutdown()
+                    throw error
+                }
+            }
+        }
+        udp.withLock { $0 = bound }
+    }
+
+    /// The addresses actually bound (ephemeral ports resolved).
+    public var localAddresses: [SIPPeer] {
+        udp.withLock { $0.map { SIPPeer(transport: .udp, address: $0.localAddress) } }
+    }
+
+    public var statistics: EndpointStatistics {
+        core.withLock { c in
+            var s = c.stats
+            s.liveTransactions = c.layer.count
+            return s
+        }
+    }
+
+    /// The UDP sockets' own counters (datagrams, malformed, kernel buffer sizes…).
+    public var udpStatistics: [UDPTransportStatistics] { udp.withLock { $0.map(\.statistics) } }
+
+    /// Closes the sockets and stops the timers. Idempotent.
+    public func close() {
+        let transports = udp.withLock { t -> [UDPTransport] in defer { t = [] }; return t }
+        for t in transports { t.close() }
+        timerService.shutdown()
+        handler.withLock { $0 = nil }
+    }
+
+    // MARK: TU commands
+
+    /// Sends a request in a new client transaction; `onEvent` receives its responses.
+    /// The request's top Via must carry a branch (see ``TransactionLayer/newBranch()``).
+    @discardableResult
+    public func sendRequest(_ request: SIPMessage, to peer: SIPPeer, onEvent: @escaping @Sendable (ClientTransactionEvent) -> Void) -> TransactionID {
+        let (id, outputs) = core.withLock { c -> (TransactionID, [TransactionLayer<SIPPeer>.Output]) in
+            let (id, out) = c.layer.sendRequest(request, to: peer, reliable: peer.transport.isReliable)
+            if request.method != .ack { c.clientHandlers[id] = onEvent }
+            return (id, scheduleTimers(out, &c))
+        }
+        execute(outputs)
+        return id
+    }
+
+    /// Answers a request in its server transaction.
+    public func respond(_ response: SIPMessage, to transaction: TransactionID) {
+        let outputs = core.withLock { c in scheduleTimers(c.layer.respond(response, in: transaction), &c) }
+        execute(outputs)
+    }
+
+    /// Sends a message outside any transaction (the ACK for a 2xx, a 2xx retransmission).
+    public func sendStateless(_ message: SIPMessage, to peer: SIPPeer) {
+        _ = send(message, to: peer)
+    }
+
+    // MARK: Inputs
+
+    private func transportEvent(_ event: TransportEvent, kind: TransportKind) {
+        switch event {
+        case .message(let inbound):
+            let peer = SIPPeer(transport: inbound.transport, address: inbound.source, connection: inbound.connection)
+            var message = inbound.message
+            if message.isRequest { SIPEndpoint.stampVia(&message, source: inbound.source) }
+            let outputs = core.withLock { c -> [TransactionLayer<SIPPeer>.Output] in
+                if message.isRequest { c.stats.requestsReceived += 1 } else { c.stats.responsesReceived += 1 }
+                let before = c.layer.counters.retransmissionsAbsorbed
+                let out = c.layer.receive(message, from: peer, reliable: peer.transport.isReliable)
+                if c.layer.counters.retransmissionsAbsorbed != before { c.stats.retransmissionsReceived += 1 }
+                return scheduleTimers(out, &c)
+            }
+            execute(outputs)
+        case .malformed(_, let source, let error):
+            core.withLock { $0.stats.malformed += 1 }
+            notify(.malformed(source: source, error: error))
+        default:
+            break
+        }
+    }
+
+    /// RFC 3261 §18.2.1 and RFC 3581: note where a request really came from in its top Via.
+    static func stampVia(_ message: inout SIPMessage, source: SocketAddress) {
+        guard let top = message.elementBytes(.via).first else { return }
+        let rportFlag = findFlag(top, "rport")
+        // Cheap check first: the sent-by host equals the source address and rport wants nothing.
+        guard let via = try? Via(bytes: top) else { return }
+        let sourceIP = source.ipString
+        let hostMatches = via.host.address == sourceIP
+        guard !hostMatches || rportFlag else { return }
+        var v = via
+        if !hostMatches || rportFlag { v.parameters.set("received", sourceIP) }
+        if rportFlag { v.parameters.set("rport", String(source.port)) }
+        message.replaceFirstElement(.via, with: v.description)
+    }
+
+    static func findFlag(_ via: ArraySlice<UInt8>, _ name: StaticString) -> Bool {
+        guard let v = SIPBytes.parameter(name, in: via) else { return false }
+        return v.isEmpty
+    }
+
+    private func timerFired(_ key: TimerKey) {
+        let outputs = core.withLock { c -> [TransactionLayer<SIPPeer>.Output] in
+            guard c.timers.removeValue(forKey: key) != nil else { return [] }
+            let out = c.layer.timerFired(key.id, key.timer)
+            if key.timer == .A || key.timer == .E || key.timer == .G {
+                c.stats.retransmissionsSent += out.reduce(0) { if case .send = $1 { return $0 + 1 } else { return $0 } }
+            }
+            return scheduleTimers(out, &c)
+        }
+        execute(outputs)
+    }
+
+    // MARK: Carrying out outputs
+
+    /// Starts and cancels timers while the lock is held; returns the rest.
+    private func scheduleTimers(_ outputs: [TransactionLayer<SIPPeer>.Output], _ c: inout Core) -> [TransactionLayer<SIPPeer>.Output] {
+        var rest: [TransactionLayer<SIPPeer>.Output] = []
+        rest.reserveCapacity(outputs.count)
+        for o in outputs {
+            switch o {
+            case .startTimer(let id, let t, let d):
+                let key = TimerKey(id: id, timer: t)
+                if let old = c.timers[key] { timerService.cancel(old) }
+                c.timers[key] = timerService.schedule(after: d) { [weak self] in self?.timerFired(key) }
+            case .cancelTimer(let id, let t):
+                if let h = c.timers.removeValue(forKey: TimerKey(id: id, timer: t)) { timerService.cancel(h) }
+            case .terminated(let id):
+                for t in TransactionTimer.allCases {
+                    if let h = c.timers.removeValue(forKey: TimerKey(id: id, timer: t)) { timerService.cancel(h) }
+                }
+                c.clientHandlers[id] = nil
+            case .timeout:
+                c.stats.timeouts += 1
+                rest.append(o)
+            case .send:
+                c.stats.messagesSent += 1
+                rest.append(o)
+            case .response(_, let id):
+                rest.append(o)
+                _ = id
+            default:
+                rest.append(o)
+            }
+        }
+        return rest
+    }
+
+    private func execute(_ outputs: [TransactionLayer<SIPPeer>.Output]) {
+        for o in outputs {
+            switch o {
+            case .send(let m, let peer, let id):
+                if !send(m, to: peer) {
+                    let more = core.withLock { c in scheduleTimers(c.layer.transportFailed(id), &c) }
+                    execute(more)
+                }
+            case .request(let m, let from, let id):
+                notify(.request(IncomingRequest(message: m, peer: from, transaction: id)))
+            case .cancel(let m, let from, let id, let invite):
+                notify(.cancel(IncomingRequest(message: m, peer: from, transaction: id), invite: invite))
+            case .ack(let m, let from):
+                notify(.ack(m, from: from))
+            case .strayResponse(let m, let from):
+                notify(.strayResponse(m, from: from))
+            case .response(let m, let id):
+                let code = m.statusCode ?? 0
+                clientHandler(id)?(code < 200 ? .provisional(m) : .final(m))
+            case .timeout(let id, let t):
+                if let h = clientHandler(id) { h(.timeout) } else { notify(.serverTransactionFailed(id, t)) }
+            case .transportError(let id):
+                if let h = clientHandler(id) { h(.transportError) } else { notify(.serverTransactionFailed(id, nil)) }
+            case .startTimer, .cancelTimer, .terminated:
+                break
+            }
+        }
+    }
+
+    private func clientHandler(_ id: TransactionID) -> (@Sendable (ClientTransactionEvent) -> Void)? {
+        core.withLock { $0.clientHandlers[id] }
+    }
+
+    private func notify(_ e: EndpointEvent) {
+        handler.withLock { $0 }?(e)
+    }
+
+    /// Sends over the matching transport. Responses over UDP follow RFC 3261 §18.2.2 and
+    /// RFC 3581: to the source address and port of the request (the layer's peer), unless the
+    /// top Via has no `rport` and names another port, in which case to that port.
+    private func send(_ m: SIPMessage, to peer: SIPPeer) -> Bool {
+        var destination = peer.address
+        if !m.isRequest, let top = m.elementBytes(.via).first, SIPBytes.parameter("rport", in: top) == nil,
+           let via = try? Via(bytes: top), let port = via.port, port != destination.port {
+            destination = destination.withPort(port)
+        }
+        let transports = udp.withLock { $0 }
+        guard let t = transports.first(where: { $0.localAddress.isIPv6 == destination.isIPv6 }) ?? transports.first else {
+            core.withLock { $0.stats.sendErrors += 1 }
+            return false
+        }
+        do {
+            try t.send(m.serialized(), to: destination)
+            return true
+        } catch {
+            core.withLock { $0.stats.sendErrors += 1 }
+            return false
+        }
+    }
+}

@@ -1,0 +1,527 @@
+import CSocket
+import Glibc
+import SIPMessage
+import Synchronization
+
+/// One connection's state, owned by ``TCPCore/State`` and touched only under its lock.
+final class TCPConnection {
+    enum Phase {
+        /// A non-blocking connect is in progress; it fails at the deadline.
+        case connecting(deadline: ContinuousClock.Instant)
+        case established
+    }
+
+    let fd: Int32
+    var info: ConnectionInfo
+    var phase: Phase
+    /// Bytes waiting to be written, from `outHead` on.
+    var out: [UInt8] = []
+    var outHead = 0
+    var lastActivity: ContinuousClock.Instant
+    /// Set by another thread (or a failed send); the I/O thread closes the connection.
+    var closeRequest: ConnectionCloseReason?
+    /// Whether ``TransportEvent/connectionOpened(_:)`` has been reported.
+    var reportedOpen = false
+
+    init(fd: Int32, info: ConnectionInfo, phase: Phase, now: ContinuousClock.Instant) {
+        self.fd = fd
+        self.info = info
+        self.phase = phase
+        self.lastActivity = now
+    }
+
+    var queuedBytes: Int { out.count - outHead }
+
+    var isEstablished: Bool {
+        if case .established = phase { return true }
+        return false
+    }
+
+    /// Writes queued bytes until the socket would block; returns the bytes written, or the
+    /// error that makes the connection unusable.
+    func flush(now: ContinuousClock.Instant) -> Result<Int, SystemCallError> {
+        var written = 0
+        while outHead < out.count {
+            let n = out.withUnsafeBufferPointer { cs_send_stream(fd, $0.baseAddress! + outHead, $0.count - outHead) }
+            if n > 0 {
+                outHead += n
+                written += n
+                continue
+            }
+            let e = cs_errno()
+            if n < 0 && e == EINTR { continue }
+            if n < 0 && (e == EAGAIN || e == EWOULDBLOCK) { break }
+            return .failure(SystemCallError(call: "send", code: n < 0 ? e : EPIPE))
+        }
+        if written > 0 { lastActivity = now }
+        if outHead == out.count {
+            out.removeAll(keepingCapacity: out.capacity <= 65_536)
+            outHead = 0
+        } else if outHead >= 65_536 && outHead * 2 >= out.count {
+            out.removeFirst(outHead)
+            outHead = 0
+        }
+        return .success(written)
+    }
+}
+
+/// The state shared by a ``TCPTransport``, the threads that send and its I/O thread.
+final class TCPCore: Sendable {
+    struct State {
+        var closed = false
+        var connections: [ConnectionID: TCPConnection] = [:]
+        /// The connection ``TCPTransport/send(_:to:)`` uses for each remote address.
+        var byRemote: [SocketAddress: ConnectionID] = [:]
+        var statistics = TCPTransportStatistics()
+    }
+
+    let listenFD: Int32
+    let wakeFD: Int32
+    let local: SocketAddress
+    let configuration: TCPTransportConfiguration
+    let handler: @Sendable (TransportEvent) -> Void
+    let state = Mutex(State())
+    private let thread = Mutex<IOThread?>(nil)
+
+    init(address: SocketAddress, configuration: TCPTransportConfiguration, handler: @escaping @Sendable (TransportEvent) -> Void) throws(TransportError) {
+        let fd = try Posix.boundSocket(kind: CS_KIND_TCP, address: address, nonblocking: true, reuseAddress: true)
+        var wake: Int32 = -1
+        do throws(TransportError) {
+            guard cs_listen(fd, Int32(clamping: configuration.listenBacklog)) == 0 else { throw .system(.current("listen")) }
+            local = try Posix.localAddress(of: fd)
+            wake = cs_eventfd()
+            guard wake >= 0 else { throw .system(.current("eventfd")) }
+        } catch {
+            Posix.close(fd)
+            throw error
+        }
+        listenFD = fd
+        wakeFD = wake
+        self.configuration = configuration
+        self.handler = handler
+    }
+
+    func start() throws(TransportError) {
+        do throws(TransportError) {
+            let t = try IOThread(name: "sip-tcp-\(local.port)") { [self] in
+                ioLoop()
+            }
+            thread.withLock { $0 = t }
+        } catch {
+            state.withLock { $0.closed = true }
+            Posix.close(listenFD)
+            Posix.close(wakeFD)
+            throw error
+        }
+    }
+
+    func close() {
+        state.withLock { s in
+            guard !s.closed else { return }
+            s.closed = true
+            _ = cs_eventfd_signal(wakeFD)
+        }
+        thread.withLock { $0 }?.join()
+    }
+
+    func requestClose(_ id: ConnectionID, reason: ConnectionCloseReason) {
+        state.withLock { s in
+            guard !s.closed, let c = s.connections[id], c.closeRequest == nil else { return }
+            c.closeRequest = reason
+            _ = cs_eventfd_signal(wakeFD)
+        }
+    }
+
+    func connectionSnapshot() -> [ConnectionInfo] {
+        state.withLock { s in s.connections.values.map(\.info) }.sorted { $0.id < $1.id }
+    }
+
+    // MARK: Sending
+
+    func send(_ bytes: [UInt8], on id: ConnectionID, isMessage: Bool) throws(TransportError) {
+        try state.withLock { s throws(TransportError) in
+            guard !s.closed else { throw .transportClosed }
+            guard let c = s.connections[id], c.closeRequest == nil else { throw .connectionClosed(id) }
+            try enqueue(bytes, on: c, isMessage: isMessage, &s)
+        }
+    }
+
+    func send(_ bytes: [UInt8], to remote: SocketAddress) throws(TransportError) -> ConnectionID {
+        try state.withLock { s throws(TransportError) -> ConnectionID in
+            guard !s.closed else { throw .transportClosed }
+            if let id = s.byRemote[remote], let c = s.connections[id] {
+                if c.closeRequest == nil {
+                    try enqueue(bytes, on: c, isMessage: true, &s)
+                    return id
+                }
+                s.byRemote[remote] = nil  // closing: the new connection takes the address over
+            }
+            guard s.connections.count < configuration.maxConnections else {
+                s.statistics.sendErrors += 1
+                throw .connectionLimitReached(limit: configuration.maxConnections)
+            }
+            let now = ContinuousClock.now
+            let (fd, localAddress) = try Self.startConnect(to: remote)
+            let info = ConnectionInfo(id: .next(), remote: remote, local: localAddress, direction: .outbound, transport: .tcp)
+            let c = TCPConnection(fd: fd, info: info, phase: .connecting(deadline: now + configuration.connectTimeout), now: now)
+            insert(c, &s)
+            try enqueue(bytes, on: c, isMessage: true, &s)
+            _ = cs_eventfd_signal(wakeFD)
+            return info.id
+        }
+    }
+
+    /// Writes or queues bytes on a connection; under the lock.
+    private func enqueue(_ bytes: [UInt8], on c: TCPConnection, isMessage: Bool, _ s: inout State) throws(TransportError) {
+        guard c.queuedBytes + bytes.count <= configuration.maxQueuedBytesPerConnection else {
+            s.statistics.sendErrors += 1
+            throw .sendQueueFull(c.info.id, limit: configuration.maxQueuedBytesPerConnection)
+        }
+        let wasEmpty = c.queuedBytes == 0
+        c.out.append(contentsOf: bytes)
+        if isMessage { s.statistics.messagesSent += 1 }
+        guard c.isEstablished, wasEmpty else {
+            // Connecting, or earlier bytes still wait: the I/O thread writes them in order.
+            return
+        }
+        switch c.flush(now: .now) {
+        case .success(let n):
+            s.statistics.bytesSent += n
+            if c.queuedBytes > 0 { _ = cs_eventfd_signal(wakeFD) }  // poll for POLLOUT
+        case .failure(let error):
+            s.statistics.sendErrors += 1
+            c.closeRequest = .failed(.system(error))
+            _ = cs_eventfd_signal(wakeFD)
+            throw .system(error)
+        }
+    }
+
+    /// Creates a non-blocking socket and starts connecting it to `remote`.
+    private static func startConnect(to remote: SocketAddress) throws(TransportError) -> (Int32, SocketAddress) {
+        let fd = cs_socket(remote.family, CS_KIND_TCP, 1)
+        guard fd >= 0 else { throw .system(.current("socket")) }
+        _ = cs_set_nodelay(fd, 1)
+        var (storage, length) = remote.sockaddr
+        var rc: Int32
+        repeat { rc = cs_connect(fd, &storage, length) } while rc != 0 && cs_errno() == EINTR
+        if rc != 0 && cs_errno() != EINPROGRESS {
+            let error = SystemCallError.current("connect")
+            Posix.close(fd)
+            throw .system(error)
+        }
+        do throws(TransportError) {
+            return (fd, try Posix.localAddress(of: fd))
+        } catch {
+            Posix.close(fd)
+            throw error
+        }
+    }
+
+    func connect(to remote: SocketAddress) throws(TransportError) -> ConnectionInfo {
+        try state.withLock { s throws(TransportError) in
+            guard !s.closed else { throw .transportClosed }
+            guard s.connections.count < configuration.maxConnections else { throw .connectionLimitReached(limit: configuration.maxConnections) }
+        }
+        let (fd, localAddress) = try Self.startConnect(to: remote)
+        do throws(TransportError) {
+            // Wait for the connect on this thread; the I/O thread sees only established sockets.
+            let deadline = ContinuousClock.now + configuration.connectTimeout
+            var pfd = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+            while true {
+                let rc = poll(&pfd, 1, Posix.pollTimeout(until: deadline, now: .now))
+                if rc > 0 { break }
+                if rc == 0 { throw .connectTimeout(remote) }
+                if cs_errno() != EINTR { throw .system(.current("poll")) }
+            }
+            let pending = cs_socket_error(fd)
+            if pending < 0 { throw .system(.current("getsockopt(SO_ERROR)")) }
+            if pending != 0 { throw .system(SystemCallError(call: "connect", code: pending)) }
+            let localNow = (try? Posix.localAddress(of: fd)) ?? localAddress
+            return try state.withLock { s throws(TransportError) -> ConnectionInfo in
+                guard !s.closed else { throw .transportClosed }
+                guard s.connections.count < configuration.maxConnections else { throw .connectionLimitReached(limit: configuration.maxConnections) }
+                let info = ConnectionInfo(id: .next(), remote: remote, local: localNow, direction: .outbound, transport: .tcp)
+                let c = TCPConnection(fd: fd, info: info, phase: .established, now: .now)
+                insert(c, &s)
+                s.statistics.connectionsEstablished += 1
+                _ = cs_eventfd_signal(wakeFD)  // the I/O thread reports it open and polls it
+                return info
+            }
+        } catch {
+            state.withLock { $0.statistics.connectFailures += 1 }
+            Posix.close(fd)
+            throw error
+        }
+    }
+
+    private func insert(_ c: TCPConnection, _ s: inout State) {
+        s.connections[c.info.id] = c
+        if s.byRemote[c.info.remote] == nil { s.byRemote[c.info.remote] = c.info.id }
+        s.statistics.currentConnections = s.connections.count
+        s.statistics.peakConnections = max(s.statistics.peakConnections, s.connections.count)
+    }
+
+    /// Removes and closes a connection; under the lock, on the I/O thread only (so that no
+    /// descriptor is closed while the I/O thread may be reading it).
+    private func remove(_ id: ConnectionID, reason: ConnectionCloseReason, _ s: inout State, _ events: inout [TransportEvent]) {
+        guard let c = s.connections.removeValue(forKey: id) else { return }
+        Posix.close(c.fd)
+        if s.byRemote[c.info.remote] == id {
+            // Hand the address over to another connection to the same peer, if any.
+            s.byRemote[c.info.remote] = s.connections.values.filter { $0.info.remote == c.info.remote }.map(\.info.id).min()
+        }
+        s.statistics.currentConnections = s.connections.count
+        s.statistics.connectionsClosed += 1
+        switch reason {
+        case .idleTimeout: s.statistics.idleTimeouts += 1
+        case .failed(.framing): s.statistics.framingErrors += 1
+        default: break
+        }
+        if !c.isEstablished { s.statistics.connectFailures += 1 }
+        events.append(.connectionClosed(c.info, reason: reason))
+    }
+
+    // MARK: The I/O thread
+
+    private enum PollTarget {
+        case wake, listener
+        case connection(ConnectionID, fd: Int32)
+    }
+
+    private func ioLoop() {
+        let readSize = 65_536
+        let readBuffer = UnsafeMutablePointer<UInt8>.allocate(capacity: readSize)
+        defer {
+            readBuffer.deallocate()
+            Posix.close(wakeFD)
+        }
+        var framers: [ConnectionID: SIPStreamFramer] = [:]
+        var events: [TransportEvent] = []
+        var fds: [pollfd] = []
+        var targets: [PollTarget] = []
+        var acceptPausedUntil: ContinuousClock.Instant?
+
+        func deliver() {
+            for event in events {
+                if case .connectionClosed(let info, _) = event { framers[info.id] = nil }
+                handler(event)
+            }
+            events.removeAll(keepingCapacity: true)
+        }
+
+        while true {
+            // 1. Under the lock: pending closes, timeouts, open reports, and the poll set.
+            var now = ContinuousClock.now
+            fds.removeAll(keepingCapacity: true)
+            targets.removeAll(keepingCapacity: true)
+            var deadline: ContinuousClock.Instant? = nil
+            if let paused = acceptPausedUntil, paused <= now { acceptPausedUntil = nil }
+            let closed = state.withLock { s -> Bool in
+                if s.closed {
+                    for id in s.connections.keys.sorted() { remove(id, reason: .transportClosed, &s, &events) }
+                    Posix.close(listenFD)
+                    return true
+                }
+                for (id, c) in s.connections {
+                    if let reason = c.closeRequest {
+                        remove(id, reason: reason, &s, &events)
+                        continue
+                    }
+                    switch c.phase {
+                    case .connecting(let limit):
+                        if limit <= now { remove(id, reason: .failed(.connectTimeout(c.info.remote)), &s, &events); continue }
+                        deadline = min(deadline ?? limit, limit)
+                    case .established:
+                        if let idle = configuration.idleTimeout {
+                            let limit = c.lastActivity + idle
+                            if limit <= now { remove(id, reason: .idleTimeout, &s, &events); continue }
+                            deadline = min(deadline ?? limit, limit)
+                        }
+                        if !c.reportedOpen {
+                            c.reportedOpen = true
+                            events.append(.connectionOpened(c.info))
+                        }
+                    }
+                }
+                fds.append(pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0))
+                targets.append(.wake)
+                if acceptPausedUntil == nil {
+                    fds.append(pollfd(fd: listenFD, events: Int16(POLLIN), revents: 0))
+                    targets.append(.listener)
+                }
+                for (id, c) in s.connections {
+                    var wanted = Int16(POLLIN)
+                    if !c.isEstablished { wanted = Int16(POLLOUT) } else if c.queuedBytes > 0 { wanted |= Int16(POLLOUT) }
+                    fds.append(pollfd(fd: c.fd, events: wanted, revents: 0))
+                    targets.append(.connection(id, fd: c.fd))
+                }
+                return false
+            }
+            if let paused = acceptPausedUntil { deadline = min(deadline ?? paused, paused) }
+            deliver()
+            if closed { return }
+
+            // 2. Wait.
+            let rc = poll(&fds, nfds_t(fds.count), Posix.pollTimeout(until: deadline, now: .now))
+            if rc < 0 {
+                if cs_errno() != EINTR { usleep(10_000) }
+                continue
+            }
+            if rc == 0 { continue }
+            now = ContinuousClock.now
+
+            // 3. Handle what is ready.
+            for (k, target) in targets.enumerated() {
+                let revents = Int32(fds[k].revents)
+                guard revents != 0 else { continue }
+                switch target {
+                case .wake:
+                    _ = cs_eventfd_drain(wakeFD)
+                case .listener:
+                    acceptPausedUntil = acceptConnections(now: now, &events)
+                case .connection(let id, let fd):
+                    handleConnection(id, fd: fd, revents: revents, now: now, buffer: readBuffer, size: readSize, framers: &framers, &events)
+                }
+            }
+            deliver()
+        }
+    }
+
+    /// Accepts pending connections; returns when to poll the listener again if accepting must
+    /// pause (descriptor exhaustion), else `nil`.
+    private func acceptConnections(now: ContinuousClock.Instant, _ events: inout [TransportEvent]) -> ContinuousClock.Instant? {
+        for _ in 0..<64 {
+            var storage = sockaddr_storage()
+            var length = socklen_t(0)
+            let fd = cs_accept(listenFD, &storage, &length)
+            if fd < 0 {
+                switch cs_errno() {
+                case EAGAIN, EWOULDBLOCK: return nil
+                case EINTR, ECONNABORTED, EPROTO: continue
+                default:
+                    // EMFILE, ENFILE, ENOBUFS, ENOMEM: the listener stays readable, so stop
+                    // polling it for a while instead of spinning.
+                    state.withLock { $0.statistics.acceptErrors += 1 }
+                    return now + .milliseconds(100)
+                }
+            }
+            let remote = SocketAddress(storage: storage, length: length)
+            let localAddress = try? Posix.localAddress(of: fd)
+            let accepted = state.withLock { s -> Bool in
+                guard !s.closed, s.connections.count < configuration.maxConnections, let remote, let localAddress else {
+                    s.statistics.connectionsRejected += 1
+                    return false
+                }
+                _ = cs_set_nodelay(fd, 1)
+                let info = ConnectionInfo(id: .next(), remote: remote, local: localAddress, direction: .inbound, transport: .tcp)
+                let c = TCPConnection(fd: fd, info: info, phase: .established, now: now)
+                c.reportedOpen = true
+                insert(c, &s)
+                s.statistics.connectionsAccepted += 1
+                events.append(.connectionOpened(info))
+                return true
+            }
+            if !accepted { Posix.close(fd) }
+        }
+        return nil
+    }
+
+    private func handleConnection(_ id: ConnectionID, fd: Int32, revents: Int32, now: ContinuousClock.Instant, buffer: UnsafeMutablePointer<UInt8>, size: Int, framers: inout [ConnectionID: SIPStreamFramer], _ events: inout [TransportEvent]) {
+        // Connect completion and writes, under the lock.
+        let readable = state.withLock { s -> Bool in
+            guard let c = s.connections[id], c.fd == fd, c.closeRequest == nil else { return false }
+            if !c.isEstablished {
+                let pending = cs_socket_error(fd)
+                if pending != 0 {
+                    let error = pending > 0 ? SystemCallError(call: "connect", code: pending) : SystemCallError.current("getsockopt(SO_ERROR)")
+                    remove(id, reason: .failed(.system(error)), &s, &events)
+                    return false
+                }
+                c.phase = .established
+                c.lastActivity = now
+                c.info = ConnectionInfo(id: id, remote: c.info.remote, local: (try? Posix.localAddress(of: fd)) ?? c.info.local, direction: .outbound, transport: .tcp)
+                c.reportedOpen = true
+                s.statistics.connectionsEstablished += 1
+                events.append(.connectionOpened(c.info))
+            }
+            if c.queuedBytes > 0 && revents & (Int32(POLLOUT) | Int32(POLLERR) | Int32(POLLHUP)) != 0 {
+                switch c.flush(now: now) {
+                case .success(let n):
+                    s.statistics.bytesSent += n
+                case .failure(let error):
+                    remove(id, reason: .failed(.system(error)), &s, &events)
+                    return false
+                }
+            }
+            return revents & (Int32(POLLIN) | Int32(POLLERR) | Int32(POLLHUP)) != 0
+        }
+        guard readable else { return }
+
+        // Read outside the lock: only this thread closes descriptors, so `fd` stays valid.
+        var n: Int
+        repeat { n = cs_recv_stream(fd, buffer, size) } while n < 0 && cs_errno() == EINTR
+        if n < 0 {
+            let e = cs_errno()
+            if e == EAGAIN || e == EWOULDBLOCK { return }
+            let error = SystemCallError(call: "recv", code: e)
+            state.withLock { remove(id, reason: .failed(.system(error)), &$0, &events) }
+            return
+        }
+        if n == 0 {
+            state.withLock { remove(id, reason: .remoteClosed, &$0, &events) }
+            return
+        }
+
+        var framer = framers.removeValue(forKey: id) ?? SIPStreamFramer(limits: configuration.limits, mode: .strict)
+        framer.append(UnsafeBufferPointer(start: buffer, count: n))
+        var messages = 0, pings = 0, pongs = 0
+        var failure: SIPParseError?
+        var info: ConnectionInfo?
+        while true {
+            let next: SIPStreamEvent?
+            do throws(SIPParseError) {
+                next = try framer.next()
+            } catch {
+                failure = error
+                break
+            }
+            guard let next else { break }
+            switch next {
+            case .message(let message):
+                if info == nil { info = state.withLock { $0.connections[id]?.info } }
+                guard let info else { break }
+                messages += 1
+                events.append(.message(InboundMessage(message: message, source: info.remote, local: info.local, transport: .tcp, connection: id, receivedAt: now)))
+            case .keepAlivePing:
+                pings += 1
+                events.append(.keepAlivePing(id))
+            case .keepAlivePong:
+                pongs += 1
+                events.append(.keepAlivePong(id))
+            case .discarded:
+                break  // strict mode never discards
+            }
+        }
+        framers[id] = framer
+        state.withLock { s in
+            s.statistics.bytesReceived += n
+            s.statistics.messagesReceived += messages
+            s.statistics.keepAlivePongsReceived += pongs
+            guard let c = s.connections[id] else { return }
+            c.lastActivity = now
+            if let failure {
+                remove(id, reason: .failed(.framing(failure)), &s, &events)
+                return
+            }
+            for _ in 0..<pings {
+                // RFC 5626 §4.4.1: answer each CRLFCRLF with CRLF.
+                do throws(TransportError) {
+                    try enqueue([0x0D, 0x0A], on: c, isMessage: false, &s)
+                    s.statistics.keepAlivePingsAnswered += 1
+                } catch {
+                    break
+                }
+            }
+        }
+    }
+}

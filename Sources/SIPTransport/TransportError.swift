@@ -1,0 +1,73 @@
+import CSocket
+import SIPMessage
+
+/// A system call that failed: its name, `errno` and the `strerror` text.
+public struct SystemCallError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The failing call (`"bind"`, `"sendto"`, `"recvmmsg"`, …).
+    public let call: String
+    /// The `errno` value the call left.
+    public let code: Int32
+    /// `strerror(code)`, captured when the error was made.
+    public let message: String
+
+    /// Creates an error for `call` with an explicit errno value.
+    public init(call: String, code: Int32) {
+        self.call = call
+        self.code = code
+        var buffer = [CChar](repeating: 0, count: 256)
+        buffer.withUnsafeMutableBufferPointer { cs_strerror(code, $0.baseAddress, $0.count) }
+        let bytes = buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
+        self.message = String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// The error for `call` from the calling thread's current `errno`.
+    static func current(_ call: String) -> SystemCallError {
+        SystemCallError(call: call, code: cs_errno())
+    }
+
+    public var description: String { "\(call): \(message) (errno \(code))" }
+}
+
+/// Why a transport operation failed.
+public enum TransportError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// A system call failed.
+    case system(SystemCallError)
+    /// Text that is not a numeric IP address (with a port where one is needed).
+    case invalidAddress(String, reason: String)
+    /// A datagram larger than UDP can carry over the socket's address family
+    /// (65,507 bytes over IPv4, 65,527 over IPv6).
+    case messageTooLarge(size: Int, limit: Int)
+    /// The destination's address family (IPv4, IPv6) differs from the socket's.
+    case addressFamilyMismatch(local: SocketAddress, remote: SocketAddress)
+    /// A batch send stopped at the datagram with index `sent`: the ones before it were sent,
+    /// that one and the ones after it were not.
+    case batchInterrupted(sent: Int, error: SystemCallError)
+    /// The transport has been closed.
+    case transportClosed
+    /// The connection is closed, closing, or was never known to this transport.
+    case connectionClosed(ConnectionID)
+    /// The transport already holds its maximum number of connections.
+    case connectionLimitReached(limit: Int)
+    /// A connection's queue of bytes waiting to be written would exceed its limit.
+    case sendQueueFull(ConnectionID, limit: Int)
+    /// An outbound connection was not established in time.
+    case connectTimeout(SocketAddress)
+    /// The byte stream of a connection could not be framed into SIP messages.
+    case framing(SIPParseError)
+
+    public var description: String {
+        switch self {
+        case .system(let e): return e.description
+        case .invalidAddress(let text, let reason): return "invalid address \"\(text)\": \(reason)"
+        case .messageTooLarge(let size, let limit): return "message of \(size) bytes exceeds the UDP limit of \(limit) bytes"
+        case .addressFamilyMismatch(let local, let remote): return "cannot send from \(local) to \(remote): address families differ"
+        case .batchInterrupted(let sent, let error): return "batch send stopped after \(sent) datagrams: \(error)"
+        case .transportClosed: return "the transport is closed"
+        case .connectionClosed(let id): return "connection \(id) is closed"
+        case .connectionLimitReached(let limit): return "connection limit (\(limit)) reached"
+        case .sendQueueFull(let id, let limit): return "connection \(id): more than \(limit) bytes waiting to be sent"
+        case .connectTimeout(let address): return "connecting to \(address) timed out"
+        case .framing(let e): return "framing error: \(e)"
+        }
+    }
+}

@@ -1,0 +1,409 @@
+import CSocket
+import Glibc
+import SIPMessage
+import Synchronization
+
+/// Settings of a ``UDPTransport``.
+public struct UDPTransportConfiguration: Sendable, Hashable {
+    /// The receive buffer to ask the kernel for (SO_RCVBUF), in bytes. The kernel caps it at
+    /// `net.core.rmem_max` unless the process has CAP_NET_ADMIN; see
+    /// ``UDPTransport/receiveBufferSize`` for what was granted.
+    public var receiveBufferSize: Int
+    /// The send buffer to ask the kernel for (SO_SNDBUF), in bytes (capped at `net.core.wmem_max`).
+    public var sendBufferSize: Int
+    /// How many datagrams one `recvmmsg` call may return (1–256). Each takes a 64 KiB slot of a
+    /// buffer allocated once.
+    public var batchSize: Int
+    /// The limits every received message is parsed under.
+    public var limits: SIPParserLimits
+    /// Whether to set SO_REUSEADDR before binding. Off by default: on Linux it lets several UDP
+    /// sockets bind the same port and share its traffic unpredictably.
+    public var reuseAddress: Bool
+
+    /// Creates a configuration; the defaults ask for 4 MiB buffers and 32-datagram batches.
+    public init(receiveBufferSize: Int = 4 << 20, sendBufferSize: Int = 4 << 20, batchSize: Int = 32, limits: SIPParserLimits = .default, reuseAddress: Bool = false) {
+        self.receiveBufferSize = receiveBufferSize
+        self.sendBufferSize = sendBufferSize
+        self.batchSize = batchSize
+        self.limits = limits
+        self.reuseAddress = reuseAddress
+    }
+}
+
+/// Counters of a ``UDPTransport`` since it was created.
+public struct UDPTransportStatistics: Sendable, Hashable {
+    /// Datagrams read from the socket (messages, malformed datagrams and keep-alives).
+    public var datagramsReceived = 0
+    /// Datagrams that parsed as SIP messages and were delivered.
+    public var messagesReceived = 0
+    /// Datagrams that failed to parse (delivered as ``TransportEvent/malformed(bytes:source:error:)``).
+    public var malformed = 0
+    /// Datagrams holding only CR and LF bytes (NAT keep-alives), or nothing; not delivered.
+    public var keepAlives = 0
+    /// Datagrams cut short because they did not fit a receive slot (counted as malformed too).
+    public var truncated = 0
+    /// Bytes of all datagrams received.
+    public var bytesReceived = 0
+    /// Failed `recvmmsg` or `poll` calls (other than "try again").
+    public var receiveErrors = 0
+    /// `recvmmsg` calls that returned datagrams.
+    public var receiveBatches = 0
+    /// Datagrams handed to the kernel.
+    public var datagramsSent = 0
+    /// Datagrams the kernel refused (the send threw).
+    public var sendErrors = 0
+    /// Bytes of all datagrams sent.
+    public var bytesSent = 0
+
+    /// Creates zeroed counters.
+    public init() {}
+}
+
+/// A SIP transport over one UDP socket (RFC 3261 §18.1.1, §18.2.1).
+///
+/// Creating it binds the socket and starts a receive thread that reads datagrams in batches
+/// (`recvmmsg`), parses each into a ``SIPMessage`` and reports it to the handler. Sending is
+/// done from any thread with ``send(_:to:)``; it never waits for the receive thread.
+///
+/// ```swift
+/// let udp = try UDPTransport(bindingTo: SocketAddress("0.0.0.0:5060")) { event in
+///     if case .message(let inbound) = event { runtime.receive(inbound) }
+/// }
+/// try udp.send(response.serialized(), to: inbound.source)
+/// udp.close()
+/// ```
+///
+/// Datagrams holding only CR/LF (NAT keep-alives) are counted and dropped. The handler runs on
+/// the receive thread; ``close()`` may be called from it.
+public final class UDPTransport: Sendable {
+    /// The largest UDP payload over IPv4: 65,535 − 20 (IP header) − 8 (UDP header).
+    public static let maxIPv4DatagramSize = 65_507
+    /// The largest UDP payload over IPv6 without jumbograms: 65,535 − 8 (UDP header).
+    public static let maxIPv6DatagramSize = 65_527
+
+    private let core: UDPCore
+
+    /// The address the socket is bound to (with the kernel's port when port 0 was asked for).
+    public var localAddress: SocketAddress { core.local }
+    /// The receive buffer size the kernel reports after the request (Linux reports twice the
+    /// usable payload size, counting its bookkeeping).
+    public var receiveBufferSize: Int { core.receiveBufferSize }
+    /// The send buffer size the kernel reports after the request.
+    public var sendBufferSize: Int { core.sendBufferSize }
+    /// The largest datagram ``send(_:to:)`` accepts over this socket's address family.
+    public var maxDatagramSize: Int { core.maxDatagramSize }
+    /// The transport kind, always ``TransportKind/udp``.
+    public var kind: TransportKind { .udp }
+    /// A snapshot of the counters.
+    public var statistics: UDPTransportStatistics { core.statistics.withLock { $0 } }
+    /// Whether ``close()`` has been called.
+    public var isClosed: Bool { core.state.withLock { $0.closed } }
+
+    /// Binds a UDP socket to `address` (port 0 for an ephemeral port; IPv6 sockets are
+    /// IPv6-only) and starts receiving; every event goes to `handler`, on the receive thread.
+    /// - Throws: ``TransportError/system(_:)`` when a socket call fails (`bind` with
+    ///   `EADDRINUSE`, …).
+    public init(bindingTo address: SocketAddress, configuration: UDPTransportConfiguration = .init(), handler: @escaping @Sendable (TransportEvent) -> Void) throws(TransportError) {
+        core = try UDPCore(address: address, configuration: configuration, handler: handler)
+        try core.start()
+    }
+
+    deinit {
+        core.close()
+    }
+
+    /// Sends one datagram to `destination` (`sendto`).
+    /// - Throws: ``TransportError/messageTooLarge(size:limit:)`` above ``maxDatagramSize``,
+    ///   ``TransportError/addressFamilyMismatch(local:remote:)``,
+    ///   ``TransportError/transportClosed`` after ``close()``, ``TransportError/system(_:)`` when
+    ///   the kernel refuses it.
+    public func send(_ bytes: [UInt8], to destination: SocketAddress) throws(TransportError) {
+        try core.send(bytes, to: destination)
+    }
+
+    /// Sends several datagrams with as few system calls as possible (`sendmmsg`).
+    ///
+    /// Every datagram is checked (size, address family) before any is sent.
+    /// - Throws: the checks' errors, with nothing sent; ``TransportError/batchInterrupted(sent:error:)``
+    ///   when the kernel refused a datagram part-way (the ones before it were sent).
+    public func send(_ batch: [([UInt8], SocketAddress)]) throws(TransportError) {
+        try core.send(batch: batch)
+    }
+
+    /// Stops the receive thread, waits for it to end and closes the socket. Idempotent. When
+    /// called from the handler (on the receive thread), the socket closes as soon as the handler
+    /// returns.
+    public func close() {
+        core.close()
+    }
+}
+
+/// The state shared by a ``UDPTransport`` and its receive thread (the thread keeps the core
+/// alive, not the transport, so that dropping the transport closes it).
+final class UDPCore: Sendable {
+    struct State {
+        var closed = false
+        /// Sends in progress; the socket is closed only once they are done.
+        var sendsInFlight = 0
+    }
+
+    let fd: Int32
+    let wakeFD: Int32
+    let local: SocketAddress
+    let receiveBufferSize: Int
+    let sendBufferSize: Int
+    let maxDatagramSize: Int
+    let configuration: UDPTransportConfiguration
+    let handler: @Sendable (TransportEvent) -> Void
+    let state = Mutex(State())
+    let statistics = Mutex(UDPTransportStatistics())
+    private let thread = Mutex<IOThread?>(nil)
+
+    init(address: SocketAddress, configuration: UDPTransportConfiguration, handler: @escaping @Sendable (TransportEvent) -> Void) throws(TransportError) {
+        let fd = try Posix.boundSocket(kind: CS_KIND_UDP, address: address, nonblocking: false, reuseAddress: configuration.reuseAddress)
+        var wake: Int32 = -1
+        do throws(TransportError) {
+            let rcv = cs_set_buffer_size(fd, 0, Int32(clamping: configuration.receiveBufferSize))
+            guard rcv >= 0 else { throw .system(.current("setsockopt(SO_RCVBUF)")) }
+            let snd = cs_set_buffer_size(fd, 1, Int32(clamping: configuration.sendBufferSize))
+            guard snd >= 0 else { throw .system(.current("setsockopt(SO_SNDBUF)")) }
+            receiveBufferSize = Int(rcv)
+            sendBufferSize = Int(snd)
+            local = try Posix.localAddress(of: fd)
+            wake = cs_eventfd()
+            guard wake >= 0 else { throw .system(.current("eventfd")) }
+        } catch {
+            Posix.close(fd)
+            throw error
+        }
+        self.fd = fd
+        self.wakeFD = wake
+        self.maxDatagramSize = address.isIPv6 ? UDPTransport.maxIPv6DatagramSize : UDPTransport.maxIPv4DatagramSize
+        self.configuration = configuration
+        self.handler = handler
+    }
+
+    func start() throws(TransportError) {
+        do throws(TransportError) {
+            let t = try IOThread(name: "sip-udp-\(local.port)") { [self] in
+                receiveLoop()
+                releaseDescriptors()
+            }
+            thread.withLock { $0 = t }
+        } catch {
+            state.withLock { $0.closed = true }
+            releaseDescriptors()
+            throw error
+        }
+    }
+
+    func close() {
+        state.withLock { s in
+            guard !s.closed else { return }
+            s.closed = true
+            _ = cs_eventfd_signal(wakeFD)
+        }
+        thread.withLock { $0 }?.join()
+    }
+
+    /// Closes the descriptors once no send is using the socket; runs on the receive thread as
+    /// it ends (or in `start` when the thread could not be created).
+    private func releaseDescriptors() {
+        while state.withLock({ $0.sendsInFlight }) > 0 { sched_yield() }
+        Posix.close(fd)
+        Posix.close(wakeFD)
+    }
+
+    // MARK: Sending
+
+    private func check(_ size: Int, _ destination: SocketAddress) throws(TransportError) {
+        guard size <= maxDatagramSize else { throw .messageTooLarge(size: size, limit: maxDatagramSize) }
+        guard destination.isIPv6 == local.isIPv6 else { throw .addressFamilyMismatch(local: local, remote: destination) }
+    }
+
+    private func beginSend() throws(TransportError) {
+        try state.withLock { s throws(TransportError) in
+            guard !s.closed else { throw .transportClosed }
+            s.sendsInFlight += 1
+        }
+    }
+
+    private func endSend() {
+        state.withLock { $0.sendsInFlight -= 1 }
+    }
+
+    func send(_ bytes: [UInt8], to destination: SocketAddress) throws(TransportError) {
+        try check(bytes.count, destination)
+        try beginSend()
+        defer { endSend() }
+        var (storage, length) = destination.sockaddr
+        var sent: Int
+        repeat {
+            sent = bytes.withUnsafeBufferPointer { cs_sendto(fd, $0.baseAddress, $0.count, 0, &storage, length) }
+        } while sent < 0 && cs_errno() == EINTR
+        guard sent >= 0 else {
+            let error = SystemCallError.current("sendto")
+            statistics.withLock { $0.sendErrors += 1 }
+            throw .system(error)
+        }
+        statistics.withLock {
+            $0.datagramsSent += 1
+            $0.bytesSent += bytes.count
+        }
+    }
+
+    func send(batch: [([UInt8], SocketAddress)]) throws(TransportError) {
+        guard !batch.isEmpty else { return }
+        var total = 0
+        for (bytes, destination) in batch {
+            try check(bytes.count, destination)
+            total += bytes.count
+        }
+        // One contiguous copy so that every datagram has a stable pointer during the call.
+        var joined = [UInt8]()
+        joined.reserveCapacity(total)
+        var lengths = [Int]()
+        lengths.reserveCapacity(batch.count)
+        var addresses = [sockaddr_storage]()
+        addresses.reserveCapacity(batch.count)
+        var addressLengths = [socklen_t]()
+        addressLengths.reserveCapacity(batch.count)
+        for (bytes, destination) in batch {
+            joined.append(contentsOf: bytes)
+            lengths.append(bytes.count)
+            let (storage, length) = destination.sockaddr
+            addresses.append(storage)
+            addressLengths.append(length)
+        }
+        try beginSend()
+        defer { endSend() }
+        let sent: Int32 = joined.withUnsafeBufferPointer { data in
+            var pointers = [UnsafePointer<UInt8>?]()
+            pointers.reserveCapacity(lengths.count)
+            var offset = 0
+            for n in lengths {
+                pointers.append(data.baseAddress.map { $0 + offset })
+                offset += n
+            }
+            return pointers.withUnsafeBufferPointer { p in
+                cs_send_batch(fd, p.baseAddress, lengths, Int32(lengths.count), addresses, addressLengths, 0)
+            }
+        }
+        let delivered = max(0, Int(sent))
+        if delivered < batch.count {
+            let error = SystemCallError.current("sendmmsg")
+            statistics.withLock {
+                $0.datagramsSent += delivered
+                $0.bytesSent += lengths[..<delivered].reduce(0, +)
+                $0.sendErrors += 1
+            }
+            throw .batchInterrupted(sent: delivered, error: error)
+        }
+        statistics.withLock {
+            $0.datagramsSent += delivered
+            $0.bytesSent += total
+        }
+    }
+
+    // MARK: Receiving
+
+    /// A receive slot is larger than any UDP payload, so no datagram is ever truncated.
+    private static let slotSize = 65_536
+
+    private func receiveLoop() {
+        let count = min(max(configuration.batchSize, 1), 256)
+        let slot = Self.slotSize
+        let buffer = UnsafeMutablePointer<UInt8>.allocate(capacity: count * slot)
+        let addresses = UnsafeMutablePointer<sockaddr_storage>.allocate(capacity: count)
+        let addressLengths = UnsafeMutablePointer<socklen_t>.allocate(capacity: count)
+        let lengths = UnsafeMutablePointer<Int>.allocate(capacity: count)
+        let flags = UnsafeMutablePointer<Int32>.allocate(capacity: count)
+        defer {
+            buffer.deallocate()
+            addresses.deallocate()
+            addressLengths.deallocate()
+            lengths.deallocate()
+            flags.deallocate()
+        }
+        var fds = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0), pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
+        var events = [TransportEvent]()
+        events.reserveCapacity(count)
+
+        while !state.withLock({ $0.closed }) {
+            let rc = poll(&fds, 2, -1)
+            if rc < 0 {
+                if cs_errno() != EINTR {
+                    statistics.withLock { $0.receiveErrors += 1 }
+                    usleep(10_000)
+                }
+                continue
+            }
+            if fds[1].revents != 0 {
+                _ = cs_eventfd_drain(wakeFD)
+                continue
+            }
+            guard fds[0].revents != 0 else { continue }
+            // Drain what is queued, a bounded number of batches between checks for close().
+            for _ in 0..<64 {
+                let n = Int(cs_recv_batch(fd, buffer, slot, Int32(count), addresses, addressLengths, lengths, flags, Int32(MSG_DONTWAIT)))
+                if n <= 0 {
+                    if n < 0 {
+                        let e = cs_errno()
+                        if e != EAGAIN && e != EWOULDBLOCK { statistics.withLock { $0.receiveErrors += 1 } }
+                    }
+                    break
+                }
+                let now = ContinuousClock.now
+                var delta = UDPTransportStatistics()
+                delta.receiveBatches = 1
+                for i in 0..<n {
+                    let length = lengths[i]
+                    delta.datagramsReceived += 1
+                    delta.bytesReceived += length
+                    guard let source = SocketAddress(storage: addresses[i], length: addressLengths[i]) else { continue }
+                    let raw = UnsafeRawBufferPointer(start: buffer + i * slot, count: length)
+                    if flags[i] & Int32(MSG_TRUNC) != 0 {
+                        delta.truncated += 1
+                        delta.malformed += 1
+                        let error = SIPParseError(offset: length, rule: .messageTooLarge, detail: "datagram truncated to \(length) bytes")
+                        events.append(.malformed(bytes: Array(raw), source: source, error: error))
+                        continue
+                    }
+                    if Posix.isOnlyLineBreaks(raw) {
+                        delta.keepAlives += 1
+                        continue
+                    }
+                    let bytes = Array(raw)
+                    do throws(SIPParseError) {
+                        let message = try SIPMessage(bytes: bytes, limits: configuration.limits)
+                        delta.messagesReceived += 1
+                        events.append(.message(InboundMessage(message: message, source: source, local: local, transport: .udp, connection: nil, receivedAt: now)))
+                    } catch {
+                        delta.malformed += 1
+                        events.append(.malformed(bytes: bytes, source: source, error: error))
+                    }
+                }
+                statistics.withLock { $0.add(delta) }
+                for event in events { handler(event) }
+                events.removeAll(keepingCapacity: true)
+                if n < count || state.withLock({ $0.closed }) { break }
+            }
+        }
+    }
+}
+
+extension UDPTransportStatistics {
+    mutating func add(_ d: UDPTransportStatistics) {
+        datagramsReceived += d.datagramsReceived
+        messagesReceived += d.messagesReceived
+        malformed += d.malformed
+        keepAlives += d.keepAlives
+        truncated += d.truncated
+        bytesReceived += d.bytesReceived
+        receiveErrors += d.receiveErrors
+        receiveBatches += d.receiveBatches
+        datagramsSent += d.datagramsSent
+        sendErrors += d.sendErrors
+        bytesSent += d.bytesSent
+    }
+}

@@ -1,0 +1,82 @@
+import Synchronization
+import SIPMessage
+import SIPRuntime
+import SIPTransaction
+import SIPTransport
+
+/// Parses `udp:127.0.0.1:5060` / `udp:[::1]:5060` listen specifications.
+public enum ListenSpec {
+    public static func parse(_ text: String) throws -> SIPEndpoint.ListenPoint {
+        let parts = text.split(separator: ":", maxSplits: 1).map(String.init)
+        guard parts.count == 2 else { throw ToolError("listen address must be transport:host:port, e.g. udp:127.0.0.1:5060") }
+        let address = try SocketAddress(parts[1], defaultPort: 5060)
+        switch parts[0].lowercased() {
+        case "udp": return .udp(address)
+        default: throw ToolError("transport \(parts[0]) is not supported yet (udp)")
+        }
+    }
+}
+
+/// A plain error message for the command line.
+public struct ToolError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ d: String) { description = d }
+}
+
+/// `switchboard serve`: a UAS answering every INVITE with one code, printing a line a second.
+public final class ServeCommand: Sendable {
+    public let endpoint: SIPEndpoint
+    public let server: AnsweringServer
+
+    public init(listen: [SIPEndpoint.ListenPoint], answer: Int) throws {
+        let box = Mutex<AnsweringServer?>(nil)
+        endpoint = try SIPEndpoint(configuration: .init(listen: listen)) { e in box.withLock { $0 }?.handle(e) }
+        let local = endpoint.localAddresses[0].address
+        let host = local.isIPv6 ? "[\(local.ipString)]" : local.ipString
+        server = AnsweringServer(answerCode: answer, contact: "sip:switchboard@\(host):\(local.port)")
+        server.attach(endpoint)
+        box.withLock { $0 = server }
+    }
+
+    /// One statistics line: the rates since the previous snapshot.
+    public struct Snapshot: Sendable {
+        var server: AnsweringServer.Statistics
+        var endpoint: EndpointStatistics
+    }
+
+    public func snapshot() -> Snapshot { Snapshot(server: server.statistics, endpoint: endpoint.statistics) }
+
+    public func line(since previous: Snapshot, seconds: Double, elapsed: Int) -> String {
+        let now = snapshot()
+        let calls = Double(now.server.invites - previous.server.invites) / seconds
+        let retrans = (now.endpoint.retransmissionsSent - previous.endpoint.retransmissionsSent) + (now.server.okRetransmissions - previous.server.okRetransmissions)
+        let errors = (now.endpoint.sendErrors - previous.endpoint.sendErrors) + (now.endpoint.malformed - previous.endpoint.malformed)
+            + (now.server.ackTimeouts - previous.server.ackTimeouts) + (now.endpoint.timeouts - previous.endpoint.timeouts)
+        return "t=\(elapsed)s calls/s=\(Int(calls.rounded())) calls=\(now.server.invites) retransmissions=\(retrans) errors=\(errors) live-transactions=\(now.endpoint.liveTransactions)"
+    }
+
+    public func summary() -> String {
+        let s = server.statistics, e = endpoint.statistics
+        return "total: invites=\(s.invites) acks=\(s.acks) byes=\(s.byes) cancels=\(s.cancels) other=\(s.otherRequests) 2xx-retransmissions=\(s.okRetransmissions) ack-timeouts=\(s.ackTimeouts) requests=\(e.requestsReceived) sent=\(e.messagesSent) malformed=\(e.malformed) send-errors=\(e.sendErrors)"
+    }
+}
+
+/// `switchboard dial`: place calls (INVITE, ACK, BYE) against a UAS and report the outcome.
+public enum DialCommand {
+    public static func run(target: String, count: Int, rate: Double, listen: SIPEndpoint.ListenPoint, timeout: Duration) async throws -> CallGenerator.Result {
+        let uri = try SIPURI(target)
+        guard case .ipv4 = uri.host else {
+            if case .ipv6 = uri.host {} else { throw ToolError("dial needs a numeric host for now (DNS resolution is not built yet)") }
+            return try await place(uri: uri, count: count, rate: rate, listen: listen, timeout: timeout)
+        }
+        return try await place(uri: uri, count: count, rate: rate, listen: listen, timeout: timeout)
+    }
+
+    static func place(uri: SIPURI, count: Int, rate: Double, listen: SIPEndpoint.ListenPoint, timeout: Duration) async throws -> CallGenerator.Result {
+        let endpoint = try SIPEndpoint(configuration: .init(listen: [listen])) { _ in }
+        defer { endpoint.close() }
+        let peer = SIPPeer(transport: .udp, address: try SocketAddress(ip: uri.host.address, port: uri.port ?? 5060))
+        let gen = CallGenerator(endpoint: endpoint, target: uri, peer: peer, local: endpoint.localAddresses[0])
+        return await gen.run(count: count, rate: rate, timeout: timeout)
+    }
+}

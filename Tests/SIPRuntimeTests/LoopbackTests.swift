@@ -1,0 +1,96 @@
+import Synchronization
+import Testing
+import SIPMessage
+import SIPTransaction
+import SIPTransport
+@testable import SIPRuntime
+
+@Suite("Live runtime on 127.0.0.1")
+struct LoopbackTests {
+    func server(answer: Int) throws -> (SIPEndpoint, AnsweringServer) {
+        let box = Mutex<AnsweringServer?>(nil)
+        let endpoint = try SIPEndpoint(configuration: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))])) { event in
+            box.withLock { $0 }?.handle(event)
+        }
+        let address = endpoint.localAddresses[0].address
+        let uas = AnsweringServer(answerCode: answer, contact: "sip:uas@127.0.0.1:\(address.port)")
+        uas.attach(endpoint)
+        box.withLock { $0 = uas }
+        return (endpoint, uas)
+    }
+
+    func client() throws -> SIPEndpoint {
+        try SIPEndpoint(configuration: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))])) { _ in }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func callsOverUDPComplete() async throws {
+        let (uasEndpoint, uas) = try server(answer: 200)
+        defer { uasEndpoint.close() }
+        let uacEndpoint = try client()
+        defer { uacEndpoint.close() }
+        let uasAddress = uasEndpoint.localAddresses[0]
+        let gen = CallGenerator(endpoint: uacEndpoint, target: try SIPURI("sip:uas@127.0.0.1:\(uasAddress.address.port)"),
+                                peer: uasAddress, local: uacEndpoint.localAddresses[0])
+        let r = await gen.run(count: 200, rate: 2000, timeout: .seconds(10))
+        #expect(r.succeeded == 200, "failures: \(r.failures)")
+        let s = uas.statistics
+        #expect(s.invites == 200 && s.byes == 200)
+        // Every 2xx was acknowledged, so its retransmission stopped.
+        #expect(s.acks == 200)
+        #expect(uasEndpoint.statistics.requestsReceived >= 600)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func rejectedCallsAreACKedByTheTransaction() async throws {
+        let (uasEndpoint, uas) = try server(answer: 486)
+        defer { uasEndpoint.close() }
+        let uacEndpoint = try client()
+        defer { uacEndpoint.close() }
+        let uasAddress = uasEndpoint.localAddresses[0]
+        let gen = CallGenerator(endpoint: uacEndpoint, target: try SIPURI("sip:uas@127.0.0.1:\(uasAddress.address.port)"),
+                                peer: uasAddress, local: uacEndpoint.localAddresses[0])
+        let r = await gen.run(count: 20, rate: 1000, timeout: .seconds(10))
+        #expect(r.failed == 20)
+        #expect(r.failures["INVITE 486"] == 20)
+        #expect(uas.statistics.invites == 20)
+        // The non-2xx ACKs were absorbed by the INVITE server transactions (no TU ACK events).
+        #expect(uas.statistics.acks == 0)
+        #expect(uasEndpoint.statistics.retransmissionsSent == 0)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func receivedAndRportAreStamped() async throws {
+        let got = Mutex<SIPMessage?>(nil)
+        let server = try SIPEndpoint(configuration: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))])) { e in
+            if case .request(let r) = e { got.withLock { $0 = r.message } }
+        }
+        defer { server.close() }
+        let sender = try UDPTransport(bindingTo: try SocketAddress(ip: "127.0.0.1", port: 0)) { _ in }
+        defer { sender.close() }
+        let msg = "OPTIONS sip:x@127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/UDP client.invalid:5999;branch=z9hG4bKstamp;rport\r\nFrom: <sip:a@b>;tag=1\r\nTo: <sip:x@127.0.0.1>\r\nCall-ID: stamp\r\nCSeq: 1 OPTIONS\r\nContent-Length: 0\r\n\r\n"
+        try sender.send(Array(msg.utf8), to: server.localAddresses[0].address)
+        let clock = ContinuousClock(), deadline = clock.now + .seconds(2)
+        while got.withLock({ $0 }) == nil && clock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        let via = try #require(try got.withLock { $0 }?.topVia())
+        #expect(via.received == "127.0.0.1")
+        #expect(via.rport == .some(sender.localAddress.port))
+        #expect(via.branch == "z9hG4bKstamp")
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func timerServiceFiresInOrderAndCancels() async throws {
+        let timers = TimerService()
+        defer { timers.shutdown() }
+        let fired = Mutex<[Int]>([])
+        for (k, ms) in [30, 10, 20, 40].enumerated() {
+            timers.schedule(after: .milliseconds(ms)) { fired.withLock { $0.append(k) } }
+        }
+        let cancelled = timers.schedule(after: .milliseconds(15)) { fired.withLock { $0.append(99) } }
+        timers.cancel(cancelled)
+        let clock = ContinuousClock(), deadline = clock.now + .seconds(2)
+        while fired.withLock({ $0.count }) < 4 && clock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(fired.withLock { $0 } == [1, 2, 0, 3])
+        #expect(timers.pendingCount == 0)
+    }
+}
