@@ -72,16 +72,19 @@ public final class SIPEndpoint: Sendable {
     /// Where to listen.
     public enum ListenPoint: Sendable, Hashable {
         case udp(SocketAddress)
+        case tcp(SocketAddress)
     }
 
     public struct Configuration: Sendable {
         public var listen: [ListenPoint]
         public var timers: TransactionTimers
         public var udp: UDPTransportConfiguration
-        public init(listen: [ListenPoint], timers: TransactionTimers = .rfc3261, udp: UDPTransportConfiguration = .init()) {
+        public var tcp: TCPTransportConfiguration
+        public init(listen: [ListenPoint], timers: TransactionTimers = .rfc3261, udp: UDPTransportConfiguration = .init(), tcp: TCPTransportConfiguration = .init()) {
             self.listen = listen
             self.timers = timers
             self.udp = udp
+            self.tcp = tcp
         }
     }
 
@@ -90,13 +93,25 @@ public final class SIPEndpoint: Sendable {
         var clientHandlers: [TransactionID: @Sendable (ClientTransactionEvent) -> Void] = [:]
         var timers: [TimerKey: TimerService.Handle] = [:]
         var stats = EndpointStatistics()
+        /// Client transactions waiting on a connection being opened in the background, so a
+        /// failed connect fails them (RFC 3261 §8.1.3.1).
+        var connecting: [ConnectionID: Set<TransactionID>] = [:]
     }
 
     struct TimerKey: Hashable { var id: TransactionID; var timer: TransactionTimer }
 
+    /// An output to carry out after the lock is released. Client-transaction events carry
+    /// their handler, looked up under the lock: a transaction may terminate (Timer K is 0 s on
+    /// TCP) on the timer thread before this thread delivers its response.
+    enum Work {
+        case output(TransactionLayer<SIPPeer>.Output)
+        case client(@Sendable (ClientTransactionEvent) -> Void, ClientTransactionEvent)
+    }
+
     private let core: Mutex<Core>
     private let handler: Mutex<(@Sendable (EndpointEvent) -> Void)?>
     private let udp: Mutex<[UDPTransport]>
+    private let tcp: Mutex<[TCPTransport]>
     /// The timer thread (also available to the TU for its own timers, e.g. 2xx retransmission).
     public let timerService = TimerService()
 
@@ -105,28 +120,41 @@ public final class SIPEndpoint: Sendable {
         core = Mutex(Core(layer: TransactionLayer(timers: configuration.timers)))
         self.handler = Mutex(handler)
         udp = Mutex([])
+        tcp = Mutex([])
         var bound: [UDPTransport] = []
+        var listening: [TCPTransport] = []
         for point in configuration.listen {
-            switch point {
-            case .udp(let address):
-                do {
-                    let t = try UDPTransport(bindingTo: address, configuration: configuration.udp) { [weak self] event in
+            do {
+                switch point {
+                case .udp(let address):
+                    bound.append(try UDPTransport(bindingTo: address, configuration: configuration.udp) { [weak self] event in
                         self?.transportEvent(event, kind: .udp)
-                    }
-                    bound.append(t)
-                } catch {
-                    for b in bound { b.close() }
-                    timerService.shutdown()
-                    throw error
+                    })
+                case .tcp(let address):
+                    listening.append(try TCPTransport(listeningOn: address, configuration: configuration.tcp) { [weak self] event in
+                        self?.transportEvent(event, kind: .tcp)
+                    })
                 }
+            } catch {
+                for b in bound { b.close() }
+                for l in listening { l.close() }
+                timerService.shutdown()
+                throw error
             }
         }
         udp.withLock { $0 = bound }
+        tcp.withLock { $0 = listening }
     }
 
     /// The addresses actually bound (ephemeral ports resolved).
     public var localAddresses: [SIPPeer] {
         udp.withLock { $0.map { SIPPeer(transport: .udp, address: $0.localAddress) } }
+            + tcp.withLock { $0.map { SIPPeer(transport: .tcp, address: $0.localAddress) } }
+    }
+
+    /// The first bound address of a transport.
+    public func localAddress(_ kind: TransportKind) -> SIPPeer? {
+        localAddresses.first { $0.transport == kind }
     }
 
     public var statistics: EndpointStatistics {
@@ -140,10 +168,15 @@ public final class SIPEndpoint: Sendable {
     /// The UDP sockets' own counters (datagrams, malformed, kernel buffer sizes…).
     public var udpStatistics: [UDPTransportStatistics] { udp.withLock { $0.map(\.statistics) } }
 
+    /// The TCP transports' own counters (connections, framing errors, queued bytes…).
+    public var tcpStatistics: [TCPTransportStatistics] { tcp.withLock { $0.map(\.statistics) } }
+
     /// Closes the sockets and stops the timers. Idempotent.
     public func close() {
         let transports = udp.withLock { t -> [UDPTransport] in defer { t = [] }; return t }
         for t in transports { t.close() }
+        let streams = tcp.withLock { t -> [TCPTransport] in defer { t = [] }; return t }
+        for t in streams { t.close() }
         timerService.shutdown()
         handler.withLock { $0 = nil }
     }
@@ -154,7 +187,7 @@ public final class SIPEndpoint: Sendable {
     /// The request's top Via must carry a branch (see ``TransactionLayer/newBranch()``).
     @discardableResult
     public func sendRequest(_ request: SIPMessage, to peer: SIPPeer, onEvent: @escaping @Sendable (ClientTransactionEvent) -> Void) -> TransactionID {
-        let (id, outputs) = core.withLock { c -> (TransactionID, [TransactionLayer<SIPPeer>.Output]) in
+        let (id, outputs) = core.withLock { c -> (TransactionID, [Work]) in
             let (id, out) = c.layer.sendRequest(request, to: peer, reliable: peer.transport.isReliable)
             if request.method != .ack { c.clientHandlers[id] = onEvent }
             return (id, scheduleTimers(out, &c))
@@ -171,7 +204,7 @@ public final class SIPEndpoint: Sendable {
 
     /// Sends a message outside any transaction (the ACK for a 2xx, a 2xx retransmission).
     public func sendStateless(_ message: SIPMessage, to peer: SIPPeer) {
-        _ = send(message, to: peer)
+        _ = send(message, to: peer, transaction: nil)
     }
 
     // MARK: Inputs
@@ -182,7 +215,7 @@ public final class SIPEndpoint: Sendable {
             let peer = SIPPeer(transport: inbound.transport, address: inbound.source, connection: inbound.connection)
             var message = inbound.message
             if message.isRequest { SIPEndpoint.stampVia(&message, source: inbound.source) }
-            let outputs = core.withLock { c -> [TransactionLayer<SIPPeer>.Output] in
+            let outputs = core.withLock { c -> [Work] in
                 if message.isRequest { c.stats.requestsReceived += 1 } else { c.stats.responsesReceived += 1 }
                 let before = c.layer.counters.retransmissionsAbsorbed
                 let out = c.layer.receive(message, from: peer, reliable: peer.transport.isReliable)
@@ -193,6 +226,18 @@ public final class SIPEndpoint: Sendable {
         case .malformed(_, let source, let error):
             core.withLock { $0.stats.malformed += 1 }
             notify(.malformed(source: source, error: error))
+        case .connectionClosed(let info, let reason):
+            guard case .failed = reason else {
+                core.withLock { _ = $0.connecting.removeValue(forKey: info.id) }
+                return
+            }
+            let outputs = core.withLock { c -> [Work] in
+                let ids = c.connecting.removeValue(forKey: info.id) ?? []
+                var out: [Work] = []
+                for id in ids.sorted(by: { $0.rawValue < $1.rawValue }) { out += scheduleTimers(c.layer.transportFailed(id), &c) }
+                return out
+            }
+            execute(outputs)
         default:
             break
         }
@@ -219,7 +264,7 @@ public final class SIPEndpoint: Sendable {
     }
 
     private func timerFired(_ key: TimerKey) {
-        let outputs = core.withLock { c -> [TransactionLayer<SIPPeer>.Output] in
+        let outputs = core.withLock { c -> [Work] in
             guard c.timers.removeValue(forKey: key) != nil else { return [] }
             let out = c.layer.timerFired(key.id, key.timer)
             if key.timer == .A || key.timer == .E || key.timer == .G {
@@ -233,8 +278,8 @@ public final class SIPEndpoint: Sendable {
     // MARK: Carrying out outputs
 
     /// Starts and cancels timers while the lock is held; returns the rest.
-    private func scheduleTimers(_ outputs: [TransactionLayer<SIPPeer>.Output], _ c: inout Core) -> [TransactionLayer<SIPPeer>.Output] {
-        var rest: [TransactionLayer<SIPPeer>.Output] = []
+    private func scheduleTimers(_ outputs: [TransactionLayer<SIPPeer>.Output], _ c: inout Core) -> [Work] {
+        var rest: [Work] = []
         rest.reserveCapacity(outputs.count)
         for o in outputs {
             switch o {
@@ -245,31 +290,46 @@ public final class SIPEndpoint: Sendable {
             case .cancelTimer(let id, let t):
                 if let h = c.timers.removeValue(forKey: TimerKey(id: id, timer: t)) { timerService.cancel(h) }
             case .terminated(let id):
+                if !c.connecting.isEmpty {
+                    for (conn, var ids) in c.connecting where ids.contains(id) {
+                        ids.remove(id)
+                        c.connecting[conn] = ids.isEmpty ? nil : ids
+                    }
+                }
                 for t in TransactionTimer.allCases {
                     if let h = c.timers.removeValue(forKey: TimerKey(id: id, timer: t)) { timerService.cancel(h) }
                 }
                 c.clientHandlers[id] = nil
-            case .timeout:
+            case .timeout(let id, _):
                 c.stats.timeouts += 1
-                rest.append(o)
+                if let h = c.clientHandlers[id] { rest.append(.client(h, .timeout)) } else { rest.append(.output(o)) }
+            case .transportError(let id):
+                if let h = c.clientHandlers[id] { rest.append(.client(h, .transportError)) } else { rest.append(.output(o)) }
+            case .response(let m, let id):
+                if let h = c.clientHandlers[id] { rest.append(.client(h, (m.statusCode ?? 0) < 200 ? .provisional(m) : .final(m))) }
             case .send:
                 c.stats.messagesSent += 1
-                rest.append(o)
-            case .response(_, let id):
-                rest.append(o)
-                _ = id
+                rest.append(.output(o))
             default:
-                rest.append(o)
+                rest.append(.output(o))
             }
         }
         return rest
     }
 
-    private func execute(_ outputs: [TransactionLayer<SIPPeer>.Output]) {
-        for o in outputs {
+    private func execute(_ work: [Work]) {
+        for w in work {
+            let o: TransactionLayer<SIPPeer>.Output
+            switch w {
+            case .client(let handler, let event):
+                handler(event)
+                continue
+            case .output(let out):
+                o = out
+            }
             switch o {
             case .send(let m, let peer, let id):
-                if !send(m, to: peer) {
+                if !send(m, to: peer, transaction: id) {
                     let more = core.withLock { c in scheduleTimers(c.layer.transportFailed(id), &c) }
                     execute(more)
                 }
@@ -281,21 +341,14 @@ public final class SIPEndpoint: Sendable {
                 notify(.ack(m, from: from))
             case .strayResponse(let m, let from):
                 notify(.strayResponse(m, from: from))
-            case .response(let m, let id):
-                let code = m.statusCode ?? 0
-                clientHandler(id)?(code < 200 ? .provisional(m) : .final(m))
             case .timeout(let id, let t):
-                if let h = clientHandler(id) { h(.timeout) } else { notify(.serverTransactionFailed(id, t)) }
+                notify(.serverTransactionFailed(id, t))
             case .transportError(let id):
-                if let h = clientHandler(id) { h(.transportError) } else { notify(.serverTransactionFailed(id, nil)) }
-            case .startTimer, .cancelTimer, .terminated:
+                notify(.serverTransactionFailed(id, nil))
+            case .response, .startTimer, .cancelTimer, .terminated:
                 break
             }
         }
-    }
-
-    private func clientHandler(_ id: TransactionID) -> (@Sendable (ClientTransactionEvent) -> Void)? {
-        core.withLock { $0.clientHandlers[id] }
     }
 
     private func notify(_ e: EndpointEvent) {
@@ -305,7 +358,8 @@ public final class SIPEndpoint: Sendable {
     /// Sends over the matching transport. Responses over UDP follow RFC 3261 §18.2.2 and
     /// RFC 3581: to the source address and port of the request (the layer's peer), unless the
     /// top Via has no `rport` and names another port, in which case to that port.
-    private func send(_ m: SIPMessage, to peer: SIPPeer) -> Bool {
+    private func send(_ m: SIPMessage, to peer: SIPPeer, transaction: TransactionID?) -> Bool {
+        if peer.transport == .tcp { return sendStream(m, to: peer, transaction: transaction) }
         var destination = peer.address
         if !m.isRequest, let top = m.elementBytes(.via).first, SIPBytes.parameter("rport", in: top) == nil,
            let via = try? Via(bytes: top), let port = via.port, port != destination.port {
@@ -318,6 +372,35 @@ public final class SIPEndpoint: Sendable {
         }
         do {
             try t.send(m.serialized(), to: destination)
+            return true
+        } catch {
+            core.withLock { $0.stats.sendErrors += 1 }
+            return false
+        }
+    }
+
+    /// Over TCP: on the peer's connection when known (responses go back on the request's
+    /// connection), else on a reused or new connection to its address.
+    private func sendStream(_ m: SIPMessage, to peer: SIPPeer, transaction: TransactionID?) -> Bool {
+        guard let t = tcp.withLock({ $0.first(where: { $0.localAddress.isIPv6 == peer.address.isIPv6 }) ?? $0.first }) else {
+            core.withLock { $0.stats.sendErrors += 1 }
+            return false
+        }
+        let bytes = m.serialized()
+        do {
+            if let c = peer.connection {
+                do {
+                    try t.send(bytes, on: c)
+                    return true
+                } catch {
+                    // The connection is gone; a request may open a new one (§18.2.2 for responses
+                    // says: to the Via's sent-by, which the source address stands for here).
+                }
+            }
+            let c = try t.send(bytes, to: peer.address)
+            if let id = transaction, m.isRequest {
+                core.withLock { _ = $0.connecting[c, default: []].insert(id) }
+            }
             return true
         } catch {
             core.withLock { $0.stats.sendErrors += 1 }

@@ -12,7 +12,8 @@ public enum ListenSpec {
         let address = try SocketAddress(parts[1], defaultPort: 5060)
         switch parts[0].lowercased() {
         case "udp": return .udp(address)
-        default: throw ToolError("transport \(parts[0]) is not supported yet (udp)")
+        case "tcp": return .tcp(address)
+        default: throw ToolError("transport \(parts[0]) is not supported yet (udp, tcp)")
         }
     }
 }
@@ -75,8 +76,13 @@ public enum DialCommand {
     static func place(uri: SIPURI, count: Int, rate: Double, listen: SIPEndpoint.ListenPoint, timeout: Duration) async throws -> CallGenerator.Result {
         let endpoint = try SIPEndpoint(configuration: .init(listen: [listen])) { _ in }
         defer { endpoint.close() }
-        let peer = SIPPeer(transport: .udp, address: try SocketAddress(ip: uri.host.address, port: uri.port ?? 5060))
-        let gen = CallGenerator(endpoint: endpoint, target: uri, peer: peer, local: endpoint.localAddresses[0])
-        return await gen.run(count: count, rate: rate, timeout: timeout)
+        let local = endpoint.localAddresses[0]
+        let peer = SIPPeer(transport: local.transport, address: try SocketAddress(ip: uri.host.address, port: uri.port ?? 5060))
+        let gen = CallGenerator(endpoint: endpoint, target: uri, peer: peer, local: local)
+        let r = await gen.run(count: count, rate: rate, timeout: timeout)
+        if r.finished < count {
+            print("unfinished: \(count - r.finished); endpoint \(endpoint.statistics); tcp \(endpoint.tcpStatistics)")
+        }
+        return r
     }
 }

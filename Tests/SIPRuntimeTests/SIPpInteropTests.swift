@@ -52,18 +52,26 @@ enum SIPp {
 
 @Suite("SIPp interop", .enabled(if: SIPp.available || SIPp.isCI, "sipp (Debian sip-tester) is not installed: SIPp interop skipped"))
 struct SIPpInteropTests {
-    @Test(.timeLimit(.minutes(1)))
-    func sippUACAgainstSwitchboardUAS() async throws {
+    static func listen(_ transport: String) throws -> SIPEndpoint.ListenPoint {
+        let any = try SocketAddress(ip: "127.0.0.1", port: 0)
+        return transport == "tcp" ? .tcp(any) : .udp(any)
+    }
+
+    /// SIPp's transport mode: one UDP socket, or one TCP connection.
+    static func mode(_ transport: String) -> String { transport == "tcp" ? "t1" : "u1" }
+
+    @Test(.timeLimit(.minutes(1)), arguments: ["udp", "tcp"])
+    func sippUACAgainstSwitchboardUAS(_ transport: String) async throws {
         #expect(SIPp.available, "sipp must be installed in CI (scripts/test installs sip-tester)")
         let box = Mutex<AnsweringServer?>(nil)
-        let endpoint = try SIPEndpoint(configuration: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))])) { e in box.withLock { $0 }?.handle(e) }
+        let endpoint = try SIPEndpoint(configuration: .init(listen: [try Self.listen(transport)])) { e in box.withLock { $0 }?.handle(e) }
         defer { endpoint.close() }
         let port = endpoint.localAddresses[0].address.port
         let uas = AnsweringServer(answerCode: 200, contact: "sip:uas@127.0.0.1:\(port)")
         uas.attach(endpoint)
         box.withLock { $0 = uas }
         let sippPort = try SIPp.freePort()
-        let (p, dir) = try SIPp.start(["127.0.0.1:\(port)", "-sn", "uac", "-i", "127.0.0.1", "-p", "\(sippPort)",
+        let (p, dir) = try SIPp.start(["127.0.0.1:\(port)", "-sn", "uac", "-t", Self.mode(transport), "-i", "127.0.0.1", "-p", "\(sippPort)",
                                        "-m", "300", "-r", "300", "-nostdin", "-timeout", "20", "-timeout_error", "-buff_size", "4194304"])
         let status = await SIPp.wait(p, timeout: .seconds(30))
         #expect(status == 0, "sipp exit \(String(describing: status)):\n\(SIPp.log(dir))")
@@ -72,18 +80,18 @@ struct SIPpInteropTests {
         #expect(uas.statistics.acks == 300)
     }
 
-    @Test(.timeLimit(.minutes(1)))
-    func switchboardUACAgainstSIPpUAS() async throws {
+    @Test(.timeLimit(.minutes(1)), arguments: ["udp", "tcp"])
+    func switchboardUACAgainstSIPpUAS(_ transport: String) async throws {
         #expect(SIPp.available, "sipp must be installed in CI (scripts/test installs sip-tester)")
         let sippPort = try SIPp.freePort()
-        let (p, dir) = try SIPp.start(["-sn", "uas", "-i", "127.0.0.1", "-p", "\(sippPort)", "-m", "200", "-nostdin",
+        let (p, dir) = try SIPp.start(["-sn", "uas", "-t", Self.mode(transport), "-i", "127.0.0.1", "-p", "\(sippPort)", "-m", "200", "-nostdin",
                                        "-timeout", "20", "-timeout_error", "-buff_size", "4194304"])
         defer { if p.isRunning { p.terminate() } }
-        let endpoint = try SIPEndpoint(configuration: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))])) { _ in }
+        let endpoint = try SIPEndpoint(configuration: .init(listen: [try Self.listen(transport)])) { _ in }
         defer { endpoint.close() }
         // Give sipp a moment to bind, then place the calls (retransmissions cover a slow start).
         try await Task.sleep(for: .milliseconds(300))
-        let peer = SIPPeer(transport: .udp, address: try SocketAddress(ip: "127.0.0.1", port: sippPort))
+        let peer = SIPPeer(transport: transport == "tcp" ? .tcp : .udp, address: try SocketAddress(ip: "127.0.0.1", port: sippPort))
         let gen = CallGenerator(endpoint: endpoint, target: try SIPURI("sip:service@127.0.0.1:\(sippPort)"), peer: peer, local: endpoint.localAddresses[0])
         let r = await gen.run(count: 200, rate: 400, timeout: .seconds(20))
         #expect(r.succeeded == 200, "failures \(r.failures)\n\(SIPp.log(dir))")
