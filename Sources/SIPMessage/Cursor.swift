@@ -203,6 +203,13 @@ func findParameter(_ bytes: ArraySlice<UInt8>, from: Int, name: StaticString) ->
             guard i < end, p[i] == 0x3D else { return i..<i }
             i &+= 1
             while i < end, isWS(p[i]) { i &+= 1 }
+            if i < end, p[i] == 0x22 {
+                // A quoted value: return what is inside the quotes.
+                let vs = i + 1
+                i = vs
+                while i < end, p[i] != 0x22 { if p[i] == 0x5C { i &+= 1 }; i &+= 1 }
+                return vs..<min(i, end)
+            }
             let vs = i
             while i < end, p[i] != 0x3B, p[i] != 0x2C, !isWS(p[i]) { i &+= 1 }
             return vs..<i

@@ -1,13 +1,15 @@
 /// Building and changing messages, and writing them out.
 extension SIPMessage {
     /// Creates a request with a start line and no headers; add headers with ``append(_:_:)``.
-    public init(method: SIPMethod, uri: URI) {
-        self.init(method: method, uriText: uri.description)
+    /// - Throws: ``SIPParseError`` (`method` or `requestLine`) when the method is not a token or
+    ///   the URI's text holds white space or control bytes (a host built from unchecked text).
+    public init(method: SIPMethod, uri: URI) throws(SIPParseError) {
+        try self.init(method: method, requestURI: uri.description)
     }
 
     /// Creates a request with a SIP URI.
-    public init(method: SIPMethod, uri: SIPURI) {
-        self.init(method: method, uriText: uri.description)
+    public init(method: SIPMethod, uri: SIPURI) throws(SIPParseError) {
+        try self.init(method: method, requestURI: uri.description)
     }
 
     init(method: SIPMethod, uriText: String) {
@@ -26,10 +28,11 @@ extension SIPMessage {
                   bodyRange: bytes.count..<bytes.count, pristineRange: nil)
     }
 
-    /// Drops CR, LF and NUL so that text cannot break out of its line.
+    /// Drops control characters other than HTAB, so that text cannot break out of its line or
+    /// make the line unparseable.
     static func oneLine(_ s: String) -> String {
         var out = String.UnicodeScalarView()
-        for u in s.unicodeScalars where u != "\r" && u != "\n" && u != "\0" { out.append(u) }
+        for u in s.unicodeScalars where u == "\t" || (u.value >= 0x20 && u.value != 0x7F) { out.append(u) }
         return String(out)
     }
 
@@ -45,6 +48,8 @@ extension SIPMessage {
     ///   or `headerName` when an extension name is not a token.
     public mutating func append(_ name: SIPHeaderName, _ value: String) throws(SIPParseError) {
         try SIPMessage.checkValue(value)
+        if let first = value.utf8.first, isWS(first) { throw SIPParseError(offset: 0, rule: .headerValue, detail: "a header value cannot start with white space") }
+        if let last = value.utf8.last, isWS(last) { throw SIPParseError(offset: value.utf8.count - 1, rule: .headerValue, detail: "a header value cannot end with white space") }
         if name.known == nil {
             guard !name.spelling.isEmpty, name.spelling.utf8.allSatisfy(isTokenByte) else {
                 throw SIPParseError(offset: 0, rule: .headerName, detail: "header name must be a token")
@@ -53,9 +58,11 @@ extension SIPMessage {
         appendUnchecked(name, value)
     }
 
-    /// Appends a header whose value is a typed, always well-formed value.
-    public mutating func append(_ name: SIPHeaderName, _ value: some CustomStringConvertible & Sendable) {
-        appendUnchecked(name, SIPMessage.oneLine(value.description))
+    /// Appends a header whose value is a typed value, written through its `description`.
+    /// - Throws: ``SIPParseError`` when the written value would break the line (CR, LF, NUL
+    ///   from unchecked text inside the value) or an extension name is not a token.
+    public mutating func append(_ name: SIPHeaderName, _ value: some CustomStringConvertible & Sendable) throws(SIPParseError) {
+        try append(name, value.description)
     }
 
     mutating func appendUnchecked(_ name: SIPHeaderName, _ value: String) {

@@ -11,8 +11,8 @@ extension SIPMessage {
 
     /// The top Via's `branch` parameter, found without decoding the Via.
     public var topViaBranchBytes: ArraySlice<UInt8>? {
-        guard let v = firstValueBytes(.via) else { return nil }
-        return findParameter(v, from: v.startIndex, name: "branch")
+        guard let v = firstValueBytes(.via), let b = findParameter(v, from: v.startIndex, name: "branch"), !b.isEmpty else { return nil }
+        return b
     }
 
     /// The From tag, found without decoding the whole From header.
@@ -39,7 +39,8 @@ extension SIPMessage {
             }
             return 0
         }
-        return findParameter(v, from: v.startIndex + from, name: "tag")
+        guard let t = findParameter(v, from: v.startIndex + from, name: "tag"), !t.isEmpty else { return nil }
+        return t
     }
 
     public var fromTag: String? { fromTagBytes.map { String(sipBytes: $0) } }
@@ -147,15 +148,25 @@ extension SIPMessage {
         for el in els {
             if el.count == 1, el.first == UInt8(ascii: "*") { throw SIPParseError(offset: el.startIndex, rule: .nameAddress, detail: "'*' must be the only Contact") }
             let na = try NameAddress.parse(el)
-            if let q = na.parameters["q"] ?? nil {
-                guard let d = Double(q), (0...1).contains(d) else { throw SIPParseError(offset: el.startIndex, rule: .parameter, detail: "q must be between 0 and 1") }
+            if let q = na.parameters["q"] ?? nil, !SIPMessage.isQValue(q) {
+                throw SIPParseError(offset: el.startIndex, rule: .parameter, detail: "q must be a qvalue (0 to 1, at most three decimals)")
             }
-            if let e = na.parameters["expires"] ?? nil, UInt32(e) == nil {
+            if let e = na.parameters["expires"] ?? nil, e.isEmpty || !e.utf8.allSatisfy(isDigit) || UInt32(e) == nil {
                 throw SIPParseError(offset: el.startIndex, rule: .parameter, detail: "Contact expires must be delta-seconds")
             }
             out.append(na)
         }
         return .addresses(out)
+    }
+
+    /// qvalue = ( "0" [ "." 0*3DIGIT ] ) / ( "1" [ "." 0*3("0") ] ) (RFC 3261 §25.1).
+    static func isQValue(_ s: String) -> Bool {
+        let b = Array(s.utf8)
+        guard let first = b.first, first == UInt8(ascii: "0") || first == UInt8(ascii: "1") else { return false }
+        if b.count == 1 { return true }
+        guard b[1] == UInt8(ascii: "."), b.count <= 5 else { return false }
+        let decimals = b[2...]
+        return first == UInt8(ascii: "0") ? decimals.allSatisfy(isDigit) : decimals.allSatisfy { $0 == UInt8(ascii: "0") }
     }
 
     func addresses(_ h: KnownHeader) throws(SIPParseError) -> [NameAddress] {

@@ -5,6 +5,9 @@ extension SIPMessage {
     /// - Throws: ``SIPParseError`` (`requestLine`) when the text is empty or holds white space
     ///   or control bytes.
     public init(method: SIPMethod, requestURI text: String) throws(SIPParseError) {
+        guard !method.token.isEmpty, method.token.utf8.allSatisfy(isTokenByte) else {
+            throw SIPParseError(offset: 0, rule: .method, detail: "the method must be a token")
+        }
         guard !text.isEmpty else { throw SIPParseError(offset: 0, rule: .requestLine, detail: "empty Request-URI") }
         for (k, b) in text.utf8.enumerated() where b <= 0x20 || b == 0x7F {
             throw SIPParseError(offset: k, rule: .requestLine, detail: "white space or control byte inside the Request-URI")
@@ -25,8 +28,12 @@ extension SIPMessage {
             case .to:
                 var value = Array(request.storage[e.valueRange])
                 if let tag = toTag, request.toTagBytes == nil {
-                    value.append(contentsOf: ";tag=".utf8)
-                    value.append(contentsOf: SIPMessage.oneLine(tag).utf8)
+                    // A tag is a token: anything else could inject parameters or elements.
+                    let safe = tag.utf8.filter(isTokenByte)
+                    if !safe.isEmpty {
+                        value.append(contentsOf: ";tag=".utf8)
+                        value.append(contentsOf: safe)
+                    }
                 }
                 appendRaw(.to, value[...])
             case .timestamp where statusCode == 100:
@@ -49,7 +56,7 @@ extension SIPMessage {
         if let t = response.firstValueBytes(.to) { appendRaw(.to, t) }
         if let c = invite.firstValueBytes(.callID) { appendRaw(.callID, c) }
         let seq = (try? invite.cseq().sequence) ?? 0
-        append(.cseq, CSeq(seq, .ack))
+        appendUnchecked(.cseq, CSeq(seq, .ack).description)
         for r in invite.valueBytes(.route) { appendRaw(.route, r) }
     }
 

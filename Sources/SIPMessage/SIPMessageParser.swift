@@ -30,7 +30,9 @@ struct ParsedLayout {
 @usableFromInline
 enum ParseStep {
     case complete(ParsedLayout)
-    case needMore
+    /// More bytes are needed; when the headers are complete, the total length (from the
+    /// parse's start) the buffer must reach.
+    case needMore(until: Int?)
 }
 
 extension SIPMessage {
@@ -113,10 +115,14 @@ extension SIPMessage {
     static func parseLayout(_ p: UnsafeBufferPointer<UInt8>, from offset: Int, mode: FramingMode, limits: SIPParserLimits) throws(SIPParseError) -> ParseStep {
         let end = p.count
         var i = offset
-        // RFC 3261 §7.5: CRLFs before the start line are ignored.
-        while i < end, p[i] == 0x0D || p[i] == 0x0A { i += 1 }
+        // RFC 3261 §7.5: CRLFs before the start line are ignored (within the size limit).
+        let crlfLimit = min(end, offset &+ limits.maxMessageSize)
+        while i < crlfLimit, p[i] == 0x0D || p[i] == 0x0A { i += 1 }
+        if i == crlfLimit, crlfLimit < end {
+            throw SIPParseError(offset: i, rule: .messageTooLarge, detail: "more than \(limits.maxMessageSize) bytes of line breaks before a start line")
+        }
         guard i < end else {
-            if mode == .stream { return .needMore }
+            if mode == .stream { return .needMore(until: nil) }
             throw SIPParseError(offset: i, rule: .emptyMessage, detail: "no start line")
         }
         let messageStart = i
@@ -126,7 +132,7 @@ extension SIPMessage {
         guard let lineEnd = findLF(p, i, min(scanLimit, i &+ limits.maxLineLength &+ 1)) else {
             if end - i > limits.maxLineLength { throw SIPParseError(offset: i, rule: .lineTooLong, detail: "start line longer than \(limits.maxLineLength) bytes") }
             if end - messageStart > limits.maxMessageSize { throw SIPParseError(offset: i, rule: .messageTooLarge, detail: "more than \(limits.maxMessageSize) bytes") }
-            if mode == .stream { return .needMore }
+            if mode == .stream { return .needMore(until: nil) }
             throw SIPParseError(offset: end, rule: .incomplete, detail: "start line has no line end")
         }
         let contentEnd = lineEnd > i && p[lineEnd - 1] == 0x0D ? lineEnd - 1 : lineEnd
@@ -142,7 +148,7 @@ extension SIPMessage {
         while true {
             guard i < scanLimit else {
                 if end - messageStart > limits.maxMessageSize { throw SIPParseError(offset: scanLimit, rule: .messageTooLarge, detail: "headers exceed \(limits.maxMessageSize) bytes") }
-                if mode == .stream { return .needMore }
+                if mode == .stream { return .needMore(until: nil) }
                 // A datagram that ends right after a header line: the blank line is missing,
                 // but the datagram's end bounds the message (robustness, RFC 3261 §18.3).
                 headerEnd = end
@@ -153,7 +159,7 @@ extension SIPMessage {
             if first == 0x0D {
                 if i + 1 < end, p[i + 1] == 0x0A { headerEnd = i + 2; lineEndCRs += 1; break }
                 if i + 1 == end {
-                    if mode == .stream { return .needMore }
+                    if mode == .stream { return .needMore(until: nil) }
                     throw SIPParseError(offset: end, rule: .incomplete, detail: "no blank line ends the headers")
                 }
                 throw SIPParseError(offset: i, rule: .headerValue, detail: "bare CR")
@@ -161,7 +167,7 @@ extension SIPMessage {
             guard let lf = findLF(p, i, min(scanLimit, i &+ limits.maxLineLength &+ 1)) else {
                 if scanLimit < end, scanLimit <= i &+ limits.maxLineLength { throw SIPParseError(offset: scanLimit, rule: .messageTooLarge, detail: "headers exceed \(limits.maxMessageSize) bytes") }
                 if end - i > limits.maxLineLength { throw SIPParseError(offset: i, rule: .lineTooLong, detail: "header line longer than \(limits.maxLineLength) bytes") }
-                if mode == .stream { return .needMore }
+                if mode == .stream { return .needMore(until: nil) }
                 throw SIPParseError(offset: end, rule: .incomplete, detail: "header line has no line end")
             }
             var cEnd = lf > i && p[lf - 1] == 0x0D ? lf - 1 : lf
@@ -172,6 +178,12 @@ extension SIPMessage {
                 // Folded continuation of the previous header (RFC 3261 §7.3.1).
                 guard !entries.isEmpty else { throw SIPParseError(offset: i, rule: .headerName, detail: "white space before the first header name") }
                 let last = entries.count - 1
+                if entries[last].known == KnownHeader.contentLength.rawValue {
+                    // Framing must not depend on how a continuation is read: refuse it.
+                    var k = i
+                    while k < cEnd, isWS(p[k]) { k += 1 }
+                    if k < cEnd { throw SIPParseError(offset: i, rule: .contentLength, detail: "Content-Length must not be folded") }
+                }
                 if cEnd > i {
                     // Skip lines that are only white space: they add nothing to the value.
                     var k = i
@@ -230,7 +242,7 @@ extension SIPMessage {
                 throw SIPParseError(offset: headerEnd, rule: .messageTooLarge, detail: "message of \(headerEnd - messageStart + cl) bytes exceeds \(limits.maxMessageSize)")
             }
             if headerEnd + cl > end {
-                if mode == .stream { return .needMore }
+                if mode == .stream { return .needMore(until: headerEnd + cl) }
                 throw SIPParseError(offset: end, rule: .bodyTruncated, detail: "Content-Length \(cl) but \(end - headerEnd) body bytes present")
             }
             bodyEnd = headerEnd + cl
@@ -278,7 +290,7 @@ extension SIPMessage {
         for k in r {
             let b = p[k]
             guard isDigit(b) else { throw SIPParseError(offset: k, rule: .contentLength, detail: "Content-Length must be decimal digits") }
-            v = v &* 10 &+ Int(b &- 0x30)
+            v = v * 10 + Int(b &- 0x30)  // cannot overflow: v ≤ ceiling (2^30) before this step
             if v > limits.maxMessageSize { throw SIPParseError(offset: r.lowerBound, rule: .bodyTooLarge, detail: "Content-Length exceeds \(limits.maxBodySize)") }
         }
         return v

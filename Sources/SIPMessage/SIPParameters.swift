@@ -14,10 +14,14 @@ public struct SIPParameter: Sendable, Hashable {
         self.quoted = quoted
     }
 
-    /// The parameter as written: `name`, `name=value` or `name="value"`.
+    /// The parameter as written: `name`, `name=value` or `name="value"`. A value that is not
+    /// token or host text (`gen-value`, RFC 3261 §25.1) is quoted, so it cannot add parameters
+    /// or list elements; a name with non-token bytes keeps only its token bytes.
     public var text: String {
-        guard let v = value else { return name }
-        return quoted ? "\(name)=\(quoteString(v))" : "\(name)=\(v)"
+        let n = name.utf8.allSatisfy(isTokenByte) ? name : String(decoding: name.utf8.filter(isTokenByte), as: UTF8.self)
+        guard let v = value else { return n }
+        let plain = !v.isEmpty && v.utf8.allSatisfy { isTokenByte($0) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: "[") || $0 == UInt8(ascii: "]") }
+        return quoted || !plain ? "\(n)=\(quoteString(v))" : "\(n)=\(v)"
     }
 }
 
@@ -63,7 +67,7 @@ public struct SIPParameters: Sendable, Hashable, RandomAccessCollection, Express
 /// Quotes a string for a header: `"` and `\` are escaped.
 public func quoteString(_ s: String) -> String {
     var out = "\""
-    for c in s.unicodeScalars where c != "\r" && c != "\n" {
+    for c in s.unicodeScalars where c == "\t" || (c.value >= 0x20 && c.value != 0x7F) {
         if c == "\"" || c == "\\" { out.append("\\") }
         out.unicodeScalars.append(c)
     }

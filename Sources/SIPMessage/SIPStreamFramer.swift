@@ -37,6 +37,14 @@ public struct SIPStreamFramer: Sendable {
     private var buffer: [UInt8] = []
     private var readIndex = 0
     private var failure: SIPParseError?
+    /// Where the search for the end of the headers resumes (bytes before it hold no blank line).
+    private var headerSearchFrom = 0
+    /// Once a message's headers parsed, the buffer length it needs before it is complete.
+    private var neededLength: Int?
+    /// Where the last (unterminated) line starts, to catch an overlong line early.
+    private var lineStart = 0
+    /// How many times the header parser ran (for tests of the linear-time behaviour).
+    private(set) var parseAttempts = 0
     /// Bytes consumed before `buffer[0]`, so error offsets count from the stream's start.
     private var consumedBefore = 0
 
@@ -57,6 +65,9 @@ public struct SIPStreamFramer: Sendable {
         if readIndex > 0 && readIndex >= buffer.count / 2 {
             buffer.removeFirst(readIndex)
             consumedBefore += readIndex
+            headerSearchFrom = max(0, headerSearchFrom - readIndex)
+            lineStart = max(0, lineStart - readIndex)
+            if let n = neededLength { neededLength = n - readIndex }
             readIndex = 0
         }
         buffer.append(contentsOf: bytes)
@@ -82,6 +93,11 @@ public struct SIPStreamFramer: Sendable {
             if mode == .strict, !isTokenByte(b0) {
                 return try fail(SIPParseError(offset: consumedBefore + readIndex, rule: .garbage, detail: "byte 0x\(String(b0, radix: 16)) cannot start a SIP message"))
             }
+            // Parsing costs a pass over the headers: do it only when it can complete (or must
+            // fail), so a peer trickling bytes costs linear, not quadratic, time.
+            if let n = neededLength, buffer.count < n { return nil }
+            if neededLength == nil, !headersMayBeComplete() { return nil }
+            parseAttempts += 1
             let step: ParseStep
             do throws(SIPParseError) {
                 step = try SIPMessage.parseLayout(buffer, from: readIndex, mode: .stream, limits: limits)
@@ -93,15 +109,39 @@ public struct SIPStreamFramer: Sendable {
                 return nil
             }
             switch step {
-            case .needMore:
+            case .needMore(let total):
+                // With the headers complete, Content-Length says how many bytes to wait for.
+                neededLength = total
                 return nil
             case .complete(let layout):
                 let start = layout.messageStart, end = layout.bodyEnd
                 let bytes = Array(buffer[start..<end])
                 readIndex = end
+                neededLength = nil
+                headerSearchFrom = end
                 return .message(SIPMessage(storage: bytes, layout: layout.shifted(by: -start)))
             }
         }
+    }
+
+    /// Whether a blank line (LF CRLF or LF LF) may end the headers, or enough bytes are buffered
+    /// that the size limit decides; advances the search position otherwise.
+    private mutating func headersMayBeComplete() -> Bool {
+        if buffer.count - readIndex > limits.maxMessageSize { return true }
+        if lineStart < readIndex { lineStart = readIndex }
+        var k = max(readIndex, headerSearchFrom - 2)
+        while k < buffer.count {
+            if buffer[k] == 0x0A {
+                lineStart = k + 1
+                if k + 1 < buffer.count, buffer[k + 1] == 0x0A { return true }
+                if k + 2 < buffer.count, buffer[k + 1] == 0x0D, buffer[k + 2] == 0x0A { return true }
+                if k + 2 >= buffer.count { break }
+            }
+            k += 1
+        }
+        headerSearchFrom = max(readIndex, buffer.count - 2)
+        // An unterminated line already longer than the limit fails now, not at 64 KiB.
+        return buffer.count - lineStart > limits.maxLineLength
     }
 
     private mutating func fail(_ e: SIPParseError) throws(SIPParseError) -> SIPStreamEvent? {
@@ -134,11 +174,13 @@ public struct SIPStreamFramer: Sendable {
                 k = le + 1
             }
         } else {
-            // The start line was fine: drop the header block.
+            // The start line was fine: drop the header block, up to its blank line or to a
+            // later line that is itself a start line (a message that followed a broken one).
             var k = readIndex
             while let le = self.lineEnd(from: k) {
                 let content = le > k && buffer[le - 1] == 0x0D ? le - 1 : le
                 if content == k && k > readIndex { skipTo = le + 1; break }
+                if k > readIndex, isStartLine(k, le) { skipTo = k; break }
                 k = le + 1
             }
         }
@@ -146,6 +188,7 @@ public struct SIPStreamFramer: Sendable {
         guard let to = skipTo else { return nil }
         let skipped = Array(buffer[readIndex..<to])
         readIndex = to
+        neededLength = nil
         return skipped
     }
 

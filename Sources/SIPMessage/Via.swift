@@ -94,12 +94,12 @@ public struct Via: Sendable, Hashable, CustomStringConvertible {
         for p in params {
             switch p.name.lowercased() {
             case "ttl":
-                guard let v = p.value, let t = Int(v), (0...255).contains(t) else { throw c.error(.via, "ttl must be 0-255") }
+                guard let v = p.value, !v.isEmpty, v.utf8.allSatisfy(isDigit), let t = Int(v), (0...255).contains(t) else { throw c.error(.via, "ttl must be 0-255") }
             case "received":
                 guard let v = p.value else { throw c.error(.via, "received needs a value") }
                 _ = try SIPHost.parse(v, allowBareIPv6: true)
             case "rport":
-                if let v = p.value { guard let n = Int(v), (0...65535).contains(n) else { throw c.error(.via, "rport must be a port") } }
+                if let v = p.value { guard !v.isEmpty, v.utf8.allSatisfy(isDigit), let n = Int(v), (0...65535).contains(n) else { throw c.error(.via, "rport must be a port") } }
             case "branch":
                 guard let v = p.value, !v.isEmpty else { throw c.error(.via, "branch needs a value") }
             default: break

@@ -68,7 +68,7 @@ public final class CallGenerator: Sendable {
         try! invite.append(.from, "<sip:switchboard@\(hostport)>;tag=\(prefix)\(n)")
         try! invite.append(.to, "<\(target)>")
         try! invite.append(.callID, "\(prefix)-\(n)@switchboard")
-        invite.append(.cseq, CSeq(1, .invite))
+        try! invite.append(.cseq, CSeq(1, .invite))
         try! invite.append(.contact, "<sip:switchboard@\(hostport)>")
         let sdp = "v=0\r\no=- \(n) 1 IN IP4 \(local.address.ipString)\r\ns=-\r\nc=IN IP4 \(local.address.ipString)\r\nt=0 0\r\nm=audio \(20000 + 2 * (n % 10000)) RTP/AVP 0 8\r\na=rtpmap:0 PCMU/8000\r\na=rtpmap:8 PCMA/8000\r\n"
         invite.setBody(Array(sdp.utf8), contentType: .sdp)
@@ -115,7 +115,7 @@ public final class CallGenerator: Sendable {
         try! ack.append(.from, invite[.from] ?? "")
         try! ack.append(.to, ok[.to] ?? "")
         try! ack.append(.callID, invite.callID ?? "")
-        ack.append(.cseq, CSeq((try? invite.cseq().sequence) ?? 1, .ack))
+        try! ack.append(.cseq, CSeq((try? invite.cseq().sequence) ?? 1, .ack))
         return ack
     }
 
@@ -132,7 +132,7 @@ public final class CallGenerator: Sendable {
         try! bye.append(.from, invite[.from] ?? "")
         try! bye.append(.to, answer[.to] ?? "")
         try! bye.append(.callID, invite.callID ?? "")
-        bye.append(.cseq, CSeq(2, .bye))
+        try! bye.append(.cseq, CSeq(2, .bye))
         endpoint.sendRequest(bye, to: peer) { [weak self] event in
             switch event {
             case .provisional: break

@@ -204,6 +204,49 @@ struct ParserTests {
         #expect(SIPParseError(offset: 0, rule: .messageTooLarge).suggestedStatusCode == 513)
     }
 
+    @Test func hugeLimitsDoNotTrapAndAreClamped() throws {
+        let huge = SIPParserLimits(maxMessageSize: .max, maxHeaderCount: .max, maxLineLength: .max, maxBodySize: .max)
+        #expect(huge.maxMessageSize == SIPParserLimits.ceiling)
+        for cl in ["9223372036854775808", "9223372036854775807", "10000000000000000000", "1073741825"] {
+            expectParseError(.bodyTooLarge) { _ = try SIPMessage(bytes: crlf("OPTIONS sip:a@b SIP/2.0\nContent-Length: \(cl)\n\n"), limits: huge) }
+        }
+        let m = try SIPMessage(bytes: crlf("\nOPTIONS sip:a@b SIP/2.0\nContent-Length: 0\n\n"), limits: huge)
+        #expect(m.method == .options)
+        let zero = SIPParserLimits(maxMessageSize: 0, maxHeaderCount: -5, maxLineLength: 0, maxBodySize: 0)
+        #expect(zero.maxHeaderCount == 1)
+        // Leading line breaks count against the size limit.
+        expectParseError(.messageTooLarge) {
+            _ = try SIPMessage(bytes: [UInt8](repeating: 0x0A, count: 300) + crlf("OPTIONS sip:a@b SIP/2.0\n\n"),
+                               limits: SIPParserLimits(maxMessageSize: 200))
+        }
+    }
+
+    @Test func foldedContentLengthIsRefused() {
+        expectParseError(.contentLength) { _ = try SIPMessage(bytes: crlf("OPTIONS sip:a@b SIP/2.0\nContent-Length: 1\n 0\n\n0123456789")) }
+        // Folding elsewhere is fine, and white-space-only continuation of Content-Length too.
+        let m = try? SIPMessage(bytes: crlf("OPTIONS sip:a@b SIP/2.0\nContent-Length: 2\n   \nSubject: a\n b\n\nhi"))
+        #expect(m.map { Array($0.body) } == Array("hi".utf8))
+    }
+
+    @Test func fastAccessorsAgreeWithDecoders() throws {
+        let m = try SIPMessage(bytes: crlf("OPTIONS sip:a@b SIP/2.0\nVia: SIP/2.0/UDP h;branch=\"z9hG4bK1\"\nTo: <sip:a@b>;tag\nFrom: <sip:c@d>;tag=x\n\n"))
+        #expect(m.topViaBranch == "z9hG4bK1")
+        #expect(try m.topVia().branch == "z9hG4bK1")
+        #expect(m.toTagBytes == nil)
+        #expect(m.fromTag == "x")
+    }
+
+    @Test func qvaluesFollowTheGrammar() throws {
+        for (q, ok) in [("0", true), ("1", true), ("0.5", true), ("0.123", true), ("1.000", true), ("1.0", true),
+                        ("0x0.8", false), ("1e0", false), (".5", false), ("1.5", false), ("0.1234", false), ("2", false), ("+1", false)] {
+            let m = try SIPMessage(bytes: crlf("REGISTER sip:r SIP/2.0\nContact: <sip:a@b>;q=\(q)\n\n"))
+            if ok { #expect(throws: Never.self) { _ = try m.contact() } } else { expectParseError(.parameter) { _ = try m.contact() } }
+        }
+        let plus = try SIPMessage(bytes: crlf("REGISTER sip:r SIP/2.0\nContact: <sip:a@b>;expires=+5\n\n"))
+        expectParseError(.parameter) { _ = try plus.contact() }
+        expectParseError(.via) { _ = try Via("SIP/2.0/UDP h;rport=+5") }
+    }
+
     @Test func missingBlankLineAtDatagramEndIsTolerated() throws {
         let m = try SIPMessage(bytes: crlf("OPTIONS sip:a@b SIP/2.0\nCall-ID: x\n"))
         #expect(m.callID == "x")

@@ -97,6 +97,32 @@ struct StreamFramerTests {
         expectParseError(.bodyTooLarge) { _ = try h.next() }
     }
 
+    @Test func tricklingBytesCostsFewParses() throws {
+        // A 20 KB header section delivered one byte at a time: the framer parses only when the
+        // blank line arrives (and once more when the body is complete), not on every byte.
+        var f = SIPStreamFramer()
+        let big = crlf("OPTIONS sip:a@b SIP/2.0\n" + String(repeating: "X-Pad: 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\n", count: 250) + "Content-Length: 5\n\nhello")
+        var got: [SIPMessage] = []
+        for b in big {
+            f.append([b])
+            while let e = try f.next() { if case .message(let m) = e { got.append(m) } }
+        }
+        #expect(got.count == 1)
+        #expect(Array(got[0].body) == Array("hello".utf8))
+        #expect(f.parseAttempts <= 3, "\(f.parseAttempts) parses")
+        // An overlong line still fails early, without waiting for the size limit.
+        var g = SIPStreamFramer(limits: SIPParserLimits(maxMessageSize: 60_000, maxLineLength: 100))
+        g.append(Array("OPTIONS sip:a@b SIP/2.0\r\nX: ".utf8) + [UInt8](repeating: 0x61, count: 200))
+        expectParseError(.lineTooLong) { _ = try g.next() }
+    }
+
+    @Test func resynchronizationKeepsAMessageThatFollowsABrokenOne() throws {
+        var f = SIPStreamFramer(mode: .resynchronizing)
+        f.append(crlf("INVITE sip:a@b SIP/2.0\nBad Header\nOPTIONS sip:b@c SIP/2.0\nCall-ID: keep\nContent-Length: 0\n\n"))
+        let ev = try drain(&f)
+        #expect(messages(ev).map(\.callID) == ["keep"])
+    }
+
     @Test func resynchronizingModeSkipsJunk() throws {
         var f = SIPStreamFramer(mode: .resynchronizing)
         f.append(crlf("blah\nmore junk\nSIP/2.0 200 OK\nContent-Length: 0\n\nINVITE sip:x SIP/2.0\n\nSIP/2.0 180 Ringing\nContent-Length: 0\n\n"))

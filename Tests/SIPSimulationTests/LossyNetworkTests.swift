@@ -10,7 +10,7 @@ func makeRequest(_ method: SIPMethod, n: Int, branch: String) -> SIPMessage {
     try! m.append(.from, "<sip:uac@sim>;tag=f\(n)")
     try! m.append(.to, "<sip:uas@sim>")
     try! m.append(.callID, "call-\(n)@sim")
-    m.append(.cseq, CSeq(1, method))
+    try! m.append(.cseq, CSeq(1, method))
     return m
 }
 
