@@ -1,4 +1,5 @@
 import Synchronization
+import SIPTransaction
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -32,13 +33,12 @@ public final class TimerService: Sendable {
     public struct Handle: Hashable, Sendable { let id: UInt64 }
 
     struct Entry {
-        var deadline: Duration
         var id: UInt64
         var action: @Sendable () -> Void
     }
 
     struct State {
-        var heap: [Entry] = []
+        var heap = DeadlineHeap<Entry>()
         var live: Set<UInt64> = []
         var nextID: UInt64 = 1
         var running = true
@@ -71,8 +71,8 @@ public final class TimerService: Sendable {
             let id = s.nextID
             s.nextID += 1
             s.live.insert(id)
-            TimerService.push(&s.heap, Entry(deadline: deadline, id: id, action: action))
-            return (id, s.heap.first?.id == id)
+            let first = s.heap.push(Entry(id: id, action: action), at: deadline)
+            return (id, first)
         }
         if first { signal() }
         return Handle(id: id)
@@ -104,50 +104,20 @@ public final class TimerService: Sendable {
             let (running, next) = state.withLock { s -> (Bool, Duration?) in
                 guard s.running else { return (false, nil) }
                 let now = clock.now()
-                while let top = s.heap.first, top.deadline <= now {
-                    let e = TimerService.pop(&s.heap)
+                while let (_, e) = s.heap.pop(dueBy: now) {
                     if s.live.remove(e.id) != nil { due.append(e) }
                 }
-                return (true, s.heap.first?.deadline)
+                return (true, s.heap.nextDeadline)
             }
             guard running else { return }
             for e in due { e.action() }
             if !due.isEmpty { continue }
             condition.wait(until: next) {
                 // Re-checked under the condition's lock, so a schedule() in between is not missed.
-                let now = state.withLock { s -> (Bool, Duration?) in (s.running, s.heap.first?.deadline) }
+                let now = state.withLock { s -> (Bool, Duration?) in (s.running, s.heap.nextDeadline) }
                 return now.0 && now.1 == next
             }
         }
-    }
-
-    private static func before(_ a: Entry, _ b: Entry) -> Bool { a.deadline < b.deadline || (a.deadline == b.deadline && a.id < b.id) }
-
-    private static func push(_ heap: inout [Entry], _ e: Entry) {
-        heap.append(e)
-        var i = heap.count - 1
-        while i > 0 {
-            let p = (i - 1) / 2
-            guard before(heap[i], heap[p]) else { break }
-            heap.swapAt(i, p)
-            i = p
-        }
-    }
-
-    private static func pop(_ heap: inout [Entry]) -> Entry {
-        heap.swapAt(0, heap.count - 1)
-        let top = heap.removeLast()
-        var i = 0
-        while true {
-            let l = 2 * i + 1, r = l + 1
-            var m = i
-            if l < heap.count, before(heap[l], heap[m]) { m = l }
-            if r < heap.count, before(heap[r], heap[m]) { m = r }
-            if m == i { break }
-            heap.swapAt(i, m)
-            i = m
-        }
-        return top
     }
 }
 

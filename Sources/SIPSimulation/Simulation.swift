@@ -43,8 +43,7 @@ public final class Simulation {
     public private(set) var sent = 0, lost = 0, duplicated = 0
 
     private var rng: SplitMix64
-    private var queue = EventQueue()
-    private var sequence: UInt64 = 0
+    private var queue = DeadlineHeap<() -> Void>()
     private var nodes: [String: SimulatedNode] = [:]
     private var linkConditions: [String: NetworkConditions] = [:]
 
@@ -70,8 +69,7 @@ public final class Simulation {
 
     /// Runs `action` at `now + delay`.
     public func schedule(after delay: Duration, _ action: @escaping () -> Void) {
-        sequence += 1
-        queue.push(ScheduledEvent(time: now + max(delay, .zero), sequence: sequence, action: action))
+        queue.push(action, at: now + max(delay, .zero))
     }
 
     /// Runs events in time order until none is left or the clock would pass `limit`.
@@ -79,14 +77,13 @@ public final class Simulation {
     @discardableResult
     public func run(until limit: Duration = .seconds(3600)) -> Int {
         var count = 0
-        while let next = queue.peek, next.time <= limit {
-            _ = queue.pop()
-            now = next.time
-            next.action()
+        while let next = queue.pop(dueBy: limit) {
+            now = next.deadline
+            next.item()
             count += 1
         }
         // Events remain beyond the limit: the clock stands at the limit.
-        if queue.peek != nil { now = max(now, limit) }
+        if !queue.isEmpty { now = max(now, limit) }
         return count
     }
 
@@ -128,47 +125,5 @@ public final class Simulation {
                 node.receive(bytes, from: from)
             }
         }
-    }
-}
-
-struct ScheduledEvent {
-    var time: Duration
-    var sequence: UInt64
-    var action: () -> Void
-    func before(_ o: ScheduledEvent) -> Bool { time < o.time || (time == o.time && sequence < o.sequence) }
-}
-
-/// A binary min-heap of events by (time, insertion order).
-struct EventQueue {
-    private var heap: [ScheduledEvent] = []
-    var peek: ScheduledEvent? { heap.first }
-    var count: Int { heap.count }
-
-    mutating func push(_ e: ScheduledEvent) {
-        heap.append(e)
-        var i = heap.count - 1
-        while i > 0 {
-            let parent = (i - 1) / 2
-            guard heap[i].before(heap[parent]) else { break }
-            heap.swapAt(i, parent)
-            i = parent
-        }
-    }
-
-    mutating func pop() -> ScheduledEvent? {
-        guard !heap.isEmpty else { return nil }
-        heap.swapAt(0, heap.count - 1)
-        let top = heap.removeLast()
-        var i = 0
-        while true {
-            let l = 2 * i + 1, r = l + 1
-            var m = i
-            if l < heap.count, heap[l].before(heap[m]) { m = l }
-            if r < heap.count, heap[r].before(heap[m]) { m = r }
-            if m == i { break }
-            heap.swapAt(i, m)
-            i = m
-        }
-        return top
     }
 }
