@@ -326,4 +326,6 @@ public struct SIPHeaderName: Sendable, Hashable, CustomStringConvertible, Expres
     public static let server = SIPHeaderName(.server)
     public static let path = SIPHeaderName(.path)
     public static let accept = SIPHeaderName(.accept)
+    public static let warning = SIPHeaderName(.warning)
+    public static let timestamp = SIPHeaderName(.timestamp)
 }

@@ -61,6 +61,10 @@ public struct EndpointStatistics: Sendable, Hashable {
     public var retransmissionsReceived = 0
     public var sendErrors = 0
     public var malformed = 0
+    /// Requests that parsed but failed RFC 3261 validation, answered statelessly (400/505/…).
+    public var rejected = 0
+    /// Requests moved from UDP to TCP because of their size (RFC 3261 §18.1.1).
+    public var switchedToTCP = 0
     public var timeouts = 0
     public var liveTransactions = 0
 }
@@ -187,6 +191,7 @@ public final class SIPEndpoint: Sendable {
     /// The request's top Via must carry a branch (see ``TransactionLayer/newBranch()``).
     @discardableResult
     public func sendRequest(_ request: SIPMessage, to peer: SIPPeer, onEvent: @escaping @Sendable (ClientTransactionEvent) -> Void) -> TransactionID {
+        let (request, peer) = routeBySize(request, to: peer)
         let (id, outputs) = core.withLock { c -> (TransactionID, [Work]) in
             let (id, out) = c.layer.sendRequest(request, to: peer, reliable: peer.transport.isReliable)
             if request.method != .ack { c.clientHandlers[id] = onEvent }
@@ -214,6 +219,12 @@ public final class SIPEndpoint: Sendable {
         case .message(let inbound):
             let peer = SIPPeer(transport: inbound.transport, address: inbound.source, connection: inbound.connection)
             var message = inbound.message
+            do {
+                try message.validate()
+            } catch {
+                rejectInvalid(message, error: error, from: peer)
+                return
+            }
             if message.isRequest { SIPEndpoint.stampVia(&message, source: inbound.source) }
             let outputs = core.withLock { c -> [Work] in
                 if message.isRequest { c.stats.requestsReceived += 1 } else { c.stats.responsesReceived += 1 }
@@ -241,6 +252,33 @@ public final class SIPEndpoint: Sendable {
         default:
             break
         }
+    }
+
+    /// RFC 3261 §8.2: a request that does not validate gets a stateless error response (400,
+    /// or 505 for another version, 513 when too large) with a Warning naming the rule; an
+    /// invalid ACK or response is dropped. Both are counted.
+    private func rejectInvalid(_ message: SIPMessage, error: SIPParseError, from peer: SIPPeer) {
+        core.withLock { $0.stats.rejected += 1 }
+        guard message.isRequest, message.method != .ack, message.firstValueBytes(.via) != nil else { return }
+        var response = SIPMessage(responseTo: message, statusCode: error.suggestedStatusCode,
+                                  toTag: String(UInt64.random(in: 1...UInt64.max), radix: 36))
+        try? response.append(.warning, "399 switchboard \"\(error.rule.rawValue) at byte \(error.offset)\"")
+        _ = send(response, to: peer, transaction: nil)
+    }
+
+    /// RFC 3261 §18.1.1: a request larger than 1300 bytes goes over TCP when the endpoint has
+    /// it (the top Via is rewritten to say so); otherwise it stays on UDP.
+    private func routeBySize(_ request: SIPMessage, to peer: SIPPeer) -> (SIPMessage, SIPPeer) {
+        guard peer.transport == .udp, request.method != .ack, request.serialized().count > 1300,
+              let tcpLocal = tcp.withLock({ $0.first { $0.localAddress.isIPv6 == peer.address.isIPv6 }?.localAddress }),
+              let top = request.elementBytes(.via).first, var via = try? Via(bytes: top) else { return (request, peer) }
+        via.transport = "TCP"
+        via.host = tcpLocal.isIPv6 ? .ipv6(tcpLocal.ipString) : .ipv4(tcpLocal.ipString)
+        via.port = tcpLocal.port
+        var moved = request
+        moved.replaceFirstElement(.via, with: via.description)
+        core.withLock { $0.stats.switchedToTCP += 1 }
+        return (moved, SIPPeer(transport: .tcp, address: peer.address))
     }
 
     /// RFC 3261 §18.2.1 and RFC 3581: note where a request really came from in its top Via.
