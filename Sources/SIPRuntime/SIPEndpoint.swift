@@ -94,7 +94,7 @@ public final class SIPEndpoint: Sendable {
 
     struct Core {
         var layer: TransactionLayer<SIPPeer>
-        var clientHandlers: [TransactionID: @Sendable (ClientTransactionEvent) -> Void] = [:]
+        var clientHandlers: [TransactionID: ClientHandler] = [:]
         var timers: [TimerKey: TimerService.Handle] = [:]
         var stats = EndpointStatistics()
         /// Client transactions waiting on a connection being opened in the background, so a
@@ -109,11 +109,11 @@ public final class SIPEndpoint: Sendable {
     /// TCP) on the timer thread before this thread delivers its response.
     enum Work {
         case output(TransactionLayer<SIPPeer>.Output)
-        case client(@Sendable (ClientTransactionEvent) -> Void, ClientTransactionEvent)
+        case client(ClientHandler, ClientTransactionEvent)
     }
 
     private let core: Mutex<Core>
-    private let handler: Mutex<(@Sendable (EndpointEvent) -> Void)?>
+    private let handler: EventHandler
     private let udp: Mutex<[UDPTransport]>
     private let tcp: Mutex<[TCPTransport]>
     /// The timer thread (also available to the TU for its own timers, e.g. 2xx retransmission).
@@ -122,7 +122,7 @@ public final class SIPEndpoint: Sendable {
     /// Binds every listen point. Events go to `handler` from transport and timer threads.
     public init(configuration: Configuration, handler: @escaping @Sendable (EndpointEvent) -> Void) throws(TransportError) {
         core = Mutex(Core(layer: TransactionLayer(timers: configuration.timers)))
-        self.handler = Mutex(handler)
+        self.handler = EventHandler(handler)
         udp = Mutex([])
         tcp = Mutex([])
         var bound: [UDPTransport] = []
@@ -182,7 +182,7 @@ public final class SIPEndpoint: Sendable {
         let streams = tcp.withLock { t -> [TCPTransport] in defer { t = [] }; return t }
         for t in streams { t.close() }
         timerService.shutdown()
-        handler.withLock { $0 = nil }
+        handler.active.store(false, ordering: .releasing)
     }
 
     // MARK: TU commands
@@ -194,7 +194,7 @@ public final class SIPEndpoint: Sendable {
         let (request, peer) = routeBySize(request, to: peer)
         let (id, outputs) = core.withLock { c -> (TransactionID, [Work]) in
             let (id, out) = c.layer.sendRequest(request, to: peer, reliable: peer.transport.isReliable)
-            if request.method != .ack { c.clientHandlers[id] = onEvent }
+            if request.method != .ack { c.clientHandlers[id] = ClientHandler(onEvent) }
             return (id, scheduleTimers(out, &c))
         }
         execute(outputs)
@@ -360,7 +360,7 @@ public final class SIPEndpoint: Sendable {
             let o: TransactionLayer<SIPPeer>.Output
             switch w {
             case .client(let handler, let event):
-                handler(event)
+                handler.call(event)
                 continue
             case .output(let out):
                 o = out
@@ -390,7 +390,7 @@ public final class SIPEndpoint: Sendable {
     }
 
     private func notify(_ e: EndpointEvent) {
-        handler.withLock { $0 }?(e)
+        if handler.active.load(ordering: .acquiring) { handler.call(e) }
     }
 
     /// Sends over the matching transport. Responses over UDP follow RFC 3261 §18.2.2 and
@@ -445,4 +445,21 @@ public final class SIPEndpoint: Sendable {
             return false
         }
     }
+}
+
+/// The TU's event handler, held as an immutable `let` rather than inside a `Mutex`: reading a
+/// closure out of generic storage with `withLock { $0 }` can wrap it in a new reabstraction
+/// thunk each time, so a handler read per event grew a chain of thunks, costing time per call
+/// and finally the stack (seen at 4,000 calls/s).
+final class EventHandler: Sendable {
+    let call: @Sendable (EndpointEvent) -> Void
+    let active = Atomic<Bool>(true)
+    init(_ call: @escaping @Sendable (EndpointEvent) -> Void) { self.call = call }
+}
+
+/// A client transaction's handler, boxed so the dictionary holds references, not closures
+/// (see ``EventHandler``).
+final class ClientHandler: Sendable {
+    let call: @Sendable (ClientTransactionEvent) -> Void
+    init(_ call: @escaping @Sendable (ClientTransactionEvent) -> Void) { self.call = call }
 }
