@@ -27,8 +27,10 @@ let package = Package(
         .target(name: "SIPSimulation", dependencies: ["SIPMessage", "SIPTransaction"]),
         // recvmmsg/sendmmsg, accept4, eventfd and socket-option helpers (_GNU_SOURCE) for SIPTransport.
         .target(name: "CSocket"),
-        // UDP and TCP sockets for SIP: batched datagram I/O, stream framing, keep-alives.
-        .target(name: "SIPTransport", dependencies: ["SIPMessage", "CSocket"]),
+        // The system OpenSSL (libssl, libcrypto) and wrappers for its macros, for TLS in SIPTransport.
+        .target(name: "COpenSSL", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
+        // UDP, TCP and TLS sockets for SIP: batched datagram I/O, stream framing, keep-alives.
+        .target(name: "SIPTransport", dependencies: ["SIPMessage", "CSocket", "COpenSSL"]),
         // The live runtime: transports + transaction layer + wall-clock timers.
         .target(name: "SIPRuntime", dependencies: ["SIPMessage", "SIPTransaction", "SIPTransport"]),
         // The logic behind the command-line tool, kept in a library so tests drive it directly.
@@ -36,7 +38,7 @@ let package = Package(
         .executableTarget(
             name: "switchboard",
             dependencies: [
-                "SwitchboardTools",
+                "SwitchboardTools", "SIPRuntime", "SIPTransport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -48,7 +50,7 @@ let package = Package(
         .testTarget(name: "SIPRuntimeTests", dependencies: ["SIPRuntime", "SIPTransaction", "SIPTransport", "SIPMessage"]),
         .testTarget(name: "SIPSimulationTests", dependencies: ["SIPSimulation", "SIPTransaction", "SIPMessage"]),
         .testTarget(name: "SIPTransportTests", dependencies: ["SIPTransport", "SIPMessage"]),
-        .testTarget(name: "SwitchboardToolsTests", dependencies: ["SwitchboardTools", "SIPMessage", "SDP"]),
+        .testTarget(name: "SwitchboardToolsTests", dependencies: ["SwitchboardTools", "SIPMessage", "SDP", "SIPRuntime", "SIPTransport"]),
     ],
     swiftLanguageModes: [.v6]
 )

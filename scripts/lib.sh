@@ -8,7 +8,7 @@ if ! command -v swift >/dev/null 2>&1 && [ -x /opt/swift/usr/bin/swift ]; then
 fi
 
 # The system libraries the stack links (codecs, SRTP, TLS) and the tools to find them.
-BASE_PACKAGES=(libopus-dev libsrtp2-dev libssl-dev pkg-config)
+BASE_PACKAGES=(libopus-dev libsrtp2-dev libssl-dev openssl pkg-config)
 
 log() { printf '==> %s\n' "$*" >&2; }
 

@@ -9,11 +9,15 @@ public struct SIPPeer: Hashable, Sendable, CustomStringConvertible {
     public var transport: TransportKind
     public var address: SocketAddress
     public var connection: ConnectionID?
+    /// For TLS: the name to send as SNI and to verify the certificate against (RFC 5922); the
+    /// address is verified when it is `nil`.
+    public var serverName: String?
 
-    public init(transport: TransportKind, address: SocketAddress, connection: ConnectionID? = nil) {
+    public init(transport: TransportKind, address: SocketAddress, connection: ConnectionID? = nil, serverName: String? = nil) {
         self.transport = transport
         self.address = address
         self.connection = connection
+        self.serverName = serverName
     }
 
     public var description: String { "\(transport.viaToken.lowercased()):\(address)" + (connection.map { " \($0)" } ?? "") }
@@ -77,6 +81,8 @@ public final class SIPEndpoint: Sendable {
     public enum ListenPoint: Sendable, Hashable {
         case udp(SocketAddress)
         case tcp(SocketAddress)
+        /// TLS; certificates and trust come from ``Configuration/tls``.
+        case tls(SocketAddress)
     }
 
     public struct Configuration: Sendable {
@@ -84,11 +90,14 @@ public final class SIPEndpoint: Sendable {
         public var timers: TransactionTimers
         public var udp: UDPTransportConfiguration
         public var tcp: TCPTransportConfiguration
-        public init(listen: [ListenPoint], timers: TransactionTimers = .rfc3261, udp: UDPTransportConfiguration = .init(), tcp: TCPTransportConfiguration = .init()) {
+        public var tls: TLSConfiguration
+        public init(listen: [ListenPoint], timers: TransactionTimers = .rfc3261, udp: UDPTransportConfiguration = .init(),
+                    tcp: TCPTransportConfiguration = .init(), tls: TLSConfiguration = .init()) {
             self.listen = listen
             self.timers = timers
             self.udp = udp
             self.tcp = tcp
+            self.tls = tls
         }
     }
 
@@ -116,6 +125,7 @@ public final class SIPEndpoint: Sendable {
     private let handler: EventHandler
     private let udp: Mutex<[UDPTransport]>
     private let tcp: Mutex<[TCPTransport]>
+    private let tls: Mutex<[TLSTransport]>
     /// The timer thread (also available to the TU for its own timers, e.g. 2xx retransmission).
     public let timerService = TimerService()
 
@@ -125,8 +135,10 @@ public final class SIPEndpoint: Sendable {
         self.handler = EventHandler(handler)
         udp = Mutex([])
         tcp = Mutex([])
+        tls = Mutex([])
         var bound: [UDPTransport] = []
         var listening: [TCPTransport] = []
+        var secure: [TLSTransport] = []
         for point in configuration.listen {
             do {
                 switch point {
@@ -138,22 +150,29 @@ public final class SIPEndpoint: Sendable {
                     listening.append(try TCPTransport(listeningOn: address, configuration: configuration.tcp) { [weak self] event in
                         self?.transportEvent(event, kind: .tcp)
                     })
+                case .tls(let address):
+                    secure.append(try TLSTransport(listeningOn: address, configuration: configuration.tls) { [weak self] event in
+                        self?.transportEvent(event, kind: .tls)
+                    })
                 }
             } catch {
                 for b in bound { b.close() }
                 for l in listening { l.close() }
+                for t in secure { t.close() }
                 timerService.shutdown()
                 throw error
             }
         }
         udp.withLock { $0 = bound }
         tcp.withLock { $0 = listening }
+        tls.withLock { $0 = secure }
     }
 
     /// The addresses actually bound (ephemeral ports resolved).
     public var localAddresses: [SIPPeer] {
         udp.withLock { $0.map { SIPPeer(transport: .udp, address: $0.localAddress) } }
             + tcp.withLock { $0.map { SIPPeer(transport: .tcp, address: $0.localAddress) } }
+            + tls.withLock { $0.map { SIPPeer(transport: .tls, address: $0.localAddress) } }
     }
 
     /// The first bound address of a transport.
@@ -175,12 +194,17 @@ public final class SIPEndpoint: Sendable {
     /// The TCP transports' own counters (connections, framing errors, queued bytes…).
     public var tcpStatistics: [TCPTransportStatistics] { tcp.withLock { $0.map(\.statistics) } }
 
+    /// The TLS transports' own counters (handshakes, failures, connections…).
+    public var tlsStatistics: [TLSTransportStatistics] { tls.withLock { $0.map(\.statistics) } }
+
     /// Closes the sockets and stops the timers. Idempotent.
     public func close() {
         let transports = udp.withLock { t -> [UDPTransport] in defer { t = [] }; return t }
         for t in transports { t.close() }
         let streams = tcp.withLock { t -> [TCPTransport] in defer { t = [] }; return t }
         for t in streams { t.close() }
+        let secure = tls.withLock { t -> [TLSTransport] in defer { t = [] }; return t }
+        for t in secure { t.close() }
         timerService.shutdown()
         handler.active.store(false, ordering: .releasing)
     }
@@ -398,6 +422,7 @@ public final class SIPEndpoint: Sendable {
     /// top Via has no `rport` and names another port, in which case to that port.
     private func send(_ m: SIPMessage, to peer: SIPPeer, transaction: TransactionID?) -> Bool {
         if peer.transport == .tcp { return sendStream(m, to: peer, transaction: transaction) }
+        if peer.transport == .tls { return sendSecure(m, to: peer, transaction: transaction) }
         var destination = peer.address
         if !m.isRequest, let top = m.elementBytes(.via).first, SIPBytes.parameter("rport", in: top) == nil,
            let via = try? Via(bytes: top), let port = via.port, port != destination.port {
@@ -415,6 +440,16 @@ public final class SIPEndpoint: Sendable {
             core.withLock { $0.stats.sendErrors += 1 }
             return false
         }
+    }
+
+    fileprivate func tlsTransport(for address: SocketAddress) -> TLSTransport? {
+        tls.withLock { $0.first(where: { $0.localAddress.isIPv6 == address.isIPv6 }) ?? $0.first }
+    }
+
+    fileprivate func countSendError() { core.withLock { $0.stats.sendErrors += 1 } }
+
+    fileprivate func noteConnecting(_ c: ConnectionID, _ id: TransactionID) {
+        core.withLock { _ = $0.connecting[c, default: []].insert(id) }
     }
 
     /// Over TCP: on the peer's connection when known (responses go back on the request's
@@ -442,6 +477,26 @@ public final class SIPEndpoint: Sendable {
             return true
         } catch {
             core.withLock { $0.stats.sendErrors += 1 }
+            return false
+        }
+    }
+}
+
+extension SIPEndpoint {
+    /// Over TLS: like TCP, with the peer's server name for SNI and certificate verification.
+    fileprivate func sendSecure(_ m: SIPMessage, to peer: SIPPeer, transaction: TransactionID?) -> Bool {
+        guard let t = tlsTransport(for: peer.address) else {
+            countSendError()
+            return false
+        }
+        let bytes = m.serialized()
+        if let c = peer.connection, (try? t.send(bytes, on: c)) != nil { return true }
+        do {
+            let c = try t.send(bytes, to: peer.address, serverName: peer.serverName)
+            if let id = transaction, m.isRequest { noteConnecting(c, id) }
+            return true
+        } catch {
+            countSendError()
             return false
         }
     }

@@ -153,7 +153,7 @@ public final class TCPTransport: Sendable {
 
     /// The connection to `remote` that ``send(_:to:)`` would use, if there is one.
     public func connection(to remote: SocketAddress) -> ConnectionID? {
-        core.state.withLock { $0.byRemote[remote] }
+        core.connectionID(to: remote, serverName: nil)
     }
 
     /// Closes a connection (bytes still queued are dropped); the

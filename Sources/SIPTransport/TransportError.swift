@@ -54,6 +54,10 @@ public enum TransportError: Error, Sendable, Hashable, CustomStringConvertible {
     case connectTimeout(SocketAddress)
     /// The byte stream of a connection could not be framed into SIP messages.
     case framing(SIPParseError)
+    /// TLS failed: a certificate or key could not be loaded, or a handshake or the TLS session
+    /// failed (untrusted or mismatching certificate, a peer speaking something else than TLS,
+    /// an alert from the peer). The text is OpenSSL's error text, or says which check failed.
+    case tls(String)
 
     public var description: String {
         switch self {
@@ -68,6 +72,7 @@ public enum TransportError: Error, Sendable, Hashable, CustomStringConvertible {
         case .sendQueueFull(let id, let limit): return "connection \(id): more than \(limit) bytes waiting to be sent"
         case .connectTimeout(let address): return "connecting to \(address) timed out"
         case .framing(let e): return "framing error: \(e)"
+        case .tls(let reason): return "TLS: \(reason)"
         }
     }
 }

@@ -65,7 +65,8 @@ public enum ConnectionCloseReason: Sendable, Hashable {
     /// Nothing was received or sent for the configured idle timeout.
     case idleTimeout
     /// An error: a framing error (``TransportError/framing(_:)``), a failed or timed-out connect,
-    /// or a failed read or write (``TransportError/system(_:)``).
+    /// a failed read or write (``TransportError/system(_:)``), or a failed TLS handshake or
+    /// session (``TransportError/tls(_:)``).
     case failed(TransportError)
 }
 
@@ -109,7 +110,9 @@ public enum TransportEvent: Sendable {
     case malformed(bytes: [UInt8], source: SocketAddress, error: SIPParseError)
     /// A connection was accepted or established.
     case connectionOpened(ConnectionInfo)
-    /// A connection was closed; bytes still queued for it were dropped.
+    /// A connection was closed; bytes still queued for it were dropped. A connection that failed
+    /// before it was open (a connect started by `send(_:to:)`, a TLS handshake) is reported
+    /// closed without having been reported open.
     case connectionClosed(ConnectionInfo, reason: ConnectionCloseReason)
     /// A CRLFCRLF keep-alive ping arrived on a connection and was answered with CRLF
     /// (RFC 5626 §4.4.1).

@@ -13,7 +13,8 @@ public enum ListenSpec {
         switch parts[0].lowercased() {
         case "udp": return .udp(address)
         case "tcp": return .tcp(address)
-        default: throw ToolError("transport \(parts[0]) is not supported yet (udp, tcp)")
+        case "tls": return .tls(address)
+        default: throw ToolError("transport \(parts[0]) is not supported (udp, tcp, tls)")
         }
     }
 }
@@ -29,9 +30,9 @@ public final class ServeCommand: Sendable {
     public let endpoint: SIPEndpoint
     public let server: AnsweringServer
 
-    public init(listen: [SIPEndpoint.ListenPoint], answer: Int) throws {
+    public init(listen: [SIPEndpoint.ListenPoint], answer: Int, tls: TLSConfiguration = .init()) throws {
         let box = Mutex<AnsweringServer?>(nil)
-        endpoint = try SIPEndpoint(configuration: .init(listen: listen)) { e in box.withLock { $0 }?.handle(e) }
+        endpoint = try SIPEndpoint(configuration: .init(listen: listen, tls: tls)) { e in box.withLock { $0 }?.handle(e) }
         let local = endpoint.localAddresses[0].address
         let host = local.isIPv6 ? "[\(local.ipString)]" : local.ipString
         server = AnsweringServer(answerCode: answer, contact: "sip:switchboard@\(host):\(local.port)")
@@ -64,20 +65,23 @@ public final class ServeCommand: Sendable {
 
 /// `switchboard dial`: place calls (INVITE, ACK, BYE) against a UAS and report the outcome.
 public enum DialCommand {
-    public static func run(target: String, count: Int, rate: Double, listen: SIPEndpoint.ListenPoint, timeout: Duration) async throws -> CallGenerator.Result {
+    public static func run(target: String, count: Int, rate: Double, listen: SIPEndpoint.ListenPoint, timeout: Duration,
+                           tls: TLSConfiguration = .init(), serverName: String? = nil) async throws -> CallGenerator.Result {
         let uri = try SIPURI(target)
         guard case .ipv4 = uri.host else {
             if case .ipv6 = uri.host {} else { throw ToolError("dial needs a numeric host for now (DNS resolution is not built yet)") }
-            return try await place(uri: uri, count: count, rate: rate, listen: listen, timeout: timeout)
+            return try await place(uri: uri, count: count, rate: rate, listen: listen, timeout: timeout, tls: tls, serverName: serverName)
         }
-        return try await place(uri: uri, count: count, rate: rate, listen: listen, timeout: timeout)
+        return try await place(uri: uri, count: count, rate: rate, listen: listen, timeout: timeout, tls: tls, serverName: serverName)
     }
 
-    static func place(uri: SIPURI, count: Int, rate: Double, listen: SIPEndpoint.ListenPoint, timeout: Duration) async throws -> CallGenerator.Result {
-        let endpoint = try SIPEndpoint(configuration: .init(listen: [listen])) { _ in }
+    static func place(uri: SIPURI, count: Int, rate: Double, listen: SIPEndpoint.ListenPoint, timeout: Duration,
+                      tls: TLSConfiguration, serverName: String?) async throws -> CallGenerator.Result {
+        let endpoint = try SIPEndpoint(configuration: .init(listen: [listen], tls: tls)) { _ in }
         defer { endpoint.close() }
         let local = endpoint.localAddresses[0]
-        let peer = SIPPeer(transport: local.transport, address: try SocketAddress(ip: uri.host.address, port: uri.port ?? 5060))
+        let defaultPort: UInt16 = local.transport == .tls ? 5061 : 5060
+        let peer = SIPPeer(transport: local.transport, address: try SocketAddress(ip: uri.host.address, port: uri.port ?? defaultPort), serverName: serverName)
         let gen = CallGenerator(endpoint: endpoint, target: uri, peer: peer, local: local)
         let r = await gen.run(count: count, rate: rate, timeout: timeout)
         if r.finished < count {

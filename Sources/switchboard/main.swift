@@ -2,6 +2,7 @@ import SwitchboardTools
 import ArgumentParser
 import Dispatch
 import SIPRuntime
+import SIPTransport
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -81,10 +82,20 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .long, help: "Stop after this many seconds (default: run until SIGINT/SIGTERM).")
     var duration: Int?
 
+    @Option(name: .long, help: "For tls: listen points, the certificate chain (PEM file).")
+    var cert: String?
+
+    @Option(name: .long, help: "For tls: listen points, the private key (PEM file).")
+    var key: String?
+
     func run() async throws {
         guard (200...699).contains(answer) else { throw ValidationError("--answer must be a final status code (200-699)") }
         let points = try listen.map(ListenSpec.parse)
-        let serve = try ServeCommand(listen: points, answer: answer)
+        if points.contains(where: { if case .tls = $0 { return true } else { return false } }), cert == nil || key == nil {
+            throw ValidationError("a tls: listen point needs --cert and --key")
+        }
+        let tls = TLSConfiguration(certificateChain: cert.map { .file($0) }, privateKey: key.map { .file($0) })
+        let serve = try ServeCommand(listen: points, answer: answer, tls: tls)
         for p in serve.endpoint.localAddresses { print("listening on \(p)") }
         let stop = StopSignal()
         var previous = serve.snapshot()
@@ -136,14 +147,22 @@ struct Dial: AsyncParsableCommand {
     @Option(name: .long, help: "New calls per second.")
     var rate: Double = 10
 
-    @Option(name: .long, help: "Local address: udp:HOST:PORT (port 0 = any).")
+    @Option(name: .long, help: "Local address: udp:HOST:PORT, tcp:… or tls:… (port 0 = any); its transport carries the calls.")
     var listen: String = "udp:127.0.0.1:0"
+
+    @Option(name: .long, help: "For TLS: trusted CA certificates (PEM file); the system store when absent.")
+    var ca: String?
+
+    @Option(name: .long, help: "For TLS: the name to verify the server certificate against (default: the target's address).")
+    var serverName: String?
 
     @Option(name: .long, help: "Give up after this many seconds.")
     var timeout: Int = 60
 
     func run() async throws {
-        let result = try await DialCommand.run(target: target, count: count, rate: rate, listen: try ListenSpec.parse(listen), timeout: .seconds(timeout))
+        let tls = TLSConfiguration(trustedCertificates: ca.map { [.file($0)] } ?? [])
+        let result = try await DialCommand.run(target: target, count: count, rate: rate, listen: try ListenSpec.parse(listen), timeout: .seconds(timeout),
+                                               tls: tls, serverName: serverName)
         print("calls: \(result.started) started, \(result.succeeded) succeeded, \(result.failed) failed")
         for (reason, n) in result.failures.sorted(by: { $0.key < $1.key }) { print("  \(reason): \(n)") }
         if result.succeeded != count { throw ExitCode(1) }
