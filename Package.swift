@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "SIPSimulation", targets: ["SIPSimulation"]),
         .library(name: "SIPRuntime", targets: ["SIPRuntime"]),
         .library(name: "SIPTransport", targets: ["SIPTransport"]),
+        .library(name: "SIPResolver", targets: ["SIPResolver"]),
         .executable(name: "switchboard", targets: ["switchboard"]),
     ],
     dependencies: [
@@ -31,10 +32,12 @@ let package = Package(
         .target(name: "COpenSSL", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
         // UDP, TCP and TLS sockets for SIP: batched datagram I/O, stream framing, keep-alives.
         .target(name: "SIPTransport", dependencies: ["SIPMessage", "CSocket", "COpenSSL"]),
+        // DNS messages, a UDP/TCP DNS client and RFC 3263 server location for SIP URIs.
+        .target(name: "SIPResolver", dependencies: ["SIPMessage"]),
         // The live runtime: transports + transaction layer + wall-clock timers.
         .target(name: "SIPRuntime", dependencies: ["SIPMessage", "SIPTransaction", "SIPTransport"]),
         // The logic behind the command-line tool, kept in a library so tests drive it directly.
-        .target(name: "SwitchboardTools", dependencies: ["SIPMessage", "SDP", "SIPTransaction", "SIPTransport", "SIPRuntime"]),
+        .target(name: "SwitchboardTools", dependencies: ["SIPMessage", "SDP", "SIPTransaction", "SIPTransport", "SIPRuntime", "SIPResolver"]),
         .executableTarget(
             name: "switchboard",
             dependencies: [
@@ -50,6 +53,7 @@ let package = Package(
         .testTarget(name: "SIPRuntimeTests", dependencies: ["SIPRuntime", "SIPTransaction", "SIPTransport", "SIPMessage"]),
         .testTarget(name: "SIPSimulationTests", dependencies: ["SIPSimulation", "SIPTransaction", "SIPMessage"]),
         .testTarget(name: "SIPTransportTests", dependencies: ["SIPTransport", "SIPMessage"]),
+        .testTarget(name: "SIPResolverTests", dependencies: ["SIPResolver", "SIPMessage"]),
         .testTarget(name: "SwitchboardToolsTests", dependencies: ["SwitchboardTools", "SIPMessage", "SDP", "SIPRuntime", "SIPTransport"]),
     ],
     swiftLanguageModes: [.v6]

@@ -3,6 +3,7 @@ import SIPMessage
 import SIPRuntime
 import SIPTransaction
 import SIPTransport
+import SIPResolver
 
 /// Parses `udp:127.0.0.1:5060` / `udp:[::1]:5060` listen specifications.
 public enum ListenSpec {
@@ -66,22 +67,31 @@ public final class ServeCommand: Sendable {
 /// `switchboard dial`: place calls (INVITE, ACK, BYE) against a UAS and report the outcome.
 public enum DialCommand {
     public static func run(target: String, count: Int, rate: Double, listen: SIPEndpoint.ListenPoint, timeout: Duration,
-                           tls: TLSConfiguration = .init(), serverName: String? = nil) async throws -> CallGenerator.Result {
+                           tls: TLSConfiguration = .init(), serverName: String? = nil,
+                           dns: DNSClientConfiguration = .system()) async throws -> CallGenerator.Result {
         let uri = try SIPURI(target)
-        guard case .ipv4 = uri.host else {
-            if case .ipv6 = uri.host {} else { throw ToolError("dial needs a numeric host for now (DNS resolution is not built yet)") }
-            return try await place(uri: uri, count: count, rate: rate, listen: listen, timeout: timeout, tls: tls, serverName: serverName)
+        return try await place(uri: uri, count: count, rate: rate, listen: listen, timeout: timeout, tls: tls, serverName: serverName, dns: dns)
+    }
+
+    /// Where to send: RFC 3263 (numeric hosts as they are; names through /etc/hosts, NAPTR, SRV
+    /// and A/AAAA), keeping the first target over the local transport.
+    static func locate(_ uri: SIPURI, transport: TransportKind, dns: DNSClientConfiguration) async throws -> (SocketAddress, String?) {
+        let wanted: ResolvedTarget.Transport = transport == .tls ? .tls : transport == .tcp ? .tcp : .udp
+        let locator = SIPServerLocator(lookup: DNSClient(configuration: dns), configuration: .init(transports: [wanted]))
+        let targets = try await locator.resolve(uri)
+        guard let t = targets.first(where: { $0.transport == wanted }) else {
+            throw ToolError("no \(wanted) target found for \(uri)")
         }
-        return try await place(uri: uri, count: count, rate: rate, listen: listen, timeout: timeout, tls: tls, serverName: serverName)
+        return (try SocketAddress(ip: t.address, port: t.port), t.serverName)
     }
 
     static func place(uri: SIPURI, count: Int, rate: Double, listen: SIPEndpoint.ListenPoint, timeout: Duration,
-                      tls: TLSConfiguration, serverName: String?) async throws -> CallGenerator.Result {
+                      tls: TLSConfiguration, serverName: String?, dns: DNSClientConfiguration) async throws -> CallGenerator.Result {
         let endpoint = try SIPEndpoint(configuration: .init(listen: [listen], tls: tls)) { _ in }
         defer { endpoint.close() }
         let local = endpoint.localAddresses[0]
-        let defaultPort: UInt16 = local.transport == .tls ? 5061 : 5060
-        let peer = SIPPeer(transport: local.transport, address: try SocketAddress(ip: uri.host.address, port: uri.port ?? defaultPort), serverName: serverName)
+        let (address, name) = try await locate(uri, transport: local.transport, dns: dns)
+        let peer = SIPPeer(transport: local.transport, address: address, serverName: serverName ?? name)
         let gen = CallGenerator(endpoint: endpoint, target: uri, peer: peer, local: local)
         let r = await gen.run(count: count, rate: rate, timeout: timeout)
         if r.finished < count {

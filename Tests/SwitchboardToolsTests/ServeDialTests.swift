@@ -25,4 +25,15 @@ struct ServeDialTests {
         #expect(serve.server.statistics.byes == 50)
         #expect(serve.summary().contains("invites=50 acks=50 byes=50"))
     }
+
+    @Test(.timeLimit(.minutes(1)))
+    func dialResolvesHostNames() async throws {
+        // "localhost" with an explicit port: RFC 3263 takes A/AAAA only, answered from /etc/hosts.
+        let serve = try ServeCommand(listen: [try ListenSpec.parse("udp:127.0.0.1:0")], answer: 200)
+        defer { serve.endpoint.close() }
+        let port = try #require(serve.endpoint.localAddresses.first).address.port
+        let r = try await DialCommand.run(target: "sip:test@localhost:\(port)", count: 5, rate: 100,
+                                          listen: try ListenSpec.parse("udp:127.0.0.1:0"), timeout: .seconds(20))
+        #expect(r.succeeded == 5, "\(r.failures)")
+    }
 }
