@@ -1,3 +1,11 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#elseif canImport(Musl)
+import Musl
+#endif
+
 /// Splits a header value at commas outside quoted strings and angle brackets, trimming white
 /// space around each element. Empty elements are kept so decoders can reject them.
 func splitHeaderList(_ bytes: ArraySlice<UInt8>) -> [ArraySlice<UInt8>] {
@@ -174,7 +182,12 @@ func findParameter(_ bytes: ArraySlice<UInt8>, from: Int, name: StaticString) ->
         let nameLength = name.utf8CodeUnitCount
         let namePtr = name.utf8Start
         while i < end {
-            // The next ';' outside quotes.
+            // The next ';' outside quotes. Fast path: when no quote and no comma comes before
+            // the next ';', jump straight to it.
+            if let semi = memchrIndex(p, 0x3B, i, end), memchrIndex(p, 0x22, i, semi) == nil {
+                if memchrIndex(p, 0x2C, i, semi) != nil { return nil }
+                i = semi
+            }
             var inQuotes = false
             while i < end {
                 let b = p[i]
@@ -228,4 +241,11 @@ public enum SIPBytes {
     public static func parameter(_ name: StaticString, in element: ArraySlice<UInt8>) -> ArraySlice<UInt8>? {
         findParameter(element, from: element.startIndex, name: name)
     }
+}
+
+/// The index of the first `byte` in `p[from..<to]`, by `memchr`.
+@inline(__always)
+func memchrIndex(_ p: UnsafeBufferPointer<UInt8>, _ byte: UInt8, _ from: Int, _ to: Int) -> Int? {
+    guard from < to, let base = p.baseAddress, let hit = memchr(base + from, Int32(byte), to - from) else { return nil }
+    return base.distance(to: hit.assumingMemoryBound(to: UInt8.self))
 }

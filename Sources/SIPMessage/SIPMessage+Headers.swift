@@ -25,6 +25,9 @@ extension SIPMessage {
         guard let v = firstValueBytes(h) else { return nil }
         // The header's parameters start after '>' when the URI is bracketed.
         let from: Int = v.withUnsafeBufferPointer { p in
+            // Fast path: a '>' with no quote before it.
+            if let gt = memchrIndex(p, 0x3E, 0, p.count), memchrIndex(p, 0x22, 0, gt) == nil { return gt + 1 }
+            if memchrIndex(p, 0x3E, 0, p.count) == nil { return 0 }
             var i = 0, inQ = false
             while i < p.count {
                 let b = p[i]
