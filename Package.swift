@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "SIPRuntime", targets: ["SIPRuntime"]),
         .library(name: "SIPTransport", targets: ["SIPTransport"]),
         .library(name: "SIPResolver", targets: ["SIPResolver"]),
+        .library(name: "SIPAuth", targets: ["SIPAuth"]),
         .executable(name: "switchboard", targets: ["switchboard"]),
     ],
     dependencies: [
@@ -34,6 +35,8 @@ let package = Package(
         .target(name: "SIPTransport", dependencies: ["SIPMessage", "CSocket", "COpenSSL"]),
         // DNS messages, a UDP/TCP DNS client and RFC 3263 server location for SIP URIs.
         .target(name: "SIPResolver", dependencies: ["SIPMessage"]),
+        // HTTP Digest for SIP (RFC 3261 §22, RFC 7616, RFC 8760): client answers, server checks; no I/O.
+        .target(name: "SIPAuth", dependencies: ["SIPMessage", "COpenSSL"]),
         // The live runtime: transports + transaction layer + wall-clock timers.
         .target(name: "SIPRuntime", dependencies: ["SIPMessage", "SIPTransaction", "SIPTransport"]),
         // The logic behind the command-line tool, kept in a library so tests drive it directly.
@@ -54,6 +57,7 @@ let package = Package(
         .testTarget(name: "SIPSimulationTests", dependencies: ["SIPSimulation", "SIPTransaction", "SIPMessage"]),
         .testTarget(name: "SIPTransportTests", dependencies: ["SIPTransport", "SIPMessage"]),
         .testTarget(name: "SIPResolverTests", dependencies: ["SIPResolver", "SIPMessage"]),
+        .testTarget(name: "SIPAuthTests", dependencies: ["SIPAuth", "SIPMessage"]),
         .testTarget(name: "SwitchboardToolsTests", dependencies: ["SwitchboardTools", "SIPMessage", "SDP", "SIPRuntime", "SIPTransport"]),
     ],
     swiftLanguageModes: [.v6]

@@ -118,3 +118,19 @@ int cs_x509_common_name(X509 *cert, int index, char *buf, size_t buflen) {
     OPENSSL_free(utf8);
     return result;
 }
+
+int co_digest(const char *name, const uint8_t *data, size_t len, uint8_t *out, unsigned *outlen) {
+    const EVP_MD *md = EVP_get_digestbyname(name);
+    if (md == NULL) return 0;
+    unsigned int n = 0;
+    if (EVP_Digest(data, len, out, &n, md, NULL) != 1) return 0;
+    *outlen = n;
+    return 1;
+}
+
+int co_hmac_sha256(const uint8_t *key, size_t keylen, const uint8_t *data, size_t len, uint8_t *out) {
+    static const uint8_t empty = 0;
+    unsigned int n = 0;
+    if (HMAC(EVP_sha256(), keylen > 0 ? key : &empty, (int)keylen, len > 0 ? data : &empty, len, out, &n) == NULL) return 0;
+    return n == 32 ? 1 : 0;
+}

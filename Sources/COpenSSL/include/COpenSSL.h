@@ -11,8 +11,11 @@
 #define SWITCHBOARD_COPENSSL_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <openssl/bio.h>
 #include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -62,6 +65,14 @@ int cs_x509_san_entry(X509 *cert, int index, char *buf, size_t buflen);
 /* The `index`-th commonName of the subject, as UTF-8, NUL-terminated in `buf`. Returns its
  * length, or -1 when there is no such entry, it does not fit, or it holds a NUL byte. */
 int cs_x509_common_name(X509 *cert, int index, char *buf, size_t buflen);
+
+/* One-shot message digest (used by SIPAuth): `name` is an OpenSSL digest name ("MD5", "SHA256",
+ * "SHA512-256"). Writes the digest to `out` (room for EVP_MAX_MD_SIZE bytes) and its length to
+ * `outlen`. Returns 1 on success, 0 when the digest is unknown or fails. */
+int co_digest(const char *name, const uint8_t *data, size_t len, uint8_t *out, unsigned *outlen);
+
+/* One-shot HMAC-SHA-256 of `data` under `key`; writes 32 bytes to `out`. Returns 1 on success. */
+int co_hmac_sha256(const uint8_t *key, size_t keylen, const uint8_t *data, size_t len, uint8_t *out);
 
 #ifdef __cplusplus
 }
