@@ -1,0 +1,228 @@
+import SIPMessage
+
+/// Identifies a dialog (RFC 3261 §12): Call-ID, local tag and remote tag, as seen from this
+/// side.
+public struct DialogID: Hashable, Sendable, CustomStringConvertible {
+    public var callID: String
+    public var localTag: String
+    public var remoteTag: String
+
+    public init(callID: String, localTag: String, remoteTag: String) {
+        self.callID = callID
+        self.localTag = localTag
+        self.remoteTag = remoteTag
+    }
+
+    /// The ID of the dialog an incoming request belongs to, from the UAS side of it (the To tag
+    /// is ours, the From tag the peer's); `nil` outside a dialog.
+    public init?(incoming request: SIPMessage) {
+        guard let id = request.callID, let to = request.toTag, let from = request.fromTag else { return nil }
+        self.init(callID: id, localTag: to, remoteTag: from)
+    }
+
+    /// The ID of the dialog a response to our request belongs to (From tag ours, To tag theirs).
+    public init?(response: SIPMessage) {
+        guard let id = response.callID, let from = response.fromTag, let to = response.toTag else { return nil }
+        self.init(callID: id, localTag: from, remoteTag: to)
+    }
+
+    public var description: String { "\(callID);local=\(localTag);remote=\(remoteTag)" }
+}
+
+/// Why a dialog could not be made or a request was refused.
+public enum DialogError: Error, Sendable, Hashable {
+    /// The message lacks what a dialog needs (a tag, a Contact, a CSeq…).
+    case missing(String)
+    /// A header needed by the dialog does not parse.
+    case malformed(SIPParseError)
+    /// RFC 3261 §12.2.2: a request whose CSeq is lower than the last one received (answer 500).
+    case outOfOrder(received: UInt32, last: UInt32)
+    /// The request does not belong to this dialog (answer 481).
+    case notThisDialog
+}
+
+/// The state of one dialog (RFC 3261 §12), a value type with no I/O: created from the
+/// dialog-forming request and a response, it builds the requests sent inside the dialog and
+/// checks the requests received.
+public struct Dialog: Sendable, Hashable {
+    public enum State: Sendable, Hashable { case early, confirmed, terminated }
+
+    public private(set) var id: DialogID
+    public private(set) var state: State
+    /// Our URI and tag (From of our requests).
+    public private(set) var localParty: NameAddress
+    /// The peer's URI (To of our requests), with its tag.
+    public private(set) var remoteParty: NameAddress
+    /// The peer's Contact: the Request-URI of our requests (§12.1.1/§12.1.2).
+    public private(set) var remoteTarget: URI
+    /// The route set, in the order our requests carry it.
+    public private(set) var routeSet: [NameAddress]
+    /// The CSeq of our last request in the dialog; `nil` until we send one (UAS).
+    public private(set) var localSequence: UInt32?
+    /// The CSeq of the peer's last request; `nil` until one arrives (UAC).
+    public private(set) var remoteSequence: UInt32?
+    /// Whether the dialog is secure (a SIPS Request-URI over TLS).
+    public let secure: Bool
+    /// Whether we created the dialog by sending the request.
+    public let isUAC: Bool
+
+    // MARK: Creation
+
+    /// A dialog created by our request and the peer's response with a To tag (§12.1.2): a 1xx
+    /// makes it early, a 2xx confirmed. The route set is the response's Record-Route reversed.
+    public init(uacRequest request: SIPMessage, response: SIPMessage) throws(DialogError) {
+        guard let code = response.statusCode, (101..<300).contains(code) else { throw .missing("a 101-299 response") }
+        guard let dialogID = DialogID(response: response) else { throw .missing("From tag, To tag and Call-ID") }
+        do {
+            localParty = try request.from()
+            remoteParty = try response.to()
+            routeSet = try response.recordRoute().reversed()
+            let cs = try request.cseq()
+            localSequence = cs.sequence
+            guard let contact = try response.contact()?.addresses.first else {
+                throw DialogError.missing("Contact in the response")
+            }
+            remoteTarget = contact.uri
+            let r = try request.requestURI()
+            secure = r.scheme == "sips"
+        } catch let e as SIPParseError {
+            throw .malformed(e)
+        } catch let e as DialogError {
+            throw e
+        } catch {
+            throw .missing("\(error)")
+        }
+        id = dialogID
+        state = code < 200 ? .early : .confirmed
+        remoteSequence = nil
+        isUAC = true
+    }
+
+    /// A dialog created by the peer's request and our response carrying our To tag (§12.1.1).
+    /// The route set is the request's Record-Route in order; the remote sequence is its CSeq.
+    public init(uasRequest request: SIPMessage, response: SIPMessage) throws(DialogError) {
+        guard let code = response.statusCode, (101..<300).contains(code) else { throw .missing("a 101-299 response") }
+        guard let callID = request.callID, let remoteTag = request.fromTag, let localTag = response.toTag else {
+            throw .missing("Call-ID, From tag and our To tag")
+        }
+        do {
+            localParty = try response.to()
+            remoteParty = try request.from()
+            routeSet = try request.recordRoute()
+            remoteSequence = try request.cseq().sequence
+            guard let contact = try request.contact()?.addresses.first else { throw DialogError.missing("Contact in the request") }
+            remoteTarget = contact.uri
+            secure = try request.requestURI().scheme == "sips"
+        } catch let e as SIPParseError {
+            throw .malformed(e)
+        } catch let e as DialogError {
+            throw e
+        } catch {
+            throw .missing("\(error)")
+        }
+        id = DialogID(callID: callID, localTag: localTag, remoteTag: remoteTag)
+        state = code < 200 ? .early : .confirmed
+        localSequence = nil
+        isUAC = false
+    }
+
+    // MARK: Updates
+
+    /// A 2xx confirms an early dialog; as UAC its Contact and Record-Route replace the early
+    /// ones (§12.1.2, §13.2.2.4).
+    public mutating func confirm(with response: SIPMessage) throws(DialogError) {
+        guard state != .terminated else { return }
+        if isUAC {
+            do {
+                if let contact = try response.contact()?.addresses.first { remoteTarget = contact.uri }
+                let rr = try response.recordRoute()
+                if !rr.isEmpty { routeSet = rr.reversed() }
+                remoteParty = try response.to()
+            } catch {
+                throw .malformed(error)
+            }
+        }
+        state = .confirmed
+    }
+
+    /// Ends the dialog (BYE sent or received, or a failure for an early dialog).
+    public mutating func terminate() { state = .terminated }
+
+    /// Checks a request received in this dialog (§12.2.2): it must belong to it and its CSeq
+    /// must not go back; a target-refresh request (re-INVITE, UPDATE, and the other methods
+    /// RFC 6665 names) with a Contact moves the remote target.
+    public mutating func receive(_ request: SIPMessage) throws(DialogError) {
+        guard DialogID(incoming: request) == id else { throw .notThisDialog }
+        let seq: UInt32
+        do { seq = try request.cseq().sequence } catch { throw .malformed(error) }
+        let method = request.method
+        if method != .ack && method != .cancel {
+            if let last = remoteSequence, seq < last { throw .outOfOrder(received: seq, last: last) }
+            remoteSequence = seq
+        }
+        if method == .invite || method == .update || method == .subscribe || method == .notify || method == .refer {
+            do {
+                if let contact = try request.contact()?.addresses.first { remoteTarget = contact.uri }
+            } catch {
+                throw .malformed(error)
+            }
+        }
+        if method == .bye { state = .terminated }
+    }
+
+    // MARK: Building requests
+
+    /// The Request-URI and Route headers for a request in the dialog (§12.2.1.1): with a loose
+    /// router first (`lr`), the remote target and the route set as is; with a strict router,
+    /// that router's URI as Request-URI and the remote target appended to the route set.
+    public var requestTarget: (requestURI: URI, route: [NameAddress]) {
+        guard let first = routeSet.first else { return (remoteTarget, []) }
+        if first.sipURI?.isLooseRouting ?? false { return (remoteTarget, routeSet) }
+        var strippedFirst = first.uri
+        if case .sip(var u) = first.uri {
+            u.parameters.remove("method")
+            u.headers = []
+            strippedFirst = .sip(u)
+        }
+        return (strippedFirst, Array(routeSet.dropFirst()) + [NameAddress(uri: remoteTarget)])
+    }
+
+    /// Builds a request in the dialog: Request-URI and Route from ``requestTarget``, From/To
+    /// with the dialog's tags, Call-ID, a CSeq one above the last local one (§12.2.1.1), Max-
+    /// Forwards, and the given top Via. ACK and CANCEL must not use this (they reuse the CSeq of
+    /// the request they belong to): see ``makeAck(for:via:)``.
+    public mutating func makeRequest(_ method: SIPMethod, via: Via, contact: NameAddress? = nil) throws(DialogError) -> SIPMessage {
+        precondition(method != .ack && method != .cancel, "ACK and CANCEL reuse the CSeq of their request")
+        // A UAS sending its first request in the dialog starts at 1 (any value below 2^31 is
+        // allowed, §8.1.1.5; a fixed one keeps simulations reproducible).
+        let next = localSequence.map { $0 &+ 1 } ?? 1
+        localSequence = next
+        return try build(method, cseq: next, via: via, contact: contact)
+    }
+
+    /// The ACK for a 2xx to an INVITE sent in (or creating) the dialog (§13.2.2.4): same CSeq
+    /// number as the INVITE, method ACK, routed like any request of the dialog.
+    public func makeAck(for invite: SIPMessage, via: Via) throws(DialogError) -> SIPMessage {
+        let seq: UInt32
+        do { seq = try invite.cseq().sequence } catch { throw .malformed(error) }
+        return try build(.ack, cseq: seq, via: via, contact: nil)
+    }
+
+    private func build(_ method: SIPMethod, cseq: UInt32, via: Via, contact: NameAddress?) throws(DialogError) -> SIPMessage {
+        let target = requestTarget
+        do {
+            var m = try SIPMessage(method: method, uri: target.requestURI)
+            try m.append(.via, via)
+            try m.append(.maxForwards, "70")
+            for r in target.route { try m.append(.route, r) }
+            try m.append(.from, localParty)
+            try m.append(.to, remoteParty)
+            try m.append(.callID, id.callID)
+            try m.append(.cseq, CSeq(cseq, method))
+            if let c = contact { try m.append(.contact, c) }
+            return m
+        } catch {
+            throw .malformed(error)
+        }
+    }
+}

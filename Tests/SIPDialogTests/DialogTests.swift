@@ -1,0 +1,196 @@
+import Testing
+import SIPMessage
+@testable import SIPDialog
+
+/// Parses text whose line ends are LF or CRLF (written as CRLF on the wire).
+func msg(_ s: String) -> SIPMessage {
+    var out = ""
+    for c in s.unicodeScalars where c != "\r" { if c == "\n" { out += "\r\n" } else { out.unicodeScalars.append(c) } }
+    return try! SIPMessage(bytes: Array(out.utf8))
+}
+
+/// The call flow of RFC 3261 §24.2: Alice calls Bob through two record-routing proxies.
+enum Flow {
+    static let invite = msg("""
+    INVITE sip:bob@biloxi.example.com SIP/2.0
+    Via: SIP/2.0/UDP pc33.atlanta.example.com;branch=z9hG4bK74bf9
+    Max-Forwards: 70
+    From: Alice <sip:alice@atlanta.example.com>;tag=9fxced76sl
+    To: Bob <sip:bob@biloxi.example.com>
+    Call-ID: 3848276298220188511@atlanta.example.com
+    CSeq: 1 INVITE
+    Contact: <sip:alice@client.atlanta.example.com;transport=tcp>
+    Content-Length: 0
+
+
+    """)
+
+    /// The INVITE as Bob receives it, with both proxies' Record-Route.
+    static let inviteAtBob = msg("""
+    INVITE sip:bob@client.biloxi.example.com SIP/2.0
+    Via: SIP/2.0/TCP ss2.biloxi.example.com:5060;branch=z9hG4bK721e4.1
+    Via: SIP/2.0/TCP ss1.atlanta.example.com:5060;branch=z9hG4bK2d4790.1
+    Via: SIP/2.0/UDP pc33.atlanta.example.com;branch=z9hG4bK74bf9
+    Max-Forwards: 68
+    Record-Route: <sip:ss2.biloxi.example.com;lr>, <sip:ss1.atlanta.example.com;lr>
+    From: Alice <sip:alice@atlanta.example.com>;tag=9fxced76sl
+    To: Bob <sip:bob@biloxi.example.com>
+    Call-ID: 3848276298220188511@atlanta.example.com
+    CSeq: 1 INVITE
+    Contact: <sip:alice@client.atlanta.example.com;transport=tcp>
+    Content-Length: 0
+
+
+    """)
+
+    static let ok = msg("""
+    SIP/2.0 200 OK
+    Via: SIP/2.0/UDP pc33.atlanta.example.com;branch=z9hG4bK74bf9;received=192.0.2.101
+    Record-Route: <sip:ss2.biloxi.example.com;lr>, <sip:ss1.atlanta.example.com;lr>
+    From: Alice <sip:alice@atlanta.example.com>;tag=9fxced76sl
+    To: Bob <sip:bob@biloxi.example.com>;tag=314159
+    Call-ID: 3848276298220188511@atlanta.example.com
+    CSeq: 1 INVITE
+    Contact: <sip:bob@client.biloxi.example.com;transport=tcp>
+    Content-Length: 0
+
+
+    """)
+}
+
+@Suite("Dialogs (RFC 3261 §12)")
+struct DialogTests {
+    let via = try! Via("SIP/2.0/TCP client.atlanta.example.com:5060;branch=z9hG4bKnew")
+
+    @Test func uacDialogFromTheTwoHundred() throws {
+        var d = try Dialog(uacRequest: Flow.invite, response: Flow.ok)
+        #expect(d.state == .confirmed)
+        #expect(d.isUAC)
+        #expect(d.id == DialogID(callID: "3848276298220188511@atlanta.example.com", localTag: "9fxced76sl", remoteTag: "314159"))
+        #expect(d.remoteTarget.description == "sip:bob@client.biloxi.example.com;transport=tcp")
+        // The UAC reverses the Record-Route.
+        #expect(d.routeSet.map { $0.uri.description } == ["sip:ss1.atlanta.example.com;lr", "sip:ss2.biloxi.example.com;lr"])
+        #expect(d.localSequence == 1)
+        #expect(d.remoteSequence == nil)
+        let bye = try d.makeRequest(.bye, via: via)
+        #expect(bye.requestURIText == "sip:bob@client.biloxi.example.com;transport=tcp")
+        #expect(try bye.route().map { $0.uri.description } == ["sip:ss1.atlanta.example.com;lr", "sip:ss2.biloxi.example.com;lr"])
+        #expect(try bye.cseq() == CSeq(2, .bye))
+        #expect(bye.fromTag == "9fxced76sl")
+        #expect(bye.toTag == "314159")
+        #expect(bye.callID == "3848276298220188511@atlanta.example.com")
+        try bye.validate()
+        let ack = try d.makeAck(for: Flow.invite, via: via)
+        #expect(try ack.cseq() == CSeq(1, .ack))
+        #expect(ack.requestURIText == bye.requestURIText)
+        #expect(d.localSequence == 2)
+    }
+
+    @Test func uasDialogKeepsTheRecordRouteOrder() throws {
+        var response = SIPMessage(responseTo: Flow.inviteAtBob, statusCode: 200, toTag: "314159")
+        try response.append(.contact, "<sip:bob@client.biloxi.example.com;transport=tcp>")
+        var d = try Dialog(uasRequest: Flow.inviteAtBob, response: response)
+        #expect(!d.isUAC)
+        #expect(d.id == DialogID(callID: "3848276298220188511@atlanta.example.com", localTag: "314159", remoteTag: "9fxced76sl"))
+        #expect(d.routeSet.map { $0.uri.description } == ["sip:ss2.biloxi.example.com;lr", "sip:ss1.atlanta.example.com;lr"])
+        #expect(d.remoteTarget.description == "sip:alice@client.atlanta.example.com;transport=tcp")
+        #expect(d.remoteSequence == 1)
+        // Bob's BYE: From is Bob with his tag, To is Alice with hers, CSeq starts fresh.
+        let bye = try d.makeRequest(.bye, via: via)
+        #expect(bye.fromTag == "314159")
+        #expect(bye.toTag == "9fxced76sl")
+        #expect(try bye.cseq() == CSeq(1, .bye))
+        #expect(bye.requestURIText == "sip:alice@client.atlanta.example.com;transport=tcp")
+    }
+
+    @Test func strictRouterGetsTheRequestURI() throws {
+        let ok = msg("""
+        SIP/2.0 200 OK
+        Via: SIP/2.0/UDP a;branch=z9hG4bK1
+        Record-Route: <sip:strict.example.com>, <sip:loose.example.com;lr>
+        From: <sip:a@a>;tag=1
+        To: <sip:b@b>;tag=2
+        Call-ID: strict
+        CSeq: 1 INVITE
+        Contact: <sip:b@10.0.0.2>
+        Content-Length: 0
+
+
+        """)
+        let invite = msg("INVITE sip:b@b SIP/2.0\nVia: SIP/2.0/UDP a;branch=z9hG4bK1\nFrom: <sip:a@a>;tag=1\nTo: <sip:b@b>\nCall-ID: strict\nCSeq: 1 INVITE\nContact: <sip:a@10.0.0.1>\n\n")
+        var d = try Dialog(uacRequest: invite, response: ok)
+        // Reversed: loose first, so the remote target stays the Request-URI.
+        #expect(d.requestTarget.requestURI.description == "sip:b@10.0.0.2")
+        let m = try d.makeRequest(.info, via: via)
+        #expect(try m.route().count == 2)
+        // With the strict router first: its URI becomes the Request-URI, the target goes last.
+        let ok2 = msg(String(decoding: ok.serialized(), as: UTF8.self).replacingOccurrences("<sip:strict.example.com>, <sip:loose.example.com;lr>", "<sip:loose.example.com;lr>, <sip:strict.example.com>"))
+        let d2 = try Dialog(uacRequest: invite, response: ok2)
+        let t = d2.requestTarget
+        #expect(t.requestURI.description == "sip:strict.example.com")
+        #expect(t.route.map { $0.uri.description } == ["sip:loose.example.com;lr", "sip:b@10.0.0.2"])
+    }
+
+    @Test func earlyDialogIsConfirmedByTheTwoHundred() throws {
+        let ringing = msg(String(decoding: Flow.ok.serialized(), as: UTF8.self)
+            .replacingOccurrences("SIP/2.0 200 OK", "SIP/2.0 180 Ringing")
+            .replacingOccurrences("client.biloxi", "early.biloxi"))
+        var d = try Dialog(uacRequest: Flow.invite, response: ringing)
+        #expect(d.state == .early)
+        #expect(d.remoteTarget.description.contains("early.biloxi"))
+        try d.confirm(with: Flow.ok)
+        #expect(d.state == .confirmed)
+        #expect(d.remoteTarget.description == "sip:bob@client.biloxi.example.com;transport=tcp")
+    }
+
+    @Test func receivedRequestsFollowSection1222() throws {
+        var d = try Dialog(uacRequest: Flow.invite, response: Flow.ok)
+        func fromBob(_ method: String, cseq: Int, contact: String? = nil, toTag: String = "9fxced76sl") -> SIPMessage {
+            msg("""
+            \(method) sip:alice@client.atlanta.example.com SIP/2.0
+            Via: SIP/2.0/TCP client.biloxi.example.com;branch=z9hG4bKb\(cseq)
+            From: Bob <sip:bob@biloxi.example.com>;tag=314159
+            To: Alice <sip:alice@atlanta.example.com>;tag=\(toTag)
+            Call-ID: 3848276298220188511@atlanta.example.com
+            CSeq: \(cseq) \(method)
+            \(contact.map { "Contact: <\($0)>" } ?? "Max-Forwards: 70")
+            Content-Length: 0
+
+
+            """)
+        }
+        try d.receive(fromBob("INFO", cseq: 10))
+        #expect(d.remoteSequence == 10)
+        #expect(throws: DialogError.outOfOrder(received: 9, last: 10)) { try d.receive(fromBob("INFO", cseq: 9)) }
+        #expect(throws: DialogError.notThisDialog) { try d.receive(fromBob("INFO", cseq: 11, toTag: "someone-else")) }
+        // A re-INVITE with a new Contact refreshes the remote target.
+        try d.receive(fromBob("INVITE", cseq: 11, contact: "sip:bob@198.51.100.9:5070"))
+        #expect(d.remoteTarget.description == "sip:bob@198.51.100.9:5070")
+        // An INFO's Contact does not.
+        try d.receive(fromBob("INFO", cseq: 12, contact: "sip:ignored@x"))
+        #expect(d.remoteTarget.description == "sip:bob@198.51.100.9:5070")
+        try d.receive(fromBob("BYE", cseq: 13))
+        #expect(d.state == .terminated)
+    }
+
+    @Test func missingPiecesAreTypedErrors() {
+        let noTag = msg(String(decoding: Flow.ok.serialized(), as: UTF8.self).replacingOccurrences(";tag=314159", ""))
+        #expect(throws: DialogError.missing("From tag, To tag and Call-ID")) { _ = try Dialog(uacRequest: Flow.invite, response: noTag) }
+        let noContact = msg(String(decoding: Flow.ok.serialized(), as: UTF8.self).replacingOccurrences("Contact: <sip:bob@client.biloxi.example.com;transport=tcp>\r\n", ""))
+        #expect(throws: DialogError.missing("Contact in the response")) { _ = try Dialog(uacRequest: Flow.invite, response: noContact) }
+        let failure = SIPMessage(responseTo: Flow.invite, statusCode: 486, toTag: "x")
+        #expect(throws: DialogError.missing("a 101-299 response")) { _ = try Dialog(uacRequest: Flow.invite, response: failure) }
+    }
+}
+
+extension String {
+    func replacingOccurrences(_ a: String, _ b: String) -> String {
+        var out = ""
+        var rest = self[...]
+        while let r = rest.firstRange(of: a) {
+            out += rest[..<r.lowerBound] + b
+            rest = rest[r.upperBound...]
+        }
+        return out + rest
+    }
+}
