@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "SIPRuntime", targets: ["SIPRuntime"]),
         .library(name: "SIPTransport", targets: ["SIPTransport"]),
         .library(name: "SIPResolver", targets: ["SIPResolver"]),
+        .library(name: "PacketCapture", targets: ["PacketCapture"]),
         .library(name: "SIPAuth", targets: ["SIPAuth"]),
         .executable(name: "switchboard", targets: ["switchboard"]),
     ],
@@ -40,6 +41,8 @@ let package = Package(
         .target(name: "SIPResolver", dependencies: ["SIPMessage"]),
         // HTTP Digest for SIP (RFC 3261 §22, RFC 7616, RFC 8760): client answers, server checks; no I/O.
         .target(name: "SIPAuth", dependencies: ["SIPMessage", "COpenSSL"]),
+        // pcap/pcapng reading, IPv4/IPv6 reassembly, UDP and TCP streams → SIP messages; no I/O in the decoder.
+        .target(name: "PacketCapture", dependencies: ["SIPMessage"]),
         // The live runtime: transports + transaction layer + wall-clock timers.
         .target(name: "SIPRuntime", dependencies: ["SIPMessage", "SIPTransaction", "SIPTransport"]),
         // The logic behind the command-line tool, kept in a library so tests drive it directly.
@@ -62,6 +65,7 @@ let package = Package(
         .testTarget(name: "SIPTransportTests", dependencies: ["SIPTransport", "SIPMessage"]),
         .testTarget(name: "SIPResolverTests", dependencies: ["SIPResolver", "SIPMessage"]),
         .testTarget(name: "SIPAuthTests", dependencies: ["SIPAuth", "SIPMessage"]),
+        .testTarget(name: "PacketCaptureTests", dependencies: ["PacketCapture", "SIPMessage"]),
         .testTarget(name: "SwitchboardToolsTests", dependencies: ["SwitchboardTools", "SIPMessage", "SDP", "SIPRuntime", "SIPTransport"]),
     ],
     swiftLanguageModes: [.v6]

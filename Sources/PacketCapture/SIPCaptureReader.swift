@@ -1,0 +1,95 @@
+/// Streams the SIP messages and anomalies of a capture file: a ``CaptureFileReader`` feeding a
+/// ``CaptureDecoder``.
+///
+/// ``next()`` yields events frame by frame; after the last frame it yields what
+/// ``CaptureDecoder/finish()`` reports, then `nil`. A corrupt file throws its
+/// ``CaptureFileError`` after every event from the frames before the failure.
+/// Not `Sendable`: it owns an open file.
+public final class SIPCaptureReader {
+    private let reader: CaptureFileReader
+    /// The decoder, with its counters.
+    public private(set) var decoder: CaptureDecoder
+    private var queue: [CaptureEvent] = []
+    private var queueIndex = 0
+    private var finished = false
+
+    /// Opens the capture at `path`.
+    /// - Throws: ``CaptureFileError`` when the file cannot be opened or its header is unreadable.
+    public init(path: String, limits: CaptureDecoder.Limits = .init()) throws(CaptureFileError) {
+        reader = try CaptureFileReader(path: path)
+        decoder = CaptureDecoder(limits: limits)
+    }
+
+    /// Reads a capture held in memory.
+    public init(bytes: [UInt8], limits: CaptureDecoder.Limits = .init()) throws(CaptureFileError) {
+        reader = try CaptureFileReader(bytes: bytes)
+        decoder = CaptureDecoder(limits: limits)
+    }
+
+    /// The decoder's counters so far.
+    public var counters: CaptureCounters { decoder.counters }
+
+    /// The next message or anomaly, or `nil` at the end of the capture.
+    public func next() throws(CaptureFileError) -> CaptureEvent? {
+        while queueIndex == queue.count {
+            if finished { return nil }
+            queue.removeAll(keepingCapacity: true)
+            queueIndex = 0
+            if let frame = try reader.nextFrame() {
+                queue = decoder.decode(frame)
+            } else {
+                queue = decoder.finish()
+                finished = true
+            }
+        }
+        defer { queueIndex += 1 }
+        return queue[queueIndex]
+    }
+}
+
+/// Everything a capture holds, read at once (for tests and small captures).
+public struct CaptureSummary: Sendable {
+    /// The SIP messages, in the order they were completed.
+    public var messages: [CapturedSIPMessage] = []
+    /// Non-fatal anomalies.
+    public var anomalies: [CaptureAnomaly] = []
+    /// The decoder's counters.
+    public var counters = CaptureCounters()
+    /// The error that ended the file early, if any (everything before it is included).
+    public var fileError: CaptureFileError?
+
+    /// Reads the capture at `path` to its end or its first file error.
+    /// - Throws: ``CaptureFileError`` only when the file cannot be opened or its header is unreadable.
+    public init(path: String, limits: CaptureDecoder.Limits = .init()) throws(CaptureFileError) {
+        try self.init(reader: SIPCaptureReader(path: path, limits: limits))
+    }
+
+    /// Reads a capture held in memory.
+    public init(bytes: [UInt8], limits: CaptureDecoder.Limits = .init()) throws(CaptureFileError) {
+        try self.init(reader: SIPCaptureReader(bytes: bytes, limits: limits))
+    }
+
+    private init(reader: SIPCaptureReader) {
+        do throws(CaptureFileError) {
+            while let e = try reader.next() {
+                switch e {
+                case .message(let m): messages.append(m)
+                case .anomaly(let a): anomalies.append(a)
+                }
+            }
+        } catch {
+            fileError = error
+            // Report what the decoder still holds.
+            var d = reader.decoder
+            for e in d.finish() {
+                switch e {
+                case .message(let m): messages.append(m)
+                case .anomaly(let a): anomalies.append(a)
+                }
+            }
+            counters = d.counters
+            return
+        }
+        counters = reader.counters
+    }
+}

@@ -1,0 +1,142 @@
+import Testing
+import PacketCapture
+import SIPMessage
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The captures in `../shared/corpora/pcaps` (see its README), read in place.
+@Suite struct CorpusTests {
+    /// Per file: SIP messages, frames. Counted by this decoder and checked by hand against the
+    /// captures' contents (tshark is not installed here; see `matchesTshark`).
+    static let expected: [(path: String, messages: Int, frames: Int)] = [
+        ("sip-capture/sip-tcp.pcap", 30, 30),
+        ("sip-capture/sip-i.pcap", 2, 3),
+        ("sip-capture/sip-frag.pcap", 0, 1),
+        ("sip-capture/to-tag.pcap", 1, 1),
+        ("sip-capture/no-to-tag.pcap", 1, 1),
+        ("wireshark-samplecaptures/DTMFsipinfo.pcap", 32, 32),
+        ("wireshark-samplecaptures/MagicJack-_short_call.pcap", 11, 1381),
+        ("wireshark-samplecaptures/SIP_CALL_RTP_G711", 14, 4269),
+        ("wireshark-samplecaptures/SIP_DTMF2.cap", 29, 1360),
+        ("wireshark-samplecaptures/metasploit-sip-invite-spoof.pcap", 2, 3),
+        ("wireshark-samplecaptures/rtp-opus-only.pcap", 0, 425),
+        ("wireshark-samplecaptures/sip-rtp-g711.pcap", 10, 852),
+        ("wireshark-samplecaptures/sip-rtp-g722.pcap", 6, 433),
+        ("wireshark-samplecaptures/sip-rtp-opus-hybrid.pcap", 2, 7),
+        ("asterisk-testsuite/16_bit_48khz_60_fec_rtp.pcapng", 0, 3000),
+        ("asterisk-testsuite/dtmf_2833_4.pcap", 0, 10),
+        ("asterisk-testsuite/opus-2013785496.pcap", 0, 765),
+    ]
+
+    static func corpusPresent() -> Bool {
+        if Corpus.available { return true }
+        if Corpus.isCI { Issue.record("CI is set but the corpora are missing at \(Corpus.root)") }
+        else { print("PacketCapture corpus tests skipped: \(Corpus.root) is absent") }
+        return false
+    }
+
+    @Test(arguments: expected.map(\.path))
+    func messageCounts(path: String) throws {
+        guard Self.corpusPresent() else { return }
+        let e = try #require(Self.expected.first { $0.path == path })
+        let s = try CaptureSummary(path: Corpus.root + "/" + path)
+        #expect(s.fileError == nil, "\(path): \(String(describing: s.fileError))")
+        #expect(s.counters.frames == e.frames, "\(path)")
+        #expect(s.messages.count == e.messages, "\(path)")
+        #expect(s.counters.sipMessages == e.messages)
+        #expect(s.counters.parseErrors == 0, "\(path): \(s.anomalies)")
+    }
+
+    @Test func tcpCaptureFramesThirtyMessagesInFiveCalls() throws {
+        guard Self.corpusPresent() else { return }
+        let s = try CaptureSummary(path: Corpus.root + "/sip-capture/sip-tcp.pcap")
+        #expect(s.messages.count == 30)
+        #expect(s.messages.allSatisfy { $0.transport == .tcp })
+        #expect(Set(s.messages.compactMap(\.message.callID)).count == 5)
+        #expect(s.counters.tcpGaps == 0)
+        #expect(s.anomalies.isEmpty, "\(s.anomalies)")
+        // Capture order is kept.
+        #expect(zip(s.messages, s.messages.dropFirst()).allSatisfy { $0.timestamp <= $1.timestamp })
+    }
+
+    @Test func timestampsAndEndpoints() throws {
+        guard Self.corpusPresent() else { return }
+        let s = try CaptureSummary(path: Corpus.root + "/sip-capture/to-tag.pcap")
+        let m = try #require(s.messages.first)
+        // Record header: seconds 0x5b6a5437, microseconds 0x0a8c3a.
+        #expect(m.timestamp == CaptureTimestamp(seconds: 1_533_695_031, nanoseconds: 691_258_000))
+        #expect(m.transport == .udp && m.frameNumber == 1)
+    }
+
+    @Test func fragmentedSIPReassembles() throws {
+        guard Self.corpusPresent() else { return }
+        // sip-i.pcap: a SIP-I INVITE (ISUP body) in two IPv4 fragments, then one more message.
+        let s = try CaptureSummary(path: Corpus.root + "/sip-capture/sip-i.pcap")
+        #expect(s.counters.fragments == 2)
+        #expect(s.counters.datagramsReassembled == 1)
+        #expect(s.messages.first?.message.method == .invite)
+        #expect(s.messages.first?.frameNumber == 2)
+        // sip-frag.pcap holds only the last fragment of a datagram: nothing to reassemble, and
+        // the pending fragment is reported at the end of the capture.
+        let lone = try CaptureSummary(path: Corpus.root + "/sip-capture/sip-frag.pcap")
+        #expect(lone.counters.fragments == 1 && lone.counters.datagramsReassembled == 0)
+        guard case .fragmentTimeout(count: 1) = lone.anomalies.first?.kind else { Issue.record("\(lone.anomalies)"); return }
+    }
+
+    @Test func netMonFileIsRefused() throws {
+        guard Self.corpusPresent() else { return }
+        do throws(CaptureFileError) {
+            _ = try CaptureFileReader(path: Corpus.root + "/wireshark-samplecaptures/c07-sip-r2.cap")
+            Issue.record("a NetMon file was accepted")
+        } catch {
+            #expect(error.rule == .netMonFormat)
+            #expect(error.description.contains("GMBU"))
+        }
+    }
+
+    @Test func pcapngParses() throws {
+        guard Self.corpusPresent() else { return }
+        let r = try CaptureFileReader(path: Corpus.root + "/asterisk-testsuite/16_bit_48khz_60_fec_rtp.pcapng")
+        #expect(r.format == .pcapng)
+        let (frames, error) = readAll(r)
+        #expect(error == nil)
+        #expect(frames.count == 3000)
+        #expect(zip(frames, frames.dropFirst()).allSatisfy { $0.timestamp <= $1.timestamp })
+    }
+
+    /// When tshark is installed, compare SIP message counts with its `-Y sip` frame count.
+    /// tshark counts frames, so a TCP segment carrying two SIP messages counts once and a
+    /// message spread over segments counts at the frame that completes it; the UDP-only files
+    /// must match exactly, TCP ones may only exceed tshark's count.
+    @Test func matchesTshark() throws {
+        guard Self.corpusPresent() else { return }
+        guard let which = popen("command -v tshark", "r") else { return }
+        var buf = [CChar](repeating: 0, count: 512)
+        let found = fgets(&buf, 512, which) != nil
+        pclose(which)
+        guard found else {
+            print("tshark comparison skipped: tshark not installed")
+            return
+        }
+        for e in Self.expected {
+            let path = Corpus.root + "/" + e.path
+            guard let p = popen("tshark -r '\(path)' -Y sip -T fields -e frame.number 2>/dev/null | wc -l", "r") else { continue }
+            var line = [CChar](repeating: 0, count: 64)
+            _ = fgets(&line, 64, p)
+            pclose(p)
+            let text = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            let n = Int(text.trimmingCharacters()) ?? -1
+            let s = try CaptureSummary(path: path)
+            if s.counters.tcpSegments == 0 {
+                #expect(s.messages.count == n, "\(e.path): tshark \(n)")
+            } else {
+                #expect(s.messages.count >= n, "\(e.path): tshark \(n)")
+            }
+        }
+    }
+}
+
+extension String {
+    func trimmingCharacters() -> String { String(filter { !$0.isWhitespace }) }
+}
