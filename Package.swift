@@ -28,7 +28,7 @@ let package = Package(
         // RFC 3261 §17 transaction machines and the transaction layer; no I/O.
         .target(name: "SIPTransaction", dependencies: ["SIPMessage"]),
         // RFC 3261 §12 dialogs (and, as issue 4 grows, INVITE sessions); no I/O.
-        .target(name: "SIPDialog", dependencies: ["SIPMessage"]),
+        .target(name: "SIPDialog", dependencies: ["SIPMessage", "SIPAuth", "SIPTransaction"]),
         // A virtual clock and an in-memory lossy network driving the real machines (for tests).
         .target(name: "SIPSimulation", dependencies: ["SIPMessage", "SIPTransaction"]),
         // recvmmsg/sendmmsg, accept4, eventfd and socket-option helpers (_GNU_SOURCE) for SIPTransport.
@@ -59,7 +59,7 @@ let package = Package(
         .testTarget(name: "SIPMessageTests", dependencies: ["SIPMessage"]),
         .testTarget(name: "SDPTests", dependencies: ["SDP"]),
         .testTarget(name: "SIPTransactionTests", dependencies: ["SIPTransaction", "SIPMessage"]),
-        .testTarget(name: "SIPDialogTests", dependencies: ["SIPDialog", "SIPMessage"]),
+        .testTarget(name: "SIPDialogTests", dependencies: ["SIPDialog", "SIPMessage", "SIPAuth"]),
         .testTarget(name: "SIPRuntimeTests", dependencies: ["SIPRuntime", "SIPTransaction", "SIPTransport", "SIPMessage"]),
         .testTarget(name: "SIPSimulationTests", dependencies: ["SIPSimulation", "SIPTransaction", "SIPMessage"]),
         .testTarget(name: "SIPTransportTests", dependencies: ["SIPTransport", "SIPMessage"]),
