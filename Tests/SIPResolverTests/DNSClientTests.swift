@@ -261,11 +261,15 @@ struct DNSClientTests {
         options.silent = true
         let server = try LocalDNSServer(zone: Self.zone, options: options)
         defer { server.stop() }
-        let client = localClient([server.address], timeout: .seconds(2), attempts: 1)
+        // A long timeout, so that cancellation always comes first even on a loaded machine
+        // (a 100 ms sleep has been seen to take seconds there): had cancellation not ended
+        // the wait, the error would be DNSError.timedOut after 30 s.
+        let client = localClient([server.address], timeout: .seconds(30), attempts: 1)
         let task = Task { try await client.resolve("pbx.example.com", type: .a) }
-        try await Task.sleep(for: .milliseconds(100))
+        // Cancel once the query is on the wire (bounded wait).
+        let clock = ContinuousClock(), deadline = clock.now + .seconds(10)
+        while server.queries.isEmpty && clock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
         task.cancel()
-        // Had the 2 s wait run out first, the error would be DNSError.timedOut.
         await #expect(throws: CancellationError.self) { try await task.value }
         #expect(server.queries.count == 1)
     }

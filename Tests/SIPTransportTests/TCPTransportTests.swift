@@ -248,7 +248,8 @@ struct TCPTransportTests {
         #expect(await s.wait { _ in s.opened.count == 3 })
         let start = ContinuousClock.now
         server.close()
-        #expect(start.duration(to: .now) < .milliseconds(200))
+        // A bound against waiting out a poll timeout, loose enough for a loaded machine.
+        #expect(start.duration(to: .now) < .seconds(1))
         #expect(s.closed.count == 3)
         #expect(s.closed.allSatisfy { $0.1 == .transportClosed })
         for raw in raws { #expect(raw.seesEndOfStream()) }

@@ -148,7 +148,8 @@ struct UDPTransportTests {
         let start = ContinuousClock.now
         udp.close()
         let elapsed = start.duration(to: .now)
-        #expect(elapsed < .milliseconds(200), "close took \(elapsed)")
+        // A bound against waiting out a receive timeout, loose enough for a loaded machine.
+        #expect(elapsed < .seconds(1), "close took \(elapsed)")
         #expect(udp.isClosed)
         udp.close()
         #expect(throws: TransportError.transportClosed) { try udp.send(Fixture.request(), to: address) }
