@@ -46,7 +46,7 @@ let package = Package(
         // The live runtime: transports + transaction layer + wall-clock timers.
         .target(name: "SIPRuntime", dependencies: ["SIPMessage", "SIPTransaction", "SIPTransport"]),
         // The logic behind the command-line tool, kept in a library so tests drive it directly.
-        .target(name: "SwitchboardTools", dependencies: ["SIPMessage", "SDP", "SIPTransaction", "SIPTransport", "SIPRuntime", "SIPResolver"]),
+        .target(name: "SwitchboardTools", dependencies: ["SIPMessage", "SDP", "SIPTransaction", "SIPTransport", "SIPRuntime", "SIPResolver", "PacketCapture"]),
         .executableTarget(
             name: "switchboard",
             dependencies: [
@@ -66,7 +66,7 @@ let package = Package(
         .testTarget(name: "SIPResolverTests", dependencies: ["SIPResolver", "SIPMessage"]),
         .testTarget(name: "SIPAuthTests", dependencies: ["SIPAuth", "SIPMessage"]),
         .testTarget(name: "PacketCaptureTests", dependencies: ["PacketCapture", "SIPMessage"]),
-        .testTarget(name: "SwitchboardToolsTests", dependencies: ["SwitchboardTools", "SIPMessage", "SDP", "SIPRuntime", "SIPTransport"]),
+        .testTarget(name: "SwitchboardToolsTests", dependencies: ["SwitchboardTools", "SIPMessage", "SDP", "SIPRuntime", "SIPTransport", "PacketCapture"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -15,7 +15,7 @@ struct SwitchboardCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "switchboard",
         abstract: "Switchboard: a SIP/RTP stack in Swift.",
-        subcommands: [Parse.self, Frame.self, Serve.self, Dial.self]
+        subcommands: [Parse.self, Frame.self, Serve.self, Dial.self, Capture.self]
     )
 }
 
@@ -64,6 +64,42 @@ struct Frame: ParsableCommand {
         let report = FrameCommand.run(bytes: bytes, mode: resync ? .resynchronizing : .strict, chunkSize: chunk)
         print(report.text, terminator: "")
         if report.error != nil || report.lines.contains(where: { $0.hasPrefix("discarded") }) { throw ExitCode(65) }
+    }
+}
+
+struct Capture: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Summarize the SIP in a pcap/pcapng capture: totals, calls, or ladder diagrams.",
+        discussion: "Exits 0 when the file is read to its end, 65 when it cannot be read or is corrupt (the error names its byte offset, record and rule), 1 when --ladder names no call."
+    )
+
+    @Flag(name: .long, help: "Print JSON instead of text.")
+    var json = false
+
+    @Flag(name: .long, help: "One line per call instead of the summary.")
+    var calls = false
+
+    @Flag(name: .long, help: "Ladder diagrams: of the call whose Call-ID follows the file, else of every call.")
+    var ladder = false
+
+    @Argument(help: "The capture file (pcap or pcapng).")
+    var file: String
+
+    @Argument(help: "With --ladder: the Call-ID of the one call to draw.")
+    var callID: String?
+
+    func validate() throws {
+        if calls && ladder { throw ValidationError("--calls and --ladder are exclusive") }
+        if callID != nil && !ladder { throw ValidationError("a Call-ID is only taken with --ladder") }
+    }
+
+    func run() throws {
+        let view: CaptureCommand.View = ladder ? .ladder(callID) : calls ? .calls : .summary
+        let progress = CaptureCommand.stderrProgress(path: file)
+        let report = CaptureCommand.run(path: file, view: view, progress: progress)
+        if progress != nil { CaptureCommand.endProgress() }
+        print(json ? report.json : report.text, terminator: "")
+        if report.exitCode != 0 { throw ExitCode(report.exitCode) }
     }
 }
 

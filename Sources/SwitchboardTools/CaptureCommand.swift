@@ -1,0 +1,765 @@
+import SIPMessage
+import SDP
+import PacketCapture
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// What the SIP messages of a capture say, built one message at a time (`switchboard capture`).
+///
+/// Feed it with ``add(_:)`` in capture order, report anomalies with ``noteAnomaly()``, then call
+/// ``finish()``. Messages are grouped into calls by Call-ID. A call stays *live* (with its
+/// retransmission keys and, when asked for, its ladder arrows) until it is settled — its BYE
+/// answered, every INVITE rejected, or, without INVITE, every transaction answered — and then
+/// quiet for ``settleSeconds`` of capture time; it is then folded into the summary and, when
+/// ``keepCalls`` is set, kept as a small ``Call`` record (no messages). Memory is thus bounded by
+/// the live calls (plus the kept records), never by the file size.
+///
+/// **Retransmission**: a message is a retransmission when the same source already sent, in the
+/// same Call-ID, a message with the same CSeq number and method, the same status code (or the
+/// same request method), the same top Via branch, the same To tag and the same RSeq. A message
+/// forwarded by a proxy (another source) is not one; neither are forked responses (other To
+/// tags) or distinct reliable provisionals (other RSeq). Retransmissions still count in the
+/// per-method and per-code tables (as `tshark -z sip,stat` counts every packet) and in a call's
+/// message count, and are counted apart in ``Summary/retransmissions``.
+public struct CaptureAnalysis: Sendable {
+    /// How a call's INVITE ended.
+    public enum Outcome: Sendable, Hashable, CustomStringConvertible {
+        /// An INVITE got a 2xx.
+        case answered
+        /// The last INVITE got this final non-2xx code (other than 487).
+        case rejected(Int)
+        /// The last INVITE got 487, or was CANCELled and got no final response.
+        case cancelled
+        /// The last INVITE got no final response.
+        case noAnswer
+        /// The Call-ID carried no INVITE (REGISTER, OPTIONS, SUBSCRIBE, MESSAGE …).
+        case noInvite
+
+        /// `answered`, `rejected 486`, `cancelled`, `no answer`, `no INVITE`.
+        public var description: String {
+            switch self {
+            case .answered: return "answered"
+            case .rejected(let c): return "rejected \(c)"
+            case .cancelled: return "cancelled"
+            case .noAnswer: return "no answer"
+            case .noInvite: return "no INVITE"
+            }
+        }
+
+        /// A stable JSON key: `answered`, `rejected`, `cancelled`, `noAnswer`, `noInvite`.
+        public var key: String {
+            switch self {
+            case .answered: return "answered"
+            case .rejected: return "rejected"
+            case .cancelled: return "cancelled"
+            case .noAnswer: return "noAnswer"
+            case .noInvite: return "noInvite"
+            }
+        }
+
+        /// The rejecting status code, for ``rejected(_:)``.
+        public var code: Int? { if case .rejected(let c) = self { return c } else { return nil } }
+
+        var sortKey: (Int, Int) {
+            switch self {
+            case .answered: return (0, 0)
+            case .rejected(let c): return (1, c)
+            case .cancelled: return (2, 0)
+            case .noAnswer: return (3, 0)
+            case .noInvite: return (4, 0)
+            }
+        }
+    }
+
+    /// One transaction of a call: a request method and CSeq number (ACKs are not listed).
+    public struct Transaction: Sendable, Hashable {
+        /// The CSeq method.
+        public var method: String
+        /// The CSeq number.
+        public var cseq: UInt32
+        /// The final status code seen: the first 2xx, else the first final response; `nil` when none.
+        public var finalCode: Int?
+    }
+
+    /// An RTP address announced in SDP (a `c=` address and an `m=` port; RTP itself is not read).
+    public struct RTPAddress: Sendable, Hashable, CustomStringConvertible {
+        /// The media type (`audio`, `video` …).
+        public var media: String
+        /// The connection address.
+        public var address: String
+        /// The media port.
+        public var port: UInt16
+        /// Who sent the SDP.
+        public var announcedBy: CaptureEndpoint
+
+        /// `audio 10.0.0.1:4000`.
+        public var description: String { "\(media) \(address.contains(":") ? "[\(address)]" : address):\(port)" }
+    }
+
+    /// One message as an arrow of a ladder diagram.
+    public struct Arrow: Sendable, Hashable {
+        /// When it was captured.
+        public var time: CaptureTimestamp
+        /// Sender.
+        public var source: CaptureEndpoint
+        /// Receiver.
+        public var destination: CaptureEndpoint
+        /// The method, or the status code and reason phrase.
+        public var label: String
+        /// The frame that carried (completed) it.
+        public var frameNumber: Int
+        /// Whether it was a retransmission.
+        public var retransmission: Bool
+    }
+
+    /// Everything learned about one Call-ID.
+    public struct Call: Sendable {
+        /// The Call-ID (empty when the messages had none).
+        public var callID: String
+        /// The first message's time.
+        public var first: CaptureTimestamp
+        /// The last message's time.
+        public var last: CaptureTimestamp
+        /// The From URI of the first message.
+        public var from: String?
+        /// The To URI of the first message.
+        public var to: String?
+        /// How the INVITE ended.
+        public var outcome: Outcome
+        /// Nanoseconds from the first INVITE to its first 18x or 2xx.
+        public var setupTime: Int64?
+        /// Nanoseconds from the first INVITE to its first 2xx.
+        public var answerTime: Int64?
+        /// Nanoseconds from the first 2xx to an INVITE to the first BYE.
+        public var duration: Int64?
+        /// Messages seen, retransmissions included.
+        public var messageCount: Int
+        /// How many of them were retransmissions.
+        public var retransmissions: Int
+        /// The transactions, in order of first appearance.
+        public var transactions: [Transaction]
+        /// The RTP addresses announced in SDP bodies, in order, without repeats.
+        public var rtp: [RTPAddress]
+        /// Other Call-IDs tied to this one by Replaces (header or Refer-To) or a 3xx Contact.
+        public var linked: [String]
+        /// The messages as ladder arrows (only when the analysis was asked to record them).
+        public var arrows: [Arrow]
+    }
+
+    /// Totals, like `tshark -q -z sip,stat`, and calls by outcome.
+    public struct Summary: Sendable {
+        /// SIP messages seen.
+        public var messages = 0
+        /// Requests seen.
+        public var requests = 0
+        /// Responses seen.
+        public var responses = 0
+        /// Messages that were retransmissions (see ``CaptureAnalysis``).
+        public var retransmissions = 0
+        /// Requests by method token (retransmissions included).
+        public var requestsByMethod: [String: Int] = [:]
+        /// Responses by status code (retransmissions included).
+        public var responsesByCode: [Int: Int] = [:]
+        /// The first reason phrase seen for each status code.
+        public var reasonPhrases: [Int: String] = [:]
+        /// Call-IDs that carried an INVITE.
+        public var calls = 0
+        /// Call-IDs by outcome (``Outcome/noInvite`` for those without INVITE).
+        public var callsByOutcome: [Outcome: Int] = [:]
+        /// Capture anomalies reported through ``noteAnomaly()``.
+        public var anomalies = 0
+        /// The first message's time.
+        public var first: CaptureTimestamp?
+        /// The last message's time.
+        public var last: CaptureTimestamp?
+    }
+
+    /// Which calls keep their ladder arrows.
+    public enum LadderSelection: Sendable, Hashable {
+        /// None.
+        case none
+        /// Every call (the arrows, a few dozen bytes a message, then grow with the file).
+        case all
+        /// The call with this Call-ID.
+        case call(String)
+    }
+
+    /// The totals so far (complete after ``finish()``).
+    public private(set) var summary = Summary()
+    /// The finished calls, ordered by first message (complete after ``finish()``); only kept
+    /// when ``keepCalls`` is set, or for the ladder's calls.
+    public private(set) var calls: [Call] = []
+    /// Whether finished calls are kept in ``calls``.
+    public let keepCalls: Bool
+    /// Which calls record ladder arrows.
+    public let ladder: LadderSelection
+    /// How long a settled call stays live after its last message (capture time), so that late
+    /// retransmissions are still recognized (64·T1).
+    public var settleSeconds: Int64 = 32
+
+    private var live: [String: LiveCall] = [:]
+    private var nextSweep: Int64 = .min
+    /// 3xx Contact URI → the redirected Call-ID (bounded, oldest dropped first).
+    private var redirects: [String: String] = [:]
+    private var redirectOrder: [String] = []
+    private static let maxRedirects = 4096
+
+    /// An empty analysis.
+    public init(keepCalls: Bool = true, ladder: LadderSelection = .none) {
+        self.keepCalls = keepCalls
+        self.ladder = ladder
+    }
+
+    /// Calls not yet finished (for tests of the memory bound).
+    var liveCallCount: Int { live.count }
+
+    /// Counts one capture anomaly.
+    public mutating func noteAnomaly() { summary.anomalies += 1 }
+
+    /// Takes in the next message (in capture order).
+    public mutating func add(_ captured: CapturedSIPMessage) {
+        let m = captured.message, t = captured.timestamp
+        sweep(now: t)
+        summary.messages += 1
+        if summary.first == nil || t < summary.first! { summary.first = t }
+        if summary.last == nil || summary.last! < t { summary.last = t }
+        if let method = m.method {
+            summary.requests += 1
+            summary.requestsByMethod[method.token, default: 0] += 1
+        } else if let code = m.statusCode {
+            summary.responses += 1
+            summary.responsesByCode[code, default: 0] += 1
+            if summary.reasonPhrases[code] == nil { summary.reasonPhrases[code] = m.reasonPhrase ?? "" }
+        }
+        let callID = m.callID ?? ""
+        let recordArrows: Bool
+        switch ladder {
+        case .none: recordArrows = false
+        case .all: recordArrows = true
+        case .call(let id): recordArrows = id == callID
+        }
+        var call = live.removeValue(forKey: callID) ?? LiveCall(callID: callID, time: t)
+        let retransmission = call.absorb(captured, recordArrow: recordArrows)
+        if retransmission { summary.retransmissions += 1 }
+        if !retransmission { link(&call, m) }
+        live[callID] = call
+    }
+
+    /// Ends the analysis: every live call is finished, calls are ordered and links made mutual.
+    public mutating func finish() {
+        let rest = live.values.sorted { ($0.first, $0.callID) < ($1.first, $1.callID) }
+        live.removeAll()
+        for c in rest { retire(c) }
+        calls.sort { ($0.first, $0.callID) < ($1.first, $1.callID) }
+        var index: [String: Int] = [:]
+        for (i, c) in calls.enumerated() { index[c.callID] = i }
+        for i in calls.indices {
+            for other in calls[i].linked {
+                if let j = index[other], !calls[j].linked.contains(calls[i].callID) { calls[j].linked.append(calls[i].callID) }
+            }
+        }
+    }
+
+    /// Finishes the settled calls that have been quiet for ``settleSeconds`` (checked once per
+    /// second of capture time).
+    private mutating func sweep(now: CaptureTimestamp) {
+        guard now.seconds >= nextSweep else { return }
+        nextSweep = now.seconds + 1
+        let done = live.values.filter { $0.settled && $0.last.seconds + settleSeconds < now.seconds }
+        for c in done.sorted(by: { ($0.first, $0.callID) < ($1.first, $1.callID) }) {
+            live.removeValue(forKey: c.callID)
+            retire(c)
+        }
+    }
+
+    private mutating func retire(_ live: LiveCall) {
+        let c = live.finished()
+        summary.callsByOutcome[c.outcome, default: 0] += 1
+        if c.outcome != .noInvite { summary.calls += 1 }
+        let wanted: Bool
+        switch ladder {
+        case .none: wanted = keepCalls
+        case .all: wanted = true
+        case .call(let id): wanted = keepCalls || id == c.callID
+        }
+        if wanted { calls.append(c) }
+    }
+
+    /// Ties Call-IDs together: Replaces (header or in Refer-To), and an INVITE sent to a URI a
+    /// 3xx of another Call-ID redirected to.
+    private mutating func link(_ call: inout LiveCall, _ m: SIPMessage) {
+        func add(_ other: String) {
+            if other != call.callID, !call.linked.contains(other) { call.linked.append(other) }
+        }
+        if let r = try? m.replaces() { add(r.callID) }
+        if m.method == .refer, let r = try? m.referToReplaces() { add(r.callID) }
+        if m.method == .invite, m.toTag == nil, let uri = try? m.requestURI().description, let other = redirects[uri] {
+            add(other)
+        }
+        if let code = m.statusCode, (300...399).contains(code), (try? m.cseq())?.method == .invite,
+           let contacts = try? m.contact()?.addresses {
+            for c in contacts {
+                let uri = c.uri.description
+                if redirects.updateValue(call.callID, forKey: uri) == nil { redirectOrder.append(uri) }
+            }
+            if redirectOrder.count > CaptureAnalysis.maxRedirects {
+                let drop = redirectOrder.count - CaptureAnalysis.maxRedirects
+                for k in redirectOrder.prefix(drop) { redirects.removeValue(forKey: k) }
+                redirectOrder.removeFirst(drop)
+            }
+        }
+    }
+}
+
+/// The state of a call still receiving messages.
+private struct LiveCall: Sendable {
+    struct MessageKey: Hashable, Sendable {
+        var source: CaptureEndpoint
+        var cseq: UInt32
+        var cseqMethod: String
+        var status: Int
+        var branch: String
+        var toTag: String
+        var rseq: UInt32
+    }
+    struct TransactionKey: Hashable, Sendable {
+        var cseq: UInt32
+        var method: String
+    }
+
+    let callID: String
+    let first: CaptureTimestamp
+    var last: CaptureTimestamp
+    var from: String?
+    var to: String?
+    var messageCount = 0
+    var retransmissions = 0
+    var seen: Set<MessageKey> = []
+    var transactions: [CaptureAnalysis.Transaction] = []
+    var transactionIndex: [TransactionKey: Int] = [:]
+    var inviteTime: CaptureTimestamp?
+    var earlyTime: CaptureTimestamp?
+    var answerTime: CaptureTimestamp?
+    var byeTime: CaptureTimestamp?
+    var rtp: [CaptureAnalysis.RTPAddress] = []
+    var linked: [String] = []
+    var arrows: [CaptureAnalysis.Arrow] = []
+
+    init(callID: String, time: CaptureTimestamp) {
+        self.callID = callID
+        first = time
+        last = time
+    }
+
+    /// Whether nothing more is expected: the BYE answered, every INVITE rejected, or (without
+    /// INVITE) every transaction answered.
+    var settled: Bool {
+        let invites = transactions.filter { $0.method == "INVITE" }
+        if invites.isEmpty { return transactions.allSatisfy { $0.finalCode != nil } }
+        if transactions.contains(where: { $0.method == "BYE" && $0.finalCode != nil }) { return true }
+        return answerTime == nil && invites.allSatisfy { $0.finalCode != nil }
+    }
+
+    /// Takes in one message of this call; returns whether it was a retransmission.
+    mutating func absorb(_ captured: CapturedSIPMessage, recordArrow: Bool) -> Bool {
+        let m = captured.message, t = captured.timestamp
+        messageCount += 1
+        if last < t { last = t }
+        if from == nil, let f = try? m.from() { from = f.uri.description }
+        if to == nil, let x = try? m.to() { to = x.uri.description }
+        let cseq = try? m.cseq()
+        let key = MessageKey(source: captured.source, cseq: cseq?.sequence ?? 0, cseqMethod: cseq?.method.token ?? "",
+                             status: m.statusCode ?? 0, branch: m.topViaBranch ?? "", toTag: m.toTag ?? "",
+                             rseq: (try? m.rseq()) ?? 0)
+        let retransmission = !seen.insert(key).inserted
+        if retransmission { retransmissions += 1 }
+        if recordArrow {
+            let label: String
+            if let method = m.method {
+                label = method.token
+            } else {
+                label = "\(m.statusCode ?? 0)" + ((m.reasonPhrase ?? "").isEmpty ? "" : " " + m.reasonPhrase!)
+            }
+            arrows.append(.init(time: t, source: captured.source, destination: captured.destination,
+                                label: retransmission ? label + " (rtx)" : label,
+                                frameNumber: captured.frameNumber, retransmission: retransmission))
+        }
+        // A request without a (parsable) CSeq still counts as a transaction of its method.
+        guard !retransmission, let cseq = cseq ?? m.method.map({ CSeq(0, $0) }) else { return retransmission }
+        let method = cseq.method.token
+        if let requestMethod = m.method {
+            if requestMethod != .ack, transactionIndex[.init(cseq: cseq.sequence, method: method)] == nil {
+                transactionIndex[.init(cseq: cseq.sequence, method: method)] = transactions.count
+                transactions.append(.init(method: method, cseq: cseq.sequence, finalCode: nil))
+            }
+            if requestMethod == .invite, inviteTime == nil { inviteTime = t }
+            if requestMethod == .bye, byeTime == nil { byeTime = t }
+        } else if let code = m.statusCode {
+            let tk = TransactionKey(cseq: cseq.sequence, method: method)
+            let i: Int
+            if let known = transactionIndex[tk] {
+                i = known
+            } else {
+                i = transactions.count
+                transactionIndex[tk] = i
+                transactions.append(.init(method: method, cseq: cseq.sequence, finalCode: nil))
+            }
+            if code >= 200 {
+                if let old = transactions[i].finalCode {
+                    if !(200...299).contains(old), (200...299).contains(code) { transactions[i].finalCode = code }
+                } else {
+                    transactions[i].finalCode = code
+                }
+            }
+            if cseq.method == .invite {
+                if (180...299).contains(code), earlyTime == nil { earlyTime = t }
+                if (200...299).contains(code), answerTime == nil { answerTime = t }
+            }
+        }
+        noteSDP(m, from: captured.source)
+        return false
+    }
+
+    private mutating func noteSDP(_ m: SIPMessage, from source: CaptureEndpoint) {
+        guard !m.body.isEmpty, let type = try? m.contentType(), type.essence.lowercased() == "application/sdp",
+              let sdp = try? SessionDescription.parse(m.body) else { return }
+        for media in sdp.media where media.port != 0 {
+            guard let c = sdp.connection(for: media) else { continue }
+            let a = CaptureAnalysis.RTPAddress(media: media.media.rawValue, address: c.address, port: media.port, announcedBy: source)
+            if !rtp.contains(a) { rtp.append(a) }
+        }
+    }
+
+    func finished() -> CaptureAnalysis.Call {
+        let outcome: CaptureAnalysis.Outcome
+        if let lastInvite = transactions.last(where: { $0.method == "INVITE" }) {
+            if answerTime != nil {
+                outcome = .answered
+            } else if let code = lastInvite.finalCode {
+                outcome = code == 487 ? .cancelled : .rejected(code)
+            } else if transactions.contains(where: { $0.method == "CANCEL" && $0.cseq == lastInvite.cseq }) {
+                outcome = .cancelled
+            } else {
+                outcome = .noAnswer
+            }
+        } else {
+            outcome = .noInvite
+        }
+        func span(_ a: CaptureTimestamp?, _ b: CaptureTimestamp?) -> Int64? {
+            guard let a, let b, !(b < a) else { return nil }
+            return b.totalNanoseconds - a.totalNanoseconds
+        }
+        return .init(callID: callID, first: first, last: last, from: from, to: to, outcome: outcome,
+                     setupTime: span(inviteTime, earlyTime), answerTime: span(inviteTime, answerTime),
+                     duration: span(answerTime, byeTime), messageCount: messageCount, retransmissions: retransmissions,
+                     transactions: transactions, rtp: rtp, linked: linked, arrows: arrows)
+    }
+}
+
+/// `switchboard capture FILE`: a capture's SIP summary, its calls, or ladder diagrams.
+public enum CaptureCommand {
+    /// What to show.
+    public enum View: Sendable, Hashable {
+        /// Totals by method and status code, and calls by outcome.
+        case summary
+        /// One line per call.
+        case calls
+        /// A ladder diagram of the call with this Call-ID, or of every call when `nil`.
+        case ladder(String?)
+    }
+
+    /// The analysis and its rendering.
+    public struct Report: Sendable {
+        /// The capture's path.
+        public var path: String
+        /// The view rendered.
+        public var view: View
+        /// The analysis of every message read before the end or the error.
+        public var analysis: CaptureAnalysis
+        /// The error that stopped reading (the file could not be opened, or is corrupt).
+        public var error: CaptureFileError?
+        /// 0 when the file was read to its end (and the asked-for call exists), 65 on a file
+        /// error, 1 when `--ladder CALL-ID` names no call.
+        public var exitCode: Int32 {
+            if error != nil { return 65 }
+            if case .ladder(let id?) = view, !analysis.calls.contains(where: { $0.callID == id }) { return 1 }
+            return 0
+        }
+        /// The view as text.
+        public var text: String { CaptureCommand.text(self) }
+        /// The view as JSON.
+        public var json: String { CaptureCommand.json(self).rendered() + "\n" }
+    }
+
+    /// Reads the capture at `path` and analyzes it for `view`. `progress`, when given, is
+    /// called about every 10 000 messages with the number read so far.
+    public static func run(path: String, view: View, progress: ((Int) -> Void)? = nil) -> Report {
+        let ladder: CaptureAnalysis.LadderSelection
+        let keep: Bool
+        switch view {
+        case .summary: ladder = .none; keep = false
+        case .calls: ladder = .none; keep = true
+        case .ladder(let id): ladder = id.map { .call($0) } ?? .all; keep = false
+        }
+        var analysis = CaptureAnalysis(keepCalls: keep, ladder: ladder)
+        var report = Report(path: path, view: view, analysis: analysis, error: nil)
+        let reader: SIPCaptureReader
+        do {
+            reader = try SIPCaptureReader(path: path)
+        } catch {
+            report.error = error
+            analysis.finish()
+            report.analysis = analysis
+            return report
+        }
+        func take(_ e: CaptureEvent) {
+            switch e {
+            case .message(let m):
+                analysis.add(m)
+                if let progress, analysis.summary.messages % 10_000 == 0 { progress(analysis.summary.messages) }
+            case .anomaly: analysis.noteAnomaly()
+            }
+        }
+        do throws(CaptureFileError) {
+            while let e = try reader.next() { take(e) }
+        } catch {
+            report.error = error
+            var decoder = reader.decoder
+            for e in decoder.finish() { take(e) }
+        }
+        analysis.finish()
+        report.analysis = analysis
+        return report
+    }
+
+    /// For captures over 50 MB, a progress reporter for ``run(path:view:progress:)`` that
+    /// rewrites one line on stderr (end it with ``endProgress()``); `nil` for smaller files.
+    public static func stderrProgress(path: String) -> ((Int) -> Void)? {
+        var st = stat()
+        guard stat(path, &st) == 0, Int64(st.st_size) > 50 << 20 else { return nil }
+        return { n in writeStderr("\r\(path): \(n) SIP messages read") }
+    }
+
+    /// Ends the progress line started by ``stderrProgress(path:)``.
+    public static func endProgress() { writeStderr("\n") }
+
+    static func writeStderr(_ s: String) {
+        let bytes = Array(s.utf8)
+        _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+    }
+
+    // MARK: Text
+
+    /// Nanoseconds as seconds with `digits` decimals (rounded).
+    static func seconds(_ ns: Int64, digits: Int = 3) -> String {
+        var scale: Int64 = 1
+        for _ in 0..<(9 - digits) { scale *= 10 }
+        var unit: Int64 = 1
+        for _ in 0..<digits { unit *= 10 }
+        let q = (ns.magnitude + UInt64(scale / 2)) / UInt64(scale)
+        let whole = q / UInt64(unit), frac = String(q % UInt64(unit))
+        let f = digits == 0 ? "" : "." + String(repeating: "0", count: digits - frac.count) + frac
+        return (ns < 0 ? "-" : "") + "\(whole)" + f
+    }
+
+    static func pad(_ s: String, _ n: Int) -> String { s.count >= n ? s : s + String(repeating: " ", count: n - s.count) }
+    static func padLeft(_ s: String, _ n: Int) -> String { s.count >= n ? s : String(repeating: " ", count: n - s.count) + s }
+
+    static func sortedOutcomes(_ d: [CaptureAnalysis.Outcome: Int]) -> [(CaptureAnalysis.Outcome, Int)] {
+        d.sorted { $0.key.sortKey < $1.key.sortKey }.map { ($0.key, $0.value) }
+    }
+
+    static func text(_ r: Report) -> String {
+        var out = ""
+        if r.error == nil || r.analysis.summary.messages > 0 {
+            switch r.view {
+            case .summary: out = summaryText(r.analysis.summary, path: r.path)
+            case .calls: out = r.analysis.calls.map { callLine($0, origin: r.analysis.summary.first) }.joined()
+            case .ladder(let id):
+                let calls = r.analysis.calls.filter { id == nil || $0.callID == id }
+                out = calls.map(ladderText).joined(separator: "\n")
+                if let id, calls.isEmpty, r.error == nil { out = "no call with Call-ID \(id)\n" }
+            }
+        }
+        if let e = r.error { out += "\(r.path): \(e)\n" }
+        return out
+    }
+
+    static func summaryText(_ s: CaptureAnalysis.Summary, path: String) -> String {
+        var out = "\(path): \(s.messages) SIP messages (\(s.requests) requests, \(s.responses) responses), "
+            + "\(s.retransmissions) retransmissions, \(s.anomalies) capture anomalies\n"
+        if let a = s.first, let b = s.last {
+            out += "time: \(a) to \(b) (\(seconds(b.totalNanoseconds - a.totalNanoseconds)) s)\n"
+        }
+        out += "\nSIP requests by method\n"
+        for (m, n) in s.requestsByMethod.sorted(by: { $0.key < $1.key }) { out += "  \(pad(m, 24)) \(padLeft("\(n)", 6))\n" }
+        out += "SIP responses by status code\n"
+        for (c, n) in s.responsesByCode.sorted(by: { $0.key < $1.key }) {
+            let phrase = s.reasonPhrases[c].map { $0.isEmpty ? "" : " " + $0 } ?? ""
+            out += "  \(pad("\(c)\(phrase)", 24)) \(padLeft("\(n)", 6))\n"
+        }
+        out += "\nCalls: \(s.calls)\n"
+        for (o, n) in sortedOutcomes(s.callsByOutcome) where o != .noInvite { out += "  \(pad(o.description, 24)) \(padLeft("\(n)", 6))\n" }
+        out += "Other Call-IDs (no INVITE): \(s.callsByOutcome[.noInvite] ?? 0)\n"
+        return out
+    }
+
+    static func callLine(_ c: CaptureAnalysis.Call, origin: CaptureTimestamp?) -> String {
+        let start = origin.map { seconds(c.first.totalNanoseconds - $0.totalNanoseconds) } ?? "\(c.first)"
+        var parts = [padLeft(start, 10), c.callID.isEmpty ? "(no Call-ID)" : c.callID, "\(c.from ?? "?") -> \(c.to ?? "?")", c.outcome.description]
+        if let s = c.setupTime { parts.append("setup=\(seconds(s, digits: 6))s") }
+        if let a = c.answerTime { parts.append("answer=\(seconds(a, digits: 6))s") }
+        if let d = c.duration { parts.append("duration=\(seconds(d, digits: 6))s") }
+        parts.append("msgs=\(c.messageCount)")
+        if c.retransmissions > 0 { parts.append("rtx=\(c.retransmissions)") }
+        var addresses: [String] = []
+        for r in c.rtp {
+            let a = "\(r.address.contains(":") ? "[\(r.address)]" : r.address):\(r.port)"
+            if !addresses.contains(a) { addresses.append(a) }
+        }
+        if !addresses.isEmpty { parts.append("rtp=" + addresses.joined(separator: ",")) }
+        if !c.linked.isEmpty { parts.append("linked=" + c.linked.joined(separator: ",")) }
+        return parts.joined(separator: "  ") + "\n"
+    }
+
+    /// A terminal ladder diagram: one column per host (IP:port, in order of appearance), time
+    /// downwards, one arrow per message with its time relative to the call's first message.
+    static func ladderText(_ c: CaptureAnalysis.Call) -> String {
+        var hosts: [CaptureEndpoint] = []
+        for a in c.arrows {
+            if !hosts.contains(a.source) { hosts.append(a.source) }
+            if !hosts.contains(a.destination) { hosts.append(a.destination) }
+        }
+        let names = hosts.map(\.description)
+        let widest = max(c.arrows.map(\.label.count).max() ?? 0, names.map(\.count).max() ?? 0)
+        let gap = max(widest + 6, 16)
+        let margin = 12
+        let width = margin + gap * max(hosts.count, 1)
+        func center(_ i: Int) -> Int { margin + gap / 2 + i * gap }
+        var out = "Call-ID: \(c.callID.isEmpty ? "(none)" : c.callID)  (\(c.outcome))\n"
+        var header = [Character](repeating: " ", count: width)
+        for (i, n) in names.enumerated() {
+            let start = max(0, center(i) - n.count / 2)
+            for (k, ch) in n.enumerated() where start + k < width { header[start + k] = ch }
+        }
+        out += String(header).trimmingTrailingSpaces() + "\n"
+        func blank() -> [Character] {
+            var l = [Character](repeating: " ", count: width)
+            for i in hosts.indices { l[center(i)] = "│" }
+            return l
+        }
+        out += String(blank()).trimmingTrailingSpaces() + "\n"
+        for a in c.arrows {
+            var l = blank()
+            let time = padLeft(seconds(a.time.totalNanoseconds - c.first.totalNanoseconds, digits: 6), margin - 2)
+            for (k, ch) in time.enumerated() where k < margin { l[k] = ch }
+            let s = hosts.firstIndex(of: a.source)!, d = hosts.firstIndex(of: a.destination)!
+            if s == d {
+                let text = "↺ " + a.label
+                for (k, ch) in text.enumerated() where center(s) + 2 + k < width { l[center(s) + 2 + k] = ch }
+            } else {
+                let lo = center(min(s, d)), hi = center(max(s, d))
+                for x in (lo + 1)..<hi { l[x] = "─" }
+                if s < d { l[hi - 1] = ">" } else { l[lo + 1] = "<" }
+                let start = lo + 1 + (hi - lo - 1 - a.label.count) / 2
+                for (k, ch) in a.label.enumerated() { l[start + k] = ch }
+            }
+            out += String(l).trimmingTrailingSpaces() + "\n"
+        }
+        return out
+    }
+
+    // MARK: JSON
+
+    static func json(_ r: Report) -> JSONValue {
+        var o: [(String, JSONValue)] = [("file", .string(r.path))]
+        switch r.view {
+        case .summary: o.append(("summary", summaryJSON(r.analysis.summary)))
+        case .calls: o.append(("calls", .array(r.analysis.calls.map(callJSON))))
+        case .ladder(let id):
+            let calls = r.analysis.calls.filter { id == nil || $0.callID == id }
+            o.append(("ladders", .array(calls.map(ladderJSON))))
+        }
+        if let e = r.error {
+            o.append(("error", .object([("offset", .int(Int(e.offset))), ("record", .int(e.record)),
+                                        ("rule", .string(e.rule.rawValue)), ("detail", .string(e.detail))])))
+        } else {
+            o.append(("error", .null))
+        }
+        return .object(o)
+    }
+
+    static func secondsJSON(_ ns: Int64?) -> JSONValue { ns.map { .number(Double($0) / 1e9) } ?? .null }
+    static func timeJSON(_ t: CaptureTimestamp?) -> JSONValue {
+        t.map { .number(Double($0.seconds) + Double($0.nanoseconds) / 1e9) } ?? .null
+    }
+
+    static func summaryJSON(_ s: CaptureAnalysis.Summary) -> JSONValue {
+        var outcomes: [(String, JSONValue)] = []
+        var rejected: [(String, JSONValue)] = []
+        for key in ["answered", "rejected", "cancelled", "noAnswer", "noInvite"] {
+            outcomes.append((key, .int(s.callsByOutcome.filter { $0.key.key == key }.reduce(0) { $0 + $1.value })))
+        }
+        for (o, n) in sortedOutcomes(s.callsByOutcome) { if let c = o.code { rejected.append(("\(c)", .int(n))) } }
+        return .object([
+            ("messages", .int(s.messages)), ("requests", .int(s.requests)), ("responses", .int(s.responses)),
+            ("retransmissions", .int(s.retransmissions)), ("anomalies", .int(s.anomalies)),
+            ("first", timeJSON(s.first)), ("last", timeJSON(s.last)),
+            ("requestsByMethod", .object(s.requestsByMethod.sorted { $0.key < $1.key }.map { ($0.key, .int($0.value)) })),
+            ("responsesByCode", .object(s.responsesByCode.sorted { $0.key < $1.key }.map { ("\($0.key)", .int($0.value)) })),
+            ("calls", .int(s.calls)),
+            ("callsByOutcome", .object(outcomes)),
+            ("rejectedByCode", .object(rejected)),
+        ])
+    }
+
+    static func endpointJSON(_ e: CaptureEndpoint) -> JSONValue { .string(e.description) }
+
+    static func callJSON(_ c: CaptureAnalysis.Call) -> JSONValue {
+        .object([
+            ("callID", .string(c.callID)), ("first", timeJSON(c.first)), ("last", timeJSON(c.last)),
+            ("from", c.from.map { .string($0) } ?? .null), ("to", c.to.map { .string($0) } ?? .null),
+            ("outcome", .string(c.outcome.key)), ("code", c.outcome.code.map { .int($0) } ?? .null),
+            ("setupTime", secondsJSON(c.setupTime)), ("answerTime", secondsJSON(c.answerTime)),
+            ("duration", secondsJSON(c.duration)),
+            ("messages", .int(c.messageCount)), ("retransmissions", .int(c.retransmissions)),
+            ("transactions", .array(c.transactions.map {
+                .object([("method", .string($0.method)), ("cseq", .int(Int($0.cseq))), ("final", $0.finalCode.map { .int($0) } ?? .null)])
+            })),
+            ("rtp", .array(c.rtp.map {
+                .object([("media", .string($0.media)), ("address", .string($0.address)), ("port", .int(Int($0.port))),
+                         ("announcedBy", endpointJSON($0.announcedBy))])
+            })),
+            ("linked", .array(c.linked.map { .string($0) })),
+        ])
+    }
+
+    static func ladderJSON(_ c: CaptureAnalysis.Call) -> JSONValue {
+        var hosts: [CaptureEndpoint] = []
+        for a in c.arrows {
+            if !hosts.contains(a.source) { hosts.append(a.source) }
+            if !hosts.contains(a.destination) { hosts.append(a.destination) }
+        }
+        return .object([
+            ("callID", .string(c.callID)), ("outcome", .string(c.outcome.key)),
+            ("hosts", .array(hosts.map(endpointJSON))),
+            ("arrows", .array(c.arrows.map {
+                .object([("time", secondsJSON($0.time.totalNanoseconds - c.first.totalNanoseconds)),
+                         ("from", endpointJSON($0.source)), ("to", endpointJSON($0.destination)),
+                         ("label", .string($0.label)), ("frame", .int($0.frameNumber)),
+                         ("retransmission", .bool($0.retransmission))])
+            })),
+        ])
+    }
+}
+
+extension String {
+    fileprivate func trimmingTrailingSpaces() -> String {
+        var s = Substring(self)
+        while s.last == " " { s.removeLast() }
+        return String(s)
+    }
+}
