@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "SIPResolver", targets: ["SIPResolver"]),
         .library(name: "PacketCapture", targets: ["PacketCapture"]),
         .library(name: "SIPAuth", targets: ["SIPAuth"]),
+        .library(name: "RTP", targets: ["RTP"]),
         .executable(name: "switchboard", targets: ["switchboard"]),
     ],
     dependencies: [
@@ -25,6 +26,8 @@ let package = Package(
         .target(name: "SIPMessage"),
         // bytes ⇄ SDP sessions (RFC 8866, 4566, 4568); no I/O, no dependencies.
         .target(name: "SDP"),
+        // RTP/RTCP packets, reception statistics, RTCP interval (RFC 3550, 3611, 8285, 5761); no I/O, no dependencies.
+        .target(name: "RTP"),
         // RFC 3261 §17 transaction machines and the transaction layer; no I/O.
         .target(name: "SIPTransaction", dependencies: ["SIPMessage"]),
         // RFC 3261 §12 dialogs (and, as issue 4 grows, INVITE sessions); no I/O.
@@ -58,6 +61,7 @@ let package = Package(
         .executableTarget(name: "SwitchboardBench", dependencies: ["SIPMessage"]),
         .testTarget(name: "SIPMessageTests", dependencies: ["SIPMessage"]),
         .testTarget(name: "SDPTests", dependencies: ["SDP"]),
+        .testTarget(name: "RTPTests", dependencies: ["RTP"]),
         .testTarget(name: "SIPTransactionTests", dependencies: ["SIPTransaction", "SIPMessage"]),
         .testTarget(name: "SIPDialogTests", dependencies: ["SIPDialog", "SIPMessage", "SIPAuth"]),
         .testTarget(name: "SIPRuntimeTests", dependencies: ["SIPRuntime", "SIPTransaction", "SIPTransport", "SIPMessage"]),
