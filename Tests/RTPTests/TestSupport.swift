@@ -1,3 +1,4 @@
+@_exported import SwitchboardTestSupport
 import Testing
 @testable import RTP
 #if canImport(Glibc)
@@ -19,44 +20,8 @@ func hex(_ s: String) -> [UInt8] {
     return out
 }
 
-/// A seeded generator so every run draws the same numbers.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
-enum Paths {
-    static let repoRoot: String = {
-        var parts = "\(#filePath)".split(separator: "/", omittingEmptySubsequences: false)
-        parts.removeLast(3)  // Tests/RTPTests/TestSupport.swift
-        return parts.joined(separator: "/")
-    }()
-    static let corpora: String = {
-        if let e = getenv("SWITCHBOARD_CORPORA") { return String(cString: e) }
-        return repoRoot + "/../shared/corpora"
-    }()
-    static var isCI: Bool { getenv("CI") != nil }
-}
-
-func readBytes(_ path: String) -> [UInt8]? {
-    guard let f = fopen(path, "rb") else { return nil }
-    defer { fclose(f) }
-    var out: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let n = fread(&chunk, 1, chunk.count, f)
-        if n <= 0 { break }
-        out.append(contentsOf: chunk[0..<n])
-    }
-    return out
-}
+typealias SplitMix64 = TestRandom
+typealias Paths = TestPaths
 
 func listDirectory(_ path: String) -> [String]? {
     guard let d = opendir(path) else { return nil }

@@ -1,3 +1,4 @@
+@_exported import SwitchboardTestSupport
 import Testing
 @testable import SIPMessage
 #if canImport(Glibc)
@@ -8,33 +9,14 @@ import Darwin
 
 /// Paths of the project's own fixtures and of the shared corpora beside the repository.
 enum Paths {
-    static let repoRoot: String = {
-        var parts = "\(#filePath)".split(separator: "/", omittingEmptySubsequences: false)
-        parts.removeLast(3)  // Tests/SIPMessageTests/TestSupport.swift
-        return parts.joined(separator: "/")
-    }()
+    static let repoRoot = TestPaths.repoRoot
     static let fixtures = repoRoot + "/Fixtures/sip"
-    static let corpora: String = {
-        if let e = getenv("SWITCHBOARD_CORPORA") { return String(cString: e) }
-        return repoRoot + "/../shared/corpora"
-    }()
-    static var corporaAvailable: Bool { access(corpora + "/rfc4475/EXPECTATIONS.tsv", R_OK) == 0 }
+    static let corpora = TestPaths.corpora
+    static var corporaAvailable: Bool { TestPaths.corporaHas("rfc4475/EXPECTATIONS.tsv") }
     /// CI always has the corpora: there a missing folder fails instead of skipping.
-    static var isCI: Bool { getenv("CI") != nil }
+    static var isCI: Bool { TestPaths.isCI }
 }
 
-func readBytes(_ path: String) -> [UInt8]? {
-    guard let f = fopen(path, "rb") else { return nil }
-    defer { fclose(f) }
-    var out: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let n = fread(&chunk, 1, chunk.count, f)
-        if n <= 0 { break }
-        out.append(contentsOf: chunk[0..<n])
-    }
-    return out
-}
 
 func listDirectory(_ path: String) -> [String] {
     guard let d = opendir(path) else { return [] }

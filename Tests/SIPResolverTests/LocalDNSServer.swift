@@ -1,3 +1,4 @@
+@_exported import SwitchboardTestSupport
 import Glibc
 import SIPResolver
 import Synchronization
@@ -244,18 +245,7 @@ func deadServerAddress() -> DNSServerAddress {
     return DNSServerAddress(.v4(IPv4Address(127, 0, 0, 1)), port: port)
 }
 
-/// A seeded SplitMix64 generator, so SRV orders are reproducible.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
+typealias SeededGenerator = TestRandom
 
 /// Builds records tersely.
 enum Z {
