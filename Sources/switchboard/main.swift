@@ -2,6 +2,8 @@ import SwitchboardTools
 import ArgumentParser
 import Dispatch
 import SIPRuntime
+import SIPMessage
+import SIPDialog
 import SIPTransport
 import Synchronization
 #if canImport(Glibc)
@@ -15,7 +17,7 @@ struct SwitchboardCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "switchboard",
         abstract: "Switchboard: a SIP/RTP stack in Swift.",
-        subcommands: [Parse.self, Frame.self, Serve.self, Dial.self, Capture.self]
+        subcommands: [Parse.self, Frame.self, Serve.self, Dial.self, Register.self, Capture.self]
     )
 }
 
@@ -202,5 +204,50 @@ struct Dial: AsyncParsableCommand {
         print("calls: \(result.started) started, \(result.succeeded) succeeded, \(result.failed) failed")
         for (reason, n) in result.failures.sorted(by: { $0.key < $1.key }) { print("  \(reason): \(n)") }
         if result.succeeded != count { throw ExitCode(1) }
+    }
+}
+
+struct Register: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Register an address of record with a registrar (digest authentication), print the state changes, then unregister.",
+        discussion: "Exits 0 when it registered and unregistered, 1 otherwise."
+    )
+
+    @Argument(help: "The address of record, e.g. sip:alice@127.0.0.1:5080 (its host:port is the registrar).")
+    var aor: String
+
+    @Option(name: .long, help: "Authentication user name (default: the AOR's user).")
+    var user: String?
+
+    @Option(name: .long, help: "Password.")
+    var password: String = ""
+
+    @Option(name: .long, help: "Requested binding lifetime in seconds.")
+    var expires: UInt32 = 600
+
+    @Option(name: .long, help: "Stay registered this many seconds (refreshing as needed) before unregistering.")
+    var duration: Int = 0
+
+    @Option(name: .long, help: "Local address: udp:HOST:PORT or tcp:… (port 0 = any).")
+    var listen: String = "udp:127.0.0.1:0"
+
+    func run() async throws {
+        let uri = try SIPURI(aor)
+        let registrar = SIPURI(secure: uri.secure, host: uri.host, port: uri.port)
+        let endpoint = try SIPEndpoint(configuration: .init(listen: [try ListenSpec.parse(listen)])) { _ in }
+        defer { endpoint.close() }
+        let local = endpoint.localAddresses[0]
+        let peer = SIPPeer(transport: local.transport, address: try SocketAddress(ip: uri.host.address, port: uri.port ?? 5060))
+        let session = RegisterSession(endpoint: endpoint, peer: peer, registrar: registrar, addressOfRecord: uri,
+                                      username: user ?? uri.user ?? "", password: password, expires: expires) { state in
+            print(state.label)
+        }
+        session.start()
+        let registered = await session.wait(timeout: .seconds(40)) { $0.isSettled }
+        guard case .registered = registered else { throw ExitCode(1) }
+        if duration > 0 { try await Task.sleep(for: .seconds(duration)) }
+        session.stop()
+        let end = await session.wait(timeout: .seconds(40)) { $0.isSettled }
+        if end != .unregistered { throw ExitCode(1) }
     }
 }

@@ -1,0 +1,110 @@
+import Foundation
+import SwitchboardTestSupport
+import Testing
+import SIPMessage
+import SIPDialog
+import SIPRuntime
+import SIPTransport
+@testable import SwitchboardTools
+
+/// Kamailio (installed by scripts/test) as a registrar with digest authentication, started by
+/// scripts/peers/kamailio-start on 127.0.0.1 with the project's own configuration. Skipped
+/// with a message without kamailio, except under CI, where that fails.
+enum Kamailio {
+    static var available: Bool { FileManager.default.isExecutableFile(atPath: "/usr/sbin/kamailio") }
+
+    /// Starts it on a free port; returns (pid, port, run folder).
+    static func start() async throws -> (Int32, UInt16, String) {
+        let port = try SIPpPort.free()
+        let rundir = NSTemporaryDirectory() + "sb-kamailio-\(UUID().uuidString)"
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: TestPaths.repoRoot + "/scripts/peers/kamailio-start")
+        p.arguments = [String(port), rundir]
+        // No pipes: tests run in parallel, and a long-lived Kamailio would inherit another
+        // test's pipe and keep its reader waiting forever. The PID comes from Kamailio's file.
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        // Poll rather than waitUntilExit (which was seen to hang here); the script is bounded.
+        let clock = ContinuousClock(), deadline = clock.now + .seconds(15)
+        while p.isRunning && clock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        let text = (try? String(contentsOfFile: rundir + "/kamailio.pid", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+        guard !p.isRunning, p.terminationStatus == 0, let pid = Int32(text) else {
+            if p.isRunning { p.terminate() }
+            throw ToolError("kamailio did not start")
+        }
+        return (pid, port, rundir)
+    }
+
+    /// Stops Kamailio and its children: its whole process group (never the test's own).
+    static func stop(_ pid: Int32) {
+        let group = getpgid(pid)
+        if group > 1 && group != getpgrp() { killpg(group, SIGKILL) } else { kill(pid, SIGKILL) }
+    }
+
+    /// The location table's AORs, from kamcmd.
+    static func registeredUsers(_ rundir: String) -> String {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/sbin/kamcmd")
+        p.arguments = ["-s", "unix:\(rundir)/kamailio_ctl", "ul.dump", "brief"]
+        let file = NSTemporaryDirectory() + "sb-kamcmd-\(UUID().uuidString).txt"
+        _ = FileManager.default.createFile(atPath: file, contents: nil)
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        guard let handle = FileHandle(forWritingAtPath: file) else { return "" }
+        p.standardOutput = handle
+        p.standardError = FileHandle.nullDevice
+        guard (try? p.run()) != nil else { return "" }
+        let clock = ContinuousClock(), deadline = clock.now + .seconds(5)
+        while p.isRunning && clock.now < deadline { usleep(20_000) }
+        try? handle.close()
+        return (try? String(contentsOfFile: file, encoding: .utf8)) ?? ""
+    }
+}
+
+enum SIPpPort {
+    static func free() throws -> UInt16 {
+        let probe = try UDPTransport(bindingTo: try SocketAddress(ip: "127.0.0.1", port: 0)) { _ in }
+        defer { probe.close() }
+        return probe.localAddress.port
+    }
+}
+
+@Suite("Registration against Kamailio", .enabled(if: Kamailio.available || TestPaths.isCI, "kamailio is not installed: Kamailio interop skipped"))
+struct KamailioRegistrationTests {
+    func session(_ transport: String, port: UInt16, password: String) throws -> RegisterSession {
+        let endpoint = try SIPEndpoint(configuration: .init(listen: [try ListenSpec.parse("\(transport):127.0.0.1:0")])) { _ in }
+        let peer = SIPPeer(transport: transport == "tcp" ? .tcp : .udp, address: try SocketAddress(ip: "127.0.0.1", port: port))
+        return RegisterSession(endpoint: endpoint, peer: peer, registrar: try SIPURI("sip:127.0.0.1:\(port)"),
+                               addressOfRecord: try SIPURI("sip:alice@127.0.0.1:\(port)"), username: "alice", password: password, expires: 120, seed: 1)
+    }
+
+    @Test(.timeLimit(.minutes(1)), arguments: ["udp", "tcp"])
+    func registersAndUnregisters(_ transport: String) async throws {
+        #expect(Kamailio.available, "kamailio must be installed in CI (scripts/test installs it)")
+        let (pid, port, rundir) = try await Kamailio.start()
+        defer { Kamailio.stop(pid) }
+        let s = try session(transport, port: port, password: "alicepw")
+        defer { s.endpoint.close() }
+        s.start()
+        let registered = await s.wait(timeout: .seconds(10)) { $0.isSettled }
+        #expect(registered == .registered(expires: 120))
+        #expect(Kamailio.registeredUsers(rundir).contains("alice"))
+        s.stop()
+        let end = await s.wait(timeout: .seconds(10)) { $0.isSettled && $0 != .registered(expires: 120) }
+        #expect(end == .unregistered)
+        #expect(!Kamailio.registeredUsers(rundir).contains("AOR: alice"))
+        #expect(s.history == [.registering, .registered(expires: 120), .unregistering, .unregistered])
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func wrongPasswordIsBadCredentials() async throws {
+        #expect(Kamailio.available, "kamailio must be installed in CI (scripts/test installs it)")
+        let (pid, port, _) = try await Kamailio.start()
+        defer { Kamailio.stop(pid) }
+        let s = try session("udp", port: port, password: "wrong")
+        defer { s.endpoint.close() }
+        s.start()
+        let end = await s.wait(timeout: .seconds(10)) { $0.isSettled }
+        #expect(end == .failed(.badCredentials))
+    }
+}
