@@ -99,6 +99,9 @@ public struct RegistrationClient: Sendable {
     private let fromTag: String
     private var lastRequest: SIPMessage?
     private var requestedExpires: UInt32
+    /// The expires of the REGISTER in flight (0 while unregistering), repeated when it is
+    /// answered with credentials.
+    private var inFlightExpires: UInt32 = 0
     private var failures = 0
     private var stopping = false
     private var answeredChallenge = false
@@ -120,20 +123,21 @@ public struct RegistrationClient: Sendable {
     public mutating func start() -> [Action] {
         stopping = false
         failures = 0
-        return [.cancelTimer] + send(expires: configuration.expires, authorization: []) + [set(.registering)]
+        // The state change comes before the send, so a driver reports it before any response.
+        return [.cancelTimer, set(.registering)] + send(expires: configuration.expires, authorization: [])
     }
 
     /// Removes the binding (REGISTER with expires 0).
     public mutating func stop() -> [Action] {
         stopping = true
-        return [.cancelTimer] + send(expires: 0, authorization: []) + [set(.unregistering)]
+        return [.cancelTimer, set(.unregistering)] + send(expires: 0, authorization: [])
     }
 
     public mutating func handle(_ event: Event) -> [Action] {
         switch event {
         case .timerFired:
             if case .registered = state { return send(expires: configuration.expires, authorization: cachedCredentials()) }
-            if case .failed = state { return send(expires: configuration.expires, authorization: []) + [set(.registering)] }
+            if case .failed = state { return [set(.registering)] + send(expires: configuration.expires, authorization: []) }
             return []
         case .timeout:
             return fail(.timeout, retry: true)
@@ -168,7 +172,7 @@ public struct RegistrationClient: Sendable {
                                                    requestURI: configuration.registrar.description, using: &rng)
                 answeredChallenge = true
                 proxyChallenges = code == 407
-                return send(expires: requestedExpires, authorization: headers.map { (code == 401 ? SIPHeaderName.authorization : .proxyAuthorization, $0) })
+                return send(expires: inFlightExpires, authorization: headers.map { (code == 401 ? SIPHeaderName.authorization : .proxyAuthorization, $0) })
             } catch DigestError.credentialsRejected {
                 return fail(.badCredentials, retry: false)
             } catch {
@@ -230,6 +234,7 @@ public struct RegistrationClient: Sendable {
 
     private mutating func send(expires: UInt32, authorization: [(SIPHeaderName, AuthenticationHeader)]) -> [Action] {
         cseq += 1
+        inFlightExpires = expires
         var contact = NameAddress(uri: configuration.contact)
         contact.parameters.set("expires", String(expires))
         if let inst = configuration.instanceID { contact.parameters.set("+sip.instance", "<\(inst)>", quoted: true) }

@@ -154,6 +154,9 @@ struct RegistrationClientTests {
         #expect(try bye.expires() == 0)
         #expect(try bye.contact()?.addresses.first?.expires == 0)
         let authedBye = try #require(sent(client.handle(.response(registrar.answer(bye)))))
+        // The answer to the challenge still removes the binding.
+        #expect(try authedBye.expires() == 0)
+        #expect(try authedBye.contact()?.addresses.first?.expires == 0)
         _ = client.handle(.response(registrar.answer(authedBye)))
         #expect(client.state == .unregistered)
         // Started again, it registers again.
