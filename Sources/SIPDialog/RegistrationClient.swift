@@ -149,7 +149,7 @@ public struct RegistrationClient: Sendable {
     }
 
     private mutating func response(_ r: SIPMessage) -> [Action] {
-        guard let code = r.statusCode, code >= 200, let request = lastRequest else { return [] }
+        guard let code = r.statusCode, code >= 200, lastRequest != nil else { return [] }
         switch code {
         case 200..<300:
             answeredChallenge = false
@@ -182,7 +182,6 @@ public struct RegistrationClient: Sendable {
             // Interval Too Brief: ask again with the registrar's minimum (RFC 3261 §10.2.8).
             guard let min = try? r.minExpires(), min > requestedExpires else { return fail(.rejected(423), retry: true) }
             requestedExpires = min
-            _ = request
             // The credentials were accepted: answer again with them, not as a new attempt.
             answeredChallenge = false
             return send(expires: min, authorization: cachedCredentials())

@@ -307,15 +307,12 @@ public final class SIPEndpoint: Sendable {
 
     /// RFC 3261 §18.2.1 and RFC 3581: note where a request really came from in its top Via.
     static func stampVia(_ message: inout SIPMessage, source: SocketAddress) {
-        guard let top = message.elementBytes(.via).first else { return }
+        guard let top = message.elementBytes(.via).first, var v = try? Via(bytes: top) else { return }
         let rportFlag = findFlag(top, "rport")
-        // Cheap check first: the sent-by host equals the source address and rport wants nothing.
-        guard let via = try? Via(bytes: top) else { return }
         let sourceIP = source.ipString
-        let hostMatches = via.host.address == sourceIP
-        guard !hostMatches || rportFlag else { return }
-        var v = via
-        if !hostMatches || rportFlag { v.parameters.set("received", sourceIP) }
+        // Nothing to note when the sent-by host is the source and no rport value is wanted.
+        guard v.host.address != sourceIP || rportFlag else { return }
+        v.parameters.set("received", sourceIP)
         if rportFlag { v.parameters.set("rport", String(source.port)) }
         message.replaceFirstElement(.via, with: v.description)
     }

@@ -23,16 +23,21 @@ struct LoopbackTests {
         try SIPEndpoint(configuration: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))])) { _ in }
     }
 
+    /// Places `count` calls from a fresh UAC endpoint to `uas`.
+    func call(_ uas: SIPEndpoint, count: Int, rate: Double) async throws -> CallGenerator.Result {
+        let uacEndpoint = try client()
+        defer { uacEndpoint.close() }
+        let uasAddress = uas.localAddresses[0]
+        let gen = CallGenerator(endpoint: uacEndpoint, target: try SIPURI("sip:uas@127.0.0.1:\(uasAddress.address.port)"),
+                                peer: uasAddress, local: uacEndpoint.localAddresses[0])
+        return await gen.run(count: count, rate: rate, timeout: .seconds(10))
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func callsOverUDPComplete() async throws {
         let (uasEndpoint, uas) = try server(answer: 200)
         defer { uasEndpoint.close() }
-        let uacEndpoint = try client()
-        defer { uacEndpoint.close() }
-        let uasAddress = uasEndpoint.localAddresses[0]
-        let gen = CallGenerator(endpoint: uacEndpoint, target: try SIPURI("sip:uas@127.0.0.1:\(uasAddress.address.port)"),
-                                peer: uasAddress, local: uacEndpoint.localAddresses[0])
-        let r = await gen.run(count: 200, rate: 2000, timeout: .seconds(10))
+        let r = try await call(uasEndpoint, count: 200, rate: 2000)
         #expect(r.succeeded == 200, "failures: \(r.failures)")
         let s = uas.statistics
         #expect(s.invites == 200 && s.byes == 200)
@@ -45,12 +50,7 @@ struct LoopbackTests {
     func rejectedCallsAreACKedByTheTransaction() async throws {
         let (uasEndpoint, uas) = try server(answer: 486)
         defer { uasEndpoint.close() }
-        let uacEndpoint = try client()
-        defer { uacEndpoint.close() }
-        let uasAddress = uasEndpoint.localAddresses[0]
-        let gen = CallGenerator(endpoint: uacEndpoint, target: try SIPURI("sip:uas@127.0.0.1:\(uasAddress.address.port)"),
-                                peer: uasAddress, local: uacEndpoint.localAddresses[0])
-        let r = await gen.run(count: 20, rate: 1000, timeout: .seconds(10))
+        let r = try await call(uasEndpoint, count: 20, rate: 1000)
         #expect(r.failed == 20)
         #expect(r.failures["INVITE 486"] == 20)
         #expect(uas.statistics.invites == 20)
