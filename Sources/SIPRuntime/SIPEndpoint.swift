@@ -109,6 +109,11 @@ public final class SIPEndpoint: Sendable {
         /// Client transactions waiting on a connection being opened in the background, so a
         /// failed connect fails them (RFC 3261 §8.1.3.1).
         var connecting: [ConnectionID: Set<TransactionID>] = [:]
+        /// Connections whose background connect failed before any transaction was noted as
+        /// waiting on them (the failure can be delivered before `send(to:)` returns its id),
+        /// oldest first, at most ``recentFailureLimit``.
+        var recentlyFailed: Set<ConnectionID> = []
+        var recentlyFailedOrder: [ConnectionID] = []
     }
 
     struct TimerKey: Hashable { var id: TransactionID; var timer: TransactionTimer }
@@ -268,6 +273,13 @@ public final class SIPEndpoint: Sendable {
             }
             let outputs = core.withLock { c -> [Work] in
                 let ids = c.connecting.removeValue(forKey: info.id) ?? []
+                if ids.isEmpty {
+                    c.recentlyFailed.insert(info.id)
+                    c.recentlyFailedOrder.append(info.id)
+                    if c.recentlyFailedOrder.count > SIPEndpoint.recentFailureLimit {
+                        c.recentlyFailed.remove(c.recentlyFailedOrder.removeFirst())
+                    }
+                }
                 var out: [Work] = []
                 for id in ids.sorted(by: { $0.rawValue < $1.rawValue }) { out += scheduleTimers(c.layer.transportFailed(id), &c) }
                 return out
@@ -445,8 +457,18 @@ public final class SIPEndpoint: Sendable {
 
     fileprivate func countSendError() { core.withLock { $0.stats.sendErrors += 1 } }
 
-    fileprivate func noteConnecting(_ c: ConnectionID, _ id: TransactionID) {
-        core.withLock { _ = $0.connecting[c, default: []].insert(id) }
+    /// How many failed connection ids are remembered for transactions noted late.
+    static let recentFailureLimit = 1024
+
+    /// Notes that client transaction `id` waits on connection `conn`; if that connection's
+    /// connect already failed, the transaction fails now instead of waiting for Timer B.
+    fileprivate func noteConnecting(_ conn: ConnectionID, _ id: TransactionID) {
+        let outputs = core.withLock { c -> [Work] in
+            if c.recentlyFailed.contains(conn) { return scheduleTimers(c.layer.transportFailed(id), &c) }
+            c.connecting[conn, default: []].insert(id)
+            return []
+        }
+        execute(outputs)
     }
 
     /// Over TCP: on the peer's connection when known (responses go back on the request's
@@ -468,9 +490,7 @@ public final class SIPEndpoint: Sendable {
                 }
             }
             let c = try t.send(bytes, to: peer.address)
-            if let id = transaction, m.isRequest {
-                core.withLock { _ = $0.connecting[c, default: []].insert(id) }
-            }
+            if let id = transaction, m.isRequest { noteConnecting(c, id) }
             return true
         } catch {
             core.withLock { $0.stats.sendErrors += 1 }
