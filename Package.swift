@@ -33,7 +33,7 @@ let package = Package(
         // RFC 3261 §12 dialogs (and, as issue 4 grows, INVITE sessions); no I/O.
         .target(name: "SIPDialog", dependencies: ["SIPMessage", "SIPAuth", "SIPTransaction"]),
         // A virtual clock and an in-memory lossy network driving the real machines (for tests).
-        .target(name: "SIPSimulation", dependencies: ["SIPMessage", "SIPTransaction"]),
+        .target(name: "SIPSimulation", dependencies: ["SIPMessage", "SIPTransaction", "SIPDialog", "SIPAuth"]),
         // recvmmsg/sendmmsg, accept4, eventfd and socket-option helpers (_GNU_SOURCE) for SIPTransport.
         .target(name: "CSocket"),
         // The system OpenSSL (libssl, libcrypto) and wrappers for its macros, for TLS in SIPTransport.

@@ -145,6 +145,16 @@ public struct Dialog: Sendable, Hashable {
         state = .confirmed
     }
 
+    /// A 2xx to a target-refresh request we sent inside the dialog (re-INVITE, UPDATE) moves
+    /// the remote target to its Contact (RFC 3261 §12.2.1.2).
+    public mutating func refreshTarget(from response: SIPMessage) throws(DialogError) {
+        do {
+            if let contact = try response.contact()?.addresses.first { remoteTarget = contact.uri }
+        } catch {
+            throw .malformed(error)
+        }
+    }
+
     /// Ends the dialog (BYE sent or received, or a failure for an early dialog).
     public mutating func terminate() { state = .terminated }
 

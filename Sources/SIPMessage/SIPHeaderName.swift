@@ -328,4 +328,7 @@ public struct SIPHeaderName: Sendable, Hashable, CustomStringConvertible, Expres
     public static let accept = SIPHeaderName(.accept)
     public static let warning = SIPHeaderName(.warning)
     public static let timestamp = SIPHeaderName(.timestamp)
+    public static let minSE = SIPHeaderName(.minSE)
+    public static let allowEvents = SIPHeaderName(.allowEvents)
+    public static let contentDisposition = SIPHeaderName(.contentDisposition)
 }

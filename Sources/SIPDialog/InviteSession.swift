@@ -1,0 +1,1118 @@
+import SIPMessage
+import SIPAuth
+import SIPTransaction
+
+/// One INVITE session (RFC 3261 §13–15) with its dialog, as a value type: commands and inputs
+/// in, actions out; no sockets, no clock, no threads. It covers the calls we make (UAC) and
+/// the calls we receive (UAS):
+///
+/// - provisional responses and early dialogs, forking (several early dialogs; a second 2xx is
+///   ACKed and sent BYE), CANCEL and its race with 2xx, BYE from either side;
+/// - the 2xx retransmission and ACK dance the dialog owns (RFC 3261 §13.3.1.4, RFC 6026):
+///   our 2xx is retransmitted until its ACK, and a retransmitted 2xx gets our ACK again;
+/// - re-INVITE and UPDATE (RFC 3311) for hold/resume and target refresh, with the offer/answer
+///   rules of RFC 3264 §4 (491 for overlapping offers, and the §14.1 retry timers);
+/// - reliable provisional responses and PRACK (RFC 3262), session timers (RFC 4028);
+/// - digest challenges to our requests (401/407), other requests in the dialog passed up.
+///
+/// The session never reads a body: offers and answers are ``SessionBody`` values that the
+/// user produces and consumes with the SDP offer/answer engine.
+///
+/// The driver runs client transactions for ``Action/send(_:)`` (an ACK is sent directly, it is
+/// not a transaction), answers server transactions for ``Action/respond(_:in:)``, runs the
+/// ``SessionTimer``s and feeds back responses (including 2xx retransmissions that match no
+/// transaction), transaction failures, in-dialog requests, ACKs and CANCELs as ``Input``.
+public struct InviteSession: Sendable {
+    public enum Role: Sendable, Hashable { case uac, uas }
+
+    /// What the driver must do, or tell the user.
+    public enum Action: Sendable {
+        /// Send a request: in a new client transaction, except an ACK, which is sent as is.
+        case send(SIPMessage)
+        /// Send a response in a server transaction.
+        case respond(SIPMessage, in: TransactionID)
+        /// Start (or restart) a timer; when it fires, feed ``Input/timerFired(_:)``.
+        case startTimer(SessionTimer, after: Duration)
+        case cancelTimer(SessionTimer)
+        case event(SessionEvent)
+    }
+
+    /// What the network and the clock tell the session.
+    public enum Input: Sendable {
+        /// A response to one of our requests, or a 2xx that matched no transaction
+        /// (a retransmission, or another fork) for this Call-ID.
+        case response(SIPMessage)
+        /// Our request with this method and CSeq got no final response (`timeout`: Timer B/F)
+        /// or the transport failed.
+        case requestFailed(SIPMethod, cseq: UInt32, timeout: Bool)
+        /// A request for this session (not ACK or CANCEL), in a server transaction.
+        case request(SIPMessage, transaction: TransactionID)
+        /// An ACK for a 2xx of ours.
+        case ack(SIPMessage)
+        /// A CANCEL for the INVITE (the transaction layer matched it), in its own transaction.
+        case cancel(SIPMessage, transaction: TransactionID)
+        case timerFired(SessionTimer)
+    }
+
+    public let role: Role
+    public let configuration: InviteSessionConfiguration
+    public private(set) var state: SessionState = .idle
+    public let callID: String
+    public let localTag: String
+    /// The dialog once there is one (early or confirmed).
+    public private(set) var dialog: Dialog?
+
+    private var rng: SplitMix64
+    private var digest: DigestClient?
+
+    // MARK: UAC: the dialog-creating INVITE
+    private var target: NameAddress
+    private var initialOffer: SessionBody?
+    private var invite: SIPMessage?
+    private var inviteCSeq: UInt32 = 0
+    private var inviteFinal = false
+    private var answeredInviteChallenge = false
+    private var earlyDialogs: [String: Dialog] = [:]
+    private var gotProvisional = false
+    private var cancelRequested = false
+    private var cancelSent = false
+    /// ACKs sent for 2xx responses, by CSeq number, repeated for retransmitted 2xx.
+    private var acks: [UInt32: SIPMessage] = [:]
+    /// A 2xx to an offerless INVITE carried an offer: the ACK waits for our answer.
+    private var ackAwaitingAnswer: (invite: SIPMessage, cseq: UInt32)?
+    private var lastRSeq: [String: UInt32] = [:]
+    private var sessionExpiresRequest: UInt32?
+
+    // MARK: Offer/answer (RFC 3264 §4)
+    private enum OfferState: Sendable, Hashable { case none, local(SIPMethod), remote(SIPMethod) }
+    private var offer: OfferState = .none
+    /// Our last session description sent (offer or answer), repeated in refreshing re-INVITEs.
+    public private(set) var localBody: SessionBody?
+    /// The peer's last session description (offer or answer).
+    public private(set) var remoteBody: SessionBody?
+
+    // MARK: UAS: INVITE server transactions (initial or re-INVITE)
+    private struct ServerInvite: Sendable {
+        var transaction: TransactionID
+        var request: SIPMessage
+        var cseq: UInt32
+        var isInitial: Bool
+        var final: SIPMessage?
+        var interval: Duration = .zero
+    }
+    private var serverInvite: ServerInvite?
+    /// An answer sent in an unreliable provisional, repeated in the 2xx (RFC 3264, RFC 6337).
+    private var earlyAnswer: SessionBody?
+    private var pendingUpdate: (transaction: TransactionID, request: SIPMessage)?
+    private var byeAfterAck = false
+
+    // MARK: 100rel (RFC 3262)
+    private var use100rel = false
+    private var nextRSeq: UInt32
+    private var unackedReliable: (response: SIPMessage, rseq: UInt32, interval: Duration, hadBody: Bool)?
+    private var queuedFinal: SIPMessage?
+
+    // MARK: Requests we sent inside the dialog
+    private struct Pending: Sendable {
+        var method: SIPMethod
+        var body: SessionBody?
+        var extra: [(SIPHeaderName, String)]
+        var request: SIPMessage
+        var answeredChallenge = false
+        var isRefresh = false
+    }
+    private var pending: [UInt32: Pending] = [:]
+    private var glare: (method: SIPMethod, body: SessionBody?)?
+
+    // MARK: Session timers (RFC 4028)
+    private var sessionInterval: UInt32?
+    private var weRefresh = false
+    private var peerSupportsTimer = false
+    private var peerAllows: [SIPMethod] = []
+
+    // MARK: - Creation
+
+    /// A call we make to `target`. `offer` is our SDP offer, or `nil` for a delayed offer
+    /// (the peer offers in its 2xx and we answer in the ACK). `credentials` answer 401/407.
+    /// `seed` makes Call-ID, tags and branches reproducible.
+    public init(calling target: NameAddress, configuration: InviteSessionConfiguration, offer: SessionBody?,
+                credentials: DigestClient? = nil, callID: String? = nil, seed: UInt64) {
+        role = .uac
+        self.configuration = configuration
+        self.target = target
+        initialOffer = offer
+        digest = credentials
+        var g = SplitMix64(seed: seed)
+        let generated = String(g.next(), radix: 36) + String(g.next() & 0xFFFF, radix: 36) + "@switchboard"
+        rng = g
+        self.callID = callID ?? generated
+        localTag = String(rng.next(), radix: 36)
+        nextRSeq = UInt32(truncatingIfNeeded: rng.next() % 0x7FFF_FFFF) + 1
+    }
+
+    /// A call we receive: the INVITE that starts it and its server transaction. Call
+    /// ``start()`` next: it checks the request and tells the user about it.
+    public init(incoming request: SIPMessage, transaction: TransactionID, configuration: InviteSessionConfiguration,
+                credentials: DigestClient? = nil, seed: UInt64) {
+        role = .uas
+        self.configuration = configuration
+        rng = SplitMix64(seed: seed)
+        callID = request.callID ?? ""
+        localTag = String(rng.next(), radix: 36)
+        target = (try? request.from()) ?? NameAddress(uri: .other(scheme: "sip", text: "invalid"))
+        digest = credentials
+        nextRSeq = UInt32(truncatingIfNeeded: rng.next() % 0x7FFF_FFFF) + 1
+        serverInvite = ServerInvite(transaction: transaction, request: request, cseq: (try? request.cseq().sequence) ?? 0, isInitial: true)
+    }
+
+    /// Whether the session is over.
+    public var isTerminated: Bool { state.isTerminated }
+
+    /// The ID of the confirmed or early dialog.
+    public var dialogID: DialogID? { dialog?.id }
+
+    // MARK: - Commands
+
+    /// UAC: sends the INVITE. UAS: checks the INVITE (option tags, session interval, Contact)
+    /// and either refuses it or tells the user about the call and the offer in it.
+    public mutating func start() -> [Action] {
+        guard state == .idle else { return [] }
+        switch role {
+        case .uac:
+            inviteCSeq = 1
+            if let o = initialOffer { offer = .local(.invite); localBody = o }
+            var out = [set(.calling)]
+            out += sendInitialInvite(authorization: [])
+            return out
+        case .uas:
+            return startIncoming()
+        }
+    }
+
+    /// UAC: cancels the call before it is answered (RFC 3261 §9.1). The CANCEL goes out once a
+    /// provisional response has come; a 2xx that crosses it is ACKed and sent BYE.
+    public mutating func cancel() throws(SessionError) -> [Action] {
+        guard role == .uac, state == .calling || isProceeding else { throw .invalidState(operation: "cancel", state: state) }
+        cancelRequested = true
+        var out = [set(.terminating)]
+        if gotProvisional { out += sendCancel() }
+        return out
+    }
+
+    /// UAS: sends a provisional response (180 Ringing, 183 Session Progress…) with our tag,
+    /// making an early dialog. With `body`, the answer to the INVITE's offer (or an offer when
+    /// the INVITE had none, which needs 100rel). The response is reliable (RFC 3262) when the
+    /// caller supports 100rel and our policy allows it.
+    public mutating func provisional(_ code: Int = 180, body: SessionBody? = nil) throws(SessionError) -> [Action] {
+        guard role == .uas, state == .incoming || state == .early, var si = serverInvite, si.isInitial, si.final == nil,
+              (101...199).contains(code) else { throw .invalidState(operation: "provisional \(code)", state: state) }
+        if use100rel && unackedReliable != nil { throw .offerInProgress }
+        var r = response(to: si.request, code)
+        appendContact(&r)
+        var out: [Action] = []
+        if let b = body {
+            r.setBody(b.bytes, contentType: b.contentType)
+            if case .remote = offer {
+                localBody = b
+                if use100rel { offer = .none } else { earlyAnswer = b }
+            }
+        }
+        if use100rel {
+            let rs = nextRSeq
+            nextRSeq &+= 1
+            try? r.append(.require, "100rel")
+            try? r.append(.rseq, String(rs))
+            unackedReliable = (r, rs, configuration.timers.t1, body != nil)
+            out += [.startTimer(.retransmitProvisional, after: configuration.timers.t1),
+                    .startTimer(.prackTimeout, after: configuration.timers.t1 * 64)]
+        }
+        if dialog == nil { dialog = try? Dialog(uasRequest: si.request, response: r) }
+        serverInvite = si
+        si.interval = .zero
+        out.insert(.respond(r, in: si.transaction), at: 0)
+        if state != .early { out.append(set(.early)) }
+        return out
+    }
+
+    /// UAS: answers the call with 200 OK. `body` is the answer to the INVITE's offer (it may be
+    /// omitted when an answer already went in a provisional response) or, when the INVITE had
+    /// no offer, our offer (the answer comes in the ACK).
+    public mutating func accept(body: SessionBody? = nil) throws(SessionError) -> [Action] {
+        guard role == .uas, state == .incoming || state == .early, let si = serverInvite, si.isInitial, si.final == nil else {
+            throw .invalidState(operation: "accept", state: state)
+        }
+        var answerBody = body
+        switch offer {
+        case .remote:
+            if answerBody == nil { answerBody = earlyAnswer }
+            guard answerBody != nil else { throw .badRequest("the INVITE carried an offer: accept needs the answer") }
+            offer = .none
+        case .none:
+            if localBody == nil {
+                // Delayed offer: ours goes in the 2xx, the answer in the ACK.
+                guard let b = answerBody else { throw .badRequest("the INVITE had no offer: accept needs ours") }
+                _ = b
+                offer = .local(.invite)
+            }
+        case .local:
+            break
+        }
+        if let b = answerBody { localBody = b }
+        var r = response(to: si.request, 200)
+        appendContact(&r)
+        appendCapabilities(&r)
+        appendSessionTimer(toResponse: &r, for: si.request)
+        if let b = answerBody ?? (localBody == nil ? nil : nil) { r.setBody(b.bytes, contentType: b.contentType) }
+        if dialog == nil {
+            dialog = try? Dialog(uasRequest: si.request, response: r)
+        } else {
+            try? dialog?.confirm(with: r)
+        }
+        // RFC 3262 §3: a 2xx may not overtake an unacknowledged reliable provisional that
+        // carried a session description.
+        if let u = unackedReliable, u.hadBody {
+            queuedFinal = r
+            serverInvite?.final = r
+            return [set(.connecting)]
+        }
+        return [set(.connecting)] + sendFinal2xx(r)
+    }
+
+    /// UAS: refuses the call (or, after the answer, nothing): a 3xx–6xx final response.
+    public mutating func reject(_ code: Int = 486, reason: String? = nil, headers: [(SIPHeaderName, String)] = []) throws(SessionError) -> [Action] {
+        guard role == .uas, state == .incoming || state == .early, let si = serverInvite, si.isInitial, si.final == nil,
+              (300...699).contains(code) else { throw .invalidState(operation: "reject \(code)", state: state) }
+        var r = response(to: si.request, code, reason: reason)
+        for (n, v) in headers { try? r.append(n, v) }
+        serverInvite?.final = r
+        return [.respond(r, in: si.transaction)] + cancelAllTimers() + [set(.terminated(.declined(code)))]
+    }
+
+    /// Ends the call in whatever way its state calls for: BYE when it is up, CANCEL while our
+    /// INVITE is unanswered, 603 Decline (or `code`) for an unanswered incoming call.
+    public mutating func hangUp(declineWith code: Int = 603) -> [Action] {
+        switch state {
+        case .calling, .proceeding: return (try? cancel()) ?? []
+        case .incoming, .early: return (try? reject(code)) ?? []
+        case .connecting, .confirmed: return (try? bye()) ?? []
+        default: return []
+        }
+    }
+
+    /// Sends BYE on the confirmed dialog. As UAS before the ACK of our 2xx, the BYE waits for
+    /// the ACK or its timeout (RFC 3261 §15).
+    public mutating func bye() throws(SessionError) -> [Action] {
+        guard state == .confirmed || state == .connecting, dialog != nil else { throw .invalidState(operation: "bye", state: state) }
+        if state == .connecting && role == .uas {
+            byeAfterAck = true
+            return [set(.terminating)]
+        }
+        var out = [set(.terminating)] + cancelSessionTimers()
+        out += sendInDialog(.bye, body: nil)
+        return out
+    }
+
+    /// Sends a re-INVITE: with `body`, a new offer (hold, resume, codec change); without, asks
+    /// the peer for an offer (answered in our ACK). Refresh of the target and session timer.
+    public mutating func reinvite(body: SessionBody?) throws(SessionError) -> [Action] {
+        try checkCanOffer("re-INVITE")
+        return sendOffer(.invite, body: body)
+    }
+
+    /// Sends an UPDATE (RFC 3311) carrying a new offer, or none for a session refresh.
+    public mutating func update(body: SessionBody?) throws(SessionError) -> [Action] {
+        guard state == .confirmed || state == .early || state == .proceeding(183) || isProceeding else {
+            throw .invalidState(operation: "UPDATE", state: state)
+        }
+        if body != nil {
+            guard offer == .none, !hasPendingOffer else { throw .offerInProgress }
+        }
+        return sendOffer(.update, body: body)
+    }
+
+    /// Answers the peer's pending offer (or, for ``SessionEvent/offerRequested``, makes ours):
+    /// the 200 to a re-INVITE or UPDATE, or the ACK to a 2xx that carried an offer.
+    public mutating func answer(_ body: SessionBody) throws(SessionError) -> [Action] {
+        if let u = pendingUpdate {
+            pendingUpdate = nil
+            offer = .none
+            localBody = body
+            var r = response(to: u.request, 200)
+            appendContact(&r)
+            appendSessionTimer(toResponse: &r, for: u.request)
+            r.setBody(body.bytes, contentType: body.contentType)
+            return [.respond(r, in: u.transaction)] + startSessionTimersAfterRefresh()
+        }
+        if let a = ackAwaitingAnswer {
+            ackAwaitingAnswer = nil
+            offer = .none
+            localBody = body
+            return sendAck(for: a.invite, cseq: a.cseq, body: body)
+        }
+        if let si = serverInvite, !si.isInitial, si.final == nil {
+            if case .remote = offer { offer = .none } else { offer = .local(.invite) }
+            localBody = body
+            var r = response(to: si.request, 200)
+            appendContact(&r)
+            appendCapabilities(&r)
+            appendSessionTimer(toResponse: &r, for: si.request)
+            r.setBody(body.bytes, contentType: body.contentType)
+            return sendFinal2xx(r)
+        }
+        throw .invalidState(operation: "answer", state: state)
+    }
+
+    /// Refuses the peer's pending offer in a re-INVITE or UPDATE (488 Not Acceptable Here with a
+    /// Warning, or another code); the session goes on with the previous description.
+    public mutating func rejectOffer(_ code: Int = 488, reason: String? = nil, warning: String? = nil) throws(SessionError) -> [Action] {
+        let target: (TransactionID, SIPMessage)
+        if let u = pendingUpdate {
+            target = u
+            pendingUpdate = nil
+        } else if let si = serverInvite, !si.isInitial, si.final == nil {
+            target = (si.transaction, si.request)
+            serverInvite = nil
+        } else {
+            throw .invalidState(operation: "reject offer", state: state)
+        }
+        offer = .none
+        var r = response(to: target.1, code, reason: reason)
+        if let w = warning { try? r.append(.warning, w) }
+        return [.respond(r, in: target.0)]
+    }
+
+    /// Sends a request inside the dialog that the session does not interpret (INFO, MESSAGE,
+    /// OPTIONS, REFER, NOTIFY…); its final response arrives as ``SessionEvent/requestCompleted(method:statusCode:response:)``.
+    public mutating func sendRequest(_ method: SIPMethod, body: SessionBody? = nil, headers: [(SIPHeaderName, String)] = []) throws(SessionError) -> [Action] {
+        guard dialog != nil, !state.isTerminated, ![.invite, .ack, .cancel, .bye, .prack, .update].contains(method) else {
+            throw .invalidState(operation: "\(method.token)", state: state)
+        }
+        return sendInDialog(method, body: body, extra: headers)
+    }
+
+    /// Answers a request passed up as ``SessionEvent/request(_:transaction:)``.
+    public func respond(to request: SIPMessage, in transaction: TransactionID, statusCode: Int, body: SessionBody? = nil,
+                        headers: [(SIPHeaderName, String)] = []) -> [Action] {
+        var r = response(to: request, statusCode)
+        for (n, v) in headers { try? r.append(n, v) }
+        if let b = body { r.setBody(b.bytes, contentType: b.contentType) }
+        return [.respond(r, in: transaction)]
+    }
+
+    // MARK: - Inputs
+
+    public mutating func handle(_ input: Input) -> [Action] {
+        switch input {
+        case .response(let r): return handleResponse(r)
+        case .requestFailed(let method, let cseq, let timeout): return requestFailed(method, cseq: cseq, timeout: timeout)
+        case .request(let r, let tx): return handleRequest(r, transaction: tx)
+        case .ack(let a): return handleAck(a)
+        case .cancel(let c, let tx): return handleCancel(c, transaction: tx)
+        case .timerFired(let t): return timerFired(t)
+        }
+    }
+
+    // MARK: - UAS start
+
+    private mutating func startIncoming() -> [Action] {
+        guard let si = serverInvite else { return [] }
+        let request = si.request
+        let require = (try? request.require()) ?? []
+        let supported = (try? request.supported()) ?? []
+        peerAllows = (try? request.allow()) ?? []
+        peerSupportsTimer = supported.contains("timer") || require.contains("timer")
+        let known: Set<String> = configuration.reliableProvisional == .unsupported ? ["timer"] : ["100rel", "timer"]
+        let unknown = require.filter { !known.contains($0.lowercased()) }
+        if !unknown.isEmpty {
+            return refuseInitial(420, headers: [(.unsupported, unknown.joined(separator: ", "))])
+        }
+        guard (try? request.contact()?.addresses.first) != nil, request.fromTag != nil else {
+            return refuseInitial(400, reason: "Missing Contact or From tag")
+        }
+        let peer100rel = require.contains("100rel") || supported.contains("100rel")
+        if configuration.reliableProvisional == .required && !peer100rel {
+            return refuseInitial(421, headers: [(.require, "100rel")])
+        }
+        use100rel = peer100rel && configuration.reliableProvisional != .unsupported
+        let minimum = configuration.sessionTimer?.minimum ?? 90
+        if let se = try? request.sessionExpires(), se.seconds < minimum {
+            return refuseInitial(422, headers: [(.minSE, String(minimum))])
+        }
+        var out = [set(.incoming)]
+        if let b = SessionBody(of: request) {
+            offer = .remote(.invite)
+            remoteBody = b
+            out.append(.event(.remoteOffer(b, in: .invite)))
+        }
+        return out
+    }
+
+    private mutating func refuseInitial(_ code: Int, reason: String? = nil, headers: [(SIPHeaderName, String)] = []) -> [Action] {
+        guard let si = serverInvite else { return [] }
+        var r = response(to: si.request, code, reason: reason)
+        for (n, v) in headers { try? r.append(n, v) }
+        serverInvite?.final = r
+        return [.respond(r, in: si.transaction), set(.terminated(.declined(code)))]
+    }
+
+    // MARK: - UAC: INVITE and CANCEL
+
+    private var isProceeding: Bool {
+        if case .proceeding = state { return true }
+        return false
+    }
+
+    private mutating func sendInitialInvite(authorization: [(SIPHeaderName, AuthenticationHeader)]) -> [Action] {
+        do {
+            var m = try SIPMessage(method: .invite, uri: target.uri)
+            try m.append(.via, newVia())
+            try m.append(.maxForwards, "70")
+            for r in configuration.outboundRoute { try m.append(.route, r) }
+            var from = configuration.localParty
+            from.parameters.set("tag", localTag)
+            try m.append(.from, from)
+            var to = target
+            to.parameters.remove("tag")
+            try m.append(.to, to)
+            try m.append(.callID, callID)
+            try m.append(.cseq, CSeq(inviteCSeq, .invite))
+            try m.append(.contact, configuration.contact)
+            appendCapabilities(&m)
+            if configuration.reliableProvisional == .required { try m.append(.require, "100rel") }
+            if let st = configuration.sessionTimer {
+                let se = sessionExpiresRequest ?? st.interval
+                try m.append(.sessionExpires, String(se))
+                try m.append(.minSE, String(max(st.minimum, sessionExpiresRequest ?? 0)))
+            }
+            if let ua = configuration.userAgent { try m.append(.userAgent, ua) }
+            for (n, v) in authorization { try m.append(n, v) }
+            if let b = initialOffer { m.setBody(b.bytes, contentType: b.contentType) }
+            invite = m
+            return [.send(m)]
+        } catch {
+            return cancelAllTimers() + [set(.terminated(.transportError))]
+        }
+    }
+
+    private mutating func sendCancel() -> [Action] {
+        guard let inv = invite, !cancelSent else { return [] }
+        cancelSent = true
+        do {
+            var c = try SIPMessage(method: .cancel, requestURI: inv.requestURIText ?? target.uri.description)
+            try c.append(.via, inv.topVia())
+            try c.append(.maxForwards, "70")
+            for r in try inv.route() { try c.append(.route, r) }
+            try c.append(.from, inv.from())
+            try c.append(.to, inv.to())
+            try c.append(.callID, callID)
+            try c.append(.cseq, CSeq(inviteCSeq, .cancel))
+            return [.send(c), .startTimer(.cancelGuard, after: configuration.timers.t1 * 64)]
+        } catch {
+            return []
+        }
+    }
+
+    // MARK: - Responses
+
+    private mutating func handleResponse(_ r: SIPMessage) -> [Action] {
+        guard let code = r.statusCode, let cs = try? r.cseq() else { return [] }
+        if cs.method == .invite && role == .uac && cs.sequence == inviteCSeq {
+            return initialInviteResponse(r, code: code)
+        }
+        if cs.method == .invite, let a = acks[cs.sequence], (200..<300).contains(code) {
+            // A retransmitted 2xx to a re-INVITE: the same ACK again.
+            return [.send(a)]
+        }
+        if cs.method == .cancel { return [] }
+        guard let p = pending[cs.sequence], p.method == cs.method else {
+            if cs.method == .invite, (200..<300).contains(code), r.toTag != nil {
+                // A 2xx for an old INVITE of ours we no longer track: ACK and BYE it.
+                return endStrayDialog(r)
+            }
+            return []
+        }
+        return inDialogResponse(r, code: code, pending: p)
+    }
+
+    private mutating func initialInviteResponse(_ r: SIPMessage, code: Int) -> [Action] {
+        guard let inv = invite else { return [] }
+        let tag = r.toTag
+        switch code {
+        case 100:
+            // Any provisional response, 100 included, lets a pending CANCEL go (§9.1).
+            guard !inviteFinal, !gotProvisional else { return [] }
+            gotProvisional = true
+            return cancelRequested ? sendCancel() : []
+        case 101..<200:
+            guard !inviteFinal else { return [] }
+            var out: [Action] = []
+            gotProvisional = true
+            if cancelRequested { out += sendCancel() }
+            guard let tag else { return out + [.event(.provisional(code: code, remoteTag: nil, body: nil))] }
+            if earlyDialogs[tag] == nil, let d = try? Dialog(uacRequest: inv, response: r) { earlyDialogs[tag] = d }
+            let require = (try? r.require()) ?? []
+            var body = SessionBody(of: r)
+            if require.contains("100rel"), let rs = try? r.rseq() {
+                if let last = lastRSeq[tag], rs <= last || rs != last &+ 1 {
+                    // A retransmission or an out-of-order reliable provisional: not presented
+                    // (RFC 3262 §4).
+                    return out
+                }
+                lastRSeq[tag] = rs
+                if let b = body, case .local = offer {
+                    remoteBody = b
+                    offer = .none
+                    out.append(.event(.remoteAnswer(b)))
+                    body = nil
+                }
+                if var d = earlyDialogs[tag], !cancelRequested {
+                    let prack = try? d.makeRequest(.prack, via: viaValue())
+                    earlyDialogs[tag] = d
+                    if var p = prack {
+                        try? p.append(.rack, RAck(rseq: rs, cseq: inviteCSeq, method: .invite))
+                        pending[(try? p.cseq().sequence) ?? 0] = Pending(method: .prack, body: nil, extra: [], request: p)
+                        out.append(.send(p))
+                    }
+                }
+            } else if let b = body, case .local = offer, remoteBody != b {
+                // An answer in an unreliable provisional: usable for early media; the 2xx
+                // repeats it (RFC 6337 §3.1).
+                remoteBody = b
+                out.append(.event(.remoteAnswer(b)))
+                body = nil
+            }
+            if !cancelRequested { out.append(set(.proceeding(code))) }
+            out.append(.event(.provisional(code: code, remoteTag: tag, body: body)))
+            return out
+        case 200..<300:
+            guard let tag else { return [] }
+            if let d = dialog {
+                if d.id.remoteTag == tag { return acks[inviteCSeq].map { [.send($0)] } ?? [] }
+                return endExtraFork(r, tag: tag)
+            }
+            inviteFinal = true
+            var out: [Action] = [.cancelTimer(.cancelGuard)]
+            var d: Dialog
+            if var early = earlyDialogs[tag] {
+                try? early.confirm(with: r)
+                d = early
+            } else {
+                guard let made = try? Dialog(uacRequest: inv, response: r) else {
+                    // A 2xx without Contact cannot make a dialog: end the attempt.
+                    return out + [set(.terminated(.rejected(code)))]
+                }
+                d = made
+            }
+            earlyDialogs = [:]
+            dialog = d
+            digest?.requestSucceeded()
+            peerAllows = (try? r.allow()) ?? []
+            let supported = ((try? r.supported()) ?? []) + ((try? r.require()) ?? [])
+            peerSupportsTimer = supported.contains("timer")
+            negotiateTimer(fromResponse: r, weSentRequest: true)
+            let b = SessionBody(of: r)
+            switch offer {
+            case .local:
+                offer = .none
+                if let b, b != remoteBody {
+                    remoteBody = b
+                    out.append(.event(.remoteAnswer(b)))
+                }
+                out += sendAck(for: inv, cseq: inviteCSeq, body: nil)
+            case .none where initialOffer == nil && b != nil:
+                offer = .remote(.invite)
+                remoteBody = b
+                ackAwaitingAnswer = (inv, inviteCSeq)
+                out.append(.event(.remoteOffer(b!, in: .invite)))
+            default:
+                out += sendAck(for: inv, cseq: inviteCSeq, body: nil)
+            }
+            if cancelRequested {
+                // The 2xx crossed our CANCEL: the call is up at the peer, so end it with BYE.
+                out += sendInDialog(.bye, body: nil)
+                return out
+            }
+            out.append(set(.confirmed))
+            out += startSessionTimersAfterRefresh()
+            return out
+        default:
+            guard !inviteFinal else { return [] }
+            if (code == 401 || code == 407), digest != nil {
+                let challenges = (try? (code == 401 ? r.wwwAuthenticate() : r.proxyAuthenticate())) ?? []
+                let stale = challenges.contains { $0.stale }
+                if !answeredInviteChallenge || stale, var dc = digest {
+                    do {
+                        let headers = try dc.authorize(challenges: challenges, method: .invite, requestURI: target.uri.description,
+                                                       body: initialOffer?.bytes ?? [], using: &rng)
+                        digest = dc
+                        answeredInviteChallenge = true
+                        inviteCSeq += 1
+                        earlyDialogs = [:]
+                        gotProvisional = false
+                        let name: SIPHeaderName = code == 401 ? .authorization : .proxyAuthorization
+                        return sendInitialInvite(authorization: headers.map { (name, $0) })
+                    } catch {
+                        inviteFinal = true
+                        return cancelAllTimers() + [set(.terminated(.authenticationFailed("\(error)")))]
+                    }
+                }
+                inviteFinal = true
+                return cancelAllTimers() + [set(.terminated(.authenticationFailed("credentials refused (\(code))")))]
+            }
+            if code == 422, let min = try? r.minSE(), configuration.sessionTimer != nil, min > (sessionExpiresRequest ?? 0) {
+                // RFC 4028 §7.4: ask again with the larger interval.
+                sessionExpiresRequest = min
+                inviteCSeq += 1
+                earlyDialogs = [:]
+                return sendInitialInvite(authorization: [])
+            }
+            inviteFinal = true
+            let reason: SessionEndReason = (cancelSent || cancelRequested) && code == 487 ? .cancelled : .rejected(code)
+            return cancelAllTimers() + [set(.terminated(cancelRequested ? .cancelled : reason))]
+        }
+    }
+
+    /// A 2xx from a second fork after the call was set up: ACK it, then BYE it (§13.2.2.4).
+    private mutating func endExtraFork(_ r: SIPMessage, tag: String) -> [Action] {
+        guard let inv = invite, var d = try? Dialog(uacRequest: inv, response: r) else { return [] }
+        var out: [Action] = []
+        if let ack = try? d.makeAck(for: inv, via: viaValue()) { out.append(.send(ack)) }
+        if let bye = try? d.makeRequest(.bye, via: viaValue()) { out.append(.send(bye)) }
+        out.append(.event(.extraForkEnded(remoteTag: tag)))
+        return out
+    }
+
+    private mutating func endStrayDialog(_ r: SIPMessage) -> [Action] {
+        guard invite != nil, r.callID == callID, let tag = r.toTag, tag != dialog?.id.remoteTag else { return [] }
+        return endExtraFork(r, tag: tag)
+    }
+
+    private mutating func inDialogResponse(_ r: SIPMessage, code: Int, pending p: Pending) -> [Action] {
+        let seq = (try? r.cseq().sequence) ?? 0
+        guard code >= 200 else { return [] }
+        pending[seq] = nil
+        var out: [Action] = []
+        if (code == 401 || code == 407), !p.answeredChallenge, var dc = digest {
+            let challenges = (try? (code == 401 ? r.wwwAuthenticate() : r.proxyAuthenticate())) ?? []
+            let uri = p.request.requestURIText ?? ""
+            if let headers = try? dc.authorize(challenges: challenges, method: p.method, requestURI: uri, body: p.body?.bytes ?? [], using: &rng) {
+                digest = dc
+                let name: SIPHeaderName = code == 401 ? .authorization : .proxyAuthorization
+                return sendInDialog(p.method, body: p.body, extra: p.extra + headers.map { (name, $0.description) },
+                                    answeredChallenge: true, isRefresh: p.isRefresh)
+            }
+        }
+        switch p.method {
+        case .bye:
+            return cancelAllTimers() + [set(.terminated(terminationReasonForBye))]
+        case .prack:
+            return []
+        case .invite, .update:
+            if (200..<300).contains(code) {
+                if p.method == .invite {
+                    if let b = SessionBody(of: r), p.body == nil {
+                        // We asked for an offer: it is here, our answer goes in the ACK.
+                        offer = .remote(.invite)
+                        remoteBody = b
+                        ackAwaitingAnswer = (p.request, seq)
+                        out.append(.event(.remoteOffer(b, in: .invite)))
+                    } else {
+                        out += sendAck(for: p.request, cseq: seq, body: nil)
+                    }
+                }
+                try? dialog?.refreshTarget(from: r)
+                if case .local = offer, p.body != nil {
+                    offer = .none
+                    if let b = SessionBody(of: r) {
+                        remoteBody = b
+                        out.append(.event(.remoteAnswer(b)))
+                    }
+                }
+                negotiateTimer(fromResponse: r, weSentRequest: true)
+                out += startSessionTimersAfterRefresh()
+                if p.isRefresh, let i = sessionInterval { out.append(.event(.sessionRefreshed(interval: i))) }
+            } else {
+                if case .local = offer, p.body != nil { offer = .none }
+                if code == 491 {
+                    // RFC 3261 §14.1: the owner of the Call-ID waits 2.1–4 s, the other side 0–2 s.
+                    let ms: UInt64 = role == .uac ? 2100 + (rng.next() % 191) * 10 : (rng.next() % 201) * 10
+                    let wait = Duration.milliseconds(Int64(ms))
+                    glare = (p.method, p.body)
+                    return [.startTimer(.glareRetry, after: wait), .event(.glare(retryAfter: wait))]
+                }
+                if code == 481 || code == 408 {
+                    out.append(.event(.requestCompleted(method: p.method, statusCode: code, response: r)))
+                    if code == 408 { out += sendInDialog(.bye, body: nil) }
+                    return out + cancelAllTimers() + [set(.terminated(.dialogGone(code)))]
+                }
+            }
+            out.append(.event(.requestCompleted(method: p.method, statusCode: code, response: r)))
+            return out
+        default:
+            out.append(.event(.requestCompleted(method: p.method, statusCode: code, response: r)))
+            if code == 481 || code == 408 {
+                // §12.2.1.2: the dialog is gone at the peer.
+                out += cancelAllTimers() + [set(.terminated(.dialogGone(code)))]
+            }
+            return out
+        }
+    }
+
+    private var terminationReasonForBye: SessionEndReason {
+        if cancelRequested { return .cancelled }
+        return .localHangup
+    }
+
+    private mutating func requestFailed(_ method: SIPMethod, cseq: UInt32, timeout: Bool) -> [Action] {
+        if method == .invite && role == .uac && cseq == inviteCSeq && !inviteFinal {
+            inviteFinal = true
+            let reason: SessionEndReason = cancelRequested ? .cancelled : (timeout ? .timeout : .transportError)
+            return cancelAllTimers() + [set(.terminated(reason))]
+        }
+        guard let p = pending[cseq], p.method == method else { return [] }
+        pending[cseq] = nil
+        switch method {
+        case .bye:
+            return cancelAllTimers() + [set(.terminated(terminationReasonForBye))]
+        case .prack:
+            return []
+        case .invite, .update:
+            // §14.1: a re-INVITE that times out ends the dialog with a BYE.
+            if case .local = offer { offer = .none }
+            return [.event(.requestCompleted(method: method, statusCode: 408, response: nil))] + sendInDialog(.bye, body: nil)
+                + cancelAllTimers() + [set(.terminated(.dialogGone(408)))]
+        default:
+            return [.event(.requestCompleted(method: method, statusCode: 408, response: nil))]
+        }
+    }
+
+    // MARK: - Requests from the peer
+
+    private mutating func handleRequest(_ request: SIPMessage, transaction tx: TransactionID) -> [Action] {
+        guard let method = request.method else { return [] }
+        guard var d = dialog, !state.isTerminated else {
+            return [.respond(response(to: request, 481), in: tx)]
+        }
+        do {
+            try d.receive(request)
+        } catch .outOfOrder {
+            return [.respond(response(to: request, 500, reason: "CSeq Out of Order"), in: tx)]
+        } catch .notThisDialog {
+            return [.respond(response(to: request, 481), in: tx)]
+        } catch {
+            return [.respond(response(to: request, 400), in: tx)]
+        }
+        // A BYE ends the dialog only once the session has wound down below.
+        if method != .bye { dialog = d }
+        switch method {
+        case .bye:
+            var out: [Action] = [.respond(response(to: request, 200), in: tx)]
+            if let si = serverInvite, si.final == nil {
+                let r487 = response(to: si.request, 487)
+                out.append(.respond(r487, in: si.transaction))
+                serverInvite?.final = r487
+            }
+            if let u = pendingUpdate {
+                out.append(.respond(response(to: u.request, 487), in: u.transaction))
+                pendingUpdate = nil
+            }
+            dialog = d
+            return out + cancelAllTimers() + [set(.terminated(.remoteHangup))]
+        case .prack:
+            return handlePrack(request, transaction: tx)
+        case .invite:
+            return handleReinvite(request, transaction: tx)
+        case .update:
+            return handleUpdate(request, transaction: tx)
+        default:
+            return [.event(.request(request, transaction: tx))]
+        }
+    }
+
+    private mutating func handlePrack(_ request: SIPMessage, transaction tx: TransactionID) -> [Action] {
+        guard let u = unackedReliable, let rack = try? request.rack(), rack.rseq == u.rseq, rack.method == .invite,
+              rack.cseq == serverInvite?.cseq else {
+            return [.respond(response(to: request, 481), in: tx)]
+        }
+        unackedReliable = nil
+        var out: [Action] = [.respond(response(to: request, 200), in: tx), .cancelTimer(.retransmitProvisional), .cancelTimer(.prackTimeout)]
+        if let q = queuedFinal {
+            queuedFinal = nil
+            out += sendFinal2xx(q)
+        }
+        return out
+    }
+
+    private mutating func handleReinvite(_ request: SIPMessage, transaction tx: TransactionID) -> [Action] {
+        if let si = serverInvite, si.final == nil || (si.final?.statusCode ?? 0) < 300 && state == .connecting {
+            // §14.2: an INVITE while another is in progress gets 500 with Retry-After.
+            var r = response(to: request, 500, reason: "Server Internal Error")
+            try? r.append(.retryAfter, String(rng.next() % 10))
+            return [.respond(r, in: tx)]
+        }
+        if hasPendingOffer || offer != .none {
+            return [.respond(response(to: request, 491), in: tx)]
+        }
+        serverInvite = ServerInvite(transaction: tx, request: request, cseq: (try? request.cseq().sequence) ?? 0, isInitial: false)
+        noteTimerSupport(request)
+        if let b = SessionBody(of: request) {
+            offer = .remote(.invite)
+            remoteBody = b
+            return [.event(.remoteOffer(b, in: .invite))]
+        }
+        return [.event(.offerRequested)]
+    }
+
+    private mutating func handleUpdate(_ request: SIPMessage, transaction tx: TransactionID) -> [Action] {
+        noteTimerSupport(request)
+        guard let b = SessionBody(of: request) else {
+            // A refresh or target refresh without an offer: answer at once.
+            var r = response(to: request, 200)
+            appendContact(&r)
+            appendSessionTimer(toResponse: &r, for: request)
+            return [.respond(r, in: tx)] + startSessionTimersAfterRefresh()
+        }
+        if hasPendingOffer || offer != .none || pendingUpdate != nil {
+            return [.respond(response(to: request, 491), in: tx)]
+        }
+        offer = .remote(.update)
+        remoteBody = b
+        pendingUpdate = (tx, request)
+        return [.event(.remoteOffer(b, in: .update))]
+    }
+
+    private mutating func noteTimerSupport(_ request: SIPMessage) {
+        let tags = ((try? request.supported()) ?? []) + ((try? request.require()) ?? [])
+        if tags.contains("timer") { peerSupportsTimer = true }
+    }
+
+    private mutating func handleAck(_ ack: SIPMessage) -> [Action] {
+        guard let si = serverInvite, let seq = try? ack.cseq().sequence, seq == si.cseq, let f = si.final,
+              let code = f.statusCode, (200..<300).contains(code) else { return [] }
+        serverInvite = nil
+        var out: [Action] = [.cancelTimer(.retransmit2xx), .cancelTimer(.ackTimeout)]
+        if case .local = offer {
+            offer = .none
+            if let b = SessionBody(of: ack) {
+                remoteBody = b
+                out.append(.event(.remoteAnswer(b)))
+            }
+        }
+        if si.isInitial {
+            if byeAfterAck {
+                byeAfterAck = false
+                return out + cancelSessionTimers() + sendInDialog(.bye, body: nil)
+            }
+            out.append(set(.confirmed))
+        }
+        return out + startSessionTimersAfterRefresh()
+    }
+
+    private mutating func handleCancel(_ cancel: SIPMessage, transaction tx: TransactionID) -> [Action] {
+        var out: [Action] = [.respond(response(to: cancel, 200), in: tx)]
+        guard let si = serverInvite, si.isInitial, si.final == nil else { return out }
+        let r = response(to: si.request, 487)
+        serverInvite?.final = r
+        unackedReliable = nil
+        queuedFinal = nil
+        out.append(.respond(r, in: si.transaction))
+        return out + cancelAllTimers() + [set(.terminated(.remoteCancelled))]
+    }
+
+    // MARK: - Timers
+
+    private mutating func timerFired(_ t: SessionTimer) -> [Action] {
+        switch t {
+        case .retransmit2xx:
+            guard var si = serverInvite, let f = si.final else { return [] }
+            si.interval = min(si.interval * 2, configuration.timers.t2)
+            serverInvite = si
+            return [.respond(f, in: si.transaction), .startTimer(.retransmit2xx, after: si.interval)]
+        case .ackTimeout:
+            guard let si = serverInvite, si.final != nil else { return [] }
+            serverInvite = nil
+            byeAfterAck = false
+            // §13.3.1.4: no ACK, so the session ends with a BYE.
+            return [.cancelTimer(.retransmit2xx)] + cancelSessionTimers() + sendInDialog(.bye, body: nil) + [set(.terminated(.noAck))]
+        case .retransmitProvisional:
+            guard var u = unackedReliable, let si = serverInvite, si.final == nil || queuedFinal != nil else { return [] }
+            u.interval = min(u.interval * 2, configuration.timers.t2)
+            unackedReliable = u
+            return [.respond(u.response, in: si.transaction), .startTimer(.retransmitProvisional, after: u.interval)]
+        case .prackTimeout:
+            guard unackedReliable != nil, let si = serverInvite else { return [] }
+            unackedReliable = nil
+            queuedFinal = nil
+            // RFC 3262 §3: the reliable provisional was never acknowledged: refuse with a 5xx.
+            let r = response(to: si.request, 500, reason: "Reliable Provisional Response Not Acknowledged")
+            serverInvite?.final = r
+            return [.respond(r, in: si.transaction)] + cancelAllTimers() + [set(.terminated(.declined(500)))]
+        case .glareRetry:
+            guard let g = glare, state == .confirmed else { return [] }
+            glare = nil
+            if g.body != nil && (offer != .none || hasPendingOffer) { return [] }
+            return sendOffer(g.method, body: g.body)
+        case .cancelGuard:
+            guard role == .uac, !inviteFinal else { return [] }
+            inviteFinal = true
+            return cancelAllTimers() + [set(.terminated(.cancelled))]
+        case .sessionRefresh:
+            guard state == .confirmed, weRefresh, sessionInterval != nil else { return [] }
+            if hasPendingOffer || offer != .none || serverInvite != nil {
+                // Something is under way; try again shortly.
+                return [.startTimer(.sessionRefresh, after: .seconds(2))]
+            }
+            if peerAllows.contains(.update) { return sendOffer(.update, body: nil, isRefresh: true) }
+            return sendOffer(.invite, body: localBody, isRefresh: true)
+        case .sessionExpiry:
+            guard state == .confirmed || state == .connecting else { return [] }
+            return [.cancelTimer(.sessionRefresh)] + sendInDialog(.bye, body: nil) + cancelAllTimers() + [set(.terminated(.sessionExpired))]
+        }
+    }
+
+    // MARK: - Session timers (RFC 4028)
+
+    /// Reads the Session-Expires of a 2xx to a request we sent.
+    private mutating func negotiateTimer(fromResponse r: SIPMessage, weSentRequest: Bool) {
+        guard let se = try? r.sessionExpires() else {
+            if weSentRequest { sessionInterval = nil }
+            return
+        }
+        sessionInterval = se.seconds
+        let refresher = se.refresher?.lowercased() ?? "uac"
+        weRefresh = (refresher == "uac") == weSentRequest
+    }
+
+    /// Adds Session-Expires (and Require: timer) to our 2xx to an INVITE or UPDATE and
+    /// records who refreshes (RFC 4028 §9).
+    private mutating func appendSessionTimer(toResponse r: inout SIPMessage, for request: SIPMessage) {
+        let requested = try? request.sessionExpires()
+        var interval: UInt32
+        var refresher: String
+        if let req = requested {
+            interval = req.seconds
+            if let st = configuration.sessionTimer { interval = max(interval, st.minimum) }
+            refresher = req.refresher?.lowercased() ?? (peerSupportsTimer ? "uac" : "uas")
+        } else if let st = configuration.sessionTimer {
+            interval = st.interval
+            refresher = "uas"
+        } else {
+            sessionInterval = nil
+            return
+        }
+        if !peerSupportsTimer { refresher = "uas" }
+        sessionInterval = interval
+        weRefresh = refresher == "uas"
+        try? r.append(.sessionExpires, SessionExpires(seconds: interval, refresher: refresher))
+        if peerSupportsTimer { try? r.append(.require, "timer") }
+    }
+
+    private func startSessionTimersAfterRefresh() -> [Action] {
+        guard let i = sessionInterval, i > 0 else { return [.cancelTimer(.sessionRefresh), .cancelTimer(.sessionExpiry)] }
+        let interval = Duration.seconds(Int64(i))
+        if weRefresh {
+            return [.cancelTimer(.sessionExpiry), .startTimer(.sessionRefresh, after: interval / 2)]
+        }
+        // §10: the other side ends the session if no refresh came by SE − min(32, SE/3).
+        let margin = Duration.seconds(Int64(min(32, i / 3)))
+        return [.cancelTimer(.sessionRefresh), .startTimer(.sessionExpiry, after: interval - margin)]
+    }
+
+    private func cancelSessionTimers() -> [Action] { [.cancelTimer(.sessionRefresh), .cancelTimer(.sessionExpiry)] }
+
+    private func cancelAllTimers() -> [Action] { SessionTimer.allCases.map { .cancelTimer($0) } }
+
+    // MARK: - Sending inside the dialog
+
+    private var hasPendingOffer: Bool {
+        pending.values.contains { ($0.method == .invite || $0.method == .update) && ($0.body != nil || $0.method == .invite) }
+    }
+
+    private func checkCanOffer(_ what: String) throws(SessionError) {
+        guard state == .confirmed, dialog != nil else { throw .invalidState(operation: what, state: state) }
+        guard offer == .none, !hasPendingOffer, serverInvite == nil, pendingUpdate == nil else { throw .offerInProgress }
+    }
+
+    private mutating func sendOffer(_ method: SIPMethod, body: SessionBody?, isRefresh: Bool = false) -> [Action] {
+        if let b = body { offer = .local(method); localBody = b }
+        var extra: [(SIPHeaderName, String)] = []
+        if let i = sessionInterval ?? configuration.sessionTimer?.interval, configuration.sessionTimer != nil || sessionInterval != nil {
+            extra.append((.sessionExpires, SessionExpires(seconds: i, refresher: "uac").description))
+        }
+        return sendInDialog(method, body: body, extra: extra, isRefresh: isRefresh)
+    }
+
+    private mutating func sendInDialog(_ method: SIPMethod, body: SessionBody?, extra: [(SIPHeaderName, String)] = [],
+                                       answeredChallenge: Bool = false, isRefresh: Bool = false) -> [Action] {
+        guard var d = dialog else { return [] }
+        let targetRefresh = method == .invite || method == .update
+        guard var m = try? d.makeRequest(method, via: viaValue(), contact: targetRefresh ? configuration.contact : nil) else { return [] }
+        dialog = d
+        if targetRefresh { appendCapabilities(&m) }
+        if let ua = configuration.userAgent { try? m.append(.userAgent, ua) }
+        for (n, v) in extra { try? m.append(n, v) }
+        if let b = body { m.setBody(b.bytes, contentType: b.contentType) }
+        let seq = d.localSequence ?? 0
+        pending[seq] = Pending(method: method, body: body, extra: extra.filter { $0.0 != .authorization && $0.0 != .proxyAuthorization },
+                               request: m, answeredChallenge: answeredChallenge, isRefresh: isRefresh)
+        return [.send(m)]
+    }
+
+    private mutating func sendAck(for request: SIPMessage, cseq: UInt32, body: SessionBody?) -> [Action] {
+        guard let d = dialog, var ack = try? d.makeAck(for: request, via: viaValue()) else { return [] }
+        if let b = body { ack.setBody(b.bytes, contentType: b.contentType) }
+        // Credentials of the INVITE go on its ACK too (RFC 3261 §22.1 for the proxy case).
+        for h in request.valueBytes(.proxyAuthorization) { try? ack.append(.proxyAuthorization, String(decoding: h, as: UTF8.self)) }
+        acks[cseq] = ack
+        if acks.count > 4, let oldest = acks.keys.min() { acks[oldest] = nil }
+        return [.send(ack)]
+    }
+
+    private mutating func sendFinal2xx(_ r: SIPMessage) -> [Action] {
+        guard var si = serverInvite else { return [] }
+        si.final = r
+        si.interval = configuration.timers.t1
+        serverInvite = si
+        return [.respond(r, in: si.transaction),
+                .startTimer(.retransmit2xx, after: configuration.timers.t1),
+                .startTimer(.ackTimeout, after: configuration.timers.t1 * 64)]
+    }
+
+    // MARK: - Building
+
+    private func response(to request: SIPMessage, _ code: Int, reason: String? = nil) -> SIPMessage {
+        var r = SIPMessage(responseTo: request, statusCode: code, reasonPhrase: reason, toTag: localTag)
+        if let ua = configuration.userAgent { try? r.append(.server, ua) }
+        return r
+    }
+
+    private func appendContact(_ m: inout SIPMessage) {
+        try? m.append(.contact, configuration.contact)
+    }
+
+    private func appendCapabilities(_ m: inout SIPMessage) {
+        if !configuration.allow.isEmpty {
+            try? m.append(.allow, configuration.allow.map(\.token).joined(separator: ", "))
+        }
+        var tags: [String] = []
+        if configuration.reliableProvisional != .unsupported && m.isRequest { tags.append("100rel") }
+        tags.append("timer")
+        try? m.append(.supported, tags.joined(separator: ", "))
+    }
+
+    private mutating func newVia() -> String {
+        "SIP/2.0/\(configuration.viaTransport) \(configuration.viaSentBy);branch=\(TransactionLayer<String>.newBranch(using: &rng));rport"
+    }
+
+    private mutating func viaValue() -> Via {
+        let text = newVia()
+        // The sent-by comes from the configuration; a bad one is a programming error the first
+        // request already reported, so fall back to a placeholder that still parses.
+        return (try? Via(text)) ?? Via(transport: configuration.viaTransport, host: .domain("invalid"))
+    }
+
+    private mutating func set(_ s: SessionState) -> Action {
+        state = s
+        return .event(.stateChanged(s))
+    }
+}

@@ -1,0 +1,165 @@
+import SIPMessage
+import SIPAuth
+import SIPTransaction
+
+/// Identifies an INVITE session at one user agent: its Call-ID and our tag.
+public struct SessionKey: Hashable, Sendable, CustomStringConvertible {
+    public var callID: String
+    public var localTag: String
+
+    public init(callID: String, localTag: String) {
+        self.callID = callID
+        self.localTag = localTag
+    }
+
+    public var description: String { "\(callID);tag=\(localTag)" }
+}
+
+/// The INVITE sessions of one user agent and the routing between them and the transaction
+/// layer, with no I/O: what arrives from the transaction layer goes to the right session (by
+/// Call-ID and tag, by the INVITE transaction a CANCEL matched, by the client transaction that
+/// failed), new INVITEs make new sessions, requests for no session get 481. The runtimes (live
+/// sockets, the simulated network, capture replay) drive it the same way.
+public struct SessionManager: Sendable {
+    /// What the driver must do.
+    public enum Output: Sendable {
+        /// An action of one session (see ``InviteSession/Action``).
+        case session(SessionKey, InviteSession.Action)
+        /// A response that belongs to no session (481, 405…), in a server transaction.
+        case respond(SIPMessage, in: TransactionID)
+        /// A new incoming call, after the session's own actions (its state is `.incoming`, the
+        /// offer was passed up). An INVITE the session refused at once (420, 421, 422, 400)
+        /// produces only the refusal.
+        case incomingCall(SessionKey, SIPMessage)
+        /// A request outside any dialog that is not an INVITE (OPTIONS, MESSAGE, REGISTER…),
+        /// for the user (answer it with ``respond``).
+        case request(SIPMessage, transaction: TransactionID)
+    }
+
+    public var configuration: InviteSessionConfiguration
+    private var sessions: [SessionKey: InviteSession] = [:]
+    private var byInviteTransaction: [TransactionID: SessionKey] = [:]
+    private var inviteTransactionOf: [SessionKey: TransactionID] = [:]
+    private var byClientTransaction: [TransactionID: (key: SessionKey, method: SIPMethod, cseq: UInt32)] = [:]
+    private var rng: SplitMix64
+    private let credentials: DigestClient?
+    /// Whether new INVITEs are taken (otherwise they get 480).
+    public var acceptsCalls = true
+
+    public init(configuration: InviteSessionConfiguration, credentials: DigestClient? = nil, seed: UInt64) {
+        self.configuration = configuration
+        self.credentials = credentials
+        rng = SplitMix64(seed: seed)
+    }
+
+    /// The live sessions.
+    public var keys: [SessionKey] { Array(sessions.keys) }
+    public var count: Int { sessions.count }
+    public subscript(key: SessionKey) -> InviteSession? { sessions[key] }
+
+    // MARK: Commands
+
+    /// Starts a call to `target`, with `offer` (or none: a delayed offer).
+    public mutating func call(_ target: NameAddress, offer: SessionBody?, configuration override: InviteSessionConfiguration? = nil,
+                              credentials override2: DigestClient? = nil) -> (SessionKey, [Output]) {
+        var s = InviteSession(calling: target, configuration: override ?? configuration, offer: offer,
+                              credentials: override2 ?? credentials, seed: rng.next())
+        let key = SessionKey(callID: s.callID, localTag: s.localTag)
+        let actions = s.start()
+        sessions[key] = s
+        return (key, wrap(key, actions))
+    }
+
+    /// Runs a command on one session (answer, hold, hang up…). Unknown key: nothing.
+    public mutating func perform(_ key: SessionKey, _ body: (inout InviteSession) throws(SessionError) -> [InviteSession.Action]) throws(SessionError) -> [Output] {
+        guard var s = sessions[key] else { return [] }
+        let actions = try body(&s)
+        sessions[key] = s
+        return wrap(key, actions)
+    }
+
+    /// Tells the manager which client transaction carries a request a session sent, so its
+    /// failure can be routed back.
+    public mutating func clientTransactionStarted(_ id: TransactionID, for key: SessionKey, request: SIPMessage) {
+        guard let method = request.method, method != .ack, let seq = try? request.cseq().sequence else { return }
+        byClientTransaction[id] = (key, method, seq)
+    }
+
+    /// A client transaction ended: forget it.
+    public mutating func transactionTerminated(_ id: TransactionID) {
+        byClientTransaction[id] = nil
+        if let key = byInviteTransaction.removeValue(forKey: id) { inviteTransactionOf[key] = nil }
+    }
+
+    // MARK: Inputs from the transaction layer
+
+    /// A new request in a server transaction.
+    public mutating func request(_ m: SIPMessage, transaction tx: TransactionID) -> [Output] {
+        guard let method = m.method else { return [] }
+        if let callID = m.callID, let toTag = m.toTag {
+            let key = SessionKey(callID: callID, localTag: toTag)
+            guard sessions[key] != nil else {
+                return [.respond(SIPMessage(responseTo: m, statusCode: 481), in: tx)]
+            }
+            return feed(key, .request(m, transaction: tx))
+        }
+        guard method == .invite else { return [.request(m, transaction: tx)] }
+        guard acceptsCalls else { return [.respond(SIPMessage(responseTo: m, statusCode: 480, toTag: String(rng.next(), radix: 36)), in: tx)] }
+        var s = InviteSession(incoming: m, transaction: tx, configuration: configuration, credentials: credentials, seed: rng.next())
+        let key = SessionKey(callID: s.callID, localTag: s.localTag)
+        let actions = s.start()
+        byInviteTransaction[tx] = key
+        inviteTransactionOf[key] = tx
+        sessions[key] = s
+        let refused = s.isTerminated
+        return wrap(key, actions) + (refused ? [] : [.incomingCall(key, m)])
+    }
+
+    /// A CANCEL matched to the INVITE server transaction `invite`.
+    public mutating func cancel(_ m: SIPMessage, transaction tx: TransactionID, invite: TransactionID) -> [Output] {
+        guard let key = byInviteTransaction[invite] else {
+            return [.respond(SIPMessage(responseTo: m, statusCode: 481), in: tx)]
+        }
+        return feed(key, .cancel(m, transaction: tx))
+    }
+
+    /// An ACK for a 2xx (no transaction).
+    public mutating func ack(_ m: SIPMessage) -> [Output] {
+        guard let callID = m.callID, let toTag = m.toTag else { return [] }
+        return feed(SessionKey(callID: callID, localTag: toTag), .ack(m))
+    }
+
+    /// A response for one of our client transactions, or one that matched none.
+    public mutating func response(_ m: SIPMessage) -> [Output] {
+        guard let callID = m.callID, let fromTag = m.fromTag else { return [] }
+        return feed(SessionKey(callID: callID, localTag: fromTag), .response(m))
+    }
+
+    /// A client transaction timed out or its transport failed.
+    public mutating func clientTransactionFailed(_ id: TransactionID, timeout: Bool) -> [Output] {
+        guard let t = byClientTransaction.removeValue(forKey: id) else { return [] }
+        return feed(t.key, .requestFailed(t.method, cseq: t.cseq, timeout: timeout))
+    }
+
+    /// A session timer fired.
+    public mutating func timerFired(_ key: SessionKey, _ timer: SessionTimer) -> [Output] {
+        feed(key, .timerFired(timer))
+    }
+
+    // MARK: Internals
+
+    private mutating func feed(_ key: SessionKey, _ input: InviteSession.Input) -> [Output] {
+        guard var s = sessions[key] else { return [] }
+        let actions = s.handle(input)
+        sessions[key] = s
+        return wrap(key, actions)
+    }
+
+    private mutating func wrap(_ key: SessionKey, _ actions: [InviteSession.Action]) -> [Output] {
+        if let s = sessions[key], s.isTerminated {
+            sessions[key] = nil
+            if let tx = inviteTransactionOf.removeValue(forKey: key) { byInviteTransaction[tx] = nil }
+        }
+        return actions.map { .session(key, $0) }
+    }
+}

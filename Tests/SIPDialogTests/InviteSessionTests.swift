@@ -1,0 +1,228 @@
+import Testing
+import SIPMessage
+import SIPTransaction
+@testable import SIPDialog
+
+/// The INVITE session machine on its own: crafted messages in, actions out.
+@Suite("InviteSession machine")
+struct InviteSessionTests {
+    static let config = InviteSessionConfiguration(
+        localParty: try! NameAddress("<sip:alice@a.example>"), contact: try! NameAddress("<sip:alice@192.0.2.1:5060>"),
+        viaSentBy: "192.0.2.1:5060", sessionTimer: nil)
+    static let offer = SessionBody.sdp("v=0\r\ns=offer\r\n")
+    static let answer = SessionBody.sdp("v=0\r\ns=answer\r\n")
+
+    static func sent(_ actions: [InviteSession.Action]) -> [SIPMessage] {
+        actions.compactMap { if case .send(let m) = $0 { return m } else { return nil } }
+    }
+
+    static func responses(_ actions: [InviteSession.Action]) -> [SIPMessage] {
+        actions.compactMap { if case .respond(let m, _) = $0 { return m } else { return nil } }
+    }
+
+    static func events(_ actions: [InviteSession.Action]) -> [SessionEvent] {
+        actions.compactMap { if case .event(let e) = $0 { return e } else { return nil } }
+    }
+
+    /// A response from the callee side to our INVITE.
+    static func reply(_ request: SIPMessage, _ code: Int, tag: String?, contact: String? = "<sip:bob@192.0.2.2>",
+                      headers: [(SIPHeaderName, String)] = [], body: SessionBody? = nil) -> SIPMessage {
+        var r = SIPMessage(responseTo: request, statusCode: code, toTag: tag)
+        if let c = contact { try! r.append(.contact, c) }
+        for (n, v) in headers { try! r.append(n, v) }
+        if let b = body { r.setBody(b.bytes, contentType: b.contentType) }
+        return (try! SIPMessage(bytes: r.serialized()))
+    }
+
+    static func startCall(_ reliable: ReliableProvisionalPolicy = .supported) -> (InviteSession, SIPMessage) {
+        var c = config
+        c.reliableProvisional = reliable
+        var s = InviteSession(calling: try! NameAddress("<sip:bob@b.example>"), configuration: c, offer: offer, seed: 1)
+        let invite = sent(s.start())[0]
+        return (s, invite)
+    }
+
+    @Test("the INVITE carries the offer, our tag, Contact, Allow and Supported")
+    func inviteShape() throws {
+        let (s, invite) = Self.startCall()
+        #expect(invite.method == .invite)
+        #expect(invite.fromTag == s.localTag && invite.toTag == nil && invite.callID == s.callID)
+        #expect(try invite.cseq() == CSeq(1, .invite))
+        #expect(try invite.supported().contains("100rel"))
+        #expect(Array(invite.body) == Self.offer.bytes)
+        #expect(try invite.contact()?.addresses.first?.sipURI?.host == .ipv4("192.0.2.1"))
+        #expect(s.state == .calling)
+    }
+
+    @Test("forking: two early dialogs, the first 2xx confirms, the second 2xx is ACKed and sent BYE")
+    func forking() throws {
+        var (s, invite) = Self.startCall(.unsupported)
+        var out = s.handle(.response(Self.reply(invite, 180, tag: "f1")))
+        out += s.handle(.response(Self.reply(invite, 180, tag: "f2")))
+        #expect(s.state == .proceeding(180))
+        out = s.handle(.response(Self.reply(invite, 200, tag: "f2", body: Self.answer)))
+        #expect(s.state == .confirmed)
+        #expect(s.dialogID?.remoteTag == "f2")
+        let ack = try #require(Self.sent(out).first)
+        #expect(ack.method == .ack && ack.toTag == "f2")
+        #expect(Self.events(out).contains { if case .remoteAnswer(let b) = $0 { return b == Self.answer } else { return false } })
+
+        // A retransmission of the same 2xx gets the same ACK again.
+        let again = s.handle(.response(Self.reply(invite, 200, tag: "f2", body: Self.answer)))
+        #expect(Self.sent(again).map { $0.serialized() } == [ack.serialized()])
+
+        // The other fork answers too: ACK and BYE on its dialog, the call stays with f2.
+        let extra = s.handle(.response(Self.reply(invite, 200, tag: "f1", contact: "<sip:bob@192.0.2.3>", body: Self.answer)))
+        let msgs = Self.sent(extra)
+        #expect(msgs.map(\.method) == [.ack, .bye])
+        #expect(msgs.allSatisfy { $0.toTag == "f1" })
+        #expect(try msgs[1].requestURI().sipURI?.host == .ipv4("192.0.2.3"))
+        #expect(Self.events(extra).contains { if case .extraForkEnded("f1") = $0 { return true } else { return false } })
+        #expect(s.state == .confirmed && s.dialogID?.remoteTag == "f2")
+    }
+
+    @Test("reliable provisionals: PRACK with RAck, retransmissions and out-of-order RSeq are not presented")
+    func prackOrdering() throws {
+        var (s, invite) = Self.startCall()
+        let h: [(SIPHeaderName, String)] = [(.require, "100rel"), (.rseq, "7")]
+        var out = s.handle(.response(Self.reply(invite, 183, tag: "t", headers: h, body: Self.answer)))
+        let prack = try #require(Self.sent(out).first)
+        #expect(prack.method == .prack)
+        #expect(try prack.rack() == RAck(rseq: 7, cseq: 1, method: .invite))
+        #expect(try prack.cseq().sequence == 2)
+        #expect(Self.events(out).contains { if case .remoteAnswer = $0 { return true } else { return false } })
+        // The same 183 again: nothing.
+        out = s.handle(.response(Self.reply(invite, 183, tag: "t", headers: h, body: Self.answer)))
+        #expect(out.isEmpty)
+        // RSeq 9 skips 8: not presented.
+        out = s.handle(.response(Self.reply(invite, 180, tag: "t", headers: [(.require, "100rel"), (.rseq, "9")])))
+        #expect(out.isEmpty)
+        out = s.handle(.response(Self.reply(invite, 180, tag: "t", headers: [(.require, "100rel"), (.rseq, "8")])))
+        #expect(Self.sent(out).first?.method == .prack)
+    }
+
+    static func incomingInvite(_ headers: [(SIPHeaderName, String)] = [], body: SessionBody? = offer) -> SIPMessage {
+        var m = try! SIPMessage(method: .invite, uri: try! SIPURI("sip:alice@192.0.2.1"))
+        try! m.append(.via, "SIP/2.0/UDP 192.0.2.2;branch=z9hG4bKabc")
+        try! m.append(.from, "<sip:bob@b.example>;tag=bt")
+        try! m.append(.to, "<sip:alice@a.example>")
+        try! m.append(.callID, "c1@b")
+        try! m.append(.cseq, "10 INVITE")
+        try! m.append(.contact, "<sip:bob@192.0.2.2>")
+        try! m.append(.maxForwards, "70")
+        for (n, v) in headers { try! m.append(n, v) }
+        if let b = body { m.setBody(b.bytes, contentType: b.contentType) }
+        return (try! SIPMessage(bytes: m.serialized()))
+    }
+
+    static func inDialog(_ method: SIPMethod, cseq: UInt32, toTag: String, body: SessionBody? = nil, headers: [(SIPHeaderName, String)] = []) -> SIPMessage {
+        var m = try! SIPMessage(method: method, uri: try! SIPURI("sip:alice@192.0.2.1"))
+        try! m.append(.via, "SIP/2.0/UDP 192.0.2.2;branch=z9hG4bK\(method.token)\(cseq)")
+        try! m.append(.from, "<sip:bob@b.example>;tag=bt")
+        try! m.append(.to, "<sip:alice@a.example>;tag=\(toTag)")
+        try! m.append(.callID, "c1@b")
+        try! m.append(.cseq, CSeq(cseq, method))
+        try! m.append(.contact, "<sip:bob@192.0.2.2>")
+        for (n, v) in headers { try! m.append(n, v) }
+        if let b = body { m.setBody(b.bytes, contentType: b.contentType) }
+        return (try! SIPMessage(bytes: m.serialized()))
+    }
+
+    static let tx = TransactionID(rawValue: 1)
+
+    @Test("an INVITE requiring an unknown extension gets 420 with Unsupported")
+    func badExtension() throws {
+        var s = InviteSession(incoming: Self.incomingInvite([(.require, "foo, 100rel")]), transaction: Self.tx, configuration: Self.config, seed: 2)
+        let out = s.start()
+        let r = try #require(Self.responses(out).first)
+        #expect(r.statusCode == 420)
+        #expect(try r.unsupported() == ["foo"])
+        #expect(s.state == .terminated(.declined(420)))
+    }
+
+    @Test("requiring 100rel of a caller that lacks it gets 421; a short session interval gets 422")
+    func extensionRequiredAndIntervalTooSmall() throws {
+        var c = Self.config
+        c.reliableProvisional = .required
+        var s = InviteSession(incoming: Self.incomingInvite(), transaction: Self.tx, configuration: c, seed: 3)
+        var r = try #require(Self.responses(s.start()).first)
+        #expect(r.statusCode == 421)
+        #expect(try r.require() == ["100rel"])
+
+        c = Self.config
+        c.sessionTimer = SessionTimerSettings(interval: 1800, minimum: 600)
+        s = InviteSession(incoming: Self.incomingInvite([(.sessionExpires, "90")]), transaction: Self.tx, configuration: c, seed: 3)
+        r = try #require(Self.responses(s.start()).first)
+        #expect(r.statusCode == 422)
+        #expect(try r.minSE() == 600)
+    }
+
+    /// A UAS session answered and ACKed.
+    static func confirmedUAS() -> InviteSession {
+        var s = InviteSession(incoming: incomingInvite(), transaction: tx, configuration: config, seed: 4)
+        _ = s.start()
+        _ = try! s.accept(body: answer)
+        var ack = inDialog(.ack, cseq: 10, toTag: s.localTag)
+        ack = (try! SIPMessage(bytes: ack.serialized()))
+        _ = s.handle(.ack(ack))
+        return s
+    }
+
+    @Test("offer overlap: a re-INVITE while ours is pending gets 491; a second INVITE while one is open gets 500 with Retry-After")
+    func overlaps() throws {
+        var s = Self.confirmedUAS()
+        #expect(s.state == .confirmed)
+        let out = try s.reinvite(body: Self.offer)
+        let ours = try #require(Self.sent(out).first)
+        #expect(ours.method == .invite && ours.toTag == "bt")
+        #expect(throws: SessionError.offerInProgress) { _ = try s.reinvite(body: Self.offer) }
+        var r = Self.responses(s.handle(.request(Self.inDialog(.invite, cseq: 11, toTag: s.localTag, body: Self.offer), transaction: TransactionID(rawValue: 2))))
+        #expect(r.first?.statusCode == 491)
+
+        var t = Self.confirmedUAS()
+        _ = t.handle(.request(Self.inDialog(.invite, cseq: 11, toTag: t.localTag, body: Self.offer), transaction: TransactionID(rawValue: 2)))
+        r = Self.responses(t.handle(.request(Self.inDialog(.invite, cseq: 12, toTag: t.localTag, body: Self.offer), transaction: TransactionID(rawValue: 3))))
+        #expect(r.first?.statusCode == 500)
+        #expect(r.first.map { (try? $0.retryAfter()) != nil } == true)
+    }
+
+    @Test("a request with a lower CSeq gets 500; BYE in the early dialog gets 200 and the INVITE 487")
+    func cseqAndEarlyBye() throws {
+        var s = Self.confirmedUAS()
+        _ = s.handle(.request(Self.inDialog(.info, cseq: 20, toTag: s.localTag), transaction: TransactionID(rawValue: 5)))
+        let r = Self.responses(s.handle(.request(Self.inDialog(.info, cseq: 19, toTag: s.localTag), transaction: TransactionID(rawValue: 6))))
+        #expect(r.first?.statusCode == 500)
+
+        var e = InviteSession(incoming: Self.incomingInvite(), transaction: Self.tx, configuration: Self.config, seed: 5)
+        _ = e.start()
+        _ = try e.provisional(180)
+        let out = e.handle(.request(Self.inDialog(.bye, cseq: 11, toTag: e.localTag), transaction: TransactionID(rawValue: 7)))
+        #expect(Self.responses(out).map(\.statusCode) == [200, 487])
+        #expect(e.state == .terminated(.remoteHangup))
+    }
+
+    @Test("the session manager answers requests for unknown dialogs with 481 and routes CANCEL by the INVITE's transaction")
+    func managerRouting() throws {
+        var m = SessionManager(configuration: Self.config, seed: 9)
+        let out = m.request(Self.inDialog(.bye, cseq: 3, toTag: "nobody"), transaction: TransactionID(rawValue: 1))
+        guard case .respond(let r, _)? = out.first else { Issue.record("no response"); return }
+        #expect(r.statusCode == 481)
+
+        let inv = Self.incomingInvite()
+        let o2 = m.request(inv, transaction: TransactionID(rawValue: 2))
+        #expect(o2.contains { if case .incomingCall = $0 { return true } else { return false } })
+        #expect(m.count == 1)
+        var cancel = try SIPMessage(method: .cancel, uri: try SIPURI("sip:alice@192.0.2.1"))
+        try cancel.append(.via, "SIP/2.0/UDP 192.0.2.2;branch=z9hG4bKabc")
+        try cancel.append(.from, "<sip:bob@b.example>;tag=bt")
+        try cancel.append(.to, "<sip:alice@a.example>")
+        try cancel.append(.callID, "c1@b")
+        try cancel.append(.cseq, "10 CANCEL")
+        let o3 = m.cancel(cancel, transaction: TransactionID(rawValue: 3), invite: TransactionID(rawValue: 2))
+        let codes = o3.compactMap { o -> Int? in
+            if case .session(_, .respond(let r, _)) = o { return r.statusCode } else { return nil }
+        }
+        #expect(codes == [200, 487])
+        #expect(m.count == 0)
+    }
+}
