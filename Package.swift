@@ -47,7 +47,7 @@ let package = Package(
         // pcap/pcapng reading, IPv4/IPv6 reassembly, UDP and TCP streams → SIP messages; no I/O in the decoder.
         .target(name: "PacketCapture", dependencies: ["SIPMessage"]),
         // The live runtime: transports + transaction layer + wall-clock timers.
-        .target(name: "SIPRuntime", dependencies: ["SIPMessage", "SIPTransaction", "SIPTransport"]),
+        .target(name: "SIPRuntime", dependencies: ["SIPMessage", "SIPTransaction", "SIPTransport", "SIPDialog", "SIPAuth"]),
         // The logic behind the command-line tool, kept in a library so tests drive it directly.
         .target(name: "SwitchboardTools", dependencies: ["SIPMessage", "SDP", "SIPTransaction", "SIPTransport", "SIPRuntime", "SIPResolver", "PacketCapture", "SIPDialog", "SIPAuth"]),
         .executableTarget(
@@ -66,7 +66,7 @@ let package = Package(
         .testTarget(name: "RTPTests", dependencies: ["SwitchboardTestSupport", "RTP"]),
         .testTarget(name: "SIPTransactionTests", dependencies: ["SIPTransaction", "SIPMessage"]),
         .testTarget(name: "SIPDialogTests", dependencies: ["SIPDialog", "SIPMessage", "SIPAuth"]),
-        .testTarget(name: "SIPRuntimeTests", dependencies: ["SIPRuntime", "SIPTransaction", "SIPTransport", "SIPMessage"]),
+        .testTarget(name: "SIPRuntimeTests", dependencies: ["SIPRuntime", "SIPTransaction", "SIPTransport", "SIPMessage", "SIPDialog", "SIPAuth"]),
         .testTarget(name: "SIPSimulationTests", dependencies: ["SIPSimulation", "SIPTransaction", "SIPMessage", "SIPDialog", "SIPAuth"]),
         .testTarget(name: "SIPTransportTests", dependencies: ["SIPTransport", "SIPMessage"]),
         .testTarget(name: "SIPResolverTests", dependencies: ["SwitchboardTestSupport", "SIPResolver", "SIPMessage"]),

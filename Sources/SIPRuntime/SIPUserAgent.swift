@@ -1,0 +1,456 @@
+import Dispatch
+import Synchronization
+import SIPMessage
+import SIPTransaction
+import SIPTransport
+import SIPAuth
+import SIPDialog
+
+/// A SIP user agent on real sockets: the ``SessionManager`` (INVITE sessions) and a
+/// ``RegistrationClient`` driven by a ``SIPEndpoint`` and its timer thread.
+///
+/// Everything the machines do runs on one serial queue (the owner of the sessions), so nothing
+/// is locked twice; the endpoint's transport and timer threads only hand work to that queue.
+/// Events reach the application through ``events``; commands are `async`.
+public final class SIPUserAgent: Sendable {
+    public struct Configuration: Sendable {
+        public var endpoint: SIPEndpoint.Configuration
+        /// Our address of record: From of our calls, To/From of our REGISTER.
+        public var identity: SIPURI
+        public var displayName: String?
+        /// Credentials for 401/407 challenges (REGISTER, INVITE, requests in dialogs).
+        public var credentials: DigestClient?
+        /// A proxy every call goes through (a loose-routing Route on the INVITE).
+        public var outboundProxy: SIPURI?
+        /// The transport for our Via and Contact and for requests whose URI names none.
+        public var transport: TransportKind
+        public var reliableProvisional: ReliableProvisionalPolicy
+        public var sessionTimer: SessionTimerSettings?
+        /// User-Agent and Server header value.
+        public var userAgent: String?
+
+        public init(endpoint: SIPEndpoint.Configuration, identity: SIPURI, displayName: String? = nil, credentials: DigestClient? = nil,
+                    outboundProxy: SIPURI? = nil, transport: TransportKind = .udp,
+                    reliableProvisional: ReliableProvisionalPolicy = .supported,
+                    sessionTimer: SessionTimerSettings? = SessionTimerSettings(), userAgent: String? = "Switchboard") {
+            self.endpoint = endpoint
+            self.identity = identity
+            self.displayName = displayName
+            self.credentials = credentials
+            self.outboundProxy = outboundProxy
+            self.transport = transport
+            self.reliableProvisional = reliableProvisional
+            self.sessionTimer = sessionTimer
+            self.userAgent = userAgent
+        }
+    }
+
+    /// What the user agent tells the application.
+    public enum Event: Sendable {
+        /// A new call; the session is in `.incoming` (see ``SessionEvent`` for the offer).
+        case incomingCall(SessionKey, SIPMessage)
+        /// An event of one session.
+        case session(SessionKey, SessionEvent)
+        /// The registration changed state.
+        case registration(RegistrationClient.State)
+        /// A request outside any dialog (MESSAGE, OPTIONS…); already answered (200, or 405 for
+        /// methods a user agent does not serve outside dialogs).
+        case request(SIPMessage, from: SIPPeer)
+        /// A message was sent (`outgoing`) or received, for ladders and logs.
+        case trace(SIPMessage, outgoing: Bool, peer: SIPPeer)
+    }
+
+    struct State: ~Copyable {
+        var manager: SessionManager
+        var registration: RegistrationClient?
+        var registrar: SIPPeer?
+        var timers: [TimerKey: TimerService.Handle] = [:]
+        var registrationTimer: TimerService.Handle?
+        var closed = false
+    }
+
+    struct TimerKey: Hashable { var key: SessionKey; var timer: SessionTimer }
+
+    public let endpoint: SIPEndpoint
+    public let configuration: Configuration
+    /// The session configuration derived from ours and the bound address.
+    public let sessionConfiguration: InviteSessionConfiguration
+    /// The application's view: every event, in order.
+    public let events: AsyncStream<Event>
+    /// Whether ``Event/trace(_:outgoing:peer:)`` events are produced.
+    public let tracing: Bool
+
+    private let continuation: AsyncStream<Event>.Continuation
+    private let queue = DispatchQueue(label: "switchboard.user-agent")
+    private let state: Mutex<State>
+    private let resolver: @Sendable (SIPURI, TransportKind) -> SIPPeer?
+
+    /// Binds the endpoint and starts taking calls.
+    /// - Parameters:
+    ///   - tracing: produce a ``Event/trace(_:outgoing:peer:)`` event for every message.
+    ///   - resolve: maps a URI to the peer to send to; by default IP literals and `localhost`
+    ///     (resolve names with `SIPResolver` first, or pass your own).
+    public init(configuration: Configuration, tracing: Bool = false,
+                resolve: (@Sendable (SIPURI, TransportKind) -> SIPPeer?)? = nil) throws(TransportError) {
+        self.configuration = configuration
+        self.tracing = tracing
+        resolver = resolve ?? SIPUserAgent.literalPeer
+        let (stream, cont) = AsyncStream<Event>.makeStream(bufferingPolicy: .unbounded)
+        events = stream
+        continuation = cont
+        let box = WeakBox()
+        endpoint = try SIPEndpoint(configuration: configuration.endpoint) { event in box.agent?.endpointEvent(event) }
+        guard let local = endpoint.localAddress(configuration.transport) ?? endpoint.localAddresses.first else {
+            endpoint.close()
+            throw .invalidAddress("", reason: "the endpoint has no listen point")
+        }
+        let sentBy = local.address.description
+        var contactURI = SIPURI(user: configuration.identity.user, host: SIPUserAgent.host(of: local.address), port: local.address.port)
+        if configuration.transport != .udp { contactURI.parameters.set("transport", configuration.transport.viaToken.lowercased()) }
+        var sc = InviteSessionConfiguration(
+            localParty: NameAddress(displayName: configuration.displayName, uri: configuration.identity),
+            contact: NameAddress(uri: contactURI), viaTransport: configuration.transport.viaToken, viaSentBy: sentBy,
+            timers: configuration.endpoint.timers, reliableProvisional: configuration.reliableProvisional,
+            sessionTimer: configuration.sessionTimer, userAgent: configuration.userAgent)
+        if var proxy = configuration.outboundProxy {
+            proxy.parameters.set("lr", nil)
+            sc.outboundRoute = [NameAddress(uri: proxy)]
+        }
+        sessionConfiguration = sc
+        state = Mutex(State(manager: SessionManager(configuration: sc, credentials: configuration.credentials, seed: UInt64.random(in: 0...UInt64.max))))
+        box.agent = self
+    }
+
+    /// Stops: unregisters nothing (call ``unregister()`` first), closes the sockets, ends ``events``.
+    public func close() {
+        queue.sync {
+            let handles = state.withLock { s -> [TimerService.Handle] in
+                s.closed = true
+                return Array(s.timers.values) + (s.registrationTimer.map { [$0] } ?? [])
+            }
+            for h in handles { endpoint.timerService.cancel(h) }
+        }
+        endpoint.close()
+        continuation.finish()
+    }
+
+    /// Where our Contact points (the bound address).
+    public var contact: NameAddress { sessionConfiguration.contact }
+
+    // MARK: Calls
+
+    /// Calls `target` with `offer` (or none: the peer offers in its 2xx).
+    public func call(_ target: SIPURI, offer: SessionBody?) async -> SessionKey {
+        await onQueue {
+            let (key, out) = self.state.withLock { $0.manager.call(NameAddress(uri: target), offer: offer) }
+            self.apply(out)
+            return key
+        }
+    }
+
+    /// Runs a command on a session (accept, reject, bye, reinvite, answer…).
+    public func perform(_ key: SessionKey, _ command: @escaping @Sendable (inout InviteSession) throws(SessionError) -> [InviteSession.Action]) async throws(SessionError) {
+        let result: Result<Void, SessionError> = await onQueue {
+            let r = self.state.withLock { s -> Result<[SessionManager.Output], SessionError> in
+                do throws(SessionError) {
+                    return .success(try s.manager.perform(key, command))
+                } catch {
+                    return .failure(error)
+                }
+            }
+            switch r {
+            case .success(let out):
+                self.apply(out)
+                return .success(())
+            case .failure(let e):
+                return .failure(e)
+            }
+        }
+        try result.get()
+    }
+
+    /// A copy of a session's current state.
+    public func session(_ key: SessionKey) async -> InviteSession? {
+        await onQueue { self.state.withLock { $0.manager[key] } }
+    }
+
+    /// The number of live sessions.
+    public var sessionCount: Int { state.withLock { $0.manager.count } }
+
+    // MARK: Registration
+
+    /// Registers our identity with `registrar` (its URI is the REGISTER's Request-URI; it is
+    /// sent to `peer`, or to the URI's address).
+    public func register(registrar: SIPURI, peer: SIPPeer? = nil, expires: UInt32 = 3600) async {
+        await onQueue {
+            guard let p = peer ?? self.resolver(registrar, self.configuration.transport) else {
+                self.continuation.yield(.registration(.failed(.transport)))
+                return
+            }
+            let sc = self.sessionConfiguration
+            guard case .sip(let contact) = sc.contact.uri else { return }
+            let rc = RegistrationClient.Configuration(registrar: registrar, addressOfRecord: self.configuration.identity, contact: contact,
+                                                      expires: expires, viaTransport: sc.viaTransport, viaSentBy: sc.viaSentBy)
+            let out = self.state.withLock { s -> [RegistrationClient.Action] in
+                s.registrar = p
+                var client = RegistrationClient(configuration: rc, credentials: self.configuration.credentials ?? DigestClient(credentials: []),
+                                                seed: UInt64.random(in: 0...UInt64.max))
+                let actions = client.start()
+                s.registration = client
+                return actions
+            }
+            self.applyRegistration(out)
+        }
+    }
+
+    /// Removes our binding (REGISTER with expires 0).
+    public func unregister() async {
+        await onQueue {
+            let out = self.state.withLock { s -> [RegistrationClient.Action] in s.registration?.stop() ?? [] }
+            self.applyRegistration(out)
+        }
+    }
+
+    // MARK: Internals
+
+    private func onQueue<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { (c: CheckedContinuation<T, Never>) in
+            queue.async { c.resume(returning: body()) }
+        }
+    }
+
+    private func endpointEvent(_ event: EndpointEvent) {
+        queue.async { self.handleEndpointEvent(event) }
+    }
+
+    private func handleEndpointEvent(_ event: EndpointEvent) {
+        switch event {
+        case .request(let r):
+            if tracing { continuation.yield(.trace(r.message, outgoing: false, peer: r.peer)) }
+            let out = state.withLock { $0.manager.request(r.message, transaction: r.transaction) }
+            apply(out, peer: r.peer)
+        case .cancel(let r, let invite):
+            if tracing { continuation.yield(.trace(r.message, outgoing: false, peer: r.peer)) }
+            apply(state.withLock { $0.manager.cancel(r.message, transaction: r.transaction, invite: invite) })
+        case .ack(let m, let peer):
+            if tracing { continuation.yield(.trace(m, outgoing: false, peer: peer)) }
+            apply(state.withLock { $0.manager.ack(m) })
+        case .strayResponse(let m, let peer):
+            if tracing { continuation.yield(.trace(m, outgoing: false, peer: peer)) }
+            apply(state.withLock { $0.manager.response(m) })
+        case .serverTransactionFailed, .malformed:
+            break
+        }
+    }
+
+    private func apply(_ outputs: [SessionManager.Output], peer: SIPPeer? = nil) {
+        for o in outputs {
+            switch o {
+            case .session(let key, let action):
+                apply(key, action)
+            case .respond(let m, let tx):
+                endpoint.respond(m, to: tx)
+            case .incomingCall(let key, let m):
+                continuation.yield(.incomingCall(key, m))
+            case .request(let m, let tx):
+                let code: Int
+                switch m.method {
+                case .options?, .message?, .notify?: code = 200
+                default: code = 405
+                }
+                var r = SIPMessage(responseTo: m, statusCode: code, toTag: String(UInt32.random(in: 1...UInt32.max), radix: 36))
+                try? r.append(.allow, sessionConfiguration.allow.map(\.token).joined(separator: ", "))
+                endpoint.respond(r, to: tx)
+                if let p = peer { continuation.yield(.request(m, from: p)) }
+            }
+        }
+    }
+
+    private func apply(_ key: SessionKey, _ action: InviteSession.Action) {
+        switch action {
+        case .send(let m):
+            guard let peer = destination(of: m) else {
+                // Nowhere to send: report it as a transport failure of that request.
+                if let method = m.method, let seq = try? m.cseq().sequence {
+                    let out = state.withLock { st -> [SessionManager.Output] in
+                        (try? st.manager.perform(key) { s in s.handle(.requestFailed(method, cseq: seq, timeout: false)) }) ?? []
+                    }
+                    apply(out)
+                }
+                return
+            }
+            if tracing { continuation.yield(.trace(m, outgoing: true, peer: peer)) }
+            if m.method == .ack {
+                endpoint.sendStateless(m, to: peer)
+                return
+            }
+            // The transaction's events are queued behind this block, so its ID is known by the
+            // time they are handled.
+            let idBox = Mutex<TransactionID?>(nil)
+            let id = endpoint.sendRequest(m, to: peer) { [weak self] event in
+                guard let self else { return }
+                self.queue.async { self.clientEvent(event, transaction: idBox.withLock { $0 }, peer: peer) }
+            }
+            idBox.withLock { $0 = id }
+            state.withLock { $0.manager.clientTransactionStarted(id, for: key, request: m) }
+        case .respond(let m, let tx):
+            if tracing, let p = peerForResponse(m) { continuation.yield(.trace(m, outgoing: true, peer: p)) }
+            endpoint.respond(m, to: tx)
+        case .startTimer(let t, let after):
+            let tk = TimerKey(key: key, timer: t)
+            let h = endpoint.timerService.schedule(after: after) { [weak self] in
+                guard let self else { return }
+                self.queue.async { self.sessionTimerFired(tk) }
+            }
+            let old = state.withLock { s -> TimerService.Handle? in
+                let o = s.timers[tk]
+                s.timers[tk] = h
+                return o
+            }
+            if let o = old { endpoint.timerService.cancel(o) }
+        case .cancelTimer(let t):
+            if let h = state.withLock({ $0.timers.removeValue(forKey: TimerKey(key: key, timer: t)) }) { endpoint.timerService.cancel(h) }
+        case .event(let e):
+            continuation.yield(.session(key, e))
+            if case .stateChanged(.terminated) = e {
+                let handles = state.withLock { s -> [TimerService.Handle] in
+                    let mine = s.timers.filter { $0.key.key == key }
+                    for k in mine.keys { s.timers[k] = nil }
+                    return Array(mine.values)
+                }
+                for h in handles { endpoint.timerService.cancel(h) }
+            }
+        }
+    }
+
+    private func clientEvent(_ event: ClientTransactionEvent, transaction: TransactionID?, peer: SIPPeer) {
+        switch event {
+        case .provisional(let m), .final(let m):
+            if tracing { continuation.yield(.trace(m, outgoing: false, peer: peer)) }
+            apply(state.withLock { $0.manager.response(m) })
+        case .timeout, .transportError:
+            guard let id = transaction else { return }
+            let timedOut: Bool
+            if case .timeout = event { timedOut = true } else { timedOut = false }
+            apply(state.withLock { $0.manager.clientTransactionFailed(id, timeout: timedOut) })
+        }
+    }
+
+    private func sessionTimerFired(_ tk: TimerKey) {
+        let out = state.withLock { s -> [SessionManager.Output] in
+            guard s.timers.removeValue(forKey: tk) != nil, !s.closed else { return [] }
+            return s.manager.timerFired(tk.key, tk.timer)
+        }
+        apply(out)
+    }
+
+    // MARK: Registration internals
+
+    private func applyRegistration(_ actions: [RegistrationClient.Action]) {
+        for a in actions {
+            switch a {
+            case .send(let m):
+                guard let peer = state.withLock({ $0.registrar }) else { continue }
+                if tracing { continuation.yield(.trace(m, outgoing: true, peer: peer)) }
+                endpoint.sendRequest(m, to: peer) { [weak self] event in
+                    guard let self else { return }
+                    self.queue.async { self.registrationEvent(event, peer: peer) }
+                }
+            case .startTimer(let d):
+                let h = endpoint.timerService.schedule(after: d) { [weak self] in
+                    guard let self else { return }
+                    self.queue.async {
+                        let out = self.state.withLock { s -> [RegistrationClient.Action] in
+                            guard !s.closed, s.registrationTimer != nil else { return [] }
+                            s.registrationTimer = nil
+                            return s.registration?.handle(.timerFired) ?? []
+                        }
+                        self.applyRegistration(out)
+                    }
+                }
+                if let old = state.withLock({ s -> TimerService.Handle? in
+                    let o = s.registrationTimer
+                    s.registrationTimer = h
+                    return o
+                }) { endpoint.timerService.cancel(old) }
+            case .cancelTimer:
+                if let h = state.withLock({ s -> TimerService.Handle? in
+                    let o = s.registrationTimer
+                    s.registrationTimer = nil
+                    return o
+                }) { endpoint.timerService.cancel(h) }
+            case .state(let st):
+                continuation.yield(.registration(st))
+            }
+        }
+    }
+
+    private func registrationEvent(_ event: ClientTransactionEvent, peer: SIPPeer) {
+        let input: RegistrationClient.Event
+        switch event {
+        case .provisional(let m):
+            if tracing { continuation.yield(.trace(m, outgoing: false, peer: peer)) }
+            return
+        case .final(let m):
+            if tracing { continuation.yield(.trace(m, outgoing: false, peer: peer)) }
+            input = .response(m)
+        case .timeout: input = .timeout
+        case .transportError: input = .transportError
+        }
+        let out = state.withLock { $0.registration?.handle(input) ?? [] }
+        applyRegistration(out)
+    }
+
+    // MARK: Addresses
+
+    /// The peer a request goes to: its first Route when that is a loose router, else its
+    /// Request-URI (RFC 3261 §8.1.2, §16.12 for strict routers).
+    func destination(of m: SIPMessage) -> SIPPeer? {
+        if let r = try? m.route().first, let u = r.sipURI {
+            return resolver(u, transport(of: u))
+        }
+        guard let u = try? m.requestURI().sipURI else { return nil }
+        return resolver(u, transport(of: u))
+    }
+
+    private func transport(of u: SIPURI) -> TransportKind {
+        switch u.parameters["transport"]??.lowercased() {
+        case "tcp"?: return .tcp
+        case "tls"?: return .tls
+        case "udp"?: return .udp
+        default: return u.secure ? .tls : configuration.transport
+        }
+    }
+
+    private func peerForResponse(_ m: SIPMessage) -> SIPPeer? {
+        guard let v = try? m.topVia() else { return nil }
+        let port = v.parameters["rport"].flatMap { $0 }.flatMap { UInt16($0) } ?? v.port ?? 5060
+        let host = v.parameters["received"].flatMap { $0 } ?? v.host.address
+        guard let a = try? SocketAddress(ip: host, port: port) else { return nil }
+        return SIPPeer(transport: configuration.transport, address: a)
+    }
+
+    /// IP literals and `localhost`; the port from the URI or the transport's default.
+    @Sendable static func literalPeer(_ u: SIPURI, _ kind: TransportKind) -> SIPPeer? {
+        let host = u.host.address.lowercased() == "localhost" ? "127.0.0.1" : u.host.address
+        let port = u.port ?? (kind == .tls ? 5061 : 5060)
+        guard let a = try? SocketAddress(ip: host, port: port) else { return nil }
+        return SIPPeer(transport: kind, address: a)
+    }
+
+    static func host(of a: SocketAddress) -> SIPHost {
+        a.isIPv6 ? .ipv6(a.ipString) : .ipv4(a.ipString)
+    }
+}
+
+/// Lets the endpoint's handler reach the agent that owns it without a retain cycle. Events
+/// that arrive before the agent's init finishes find no agent and are dropped (the peer
+/// retransmits).
+private final class WeakBox: Sendable {
+    private struct Ref: ~Copyable { weak var agent: SIPUserAgent? }
+    private let ref = Mutex(Ref())
+    var agent: SIPUserAgent? {
+        get { ref.withLock { $0.agent } }
+        set { ref.withLock { $0.agent = newValue } }
+    }
+}
