@@ -1082,6 +1082,10 @@ public struct InviteSession: Sendable {
 
     private func response(to request: SIPMessage, _ code: Int, reason: String? = nil) -> SIPMessage {
         var r = SIPMessage(responseTo: request, statusCode: code, reasonPhrase: reason, toTag: localTag)
+        if request.method == .invite && (101..<300).contains(code) {
+            // §12.1.1: the route set travels back in the dialog-creating responses.
+            for rr in request.valueBytes(.recordRoute) { try? r.append(.recordRoute, String(decoding: rr, as: UTF8.self)) }
+        }
         if let ua = configuration.userAgent { try? r.append(.server, ua) }
         return r
     }

@@ -69,3 +69,28 @@ extension SIPMessage {
         pristineRange = nil
     }
 }
+
+extension SIPMessage {
+    /// A copy of this request with another Request-URI (a proxy retargeting it, RFC 3261
+    /// §16.6 step 2): every header line and the body kept, in order.
+    /// - Throws: ``SIPParseError`` (`requestLine`) when `text` holds white space or control
+    ///   bytes, or when this is a response.
+    public func replacingRequestURI(_ text: String) throws(SIPParseError) -> SIPMessage {
+        guard let method else { throw SIPParseError(offset: 0, rule: .requestLine, detail: "a response has no Request-URI") }
+        var m = try SIPMessage(method: method, requestURI: text)
+        for e in entries {
+            let ns = m.storage.count
+            m.storage.append(contentsOf: storage[e.nameRange])
+            let vs = m.storage.count
+            m.storage.append(contentsOf: storage[e.valueRange])
+            m.entries.append(HeaderEntry(known: e.known, nameStart: UInt32(ns), nameEnd: UInt32(vs), valueStart: UInt32(vs), valueEnd: UInt32(m.storage.count)))
+        }
+        if !body.isEmpty {
+            let s = m.storage.count
+            m.storage.append(contentsOf: body)
+            m.bodyRange = s..<m.storage.count
+        }
+        m.pristineRange = nil
+        return m
+    }
+}

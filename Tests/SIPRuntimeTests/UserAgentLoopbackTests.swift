@@ -137,3 +137,83 @@ struct UserAgentLoopbackTests {
         try #require(await a.wait("timeout", a.has(key, .terminated(.timeout))))
     }
 }
+
+@Suite("Registrar and proxy on 127.0.0.1")
+struct ProxyLoopbackTests {
+    static func proxy(recordRoute: Bool = true) throws -> (SIPEndpoint, ProxyServer) {
+        let box = Mutex<ProxyServer?>(nil)
+        let endpoint = try SIPEndpoint(configuration: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))])) { e in
+            box.withLock { $0 }?.handle(e)
+        }
+        let p = ProxyServer(configuration: .init(domain: "switchboard.test", users: ["alice": "alicepw", "bob": "bobpw"], recordRoute: recordRoute))
+        p.attach(endpoint)
+        box.withLock { $0 = p }
+        return (endpoint, p)
+    }
+
+    static func agent(_ user: String, password: String?, proxyPort: UInt16) throws -> SIPUserAgent {
+        try SIPUserAgent(configuration: .init(endpoint: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))]),
+                                              identity: try SIPURI("sip:\(user)@switchboard.test"),
+                                              credentials: password.map { DigestClient(username: user, password: $0) },
+                                              outboundProxy: try SIPURI("sip:127.0.0.1:\(proxyPort)")))
+    }
+
+    @Test("alice registers with digest, bob calls her through the proxy with Record-Route, holds, and she hangs up", .timeLimit(.minutes(1)))
+    func callThroughProxy() async throws {
+        let (pe, proxy) = try Self.proxy()
+        defer { pe.close() }
+        let port = pe.localAddresses[0].address.port
+        let alice = try Self.agent("alice", password: "alicepw", proxyPort: port)
+        let bob = try Self.agent("bob", password: nil, proxyPort: port)
+        defer { alice.close(); bob.close() }
+        let a = AgentEvents(alice), b = AgentEvents(bob)
+
+        await alice.register(registrar: try SIPURI("sip:switchboard.test"), peer: pe.localAddresses[0], expires: 600)
+        try #require(await a.wait("registered") { es in es.contains { if case .registration(.registered) = $0 { return true } else { return false } } })
+        #expect(proxy.bindings(of: try SIPURI("sip:alice@switchboard.test")).count == 1)
+
+        let key = await bob.call(try SIPURI("sip:alice@switchboard.test"), offer: UserAgentLoopbackTests.offer)
+        try #require(await a.wait("incoming") { _ in !a.incoming.isEmpty })
+        let ak = a.incoming[0]
+        let invite = try #require(a.events.withLock { $0.compactMap { e -> SIPMessage? in if case .incomingCall(_, let m) = e { return m } else { return nil } }.first })
+        #expect(try invite.recordRoute().count == 1)
+        #expect(try invite.via().count == 2)
+        try await alice.perform(ak) { s throws(SessionError) in try s.accept(body: UserAgentLoopbackTests.answer) }
+        try #require(await b.wait("bob confirmed", b.has(key, .confirmed)))
+        try #require(await a.wait("alice confirmed", a.has(ak, .confirmed)))
+        // The dialog's route set goes through the proxy.
+        #expect(await bob.session(key)?.dialog?.routeSet.count == 1)
+
+        let hold = SessionBody.sdp("v=0\r\ns=hold\r\n")
+        try await bob.perform(key) { s throws(SessionError) in try s.reinvite(body: hold) }
+        try #require(await a.wait("hold offer") { es in es.contains { if case .session(ak, .remoteOffer(hold, .invite)) = $0 { return true } else { return false } } })
+        try await alice.perform(ak) { s throws(SessionError) in try s.answer(.sdp("v=0\r\ns=held\r\n")) }
+        try #require(await b.wait("hold done") { es in es.contains { if case .session(key, .requestCompleted(.invite, 200, _)) = $0 { return true } else { return false } } })
+
+        try await alice.perform(ak) { s throws(SessionError) in try s.bye() }
+        try #require(await b.wait("bob ended", b.has(key, .terminated(.remoteHangup))))
+        try #require(await a.wait("alice ended", a.has(ak, .terminated(.localHangup))))
+        let st = proxy.statistics
+        #expect(st.registers == 2)   // challenged, then with credentials
+        #expect(st.forwarded >= 3)   // INVITE, re-INVITE, BYE
+        #expect(st.acks >= 2)
+
+        await alice.unregister()
+        try #require(await a.wait("unregistered") { es in es.contains { if case .registration(.unregistered) = $0 { return true } else { return false } } })
+        #expect(proxy.bindings(of: try SIPURI("sip:alice@switchboard.test")).isEmpty)
+    }
+
+    @Test("a call to an address of record nobody registered gets 404; a wrong password fails registration", .timeLimit(.minutes(1)))
+    func notFoundAndBadPassword() async throws {
+        let (pe, _) = try Self.proxy()
+        defer { pe.close() }
+        let port = pe.localAddresses[0].address.port
+        let bob = try Self.agent("bob", password: "wrong", proxyPort: port)
+        defer { bob.close() }
+        let b = AgentEvents(bob)
+        let key = await bob.call(try SIPURI("sip:carol@switchboard.test"), offer: UserAgentLoopbackTests.offer)
+        try #require(await b.wait("404", b.has(key, .terminated(.rejected(404)))))
+        await bob.register(registrar: try SIPURI("sip:switchboard.test"), peer: pe.localAddresses[0])
+        try #require(await b.wait("bad credentials") { es in es.contains { if case .registration(.failed(.badCredentials)) = $0 { return true } else { return false } } })
+    }
+}

@@ -1,0 +1,279 @@
+import Synchronization
+import SIPMessage
+import SIPTransaction
+import SIPTransport
+import SIPAuth
+import SIPDialog
+
+/// A registrar with a transaction-stateful proxy in front of its location service (RFC 3261
+/// §10.3 and §16), on a ``SIPEndpoint``: REGISTER for the domain is answered by
+/// ``Registrar`` (digest-authenticated); other requests for a registered address of record are
+/// forwarded to its contact, requests carrying a Route or a foreign Request-URI are forwarded
+/// there. It adds its Via, decrements Max-Forwards, can Record-Route, relays responses, turns
+/// a CANCEL into a CANCEL downstream, and forwards ACKs for 2xx statelessly.
+///
+/// Not a full proxy: no forking (the newest binding is tried), no DNS (targets are IP
+/// literals), no authentication of non-REGISTER requests.
+public final class ProxyServer: Sendable {
+    public struct Configuration: Sendable {
+        /// The domain of the registrar (REGISTER Request-URI, address-of-record hosts).
+        public var domain: String
+        /// Username → password for digest authentication of REGISTER.
+        public var users: [String: String]
+        /// Whether dialog-creating requests get our Record-Route (so in-dialog requests pass us).
+        public var recordRoute: Bool
+        public var minExpires: UInt32
+        public init(domain: String, users: [String: String], recordRoute: Bool = true, minExpires: UInt32 = 60) {
+            self.domain = domain
+            self.users = users
+            self.recordRoute = recordRoute
+            self.minExpires = minExpires
+        }
+    }
+
+    /// Counters for logs and tests.
+    public struct Statistics: Sendable, Hashable {
+        public var registers = 0
+        public var forwarded = 0
+        public var notFound = 0
+        public var relayedResponses = 0
+        public var cancels = 0
+        public var acks = 0
+    }
+
+    struct State {
+        var registrar: Registrar
+        var rng = SystemRandomNumberGenerator()
+        /// INVITE server transaction → the client transaction forwarding it and its request.
+        var forwards: [TransactionID: (request: SIPMessage, peer: SIPPeer, provisional: Bool)] = [:]
+        var stats = Statistics()
+    }
+
+    public let configuration: Configuration
+    private let state: Mutex<State>
+    private let endpointBox = Mutex<SIPEndpoint?>(nil)
+    private let clock = WallClock()
+
+    public init(configuration: Configuration) {
+        self.configuration = configuration
+        let auth = DigestServer(configuration: .init(realm: configuration.domain, key: Array(UInt64.random(in: 0...UInt64.max).description.utf8), nonceLifetime: 300),
+                                store: DigestPasswordTable(configuration.users))
+        state = Mutex(State(registrar: Registrar(configuration: .init(domain: configuration.domain, minExpires: configuration.minExpires),
+                                                 authentication: auth)))
+    }
+
+    /// Connects the proxy to its endpoint (whose handler calls ``handle(_:)``).
+    public func attach(_ endpoint: SIPEndpoint) { endpointBox.withLock { $0 = endpoint } }
+
+    public var statistics: Statistics { state.withLock { $0.stats } }
+
+    /// The live bindings of an address of record.
+    public func bindings(of aor: SIPURI) -> [Registrar.Binding] {
+        let now = seconds()
+        return state.withLock { $0.registrar.lookup(aor, now: now) }
+    }
+
+    private func seconds() -> Int64 { clock.now().components.seconds }
+
+    /// Handles one endpoint event.
+    public func handle(_ event: EndpointEvent) {
+        guard let endpoint = endpointBox.withLock({ $0 }) else { return }
+        switch event {
+        case .request(let r):
+            request(r, endpoint)
+        case .cancel(let c, let invite):
+            endpoint.respond(SIPMessage(responseTo: c.message, statusCode: 200), to: c.transaction)
+            cancel(invite: invite, endpoint)
+        case .ack(let m, _):
+            forwardStateless(m, endpoint)
+        case .strayResponse(let m, _):
+            relayStateless(m, endpoint)
+        case .serverTransactionFailed, .malformed:
+            break
+        }
+    }
+
+    // MARK: Requests
+
+    private func request(_ r: IncomingRequest, _ endpoint: SIPEndpoint) {
+        var m = r.message
+        if m.method == .register, isOurDomain(m) {
+            let now = seconds()
+            let resp = state.withLock { s in
+                s.stats.registers += 1
+                return s.registrar.handle(m, now: now, using: &s.rng)
+            }
+            endpoint.respond(resp, to: r.transaction)
+            return
+        }
+        if let mf = try? m.maxForwards(), mf <= 0 {
+            endpoint.respond(SIPMessage(responseTo: m, statusCode: 483), to: r.transaction)
+            return
+        }
+        // §16.4: a Route naming us is removed.
+        if let first = try? m.route().first, let u = first.sipURI, isUs(u, endpoint) { m.removeFirstElement(.route) }
+        let target: SIPURI
+        if let first = try? m.route().first, let u = first.sipURI {
+            target = u
+        } else if let ruri = try? m.requestURI().sipURI, isOurDomainOrAddress(ruri, endpoint) {
+            var aor = ruri
+            aor.host = .domain(configuration.domain)
+            aor.port = nil
+            aor.parameters = []
+            let now = seconds()
+            guard let binding = state.withLock({ $0.registrar.lookup(aor, now: now) }).max(by: { $0.expiresAt < $1.expiresAt }),
+                  let contact = binding.contact.sipURI else {
+                state.withLock { $0.stats.notFound += 1 }
+                endpoint.respond(SIPMessage(responseTo: m, statusCode: m.toTag == nil ? 404 : 481), to: r.transaction)
+                return
+            }
+            // §16.6 step 2: the Request-URI becomes the registered contact.
+            guard let retargeted = try? m.replacingRequestURI(contact.description) else {
+                endpoint.respond(SIPMessage(responseTo: m, statusCode: 500), to: r.transaction)
+                return
+            }
+            m = retargeted
+            target = contact
+        } else if let ruri = try? m.requestURI().sipURI {
+            target = ruri
+        } else {
+            endpoint.respond(SIPMessage(responseTo: m, statusCode: 416), to: r.transaction)
+            return
+        }
+        guard let peer = SIPUserAgent.literalPeer(target, transportOf(target, default: r.peer.transport)) else {
+            endpoint.respond(SIPMessage(responseTo: m, statusCode: 502), to: r.transaction)
+            return
+        }
+        decorate(&m, endpoint: endpoint, transport: peer.transport, dialogCreating: m.toTag == nil && [.invite, .subscribe, .refer].contains(m.method))
+        let serverTx = r.transaction
+        let method = m.method
+        // Noted before sending: the response may come back before sendRequest returns.
+        state.withLock { s in
+            s.stats.forwarded += 1
+            if method == .invite { s.forwards[serverTx] = (m, peer, false) }
+        }
+        endpoint.sendRequest(m, to: peer) { [weak self] event in
+            self?.clientEvent(event, server: serverTx, method: method)
+        }
+    }
+
+    private func clientEvent(_ event: ClientTransactionEvent, server: TransactionID, method: SIPMethod?) {
+        guard let endpoint = endpointBox.withLock({ $0 }) else { return }
+        switch event {
+        case .provisional(let resp), .final(let resp):
+            guard let code = resp.statusCode, code != 100 else { return }
+            var out = resp
+            out.removeFirstElement(.via)
+            state.withLock { s in
+                s.stats.relayedResponses += 1
+                // A final response ends what a CANCEL or a timeout would need; 2xx
+                // retransmissions still reach this closure through the client transaction.
+                if code >= 200 { s.forwards[server] = nil } else { s.forwards[server]?.provisional = true }
+            }
+            endpoint.respond(out, to: server)
+        case .timeout, .transportError:
+            guard let req = state.withLock({ $0.forwards.removeValue(forKey: server) })?.request else { return }
+            var r = SIPMessage(responseTo: req, statusCode: event.isTimeout ? 408 : 503)
+            r.removeFirstElement(.via)
+            endpoint.respond(r, to: server)
+        }
+    }
+
+    private func cancel(invite: TransactionID, _ endpoint: SIPEndpoint) {
+        guard let f = state.withLock({ s -> (request: SIPMessage, peer: SIPPeer, provisional: Bool)? in
+            s.stats.cancels += 1
+            return s.forwards[invite]
+        }) else { return }
+        // §16.10: CANCEL the forwarded INVITE with its own top Via (our branch).
+        guard var c = try? SIPMessage(method: .cancel, requestURI: f.request.requestURIText ?? "") else { return }
+        do {
+            try c.append(.via, f.request.topVia())
+            try c.append(.maxForwards, "70")
+            for r in try f.request.route() { try c.append(.route, r) }
+            try c.append(.from, f.request.from())
+            try c.append(.to, f.request.to())
+            try c.append(.callID, f.request.callID ?? "")
+            try c.append(.cseq, CSeq(f.request.cseq().sequence, .cancel))
+        } catch {
+            return
+        }
+        endpoint.sendRequest(c, to: f.peer) { _ in }
+    }
+
+    /// An ACK for a 2xx passes statelessly (§16.11), with our Via.
+    private func forwardStateless(_ ack: SIPMessage, _ endpoint: SIPEndpoint) {
+        var m = ack
+        if let first = try? m.route().first, let u = first.sipURI, isUs(u, endpoint) { m.removeFirstElement(.route) }
+        let target: SIPURI?
+        if let first = try? m.route().first, let u = first.sipURI { target = u } else { target = try? m.requestURI().sipURI }
+        guard let t = target, let peer = SIPUserAgent.literalPeer(t, transportOf(t, default: .udp)) else { return }
+        decorate(&m, endpoint: endpoint, transport: peer.transport, dialogCreating: false)
+        state.withLock { $0.stats.acks += 1 }
+        endpoint.sendStateless(m, to: peer)
+    }
+
+    /// A response that matched no transaction (a 2xx retransmitted after ours ended): pop our
+    /// Via and send it to the next one.
+    private func relayStateless(_ resp: SIPMessage, _ endpoint: SIPEndpoint) {
+        guard let vias = try? resp.via(), vias.count >= 2 else { return }
+        var out = resp
+        out.removeFirstElement(.via)
+        let next = vias[1]
+        let host = next.parameters["received"].flatMap { $0 } ?? next.host.address
+        let port = next.parameters["rport"].flatMap { $0 }.flatMap { UInt16($0) } ?? next.port ?? 5060
+        guard let a = try? SocketAddress(ip: host, port: port) else { return }
+        let kind: TransportKind = next.transport.uppercased() == "TCP" ? .tcp : .udp
+        endpoint.sendStateless(out, to: SIPPeer(transport: kind, address: a))
+    }
+
+    // MARK: Helpers
+
+    private func decorate(_ m: inout SIPMessage, endpoint: SIPEndpoint, transport: TransportKind, dialogCreating: Bool) {
+        let local = endpoint.localAddress(transport) ?? endpoint.localAddresses[0]
+        let mf = ((try? m.maxForwards()) ?? nil) ?? 70
+        try? m.set(.maxForwards, String(max(0, mf - 1)))
+        if dialogCreating && configuration.recordRoute {
+            var rr = "sip:\(local.address);lr"
+            if transport != .udp { rr += ";transport=\(transport.viaToken.lowercased())" }
+            try? m.prepend(.recordRoute, "<\(rr)>")
+        }
+        let branch: String
+        if m.method == .ack {
+            // Stateless forwarding: a branch derived from the incoming one (§16.11).
+            branch = Via.magicCookie + "a" + String(UInt64(truncatingIfNeeded: (m.topViaBranch ?? "").hashValue), radix: 36)
+        } else {
+            branch = TransactionLayer<SIPPeer>.newBranch()
+        }
+        try? m.prepend(.via, "SIP/2.0/\(transport.viaToken) \(local.address);branch=\(branch);rport")
+    }
+
+    private func transportOf(_ u: SIPURI, default kind: TransportKind) -> TransportKind {
+        switch u.parameters["transport"]??.lowercased() {
+        case "tcp"?: return .tcp
+        case "udp"?: return .udp
+        default: return kind == .tls ? .udp : kind
+        }
+    }
+
+    private func isOurDomain(_ m: SIPMessage) -> Bool {
+        guard let u = try? m.requestURI().sipURI else { return false }
+        return u.host.address.lowercased() == configuration.domain.lowercased()
+            || (endpointBox.withLock { $0 }.map { isUs(u, $0) } ?? false)
+    }
+
+    private func isOurDomainOrAddress(_ u: SIPURI, _ endpoint: SIPEndpoint) -> Bool {
+        u.host.address.lowercased() == configuration.domain.lowercased() || isUs(u, endpoint)
+    }
+
+    private func isUs(_ u: SIPURI, _ endpoint: SIPEndpoint) -> Bool {
+        if u.host.address.lowercased() == configuration.domain.lowercased() && u.port == nil { return true }
+        return endpoint.localAddresses.contains { $0.address.ipString == u.host.address && $0.address.port == (u.port ?? 5060) }
+    }
+}
+
+extension ClientTransactionEvent {
+    var isTimeout: Bool {
+        if case .timeout = self { return true }
+        return false
+    }
+}
