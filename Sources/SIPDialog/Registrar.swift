@@ -64,10 +64,14 @@ public struct Registrar: Sendable {
     }
 
     /// Handles one REGISTER and returns the response to send.
-    public mutating func handle<R: RandomNumberGenerator>(_ request: SIPMessage, now: Int64, using rng: inout R) -> SIPMessage {
+    /// - Parameter requestURIChecked: the caller already decided the Request-URI is this
+    ///   registrar's (it names one of its addresses rather than its domain).
+    public mutating func handle<R: RandomNumberGenerator>(_ request: SIPMessage, now: Int64, requestURIChecked: Bool = false,
+                                                          using rng: inout R) -> SIPMessage {
         guard request.method == .register else { return response(request, 405) }
         // Step 1-2: the Request-URI names this domain.
-        guard case .sip(let target)? = try? request.requestURI(), target.host.address.lowercased() == configuration.domain.lowercased() else {
+        guard case .sip(let target)? = try? request.requestURI(),
+              requestURIChecked || target.host.address.lowercased() == configuration.domain.lowercased() else {
             return response(request, 404)
         }
         // Step 3-4: authentication.

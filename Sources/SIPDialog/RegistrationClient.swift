@@ -130,7 +130,9 @@ public struct RegistrationClient: Sendable {
     /// Removes the binding (REGISTER with expires 0).
     public mutating func stop() -> [Action] {
         stopping = true
-        return [.cancelTimer, set(.unregistering)] + send(expires: 0, authorization: [])
+        // With the credentials of the last challenge (next nonce count), so the registrar
+        // need not challenge again.
+        return [.cancelTimer, set(.unregistering)] + send(expires: 0, authorization: cachedCredentials())
     }
 
     public mutating func handle(_ event: Event) -> [Action] {

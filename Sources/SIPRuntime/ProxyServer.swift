@@ -99,9 +99,10 @@ public final class ProxyServer: Sendable {
         var m = r.message
         if m.method == .register, isOurDomain(m) {
             let now = seconds()
+            // A REGISTER sent to our address rather than our domain registers in the domain.
             let resp = state.withLock { s in
                 s.stats.registers += 1
-                return s.registrar.handle(m, now: now, using: &s.rng)
+                return s.registrar.handle(m, now: now, requestURIChecked: true, using: &s.rng)
             }
             endpoint.respond(resp, to: r.transaction)
             return

@@ -12,8 +12,8 @@ struct TestRegistrar {
     var maxExpires: UInt32 = 3600
     var rng = SystemRandomNumberGenerator()
 
-    init(users: [String: String]) {
-        server = DigestServer(configuration: .init(realm: "example.com", key: Array("registrar-key".utf8)), store: DigestPasswordTable(users))
+    init(users: [String: String], key: String = "registrar-key") {
+        server = DigestServer(configuration: .init(realm: "example.com", key: Array(key.utf8)), store: DigestPasswordTable(users))
     }
 
     mutating func answer(_ request: SIPMessage) -> SIPMessage {
@@ -153,15 +153,33 @@ struct RegistrationClientTests {
         #expect(client.state == .unregistering)
         #expect(try bye.expires() == 0)
         #expect(try bye.contact()?.addresses.first?.expires == 0)
-        let authedBye = try #require(sent(client.handle(.response(registrar.answer(bye)))))
-        // The answer to the challenge still removes the binding.
-        #expect(try authedBye.expires() == 0)
-        #expect(try authedBye.contact()?.addresses.first?.expires == 0)
-        _ = client.handle(.response(registrar.answer(authedBye)))
+        // It carries the credentials of the last challenge (next nonce count), so the
+        // registrar accepts it without a new challenge.
+        #expect(try !bye.authorization().isEmpty)
+        _ = client.handle(.response(registrar.answer(bye)))
         #expect(client.state == .unregistered)
         // Started again, it registers again.
         _ = client.start()
         #expect(client.state == .registering)
+    }
+
+    @Test func unregisterAnsweredThroughANewChallenge() throws {
+        var registrar = TestRegistrar(users: ["alice": "alicepw"])
+        var client = RegistrationClient(configuration: Self.config, credentials: DigestClient(username: "alice", password: "alicepw"), seed: 6)
+        let first = try #require(sent(client.start()))
+        let authed = try #require(sent(client.handle(.response(registrar.answer(first)))))
+        _ = client.handle(.response(registrar.answer(authed)))
+        // A registrar that restarted knows none of its old nonces: it challenges the removal.
+        var restarted = TestRegistrar(users: ["alice": "alicepw"], key: "another-key")
+        let bye = try #require(sent(client.stop()))
+        let challenged = restarted.answer(bye)
+        #expect(challenged.statusCode == 401)
+        let authedBye = try #require(sent(client.handle(.response(challenged))))
+        // The answer to the challenge still removes the binding.
+        #expect(try authedBye.expires() == 0)
+        #expect(try authedBye.contact()?.addresses.first?.expires == 0)
+        _ = client.handle(.response(restarted.answer(authedBye)))
+        #expect(client.state == .unregistered)
     }
 
     @Test func sameSeedSameRequests() throws {

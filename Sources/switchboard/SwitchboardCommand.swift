@@ -17,7 +17,7 @@ struct SwitchboardCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "switchboard",
         abstract: "Switchboard: a SIP/RTP stack in Swift.",
-        subcommands: [Parse.self, Frame.self, Serve.self, Dial.self, Register.self, Capture.self]
+        subcommands: [Demo.self, Call.self, Answer.self, Proxy.self, Parse.self, Frame.self, Serve.self, Dial.self, Register.self, Capture.self]
     )
 }
 

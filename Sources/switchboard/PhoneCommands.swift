@@ -1,0 +1,264 @@
+import ArgumentParser
+import Foundation
+import Synchronization
+import SIPMessage
+import SIPAuth
+import SIPDialog
+import SIPRuntime
+import SIPTransport
+import SwitchboardTools
+
+struct Demo: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "A registrar/proxy and two phones on 127.0.0.1: register with digest, call, hold, resume, hang up, as a ladder.",
+        discussion: "Exits 0 when every step happened."
+    )
+
+    func run() async throws {
+        let ok = try await DemoRun.run { print($0) }
+        if !ok { throw ExitCode(1) }
+    }
+}
+
+/// Prints state changes with the time since start.
+func stamped(_ start: ContinuousClock.Instant) -> @Sendable (String) -> Void {
+    { line in
+        let d = ContinuousClock.now - start
+        let ms = d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000
+        print(String(format: "%7.3f  ", Double(ms) / 1000) + line)
+    }
+}
+
+func traceLines(_ enabled: Bool) -> (@Sendable (SIPMessage, Bool, SIPPeer) -> Void)? {
+    guard enabled else { return nil }
+    return { m, outgoing, peer in
+        print("        \(outgoing ? "→" : "←") \(peer.address)  \(LadderPrinter.label(m))")
+    }
+}
+
+struct Call: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Place one call, print its state changes as they happen, optionally hold and resume it, then hang up.",
+        discussion: "Exits 0 when the call was answered and ended by us or the peer, 1 otherwise."
+    )
+
+    @Argument(help: "Whom to call, e.g. sip:bob@127.0.0.1:5090.")
+    var target: String
+
+    @Option(name: .long, help: "Our address of record (default: sip:switchboard@<the target's host>).")
+    var from: String?
+
+    @Option(name: .long, help: "Authentication user name for 401/407 (default: our AOR's user).")
+    var user: String?
+
+    @Option(name: .long, help: "Password for 401/407 challenges.")
+    var password: String?
+
+    @Option(name: .long, help: "An outbound proxy every request goes through, e.g. sip:127.0.0.1:5080.")
+    var proxy: String?
+
+    @Option(name: .long, help: "Register with this registrar (e.g. sip:127.0.0.1:5080) before calling, and unregister after.")
+    var register: String?
+
+    @Option(name: .long, help: "Local address: udp:HOST:PORT or tcp:… (port 0 = any).")
+    var listen: String = "udp:127.0.0.1:0"
+
+    @Option(name: .long, help: "Seconds to stay in the call before hanging up.")
+    var duration: Double = 2
+
+    @Flag(name: .long, help: "Hold the call (re-INVITE sendonly) a third of the way in and resume it at two thirds.")
+    var hold = false
+
+    @Option(name: .long, help: "Give up on the setup after this many seconds (CANCEL).")
+    var timeout: Double = 30
+
+    @Flag(name: .long, help: "Print every message sent and received.")
+    var trace = false
+
+    func run() async throws {
+        let targetURI = try SIPURI(target)
+        let identity = try SIPURI(from ?? "sip:switchboard@\(targetURI.host)")
+        let point = try ListenSpec.parse(listen)
+        let transport: TransportKind
+        switch point { case .tcp: transport = .tcp; case .tls: transport = .tls; case .udp: transport = .udp }
+        let creds = password.map { DigestClient(username: user ?? identity.user ?? "", password: $0) }
+        let config = SIPUserAgent.Configuration(endpoint: .init(listen: [point]), identity: identity, credentials: creds,
+                                                outboundProxy: try proxy.map { try SIPURI($0) }, transport: transport)
+        let say = stamped(.now)
+        let phone = try Phone(name: "call", configuration: config, report: { say(String($0.dropFirst(6))) }, trace: traceLines(trace))
+        defer { phone.close() }
+        say("from \(identity) on \(phone.agent.endpoint.localAddresses[0])")
+        if let r = register {
+            let registrar = try SIPURI(r)
+            await phone.agent.register(registrar: registrar, expires: 600)
+            let ok = await phone.wait(timeout: .seconds(40)) {
+                phone.registrationStates.contains { if case .registered = $0 { return true }; if case .failed = $0 { return true }; return false }
+            }
+            guard ok, case .registered? = phone.registrationStates.last else { throw ExitCode(1) }
+        }
+        let key = await phone.agent.call(targetURI, offer: phone.offer())
+        let answered = await phone.wait(key, timeout: .seconds(timeout)) { $0 == .confirmed || $0.isTerminated }
+        guard answered, phone.states(key).contains(.confirmed) else {
+            if !phone.states(key).contains(where: \.isTerminated) {
+                say("no answer after \(timeout) s: cancelling")
+                try? await phone.agent.perform(key) { s throws(SessionError) in try s.cancel() }
+                _ = await phone.wait(key, timeout: .seconds(40)) { $0.isTerminated }
+            }
+            throw ExitCode(1)
+        }
+        let third = Duration.milliseconds(Int64(duration * 1000 / 3))
+        if hold {
+            try await Task.sleep(for: third)
+            try? await phone.agent.perform(key) { [o = phone.offer("sendonly", version: 2)] s throws(SessionError) in try s.reinvite(body: o) }
+            try await Task.sleep(for: third)
+            try? await phone.agent.perform(key) { [o = phone.offer("sendrecv", version: 3)] s throws(SessionError) in try s.reinvite(body: o) }
+            try await Task.sleep(for: third)
+        } else {
+            try await Task.sleep(for: .milliseconds(Int64(duration * 1000)))
+        }
+        if !phone.states(key).contains(where: \.isTerminated) {
+            try? await phone.agent.perform(key) { s throws(SessionError) in try s.bye() }
+        }
+        _ = await phone.wait(key, timeout: .seconds(40)) { $0.isTerminated }
+        if register != nil {
+            await phone.agent.unregister()
+            _ = await phone.wait(timeout: .seconds(40)) { phone.registrationStates.last?.isSettled == true && phone.registrationStates.last != .unregistering }
+        }
+        let end = phone.states(key).last
+        guard end == .terminated(.localHangup) || end == .terminated(.remoteHangup) else { throw ExitCode(1) }
+    }
+}
+
+struct Answer: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "A phone that answers every call after ringing, answers holds and resumes, and prints what happens.",
+        discussion: "Runs until SIGINT/SIGTERM, --duration, or --count calls have ended."
+    )
+
+    @Option(name: .long, help: "Where to listen: udp:HOST:PORT or tcp:….")
+    var listen: String = "udp:127.0.0.1:5090"
+
+    @Option(name: .long, help: "Our address of record (default: sip:switchboard@<listen host>).")
+    var aor: String?
+
+    @Option(name: .long, help: "Authentication user name (default: the AOR's user).")
+    var user: String?
+
+    @Option(name: .long, help: "Password for 401/407 challenges.")
+    var password: String?
+
+    @Option(name: .long, help: "Register with this registrar (e.g. sip:127.0.0.1:5080) first.")
+    var register: String?
+
+    @Option(name: .long, help: "Ring this many milliseconds before answering.")
+    var ring: Int = 300
+
+    @Option(name: .long, help: "Hang up answered calls after this many seconds (default: wait for the caller).")
+    var hangupAfter: Double?
+
+    @Option(name: .long, help: "Exit after this many calls have ended.")
+    var count: Int?
+
+    @Option(name: .long, help: "Stop after this many seconds.")
+    var duration: Double?
+
+    @Flag(name: .long, help: "Print every message sent and received.")
+    var trace = false
+
+    func run() async throws {
+        let point = try ListenSpec.parse(listen)
+        let transport: TransportKind
+        let host: String
+        switch point {
+        case .tcp(let a): transport = .tcp; host = a.ipString
+        case .tls(let a): transport = .tls; host = a.ipString
+        case .udp(let a): transport = .udp; host = a.ipString
+        }
+        let identity = try SIPURI(aor ?? "sip:switchboard@\(host)")
+        let creds = password.map { DigestClient(username: user ?? identity.user ?? "", password: $0) }
+        let config = SIPUserAgent.Configuration(endpoint: .init(listen: [point]), identity: identity, credentials: creds, transport: transport)
+        let say = stamped(.now)
+        let phone = try Phone(name: "answer", configuration: config, autoAnswer: .milliseconds(Int64(ring)),
+                              report: { say(String($0.dropFirst(8))) }, trace: traceLines(trace))
+        defer { phone.close() }
+        say("listening on \(phone.agent.endpoint.localAddresses[0]) as \(identity)")
+        if let r = register {
+            await phone.agent.register(registrar: try SIPURI(r), expires: 600)
+        }
+        let stop = StopSignal()
+        let clock = ContinuousClock(), start = clock.now
+        var hungUp: Set<SessionKey> = []
+        var answeredAt: [SessionKey: ContinuousClock.Instant] = [:]
+        while !stop.requested {
+            try await Task.sleep(for: .milliseconds(50))
+            if let d = duration, clock.now - start >= .milliseconds(Int64(d * 1000)) { break }
+            let calls = phone.incomingCalls
+            let ended = calls.filter { phone.states($0).contains(where: \.isTerminated) }
+            if let c = count, ended.count >= c { break }
+            if let h = hangupAfter {
+                for k in calls where phone.states(k).last == .confirmed && !hungUp.contains(k) {
+                    let t = answeredAt[k] ?? clock.now
+                    answeredAt[k] = t
+                    if clock.now - t >= .milliseconds(Int64(h * 1000)) {
+                        hungUp.insert(k)
+                        try? await phone.agent.perform(k) { s throws(SessionError) in try s.bye() }
+                    }
+                }
+            }
+        }
+        if register != nil {
+            await phone.agent.unregister()
+            _ = await phone.wait(timeout: .seconds(10)) { phone.registrationStates.last == .unregistered }
+        }
+    }
+}
+
+struct Proxy: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "A registrar (digest authentication) with a proxy to the registered contacts.",
+        discussion: "Runs until SIGINT/SIGTERM or --duration; prints a line a second when something happened."
+    )
+
+    @Option(name: .long, help: "Where to listen: udp:HOST:PORT or tcp:… (repeatable).")
+    var listen: [String] = ["udp:127.0.0.1:5060"]
+
+    @Option(name: .long, help: "The registrar's domain (REGISTER Request-URI and AOR host).")
+    var domain: String = "switchboard.test"
+
+    @Option(name: .customLong("user"), help: "A user as name:password (repeatable).")
+    var users: [String] = []
+
+    @Flag(name: .long, help: "Do not Record-Route (in-dialog requests then go end to end).")
+    var noRecordRoute = false
+
+    @Option(name: .long, help: "Stop after this many seconds.")
+    var duration: Double?
+
+    func run() async throws {
+        var table: [String: String] = [:]
+        for u in users {
+            let parts = u.split(separator: ":", maxSplits: 1).map(String.init)
+            guard parts.count == 2 else { throw ValidationError("--user takes name:password") }
+            table[parts[0]] = parts[1]
+        }
+        let box = Mutex<ProxyServer?>(nil)
+        let endpoint = try SIPEndpoint(configuration: .init(listen: try listen.map(ListenSpec.parse))) { e in box.withLock { $0 }?.handle(e) }
+        defer { endpoint.close() }
+        let proxy = ProxyServer(configuration: .init(domain: domain, users: table, recordRoute: !noRecordRoute))
+        proxy.attach(endpoint)
+        box.withLock { $0 = proxy }
+        for p in endpoint.localAddresses { print("listening on \(p) for \(domain)") }
+        let stop = StopSignal()
+        let clock = ContinuousClock(), start = clock.now
+        var last = proxy.statistics
+        while !stop.requested {
+            try await Task.sleep(for: .seconds(1))
+            let s = proxy.statistics
+            if s != last {
+                print("REGISTER \(s.registers)  forwarded \(s.forwarded)  not found \(s.notFound)  ACK \(s.acks)  CANCEL \(s.cancels)")
+                last = s
+            }
+            if let d = duration, clock.now - start >= .milliseconds(Int64(d * 1000)) { break }
+        }
+    }
+}
