@@ -14,12 +14,12 @@ enum Kamailio {
     static var available: Bool { FileManager.default.isExecutableFile(atPath: "/usr/sbin/kamailio") }
 
     /// Starts it on a free port; returns (pid, port, run folder).
-    static func start() async throws -> (Int32, UInt16, String) {
+    static func start(define: String? = nil) async throws -> (Int32, UInt16, String) {
         let port = try SIPpPort.free()
         let rundir = NSTemporaryDirectory() + "sb-kamailio-\(UUID().uuidString)"
         let p = Process()
         p.executableURL = URL(fileURLWithPath: TestPaths.repoRoot + "/scripts/peers/kamailio-start")
-        p.arguments = [String(port), rundir]
+        p.arguments = [String(port), rundir] + (define.map { [$0] } ?? [])
         // No pipes: tests run in parallel, and a long-lived Kamailio would inherit another
         // test's pipe and keep its reader waiting forever. The PID comes from Kamailio's file.
         p.standardOutput = FileHandle.nullDevice

@@ -1,0 +1,94 @@
+import Foundation
+import Synchronization
+import SwitchboardTestSupport
+import Testing
+import SIPMessage
+import SIPAuth
+import SIPDialog
+import SIPRuntime
+import SIPTransport
+@testable import SwitchboardTools
+
+/// Calls routed through Kamailio (the project's configuration: registrar, Record-Route, loose
+/// routing, and with WITH_INVITE_AUTH a 407 for INVITEs), between two Switchboard phones.
+@Suite("Calls through Kamailio", .enabled(if: Kamailio.available || TestPaths.isCI, "kamailio is not installed: Kamailio interop skipped"))
+struct KamailioCallTests {
+    /// The phones' report lines.
+    final class Lines: Sendable {
+        private let list = Mutex<[String]>([])
+        func append(_ l: String) { list.withLock { $0.append(l) } }
+        var all: [String] { list.withLock { $0 } }
+        func contains(_ l: String) -> Bool { all.contains(l) }
+    }
+
+    static func phone(_ user: String, _ password: String, kamailio port: UInt16, transport: String, lines: Lines? = nil) throws -> Phone {
+        let listen = try ListenSpec.parse("\(transport):127.0.0.1:0")
+        let kind: TransportKind = transport == "tcp" ? .tcp : .udp
+        let proxy = try SIPURI("sip:127.0.0.1:\(port)" + (transport == "tcp" ? ";transport=tcp" : ""))
+        let config = SIPUserAgent.Configuration(endpoint: .init(listen: [listen]), identity: try SIPURI("sip:\(user)@127.0.0.1"),
+                                                credentials: DigestClient(username: user, password: password), outboundProxy: proxy,
+                                                transport: kind, sessionTimer: nil)
+        return try Phone(name: user, configuration: config, autoAnswer: .milliseconds(100), report: { l in lines?.append(l) },
+                         trace: { m, outgoing, _ in lines?.append("\(user) \(outgoing ? "sent" : "got") \(LadderPrinter.label(m))") })
+    }
+
+    func run(transport: String, inviteAuth: Bool) async throws {
+        let (pid, port, rundir) = try await Kamailio.start(define: inviteAuth ? "WITH_INVITE_AUTH" : nil)
+        defer { Kamailio.stop(pid); try? FileManager.default.removeItem(atPath: rundir) }
+        let lines = Lines()
+        let bob = try Self.phone("bob", "bobpw", kamailio: port, transport: transport, lines: lines)
+        let alice = try Self.phone("alice", "alicepw", kamailio: port, transport: transport, lines: lines)
+        defer { alice.close(); bob.close() }
+        let registrar = try SIPURI("sip:127.0.0.1:\(port)" + (transport == "tcp" ? ";transport=tcp" : ""))
+        await bob.agent.register(registrar: registrar, expires: 120)
+        let registered = await bob.wait(timeout: .seconds(10)) { bob.registrationStates.contains { if case .registered = $0 { return true } else { return false } } }
+        try #require(registered, "bob did not register: \(bob.registrationStates)")
+
+        // Alice calls bob's AOR at Kamailio; Kamailio finds his contact and Record-Routes.
+        let key = await alice.agent.call(try SIPURI("sip:bob@127.0.0.1:\(port)"), offer: alice.offer())
+        try #require(await alice.wait(key, timeout: .seconds(10)) { $0 == .confirmed }, "states: \(alice.states(key)) \(lines.all)")
+        let route = await alice.agent.session(key)?.dialog?.routeSet ?? []
+        #expect(route.count == 1)
+        #expect(route.first?.sipURI?.port == port)
+        let bk = try #require(bob.incomingCalls.first)
+        #expect(await bob.agent.session(bk)?.dialog?.routeSet.first?.sipURI?.port == port)
+
+        // Hold and resume from alice, then a hold from bob, through Kamailio.
+        try await alice.agent.perform(key) { [o = alice.offer("sendonly", version: 2)] s throws(SessionError) in try s.reinvite(body: o) }
+        try #require(await alice.wait(timeout: .seconds(10)) { lines.contains("alice: peer answers recvonly") })
+        try await bob.agent.perform(bk) { [o = bob.offer("sendonly", version: 2)] s throws(SessionError) in try s.reinvite(body: o) }
+        try #require(await bob.wait(timeout: .seconds(10)) { lines.contains("bob: peer answers recvonly") })
+
+        // Bob hangs up; the BYE follows the route set through Kamailio.
+        try await bob.agent.perform(bk) { s throws(SessionError) in try s.bye() }
+        try #require(await alice.wait(key, timeout: .seconds(10)) { $0 == .terminated(.remoteHangup) })
+        #expect(await bob.wait(bk, timeout: .seconds(10)) { $0 == .terminated(.localHangup) })
+        await bob.agent.unregister()
+        _ = await bob.wait(timeout: .seconds(10)) { bob.registrationStates.last == .unregistered }
+        let all = lines.all
+        #expect(all.filter { $0 == "alice sent INVITE (sdp)" }.count == (inviteAuth ? 3 : 2))
+        #expect(all.contains("alice got 407 INVITE") == inviteAuth)
+        #expect(all.contains("bob got BYE") == false && all.contains("alice got BYE"))
+    }
+
+    @Test("UDP: register, call through Kamailio with Record-Route, holds both ways, BYE from the callee", .timeLimit(.minutes(1)))
+    func udp() async throws { try await run(transport: "udp", inviteAuth: false) }
+
+    @Test("TCP: the same over TCP connections to Kamailio", .timeLimit(.minutes(1)))
+    func tcp() async throws { try await run(transport: "tcp", inviteAuth: false) }
+
+    @Test("a 407-challenged INVITE is answered with credentials and the call goes through", .timeLimit(.minutes(1)))
+    func inviteAuth() async throws { try await run(transport: "udp", inviteAuth: true) }
+
+    @Test("a wrong password for the 407 ends the call attempt with an authentication failure", .timeLimit(.minutes(1)))
+    func inviteAuthWrongPassword() async throws {
+        let (pid, port, rundir) = try await Kamailio.start(define: "WITH_INVITE_AUTH")
+        defer { Kamailio.stop(pid); try? FileManager.default.removeItem(atPath: rundir) }
+        let alice = try Self.phone("alice", "wrong", kamailio: port, transport: "udp")
+        defer { alice.close() }
+        let key = await alice.agent.call(try SIPURI("sip:bob@127.0.0.1:\(port)"), offer: alice.offer())
+        #expect(await alice.wait(key, timeout: .seconds(10)) {
+            if case .terminated(.authenticationFailed) = $0 { return true } else { return false }
+        })
+    }
+}
