@@ -23,11 +23,17 @@ public final class ProxyServer: Sendable {
         /// Whether dialog-creating requests get our Record-Route (so in-dialog requests pass us).
         public var recordRoute: Bool
         public var minExpires: UInt32
-        public init(domain: String, users: [String: String], recordRoute: Bool = true, minExpires: UInt32 = 60) {
+        /// The digest algorithms challenged with, one challenge each, in this order (RFC 8760:
+        /// strongest first). Some clients (SIPp 3.6) read only the first challenge and know only
+        /// MD5: offer `[.md5]` to them.
+        public var algorithms: [DigestAlgorithm]
+        public init(domain: String, users: [String: String], recordRoute: Bool = true, minExpires: UInt32 = 60,
+                    algorithms: [DigestAlgorithm] = [.sha256, .md5]) {
             self.domain = domain
             self.users = users
             self.recordRoute = recordRoute
             self.minExpires = minExpires
+            self.algorithms = algorithms
         }
     }
 
@@ -56,7 +62,8 @@ public final class ProxyServer: Sendable {
 
     public init(configuration: Configuration) {
         self.configuration = configuration
-        let auth = DigestServer(configuration: .init(realm: configuration.domain, key: Array(UInt64.random(in: 0...UInt64.max).description.utf8), nonceLifetime: 300),
+        let auth = DigestServer(configuration: .init(realm: configuration.domain, key: Array(UInt64.random(in: 0...UInt64.max).description.utf8), nonceLifetime: 300,
+                                                    algorithms: configuration.algorithms),
                                 store: DigestPasswordTable(configuration.users))
         state = Mutex(State(registrar: Registrar(configuration: .init(domain: configuration.domain, minExpires: configuration.minExpires),
                                                  authentication: auth)))
@@ -111,34 +118,13 @@ public final class ProxyServer: Sendable {
             endpoint.respond(SIPMessage(responseTo: m, statusCode: 483), to: r.transaction)
             return
         }
-        // §16.4: a Route naming us is removed.
-        if let first = try? m.route().first, let u = first.sipURI, isUs(u, endpoint) { m.removeFirstElement(.route) }
         let target: SIPURI
-        if let first = try? m.route().first, let u = first.sipURI {
-            target = u
-        } else if let ruri = try? m.requestURI().sipURI, isOurDomainOrAddress(ruri, endpoint) {
-            var aor = ruri
-            aor.host = .domain(configuration.domain)
-            aor.port = nil
-            aor.parameters = []
-            let now = seconds()
-            guard let binding = state.withLock({ $0.registrar.lookup(aor, now: now) }).max(by: { $0.expiresAt < $1.expiresAt }),
-                  let contact = binding.contact.sipURI else {
-                state.withLock { $0.stats.notFound += 1 }
-                endpoint.respond(SIPMessage(responseTo: m, statusCode: m.toTag == nil ? 404 : 481), to: r.transaction)
-                return
-            }
-            // §16.6 step 2: the Request-URI becomes the registered contact.
-            guard let retargeted = try? m.replacingRequestURI(contact.description) else {
-                endpoint.respond(SIPMessage(responseTo: m, statusCode: 500), to: r.transaction)
-                return
-            }
-            m = retargeted
-            target = contact
-        } else if let ruri = try? m.requestURI().sipURI {
-            target = ruri
-        } else {
-            endpoint.respond(SIPMessage(responseTo: m, statusCode: 416), to: r.transaction)
+        switch route(&m, endpoint) {
+        case .forward(let t):
+            target = t
+        case .refuse(let code):
+            if code == 404 || code == 481 { state.withLock { $0.stats.notFound += 1 } }
+            endpoint.respond(SIPMessage(responseTo: m, statusCode: code), to: r.transaction)
             return
         }
         guard let peer = SIPUserAgent.literalPeer(target, transportOf(target, default: r.peer.transport)) else {
@@ -156,6 +142,32 @@ public final class ProxyServer: Sendable {
         endpoint.sendRequest(m, to: peer) { [weak self] event in
             self?.clientEvent(event, server: serverTx, method: method)
         }
+    }
+
+    enum Routing { case forward(SIPURI), refuse(Int) }
+
+    /// Where a request goes (§16.4–16.6): a Route naming us is removed; the next Route, else a
+    /// Request-URI in our domain (or naming us) looked up in the location service (the
+    /// Request-URI becomes the newest registered contact), else the Request-URI.
+    private func route(_ m: inout SIPMessage, _ endpoint: SIPEndpoint) -> Routing {
+        if let first = try? m.route().first, let u = first.sipURI, isUs(u, endpoint) { m.removeFirstElement(.route) }
+        if let first = try? m.route().first, let u = first.sipURI { return .forward(u) }
+        guard let ruri = try? m.requestURI().sipURI else { return .refuse(416) }
+        guard isOurDomainOrAddress(ruri, endpoint) else { return .forward(ruri) }
+        var aor = ruri
+        aor.host = .domain(configuration.domain)
+        aor.port = nil
+        aor.parameters = []
+        let now = seconds()
+        guard let binding = state.withLock({ $0.registrar.lookup(aor, now: now) }).max(by: { $0.expiresAt < $1.expiresAt }),
+              let contact = binding.contact.sipURI else {
+            return .refuse(m.toTag == nil ? 404 : 481)
+        }
+        // A contact that names us again would loop.
+        if isUs(contact, endpoint) { return .refuse(482) }
+        guard let retargeted = try? m.replacingRequestURI(contact.description) else { return .refuse(500) }
+        m = retargeted
+        return .forward(contact)
     }
 
     private func clientEvent(_ event: ClientTransactionEvent, server: TransactionID, method: SIPMethod?) {
@@ -204,10 +216,9 @@ public final class ProxyServer: Sendable {
     /// An ACK for a 2xx passes statelessly (§16.11), with our Via.
     private func forwardStateless(_ ack: SIPMessage, _ endpoint: SIPEndpoint) {
         var m = ack
-        if let first = try? m.route().first, let u = first.sipURI, isUs(u, endpoint) { m.removeFirstElement(.route) }
-        let target: SIPURI?
-        if let first = try? m.route().first, let u = first.sipURI { target = u } else { target = try? m.requestURI().sipURI }
-        guard let t = target, let peer = SIPUserAgent.literalPeer(t, transportOf(t, default: .udp)) else { return }
+        if let mf = try? m.maxForwards(), mf <= 0 { return }
+        guard case .forward(let t) = route(&m, endpoint), !isUs(t, endpoint),
+              let peer = SIPUserAgent.literalPeer(t, transportOf(t, default: .udp)) else { return }
         decorate(&m, endpoint: endpoint, transport: peer.transport, dialogCreating: false)
         state.withLock { $0.stats.acks += 1 }
         endpoint.sendStateless(m, to: peer)
@@ -230,7 +241,7 @@ public final class ProxyServer: Sendable {
     // MARK: Helpers
 
     private func decorate(_ m: inout SIPMessage, endpoint: SIPEndpoint, transport: TransportKind, dialogCreating: Bool) {
-        let local = endpoint.localAddress(transport) ?? endpoint.localAddresses[0]
+        guard let local = endpoint.localAddress(transport) ?? endpoint.localAddresses.first else { return }
         let mf = ((try? m.maxForwards()) ?? nil) ?? 70
         try? m.set(.maxForwards, String(max(0, mf - 1)))
         if dialogCreating && configuration.recordRoute {

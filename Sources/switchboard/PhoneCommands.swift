@@ -231,6 +231,9 @@ struct Proxy: AsyncParsableCommand {
     @Flag(name: .long, help: "Do not Record-Route (in-dialog requests then go end to end).")
     var noRecordRoute = false
 
+    @Flag(name: .long, help: "Challenge with MD5 only (for clients that read only the first challenge, such as SIPp 3.6).")
+    var md5Only = false
+
     @Option(name: .long, help: "Stop after this many seconds.")
     var duration: Double?
 
@@ -244,7 +247,8 @@ struct Proxy: AsyncParsableCommand {
         let box = Mutex<ProxyServer?>(nil)
         let endpoint = try SIPEndpoint(configuration: .init(listen: try listen.map(ListenSpec.parse))) { e in box.withLock { $0 }?.handle(e) }
         defer { endpoint.close() }
-        let proxy = ProxyServer(configuration: .init(domain: domain, users: table, recordRoute: !noRecordRoute))
+        let proxy = ProxyServer(configuration: .init(domain: domain, users: table, recordRoute: !noRecordRoute,
+                                                    algorithms: md5Only ? [.md5] : [.sha256, .md5]))
         proxy.attach(endpoint)
         box.withLock { $0 = proxy }
         for p in endpoint.localAddresses { print("listening on \(p) for \(domain)") }
