@@ -97,22 +97,23 @@ public struct OfferAnswer: Sendable {
     ///   offer has no answer yet; ``OfferAnswerError/Reason/invalidCapabilities(_:)``.
     public mutating func makeOffer() throws(OfferAnswerError) -> SessionDescription {
         guard state != .localOfferPending else { throw OfferAnswerError(.offerPending) }
-        let saved = Snapshot(self)
-        if lines.isEmpty {
-            lines = capabilities.streams.enumerated().map { index, stream in
+        var newLines = lines
+        if newLines.isEmpty {
+            newLines = capabilities.streams.enumerated().map { index, stream in
                 Line(mediaType: stream.mediaType, stream: index, proto: .rtpAVP, formats: [])
             }
         }
         var description = newDescription(timing: [Timing()])
-        for index in lines.indices {
-            guard let streamIndex = lines[index].stream, streamIndex < capabilities.streams.count else {
-                description.addMedia(lines[index].disabled)
+        for index in newLines.indices {
+            guard let streamIndex = newLines[index].stream, streamIndex < capabilities.streams.count else {
+                description.addMedia(newLines[index].disabled)
                 continue
             }
-            description.addMedia(try offeredMedia(stream: capabilities.streams[streamIndex], line: &lines[index]))
+            description.addMedia(try offeredMedia(stream: capabilities.streams[streamIndex], line: &newLines[index]))
         }
+        snapshot = Snapshot(self)
         stampVersion(&description)
-        snapshot = saved
+        lines = newLines
         localDescription = description
         state = .localOfferPending
         return description
