@@ -360,7 +360,7 @@ public struct OfferAnswer: Sendable {
         // Codecs, in the offer's order, under the offer's numbers.
         var chosen: [Choice] = []
         for payloadType in offered.payloadTypes {
-            guard let remote = offered.codec(forPayloadType: payloadType),
+            guard let (declared, remote) = Self.codec(in: offered, payloadType: payloadType),
                 let localIndex = stream.codecs.firstIndex(where: { Self.codec($0, matches: remote) }),
                 !chosen.contains(where: { $0.localIndex == localIndex })
             else { continue }
@@ -369,7 +369,7 @@ public struct OfferAnswer: Sendable {
             guard case .compatible(let answerParameters) = codec.parameterRule.reconcile(remoteParameters, codec.parameters)
             else { continue }
             chosen.append(Choice(
-                payloadType: payloadType, localIndex: localIndex, rtpmap: remote,
+                payloadType: payloadType, localIndex: localIndex, rtpmap: remote, declared: declared,
                 remoteParameters: remoteParameters, answerParameters: answerParameters,
                 isAuxiliary: codec.isAuxiliary))
         }
@@ -390,7 +390,7 @@ public struct OfferAnswer: Sendable {
         if let address = stream.address, address != capabilities.address {
             media.connections = [Connection(addressType: localAddressType, address: address)]
         }
-        for choice in chosen { media.addCodec(choice.rtpmap, parameters: choice.answerParameters) }
+        for choice in chosen { media.addCodec(choice.declared, parameters: choice.answerParameters) }
         if let ptime = stream.ptime { media.setPtime(ptime) }
         media.setDirection(direction)
         if rtcpMux { media.setRTCPMux(true) }
@@ -434,10 +434,27 @@ public struct OfferAnswer: Sendable {
     private struct Choice {
         var payloadType: UInt8
         var localIndex: Int
+        /// The codec, static payload types read by their RFC 3551 assignment.
         var rtpmap: RTPMap
+        /// The offer's a=rtpmap as written (echoed in the answer).
+        var declared: RTPMap
         var remoteParameters: String?
         var answerParameters: String?
         var isAuxiliary: Bool
+    }
+
+    /// The codec under `payloadType` in `media`: `declared` is its `a=rtpmap`
+    /// (or the RFC 3551 assignment when there is none); `effective` is what
+    /// to use: for a static number whose `a=rtpmap` names the assigned codec,
+    /// the assignment (so `9 G722/16000`, a common mistake, is G.722 at its
+    /// RTP clock rate of 8000).
+    static func codec(in media: MediaDescription, payloadType: UInt8) -> (declared: RTPMap, effective: RTPMap)? {
+        let assigned = RTPMap.staticPayloadType(payloadType)
+        guard let declared = media.rtpmap(forPayloadType: payloadType) ?? assigned else { return nil }
+        if let assigned, assigned.encodingName.lowercased() == declared.encodingName.lowercased() {
+            return (declared, assigned)
+        }
+        return (declared, declared)
     }
 
     /// Codec matching: name, clock rate and channels; for telephone-event and
@@ -523,19 +540,24 @@ public struct OfferAnswer: Sendable {
         var receive: [NegotiatedCodec] = []
         var anyAuxiliary = false
         for payloadType in answered.payloadTypes {
-            guard let remote = answered.codec(forPayloadType: payloadType) else {
-                throw OfferAnswerError(.payloadTypeNotOffered(media: index, payloadType: payloadType))
-            }
+            let offeredHere = offered.payloadTypes.contains(payloadType)
+            // A number we offered, written without a=rtpmap, is taken as ours.
+            guard let remote = Self.codec(in: answered, payloadType: payloadType)?.effective
+                ?? (offeredHere ? Self.codec(in: offered, payloadType: payloadType)?.effective : nil)
+            else { continue }  // an undefined dynamic number: nothing can be sent with it
             let ours: RTPMap
-            if let same = offered.codec(forPayloadType: payloadType), offered.payloadTypes.contains(payloadType) {
+            if offeredHere, let same = Self.codec(in: offered, payloadType: payloadType)?.effective {
                 guard Self.sameCodec(same, remote) else {
-                    throw OfferAnswerError(.payloadTypeNotOffered(media: index, payloadType: payloadType))
+                    throw OfferAnswerError(.payloadTypeMismatch(media: index, payloadType: payloadType))
                 }
                 ours = same
-            } else if let other = offered.codecs.first(where: { Self.sameCodec($0, remote) }) {
-                ours = other  // a different number for a codec we offered: allowed (SHOULD, RFC 3264 section 6.1)
+            } else if let other = offered.payloadTypes.lazy
+                .compactMap({ Self.codec(in: offered, payloadType: $0)?.effective })
+                .first(where: { Self.sameCodec($0, remote) })
+            {
+                ours = other  // another number for a codec we offered: allowed (SHOULD, RFC 3264 section 6.1)
             } else {
-                throw OfferAnswerError(.payloadTypeNotOffered(media: index, payloadType: payloadType))
+                continue  // a format we did not offer: an answer MAY list it (RFC 3264 section 6.1); unused
             }
             guard let local = stream.codecs.first(where: { Self.codec($0, matches: ours) }) else { continue }
             let remoteParameters = answered.fmtp(forPayloadType: payloadType)?.parameters

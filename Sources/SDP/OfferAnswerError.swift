@@ -38,9 +38,10 @@ public struct OfferAnswerError: Error, Hashable, Sendable, CustomStringConvertib
         case mediaTypeMismatch(media: Int)
         /// The answer's `m=` line has another transport protocol than our offer's.
         case transportMismatch(media: Int)
-        /// The answer lists a payload type for a codec we did not offer, or
-        /// maps one of our payload type numbers to another codec.
-        case payloadTypeNotOffered(media: Int, payloadType: UInt8)
+        /// The answer maps a payload type number of our offer to another codec.
+        /// (Formats we did not offer are allowed in an answer, RFC 3264 section 6.1,
+        /// and ignored.)
+        case payloadTypeMismatch(media: Int, payloadType: UInt8)
         /// The answer's `a=crypto` has a tag or suite we did not offer, or an unusable key.
         case cryptoNotOffered(media: Int, tag: UInt32)
         /// Our offer was `RTP/SAVP` and the answer has no `a=crypto`.
@@ -70,7 +71,7 @@ public struct OfferAnswerError: Error, Hashable, Sendable, CustomStringConvertib
             case .mediaLineCount(let expected, let found): return "expected \(expected) m-lines, found \(found)"
             case .mediaTypeMismatch(let m): return "m-line \(m): media type differs from the offer"
             case .transportMismatch(let m): return "m-line \(m): transport differs from the offer"
-            case .payloadTypeNotOffered(let m, let pt): return "m-line \(m): payload type \(pt) was not offered"
+            case .payloadTypeMismatch(let m, let pt): return "m-line \(m): payload type \(pt) names another codec than in the offer"
             case .cryptoNotOffered(let m, let tag): return "m-line \(m): a=crypto tag \(tag) was not offered"
             case .missingCrypto(let m): return "m-line \(m): answer to RTP/SAVP has no a=crypto"
             case .allStreamsDeclined: return "every stream declined"
@@ -107,7 +108,7 @@ public struct OfferAnswerError: Error, Hashable, Sendable, CustomStringConvertib
         case .incompatibleAddressType: return 301
         case .unsupportedTransport, .srtpRequired, .srtpNotSupported, .transportMismatch: return 302
         case .mediaTypeNotAvailable, .allStreamsDeclined, .mediaTypeMismatch: return 304
-        case .noCommonCodec, .onlyAuxiliaryCodecsInCommon, .noAcceptableCrypto, .payloadTypeNotOffered,
+        case .noCommonCodec, .onlyAuxiliaryCodecsInCommon, .noAcceptableCrypto, .payloadTypeMismatch,
             .cryptoNotOffered, .missingCrypto:
             return 305
         case .malformed, .missingConnection, .mediaLineCount: return 399

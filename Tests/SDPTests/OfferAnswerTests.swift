@@ -582,14 +582,14 @@ struct AnswerProcessingTests {
     }
 
     static let badCases: [BadCase] = [
-        BadCase(name: "payload type not offered", media: ["m=audio 6000 RTP/AVP 18"], reason: .payloadTypeNotOffered(media: 0, payloadType: 18)),
-        BadCase(
-            name: "dynamic payload type for a codec we did not offer",
-            media: ["m=audio 6000 RTP/AVP 0 97", "a=rtpmap:97 speex/16000"], reason: .payloadTypeNotOffered(media: 0, payloadType: 97)),
+        BadCase(name: "only formats we did not offer", media: ["m=audio 6000 RTP/AVP 18 97", "a=rtpmap:97 speex/16000"], reason: .noCommonCodec(media: 0)),
         BadCase(
             name: "our number remapped to another codec",
-            media: ["m=audio 6000 RTP/AVP 0", "a=rtpmap:0 PCMA/8000"], reason: .payloadTypeNotOffered(media: 0, payloadType: 0)),
-        BadCase(name: "dynamic number without rtpmap", media: ["m=audio 6000 RTP/AVP 100"], reason: .payloadTypeNotOffered(media: 0, payloadType: 100)),
+            media: ["m=audio 6000 RTP/AVP 0", "a=rtpmap:0 PCMA/8000"], reason: .payloadTypeMismatch(media: 0, payloadType: 0)),
+        BadCase(
+            name: "our dynamic number remapped",
+            media: ["m=audio 6000 RTP/AVP 111", "a=rtpmap:111 speex/16000"], reason: .payloadTypeMismatch(media: 0, payloadType: 111)),
+        BadCase(name: "undefined dynamic number only", media: ["m=audio 6000 RTP/AVP 100"], reason: .noCommonCodec(media: 0)),
         BadCase(name: "extra m-line", media: ["m=audio 6000 RTP/AVP 0", "m=video 6002 RTP/AVP 96"], reason: .mediaLineCount(expected: 1, found: 2)),
         BadCase(name: "no m-line", media: [], reason: .mediaLineCount(expected: 1, found: 0)),
         BadCase(name: "media type changed", media: ["m=video 6000 RTP/AVP 0"], reason: .mediaTypeMismatch(media: 0)),
@@ -653,6 +653,27 @@ struct AnswerProcessingTests {
         #expect(throws: OfferAnswerError(.noOfferPending)) {
             try engine.receiveAnswer(bytes: Array(Self.answerText(["m=audio 6000 RTP/AVP 0"]).utf8))
         }
+    }
+
+    @Test func formatsNotOfferedAreIgnoredAndLenientRTPMaps() throws {
+        // RFC 3264 section 6.1: an answer MAY list formats the offer did not have.
+        var engine = Local.engine([Local.audio(codecs: [.pcmu, .g722, .telephoneEvent])])
+        let offer = try engine.makeOffer()
+        #expect(offer.media[0].formats == ["0", "9", "101"])
+        let result = try engine.receiveAnswer(bytes: Array(Self.answerText([
+            // speex 97 and the undefined 100 were not offered; 101 lacks its a=rtpmap;
+            // 9 is declared with the common wrong rate G722/16000.
+            "m=audio 6000 RTP/AVP 97 9 100 0 101", "a=rtpmap:97 speex/16000", "a=rtpmap:9 G722/16000",
+        ]).utf8))
+        let audio = try #require(result.audio)
+        #expect(audio.sendCodec == NegotiatedCodec(payloadType: 9, name: "G722", clockRate: 8000))
+        #expect(audio.receiveCodecs.map(\.payloadType) == [9, 0, 101])
+        #expect(audio.telephoneEvent?.payloadType == 101)
+        // The same lenience when answering: static numbers go by their assignment; the offer's line is echoed.
+        var answerer = Local.engine([Local.audio(codecs: [.g722])])
+        let reply = try answer(&answerer, remoteOffer(["m=audio 5000 RTP/AVP 9", "a=rtpmap:9 G722/16000"]))
+        #expect(reply.description.media[0].rtpmap(forPayloadType: 9) == RTPMap(payloadType: 9, encodingName: "G722", clockRate: 16000))
+        #expect(reply.negotiated.audio?.sendCodec.clockRate == 8000)
     }
 
     @Test func plainAnswerToOptionalSRTPAndNoMuxWhenNotOffered() throws {
