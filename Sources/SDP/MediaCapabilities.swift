@@ -200,7 +200,11 @@ public struct FormatParameterRule: Sendable {
     /// telephone-event (RFC 4733): the answer carries the events both sides
     /// support (a missing list means `0-15`); none in common is incompatible.
     public static let telephoneEvent = FormatParameterRule { remote, local in
-        guard let theirs = TelephoneEvents(remote ?? "0-15"), let ours = TelephoneEvents(local ?? "0-15") else {
+        func events(_ text: String?) -> TelephoneEvents? {
+            guard let text, text.contains(where: { $0 != " " && $0 != "\t" }) else { return TelephoneEvents("0-15") }
+            return TelephoneEvents(text)
+        }
+        guard let theirs = events(remote), let ours = events(local) else {
             return .incompatible
         }
         let common = theirs.intersection(ours)

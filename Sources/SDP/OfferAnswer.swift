@@ -12,7 +12,7 @@
 /// let session = try oa.receiveAnswer(bytes: okBody)      // from the 200 OK
 ///
 /// // UAS, offer in INVITE:
-/// let answer = try oa.receiveOffer(bytes: inviteBody)    // answer.description → 200 OK
+/// let reply = try oa.receiveOffer(bytes: inviteBody)     // reply.sdp.serialized() → 200 OK body
 /// // on error: respond error.statusCode with Warning: error.warningHeaderValue()
 ///
 /// // Hold (re-INVITE), then resume:
@@ -158,8 +158,8 @@ public struct OfferAnswer: Sendable {
 
     /// What ``receiveOffer(_:)`` returns.
     public struct Answer: Hashable, Sendable {
-        /// The answer to send.
-        public var description: SessionDescription
+        /// The answer to send (its body: `sdp.serialized()`).
+        public var sdp: SessionDescription
         /// What was agreed.
         public var negotiated: NegotiatedSession
     }
@@ -236,7 +236,7 @@ public struct OfferAnswer: Sendable {
         let result = NegotiatedSession(media: accepted, declined: declined)
         negotiated = result
         state = .stable
-        return Answer(description: answer, negotiated: result)
+        return Answer(sdp: answer, negotiated: result)
     }
 
     /// Parses and answers an offer; see ``receiveOffer(_:)``. A body that is

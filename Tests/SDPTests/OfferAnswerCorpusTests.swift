@@ -113,10 +113,10 @@ struct OfferAnswerCorpusTests {
             switch outcome {
             case .success(let reply):
                 answered += 1
-                try checkAnswer(reply.description, to: offer, label)
+                try checkAnswer(reply.sdp, to: offer, label)
                 #expect(engine.state == .stable)
                 let audio = try #require(reply.negotiated.audio, "\(label)")
-                #expect(reply.description.media[audio.index].formats.first == String(audio.receiveCodecs[0].payloadType))
+                #expect(reply.sdp.media[audio.index].formats.first == String(audio.receiveCodecs[0].payloadType))
             case .failure(let error):
                 refused.append("\(label): \(error.reason)")
                 #expect(error.statusCode == 488)
@@ -194,13 +194,13 @@ struct OfferAnswerCorpusTests {
         }, "no body in \(e.file) with port \(e.port)")
         var engine = corpusEngine()
         let reply = try engine.receiveOffer(bytes: body.bytes)
-        let formats = reply.description.media.map { $0.isRejected ? "" : $0.formats.joined(separator: " ") }
+        let formats = reply.sdp.media.map { $0.isRejected ? "" : $0.formats.joined(separator: " ") }
         #expect(formats == e.formats)
-        #expect(reply.description.media[0].direction == e.direction)
+        #expect(reply.sdp.media[0].direction == e.direction)
         let audio = try #require(reply.negotiated.audio)
         if let event = e.event {
             let pt = try #require(audio.telephoneEvent?.payloadType)
-            #expect(reply.description.media[0].fmtp(forPayloadType: pt)?.parameters == event)
+            #expect(reply.sdp.media[0].fmtp(forPayloadType: pt)?.parameters == event)
         } else {
             #expect(audio.telephoneEvent == nil)
         }
@@ -214,7 +214,7 @@ struct OfferAnswerCorpusTests {
             guard let theirs = bodies.first(where: { $0.callID == offerBody.callID && $0.status == 200 }) else { continue }
             let freeswitch = try SessionDescription.parse(theirs.bytes)
             var engine = corpusEngine()
-            let ours = try engine.receiveOffer(bytes: offerBody.bytes).description
+            let ours = try engine.receiveOffer(bytes: offerBody.bytes).sdp
             #expect(ours.media[0].formats.first == freeswitch.media[0].formats.first, "\(offerBody.file)")
             #expect(ours.media[0].direction == freeswitch.effectiveDirection(for: freeswitch.media[0]), "\(offerBody.file)")
             compared += 1
@@ -282,7 +282,7 @@ struct OfferAnswerSIPpTests {
     @Test func builtInUACOffer() throws {
         var engine = corpusEngine()
         let reply = try engine.receiveOffer(bytes: Array(try SIPpScenario.body("sipp-builtin/uac.xml").utf8))
-        #expect(reply.description.media[0].formats == ["0"])
+        #expect(reply.sdp.media[0].formats == ["0"])
         let audio = try #require(reply.negotiated.audio)
         #expect((audio.remoteAddress, audio.remoteRTPPort) == ("127.0.0.1", 6000))
         #expect(audio.sendCodec.name == "PCMU")
@@ -294,7 +294,7 @@ struct OfferAnswerSIPpTests {
         let text = try SIPpScenario.body("sipp-srtp-auth/pfca_uac_apattern_crypto_simple.xml")
         var engine = Local.engine([Local.audio(codecs: [.g722, .pcmu, .pcma, .telephoneEvent], srtp: policy, keys: [Local.key32, Local.key80])])
         let reply = try engine.receiveOffer(bytes: Array(text.utf8))
-        let media = reply.description.media[0]
+        let media = reply.sdp.media[0]
         #expect(media.proto == .rtpAVP)
         // Offer order 0 18 9 103 8 101: PCMU, (G729), G722 (written as 16000), (G7221), PCMA, telephone-event.
         #expect(media.formats == ["0", "9", "8", "101"])
@@ -334,13 +334,13 @@ struct OfferAnswerFixtureTests {
         var optional = Local.engine([Local.audio(srtp: .optional)])
         let reply = try optional.receiveOffer(bytes: bytes)
         let audio = try #require(reply.negotiated.audio)
-        #expect(reply.description.media[0].proto == .rtpSAVP)
-        #expect(reply.description.media[0].formats == ["111", "0", "8", "101"])
+        #expect(reply.sdp.media[0].proto == .rtpSAVP)
+        #expect(reply.sdp.media[0].formats == ["111", "0", "8", "101"])
         #expect(audio.sendCodec.name == "opus")
         #expect(OpusParameters(audio.sendCodec.parameters).stereo)
         #expect(audio.srtp?.tag == 1)
         #expect(audio.srtp?.remoteKeys.first?.mki == CryptoAttribute.MKI(value: 1, length: 4))
-        #expect(reply.description.media[0].fmtp(forPayloadType: 101)?.parameters == "0-15")
+        #expect(reply.sdp.media[0].fmtp(forPayloadType: 101)?.parameters == "0-15")
         var plain = Local.engine()
         #expect(throws: OfferAnswerError(.srtpNotSupported(media: 0))) { try plain.receiveOffer(bytes: bytes) }
     }
@@ -348,8 +348,8 @@ struct OfferAnswerFixtureTests {
     @Test func linphoneOfferWithVideo() throws {
         var engine = Local.engine([Local.audio(codecs: [.opus, .pcmu, .telephoneEvent, Codec(name: "telephone-event", clockRate: 48000, payloadType: 102, parameters: "0-16")])])
         let reply = try engine.receiveOffer(bytes: try Fixtures.bytes("linphone-offer.sdp"))
-        #expect(reply.description.media.map(\.port) == [40000, 0])
-        #expect(reply.description.media[0].formats == ["96", "0", "101", "100"])
+        #expect(reply.sdp.media.map(\.port) == [40000, 0])
+        #expect(reply.sdp.media[0].formats == ["96", "0", "101", "100"])
         #expect(reply.negotiated.audio?.telephoneEvent?.payloadType == 101)
         #expect(reply.negotiated.declined == [1])
     }

@@ -1,4 +1,5 @@
 import SDP
+import SwitchboardTestSupport
 import Testing
 
 // The RFC 3264 offer/answer engine: offers, answers, answers to our offers,
@@ -65,8 +66,8 @@ func exchange(
     let offer = try offerer.makeOffer()
     // Through the wire form, as a real peer would see it.
     let reply = try answerer.receiveOffer(bytes: offer.serialized())
-    let result = try offerer.receiveAnswer(bytes: reply.description.serialized())
-    return (offer, reply.description, result, reply.negotiated)
+    let result = try offerer.receiveAnswer(bytes: reply.sdp.serialized())
+    return (offer, reply.sdp, result, reply.negotiated)
 }
 
 @Suite("Offer/answer: offers")
@@ -223,7 +224,7 @@ struct AnswerTests {
         var engine = Local.engine([Local.audio(codecs: c.codecs)])
         engine.answerOrder = c.order
         let reply = try answer(&engine, remoteOffer(c.offer))
-        let media = try #require(reply.description.media.first)
+        let media = try #require(reply.sdp.media.first)
         #expect(media.formats == c.formats)
         #expect(media.port == 40000)
         for (pt, parameters) in c.fmtp { #expect(media.fmtp(forPayloadType: pt)?.parameters == parameters) }
@@ -302,7 +303,7 @@ struct AnswerTests {
         #expect(opus.maxAverageBitrate == 64000)
         #expect(opus.maxPlaybackRate == nil)
         // Our fmtp declares what we want to receive.
-        #expect(reply.description.media[0].fmtp(forPayloadType: 111)?.parameters == "useinbandfec=1")
+        #expect(reply.sdp.media[0].fmtp(forPayloadType: 111)?.parameters == "useinbandfec=1")
         #expect(audio.receiveCodec(forPayloadType: 111)?.parameters == "useinbandfec=1")
         #expect(OpusParameters(nil) == OpusParameters(""))
         #expect(!OpusParameters(nil).stereo)
@@ -319,7 +320,7 @@ struct AnswerTests {
             "m=video 5002 RTP/AVP 97 98", "a=rtpmap:97 H264/90000", "a=fmtp:97 packetization-mode=0",
             "a=rtpmap:98 H264/90000", "a=fmtp:98 Packetization-Mode=1",
         ]))
-        #expect(reply.description.media[1].formats == ["98"])
+        #expect(reply.sdp.media[1].formats == ["98"])
         #expect(TelephoneEvents("0-11, 16")?.description == "0-11,16")
         #expect(TelephoneEvents("5-2") == nil)
         #expect(TelephoneEvents("0-300") == nil)
@@ -332,7 +333,7 @@ struct AnswerTests {
             "m=audio 5000 RTP/AVP 0 8 101", "a=rtpmap:101 telephone-event/8000", "a=fmtp:101 0-15", "a=ptime:30",
             "m=video 5002 RTP/AVP 96 97", "a=rtpmap:96 VP8/90000", "a=rtpmap:97 H264/90000",
         ]))
-        #expect(reply.description.description == sdp(
+        #expect(reply.sdp.description == sdp(
             "v=0", "o=- 9 9 IN IP4 192.0.2.10", "s=-", "c=IN IP4 192.0.2.10", "t=0 0",
             "m=audio 40000 RTP/AVP 0 8 101", "a=rtpmap:0 PCMU/8000", "a=rtpmap:8 PCMA/8000",
             "a=rtpmap:101 telephone-event/8000", "a=fmtp:101 0-15", "a=ptime:20", "a=sendrecv",
@@ -360,11 +361,11 @@ struct AnswerTests {
         let reply2 = try answer(&muxed, remoteOffer(["m=audio 5000 RTP/AVP 0", "a=rtcp:5001", "a=rtcp-mux"]))
         let audio2 = try #require(reply2.negotiated.audio)
         #expect(audio2.rtcpMux)
-        #expect(reply2.description.media[0].isRTCPMuxed)
+        #expect(reply2.sdp.media[0].isRTCPMuxed)
         #expect((audio2.remoteRTCPAddress, audio2.remoteRTCPPort) == ("198.51.100.7", 5000))
         var unmuxed = Local.engine([Local.audio(rtcpMux: false)])
         let reply3 = try answer(&unmuxed, remoteOffer(["m=audio 5000 RTP/AVP 0", "a=rtcp-mux"]))
-        #expect(!reply3.description.media[0].isRTCPMuxed)
+        #expect(!reply3.sdp.media[0].isRTCPMuxed)
         #expect(reply3.negotiated.audio?.remoteRTCPPort == 5001)
     }
 
@@ -397,7 +398,7 @@ struct AnswerTests {
         var engine = Local.engine([Local.audio(direction: c.intent)])
         let lines = ["m=audio 5000 RTP/AVP 0"] + (c.offered.map { ["a=\($0)"] } ?? [])
         let reply = try answer(&engine, remoteOffer(lines, connection: c.connection))
-        #expect(reply.description.media[0].direction == c.answer)
+        #expect(reply.sdp.media[0].direction == c.answer)
         let audio = try #require(reply.negotiated.audio)
         #expect(audio.direction == c.answer)
         #expect(audio.sends == c.answer.sends)
@@ -411,9 +412,9 @@ struct AnswerTests {
             "v=0", "o=peer 1 1 IN IP4 198.51.100.7", "s=-", "c=IN IP4 198.51.100.7", "t=3034423619 3042462419",
             "a=sendonly", "m=audio 5000 RTP/AVP 0")
         let reply = try answer(&engine, text)
-        #expect(reply.description.media[0].direction == .recvonly)
+        #expect(reply.sdp.media[0].direction == .recvonly)
         // RFC 3264 section 6: the answer's t= equals the offer's.
-        #expect(reply.description.timing == [Timing(start: 3_034_423_619, stop: 3_042_462_419)])
+        #expect(reply.sdp.timing == [Timing(start: 3_034_423_619, stop: 3_042_462_419)])
     }
 
     @Test func malformedOffer() throws {
@@ -445,14 +446,14 @@ struct AnswerTests {
     @Test func streamsDeclinedInTheOfferStayDeclined() throws {
         var engine = Local.engine()
         let reply = try answer(&engine, remoteOffer(["m=audio 0 RTP/AVP 0", "m=audio 5000 RTP/AVP 8"]))
-        #expect(reply.description.media.map(\.port) == [0, 40000])
-        #expect(reply.description.media[0].formats == ["0"])
+        #expect(reply.sdp.media.map(\.port) == [0, 40000])
+        #expect(reply.sdp.media[0].formats == ["0"])
         #expect(reply.negotiated.declined == [0])
         #expect(reply.negotiated.audio?.index == 1)
         // A second audio stream finds no free local stream.
         var single = Local.engine()
         let two = try answer(&single, remoteOffer(["m=audio 5000 RTP/AVP 0", "m=audio 5002 RTP/AVP 0"]))
-        #expect(two.description.media.map(\.port) == [40000, 0])
+        #expect(two.sdp.media.map(\.port) == [40000, 0])
     }
 }
 
@@ -503,12 +504,12 @@ struct SRTPTests {
             #expect(error.statusCode == 488)
         case .plain:
             let reply = try answer(&engine, text)
-            #expect(reply.description.media[0].cryptos.isEmpty)
-            #expect(reply.description.media[0].proto.rawValue == c.proto)
+            #expect(reply.sdp.media[0].cryptos.isEmpty)
+            #expect(reply.sdp.media[0].proto.rawValue == c.proto)
             #expect(reply.negotiated.audio?.srtp == nil)
         case .srtp(let tag, let suite):
             let reply = try answer(&engine, text)
-            let media = reply.description.media[0]
+            let media = reply.sdp.media[0]
             #expect(media.proto.rawValue == c.proto)
             #expect(media.cryptos.map(\.tag) == [tag])
             #expect(media.cryptos.first?.suite == suite)
@@ -532,7 +533,7 @@ struct SRTPTests {
             "a=crypto:5 AES_CM_128_HMAC_SHA1_80 inline:\(Local.remoteKey2)",
         ]))
         // The first acceptable line in the offer's order wins, even though we prefer _80.
-        let media = reply.description.media[0]
+        let media = reply.sdp.media[0]
         #expect(media.cryptos.count == 1)
         #expect(media.attributes(named: "crypto").map(\.value) == ["4 AES_CM_128_HMAC_SHA1_32 inline:\(Local.inline32)"])
         let srtp = try #require(reply.negotiated.audio?.srtp)
@@ -672,7 +673,7 @@ struct AnswerProcessingTests {
         // The same lenience when answering: static numbers go by their assignment; the offer's line is echoed.
         var answerer = Local.engine([Local.audio(codecs: [.g722])])
         let reply = try answer(&answerer, remoteOffer(["m=audio 5000 RTP/AVP 9", "a=rtpmap:9 G722/16000"]))
-        #expect(reply.description.media[0].rtpmap(forPayloadType: 9) == RTPMap(payloadType: 9, encodingName: "G722", clockRate: 16000))
+        #expect(reply.sdp.media[0].rtpmap(forPayloadType: 9) == RTPMap(payloadType: 9, encodingName: "G722", clockRate: 16000))
         #expect(reply.negotiated.audio?.sendCodec.clockRate == 8000)
     }
 
@@ -776,7 +777,7 @@ struct SessionTests {
         #expect(bob.state == .localOfferPending)
         let ack = try alice.receiveOffer(bytes: offerIn200.serialized())
         #expect(alice.state == .stable)
-        let media = try bob.receiveAnswer(bytes: ack.description.serialized())
+        let media = try bob.receiveAnswer(bytes: ack.sdp.serialized())
         #expect(bob.state == .stable)
         #expect(media.audio?.sendCodec.name == "PCMU")
         #expect(ack.negotiated.audio?.sendCodec.name == "PCMU")
@@ -800,9 +801,9 @@ struct SessionTests {
         alice.rollback()
         #expect(alice.state == .stable)
         let reply = try alice.receiveOffer(bobOffer)
-        #expect(reply.description.media[0].direction == .sendonly)  // the hold intent still applies
+        #expect(reply.sdp.media[0].direction == .sendonly)  // the hold intent still applies
         // The version keeps counting from the highest one sent.
-        #expect(reply.description.origin.sessionVersion == 102)
+        #expect(reply.sdp.origin.sessionVersion == 102)
         // Rolling back an answer not sent restores the previous session.
         let before = try #require(alice.negotiated)
         alice.setHold(false)
@@ -822,10 +823,10 @@ struct SessionTests {
             "m=video 5002 RTP/AVP 96", "a=rtpmap:96 VP8/90000",
         ])
         let reply = try answer(&engine, offer)
-        #expect(reply.description.media[0].formats == ["109", "0", "110"])
+        #expect(reply.sdp.media[0].formats == ["109", "0", "110"])
         engine.setHold(true)
         let reoffer = try engine.makeOffer()
-        #expect(reoffer.origin.sessionVersion == reply.description.origin.sessionVersion + 1)
+        #expect(reoffer.origin.sessionVersion == reply.sdp.origin.sessionVersion + 1)
         // The session's m-lines, in order; the declined video stays at port 0.
         #expect(reoffer.media.map(\.port) == [40000, 0])
         #expect(reoffer.media[1].media == .video)
@@ -852,10 +853,118 @@ struct SessionTests {
         let offer = remoteOffer(["m=audio 5000 RTP/AVP 0 8"])
         let first = try answer(&engine, offer)
         let second = try answer(&engine, offer)
-        #expect(first.description == second.description)
-        #expect(second.description.origin.sessionVersion == 7)
+        #expect(first.sdp == second.sdp)
+        #expect(second.sdp.origin.sessionVersion == 7)
         let changed = try answer(&engine, remoteOffer(["m=audio 5000 RTP/AVP 8"], version: 2))
-        #expect(changed.description.origin.sessionVersion == 8)
-        #expect(changed.description.media[0].formats == ["8"])
+        #expect(changed.sdp.origin.sessionVersion == 8)
+        #expect(changed.sdp.media[0].formats == ["8"])
+    }
+}
+
+@Suite("Offer/answer: RFC 2543 hold and robustness")
+struct HoldAndRobustnessTests {
+    @Test func unspecifiedAddressInAnswersAndReOffers() throws {
+        // In an answer to our offer.
+        var alice = Local.engine()
+        _ = try alice.makeOffer()
+        let result = try alice.receiveAnswer(bytes: Array(remoteOffer(["m=audio 6000 RTP/AVP 0"], connection: "IN IP4 0.0.0.0").utf8))
+        let audio = try #require(result.audio)
+        #expect(audio.isHeldByRemote)
+        #expect(!audio.sends)
+        #expect(audio.receives)
+        // In a peer's re-offer mid-session (old-style hold), then its resume.
+        var bob = Local.engine(sessionID: 30)
+        let first = try answer(&bob, remoteOffer(["m=audio 5000 RTP/AVP 0 8"]))
+        let hold = try answer(&bob, remoteOffer(["m=audio 5000 RTP/AVP 0 8"], connection: "IN IP4 0.0.0.0", version: 2))
+        #expect(hold.sdp.media[0].direction == .recvonly)
+        #expect(hold.sdp.media[0].formats == first.sdp.media[0].formats)
+        #expect(hold.sdp.origin.sessionVersion == 31)
+        #expect(hold.negotiated.audio?.isHeldByRemote == true)
+        #expect(hold.negotiated.audio?.sends == false)
+        let resume = try answer(&bob, remoteOffer(["m=audio 5000 RTP/AVP 0 8"], version: 3))
+        #expect(resume.sdp.media[0].direction == .sendrecv)
+        #expect(resume.sdp.origin.sessionVersion == 32)
+        #expect(resume.negotiated.audio?.sends == true)
+        // An empty telephone-event fmtp means the default events.
+        var carol = Local.engine()
+        let events = try answer(&carol, remoteOffer(["m=audio 5000 RTP/AVP 0 101", "a=rtpmap:101 telephone-event/8000", "a=fmtp:101 "]))
+        #expect(events.sdp.media[0].fmtp(forPayloadType: 101)?.parameters == "0-15")
+    }
+
+    static let seeds: [String] = [
+        remoteOffer([
+            "m=audio 5000 RTP/SAVP 111 0 8 101 13", "a=rtpmap:111 opus/48000/2", "a=fmtp:111 stereo=1;useinbandfec=1",
+            "a=rtpmap:101 telephone-event/8000", "a=fmtp:101 0-16", "a=rtpmap:13 CN/8000", "a=ptime:20", "a=sendonly",
+            "a=rtcp:5001 IN IP4 198.51.100.8", "a=rtcp-mux",
+            "a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:\(Local.remoteKey)|2^20|1:4",
+            "a=crypto:2 AES_CM_128_HMAC_SHA1_32 inline:\(Local.remoteKey2)",
+            "m=video 5002 RTP/AVP 96", "a=rtpmap:96 VP8/90000", "a=recvonly",
+        ]),
+        remoteOffer(["m=audio 5000 RTP/AVP 0 8 9 18 101", "a=rtpmap:101 telephone-event/8000", "a=inactive"], connection: "IN IP4 0.0.0.0"),
+    ]
+
+    /// Seeded line-level mutations of offers (delete, duplicate, swap, renumber, rename); every
+    /// result is answered within the RFC 3264 rules or refused with a typed error, as an offer and
+    /// as an answer to our offer.
+    @Test(arguments: 0..<2)
+    func mutatedDescriptions(seedIndex: Int) throws {
+        var random = TestRandom(seed: 0x0A_0000 + UInt64(seedIndex))
+        let words = ["0", "8", "96", "101", "127", "200", "65535", "PCMU/8000", "opus/48000/2", "telephone-event/8000",
+                     "RTP/SAVP", "RTP/AVP", "0.0.0.0", "IP6", "sendonly", "inactive", "::", "0-300", "2^99", ""]
+        let base = Self.seeds[seedIndex].split(separator: "\r\n").map(String.init)
+        var answered = 0, refused = 0, malformed = 0
+        for _ in 0..<800 {
+            var lines = base
+            for _ in 0..<Int.random(in: 1...3, using: &random) {
+                let i = Int.random(in: 0..<lines.count, using: &random)
+                switch Int.random(in: 0..<5, using: &random) {
+                case 0: if lines.count > 5 { lines.remove(at: i) }
+                case 1: lines.insert(lines[i], at: i)
+                case 2: lines.swapAt(i, Int.random(in: 0..<lines.count, using: &random))
+                default:
+                    var fields = lines[i].split(separator: " ", omittingEmptySubsequences: false).map(String.init)
+                    let f = Int.random(in: 0..<fields.count, using: &random)
+                    let word = words.randomElement(using: &random)!
+                    fields[f] = f == 0 ? String(fields[f].prefix { $0 != ":" }) + (fields[f].contains(":") ? ":" + word : "") : word
+                    lines[i] = fields.joined(separator: " ")
+                }
+            }
+            let text = sdp(lines)
+            var engine = Local.engine([Local.audio(codecs: [.opus, .pcmu, .pcma, .telephoneEvent], rtcpMux: true, srtp: .optional)])
+            let outcome: Result<OfferAnswer.Answer, OfferAnswerError>
+            do { outcome = .success(try engine.receiveOffer(bytes: Array(text.utf8))) } catch { outcome = .failure(error) }
+            switch outcome {
+            case .success(let reply):
+                answered += 1
+                let offer = try SessionDescription.parse(text)
+                #expect(reply.sdp.media.count == offer.media.count)
+                for (offered, answeredMedia) in zip(offer.media, reply.sdp.media) where !answeredMedia.isRejected {
+                    #expect(Set(answeredMedia.formats).isSubset(of: Set(offered.formats)), "\(text)")
+                    #expect(answeredMedia.cryptos.count <= 1)
+                    #expect(answeredMedia.cryptos.allSatisfy { c in offered.cryptos.contains { $0.tag == c.tag && $0.suite == c.suite } })
+                }
+                #expect(try SessionDescription.parse(reply.sdp.serialized()) == reply.sdp)
+            case .failure(let error):
+                if case .malformed = error.reason {
+                    malformed += 1
+                    #expect((try? SessionDescription.parse(text)) == nil)
+                } else {
+                    refused += 1
+                }
+                #expect(error.statusCode == 488)
+                #expect(engine.state == .initial)
+            }
+            // The same text as the answer to our offer: a result or a typed error, and a consistent state.
+            var offerer = Local.engine([Local.audio(srtp: .optional)])
+            _ = try offerer.makeOffer()
+            do {
+                _ = try offerer.receiveAnswer(bytes: Array(text.utf8))
+                #expect(offerer.state == .stable)
+            } catch {
+                #expect(offerer.state == .initial)
+            }
+        }
+        // The mutations reach every outcome.
+        #expect(answered > 150 && refused > 15 && malformed > 300, "answered \(answered), refused \(refused), malformed \(malformed)")
     }
 }
