@@ -98,7 +98,7 @@ public struct OfferAnswer: Sendable {
     public mutating func makeOffer() throws(OfferAnswerError) -> SessionDescription {
         guard state != .localOfferPending else { throw OfferAnswerError(.offerPending) }
         var newLines = lines
-        if newLines.isEmpty {
+        if state == .initial {
             newLines = capabilities.streams.enumerated().map { index, stream in
                 Line(mediaType: stream.mediaType, stream: index, proto: .rtpAVP, formats: [])
             }

@@ -848,6 +848,18 @@ struct SessionTests {
         #expect(shrunk?.warningCode == 399)
     }
 
+    @Test func sessionWithoutMediaStaysWithoutMedia() throws {
+        // Found by the fuzzer: an offer without m-lines, then our re-offer. RFC 3264 allows an
+        // offer without media; our re-offers keep the session's m-lines, here none.
+        var engine = Local.engine()
+        let reply = try answer(&engine, remoteOffer([]))
+        #expect(reply.sdp.media.isEmpty)
+        #expect(reply.negotiated.media.isEmpty)
+        let reoffer = try engine.makeOffer()
+        #expect(reoffer.media.isEmpty)
+        #expect(reoffer.origin.sessionVersion == reply.sdp.origin.sessionVersion)
+    }
+
     @Test func answerToUnchangedReOfferKeepsItsVersion() throws {
         var engine = Local.engine(sessionID: 7)
         let offer = remoteOffer(["m=audio 5000 RTP/AVP 0 8"])
