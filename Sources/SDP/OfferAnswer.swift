@@ -523,6 +523,10 @@ public struct OfferAnswer: Sendable {
         if accepted.isEmpty, offeredActive { throw OfferAnswerError(.allStreamsDeclined) }
         for index in lines.indices where index < answer.media.count {
             lines[index].usedPayloadTypes.formUnion(answer.media[index].payloadTypes)
+            if answer.media[index].isRejected {
+                // Declined by the peer: later offers keep the line at port 0.
+                lines[index].stream = nil
+            }
         }
         return NegotiatedSession(media: accepted, declined: declined)
     }

@@ -742,6 +742,21 @@ struct SessionTests {
         #expect(refresh.offer == resume.offer)
     }
 
+    @Test func streamDeclinedByThePeerStaysDeclinedInReOffers() throws {
+        let video = StreamCapabilities(mediaType: .video, port: 40002, codecs: [Codec(name: "VP8", clockRate: 90000, payloadType: 96)])
+        var alice = Local.engine([Local.audio(), video], sessionID: 100)
+        var bob = Local.engine([Local.audio(port: 50000)], address: "192.0.2.20", sessionID: 200)
+        let first = try exchange(&alice, &bob)
+        #expect(first.answer.media.map(\.port) == [50000, 0])
+        #expect(first.offerer.declined == [1])
+        alice.setHold(true)
+        let hold = try exchange(&alice, &bob)
+        #expect(hold.offer.media.map(\.port) == [40000, 0])
+        #expect(hold.offer.media[1].formats == ["96"])
+        #expect(hold.offer.media[1].media == .video)
+        #expect(hold.answer.media.map(\.port) == [50000, 0])
+    }
+
     @Test func holdByThePeerAndBothOnHold() throws {
         var alice = Local.engine(sessionID: 100)
         var bob = Local.engine([Local.audio(port: 50000)], address: "192.0.2.20", sessionID: 200)
