@@ -2,8 +2,10 @@
 /// free of I/O, that makes offers and answers from ``MediaCapabilities``,
 /// checks the peer's, and reports what was agreed as a ``NegotiatedSession``.
 ///
-/// One value per dialog (copy it for each early dialog of a forked call).
-/// The same calls serve offers in INVITE, 200 OK, ACK, UPDATE and re-INVITE:
+/// One value per dialog: for a forked INVITE, keep the value as it is after
+/// ``makeOffer()`` and give each early dialog its own copy before it takes an
+/// answer. The same calls serve offers in INVITE, 18x/PRACK, 200 OK, ACK,
+/// UPDATE and re-INVITE:
 ///
 /// ```swift
 /// // UAC, offer in INVITE, answer in 200:
