@@ -800,6 +800,19 @@ struct SessionTests {
         #expect(ack.negotiated.audio?.remoteRTPPort == 50000)
     }
 
+    @Test func forkedAnswersGoToCopies() throws {
+        var caller = Local.engine(sessionID: 100)
+        _ = try caller.makeOffer()
+        var early1 = caller, early2 = caller
+        let pcmu = try early1.receiveAnswer(bytes: Array(AnswerProcessingTests.answerText(["m=audio 6000 RTP/AVP 0"]).utf8))
+        let opus = try early2.receiveAnswer(bytes: Array(AnswerProcessingTests.answerText(["m=audio 7000 RTP/AVP 111", "a=rtpmap:111 opus/48000/2"]).utf8))
+        #expect(pcmu.audio?.sendCodec.name == "PCMU")
+        #expect(opus.audio?.sendCodec.name == "opus")
+        #expect(early1.negotiated?.audio?.remoteRTPPort == 6000)
+        #expect(early2.negotiated?.audio?.remoteRTPPort == 7000)
+        #expect(caller.state == .localOfferPending)
+    }
+
     @Test func glareAndRollback() throws {
         var alice = Local.engine(sessionID: 100)
         var bob = Local.engine([Local.audio(port: 50000)], address: "192.0.2.20", sessionID: 200)
