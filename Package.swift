@@ -62,7 +62,7 @@ let package = Package(
         // Parser throughput benchmark; run through scripts/bench (release build).
         .executableTarget(name: "SwitchboardBench", dependencies: ["SIPMessage"]),
         .testTarget(name: "SIPMessageTests", dependencies: ["SwitchboardTestSupport", "SIPMessage"]),
-        .testTarget(name: "SDPTests", dependencies: ["SDP"]),
+        .testTarget(name: "SDPTests", dependencies: ["SDP", "SwitchboardTestSupport", "PacketCapture", "SIPMessage"]),
         .testTarget(name: "RTPTests", dependencies: ["SwitchboardTestSupport", "RTP"]),
         .testTarget(name: "SIPTransactionTests", dependencies: ["SIPTransaction", "SIPMessage"]),
         .testTarget(name: "SIPDialogTests", dependencies: ["SIPDialog", "SIPMessage", "SIPAuth"]),
