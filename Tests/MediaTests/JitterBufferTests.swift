@@ -1,0 +1,282 @@
+import Testing
+@testable import Media
+
+@Suite struct JitterBufferTests {
+    static func packet(_ i: Int, seq0: UInt16 = 100, ts0: UInt32 = 1000, ssrc: UInt32 = 7, samples: UInt32 = 160) -> JitterBufferPacket {
+        JitterBufferPacket(sequenceNumber: seq0 &+ UInt16(truncatingIfNeeded: i), timestamp: ts0 &+ UInt32(truncatingIfNeeded: i) &* samples,
+                           ssrc: ssrc, payload: [UInt8(truncatingIfNeeded: i)])
+    }
+
+    static func at(_ ms: Double) -> Duration { .nanoseconds(Int64((ms * 1e6).rounded())) }
+
+    @Test func emptyBeforeAnyPacket() {
+        var b = JitterBuffer()
+        #expect(b.pull(at: .zero) == .empty)
+        #expect(b.pull(at: .milliseconds(20)) == .empty)
+        #expect(b.statistics.received == 0 && b.statistics.buffered == 0 && b.statistics.concealed == 0)
+        #expect(b.nextPacket == nil)
+    }
+
+    @Test func steadyStreamPlaysEverythingInOrderAfterTheInitialDelay() {
+        let r = replay(Pattern(count: 200, baseDelayMs: 30).arrivals(), pulls: 230)
+        checkInvariants(r, distinctSent: 200, first: 1000)
+        // No jitter: after a second at the initial 60 ms, the target falls to the minimum and the
+        // delay follows it by dropping packets (one per adjustment interval at most).
+        #expect(r.played.count + r.stats.dropped == 200)
+        #expect(r.stats.dropped >= 1 && r.stats.dropped <= 2)
+        #expect(r.stats.late == 0 && r.stats.lost == 0 && r.lostFrames.isEmpty && r.stats.stretched == 0, "\(r.stats) \(r.delays) \(r.frames.enumerated().filter { $0.element.frame == .stretch }.map(\.offset))")
+        #expect(ms(r.stats.targetDelay) == 20)
+        #expect(r.delays.suffix(50).allSatisfy { $0 >= 19 && $0 <= 41 }, "\(r.delays.suffix(50))")
+        // Prebuffering: silence until the first packet has waited the initial delay.
+        guard case .audio(let first) = r.frames.first(where: { if case .audio = $0.frame { true } else { false } })?.frame else {
+            Issue.record("nothing played"); return
+        }
+        #expect(first.sequenceNumber == 1000)
+    }
+
+    @Test func reorderedPacketsPlayInSequence() {
+        var arrivals = Pattern(count: 100, baseDelayMs: 20).arrivals()
+        // Swap neighbours pairwise in arrival time, and delay every 10th by 45 ms more (65 ms in all: three packets overtake it).
+        for i in stride(from: 2, to: 96, by: 2) { (arrivals[i].time, arrivals[i + 1].time) = (arrivals[i + 1].time, arrivals[i].time) }
+        for i in stride(from: 10, to: 90, by: 10) { arrivals[i].time += .milliseconds(45) }
+        let r = replay(arrivals, configuration: JitterBufferConfiguration(initialDelay: .milliseconds(80)), pulls: 130)
+        checkInvariants(r, distinctSent: 100, first: 1000)
+        #expect(r.played.count + r.stats.dropped == 100)
+        #expect(r.stats.late == 0 && r.stats.lost == 0 && r.lostFrames.isEmpty, "\(r.stats) \(r.delays)")
+    }
+
+    @Test func duplicatesAreCountedAndPlayedOnce() {
+        var arrivals = Pattern(count: 50).arrivals()
+        arrivals += arrivals.map { Arrival(packet: $0.packet, time: $0.time + .milliseconds(3)) }
+        // A duplicate of an already played packet, long after.
+        arrivals.append(Arrival(packet: arrivals[0].packet, time: .milliseconds(900)))
+        let r = replay(arrivals, pulls: 80)
+        checkInvariants(r, distinctSent: 50, first: 1000)
+        #expect(r.played.count + r.stats.dropped == 50)
+        #expect(r.stats.duplicates == 51)
+        #expect(r.stats.received == 101)
+    }
+
+    @Test func lostPacketIsReportedWithTheNextPacketForFEC() {
+        var arrivals = Pattern(count: 40).arrivals()
+        arrivals.removeAll { $0.packet.sequenceNumber == 1020 }
+        let r = replay(arrivals, pulls: 60)
+        checkInvariants(r, distinctSent: 40, first: 1000)
+        #expect(r.lostFrames.count == 1)
+        let m = r.lostFrames[0]
+        #expect(m.sequenceNumber == 1020 && m.reason == .lost)
+        #expect(m.timestamp == 5000 + 20 * 160)
+        #expect(m.next?.sequenceNumber == 1021)
+        #expect(r.stats.lost == 1 && r.stats.late == 0)
+        // The frame after the missing one is the packet itself, in its slot.
+        let i = r.frames.firstIndex { if case .missing = $0.frame { true } else { false } }!
+        #expect(r.frames[i + 1].frame == .audio(arrivals.first { $0.packet.sequenceNumber == 1021 }!.packet))
+    }
+
+    @Test func twoConsecutiveLossesOfferNoFECForTheFirst() {
+        var arrivals = Pattern(count: 40).arrivals()
+        arrivals.removeAll { $0.packet.sequenceNumber == 1020 || $0.packet.sequenceNumber == 1021 }
+        let r = replay(arrivals, pulls: 60)
+        checkInvariants(r, distinctSent: 40, first: 1000)
+        #expect(r.lostFrames.map(\.sequenceNumber) == [1020, 1021])
+        #expect(r.lostFrames[0].next == nil)
+        #expect(r.lostFrames[1].next?.sequenceNumber == 1022)
+        #expect(r.stats.lost == 2)
+    }
+
+    @Test func latePacketIsDroppedAndNotCountedLost() {
+        var arrivals = Pattern(count: 40).arrivals()
+        let i = arrivals.firstIndex { $0.packet.sequenceNumber == 1020 }!
+        arrivals[i].time += .milliseconds(400)
+        let r = replay(arrivals, pulls: 70)
+        checkInvariants(r, distinctSent: 40, first: 1000)
+        #expect(r.lostFrames.map(\.sequenceNumber) == [1020])
+        #expect(r.stats.late == 1)
+        #expect(r.stats.lost == 0)
+        #expect(!r.played.contains(1020))
+    }
+
+    @Test func sequenceAndTimestampWrapAround() {
+        var p = Pattern(count: 200, firstSequence: 65_500, firstTimestamp: UInt32.max - 160 * 50 + 7)
+        p.jitterMs = 10
+        p.seed = 3
+        var arrivals = p.arrivals()
+        arrivals.removeAll { $0.packet.sequenceNumber == 2 }  // lost right after the wrap
+        let r = replay(arrivals, pulls: 240)
+        checkInvariants(r, distinctSent: 200, first: 65_500)
+        #expect(r.played.count + r.stats.dropped == 199)
+        #expect(r.lostFrames.map(\.sequenceNumber) == [2])
+        #expect(r.played.contains(65_535) && r.played.contains(0))
+        #expect(r.stats.late == 0)
+    }
+
+    @Test func ssrcChangeResetsAndOldSourceIsIgnored() {
+        var b = JitterBuffer()
+        var t = 0.0
+        var played: [UInt32] = []
+        for i in 0..<30 {
+            #expect(b.insert(Self.packet(i, ssrc: 1), arrival: Self.at(t)) == .accepted)
+            if case .audio(let p) = b.pull(at: Self.at(t)) { played.append(p.ssrc) }
+            t += 20
+        }
+        // The new source starts with unrelated numbers.
+        #expect(b.insert(Self.packet(0, seq0: 40_000, ts0: 9_999_999, ssrc: 2), arrival: Self.at(t)) == .restarted)
+        #expect(b.statistics.resets == 1)
+        #expect(b.statistics.buffered == 1)
+        // A straggler of the old source.
+        #expect(b.insert(Self.packet(30, ssrc: 1), arrival: Self.at(t + 1)) == .foreign)
+        #expect(b.statistics.foreign == 1)
+        var newPlayed: [UInt16] = []
+        for i in 0..<40 {
+            if i > 0 { b.insert(Self.packet(i, seq0: 40_000, ts0: 9_999_999, ssrc: 2), arrival: Self.at(t)) }
+            if case .audio(let p) = b.pull(at: Self.at(t)) {
+                #expect(p.ssrc == 2)
+                newPlayed.append(p.sequenceNumber)
+            }
+            t += 20
+        }
+        #expect(played.count >= 25 && played.allSatisfy { $0 == 1 })
+        #expect(newPlayed.first == 40_000)
+        #expect(zip(newPlayed, newPlayed.dropFirst()).allSatisfy { $0 < $1 })
+        #expect(newPlayed.count + b.statistics.dropped >= 35)
+        #expect(b.statistics.lost == 0)
+    }
+
+    @Test func sequenceJumpRestarts() {
+        var b = JitterBuffer()
+        for i in 0..<10 { b.insert(Self.packet(i), arrival: Self.at(Double(i) * 20)) }
+        #expect(b.insert(Self.packet(0, seq0: 30_000, ts0: 500), arrival: Self.at(200)) == .restarted)
+        #expect(b.statistics.resets == 1 && b.statistics.buffered == 1)
+        #expect(b.nextPacket?.sequenceNumber == 30_000)
+    }
+
+    @Test(arguments: [0.005, -0.005, 0.02, -0.02])
+    func clockDriftNeitherGrowsNorStarves(skew: Double) {
+        // Three minutes of continuous audio: an uncorrected 0.5% drift would add or remove 900 ms.
+        var p = Pattern(count: 9000, baseDelayMs: 40, jitterMs: 20)
+        p.skew = skew
+        p.seed = 11
+        let arrivals = p.arrivals()
+        let pulls = Int(9000.0 / (1 + skew)) + 20
+        let r = replay(arrivals, pulls: pulls)
+        checkInvariants(r, distinctSent: 9000, first: 1000)
+        let tail = r.delays.suffix(r.delays.count - 500)
+        #expect(tail.max()! <= 200 + 20, "delay grew to \(tail.max()!) ms")
+        #expect(Double(r.stats.late) / 9000 < 0.02, "late \(r.stats.late)")
+        let drift = abs(skew) * 180 * 1000 / 20  // frames of drift over three minutes
+        if skew > 0 {
+            #expect(Double(r.stats.dropped) >= drift * 0.8 && Double(r.stats.dropped) <= drift * 1.3 + 5, "dropped \(r.stats.dropped), drift \(drift) frames")
+        } else {
+            let grown = Double(r.stats.stretched)
+            #expect(grown >= drift * 0.8 && grown <= drift * 1.3 + 5, "stretched \(r.stats.stretched), drift \(drift) frames")
+        }
+        #expect(Double(r.stats.concealed) / 9000 < 0.02, "concealed \(r.stats.concealed)")
+        #expect(abs(r.stats.clockDrift + skew) < 0.002, "estimated drift \(r.stats.clockDrift)")
+    }
+
+    @Test func targetDelayFollowsTheMeasuredJitter() {
+        func target(jitter: Double) -> Double {
+            var p = Pattern(count: 1000, jitterMs: jitter)
+            p.seed = 5
+            let r = replay(p.arrivals(), pulls: 1020)
+            checkInvariants(r, distinctSent: 1000, first: 1000)
+            return ms(r.stats.targetDelay)
+        }
+        #expect(target(jitter: 0) == 20)       // the minimum
+        let t60 = target(jitter: 60)
+        #expect(t60 >= 50 && t60 <= 62, "\(t60)")  // ≈ the 97th percentile of U(0, 60)
+        let t120 = target(jitter: 120)
+        #expect(t120 >= 105 && t120 <= 122, "\(t120)")
+        #expect(target(jitter: 600) == 200)    // the maximum
+    }
+
+    @Test(arguments: [20.0, 60.0, 100.0])
+    func uniformJitterKeepsLateFramesRare(jitter: Double) {
+        var p = Pattern(count: 3000, jitterMs: jitter)
+        p.seed = 17
+        let r = replay(p.arrivals(), pulls: 3030)
+        checkInvariants(r, distinctSent: 3000, first: 1000)
+        let lateRate = Double(r.stats.late) / 3000
+        #expect(lateRate < 0.04, "late \(r.stats.late)")
+        #expect(r.stats.lost == 0)
+        #expect(r.played.count + r.stats.dropped + r.stats.late == 3000)
+        #expect(r.stats.maxDelay <= .milliseconds(220))
+    }
+
+    @Test func burstyLossIsConcealed() {
+        var p = Pattern(count: 3000, jitterMs: 30)
+        p.lossEnter = 0.02
+        p.lossStay = 0.6
+        p.seed = 23
+        let arrivals = p.arrivals()
+        let networkLost = 3000 - arrivals.count
+        #expect(networkLost > 60)
+        let r = replay(arrivals, pulls: 3030)
+        checkInvariants(r, distinctSent: 3000, first: 1000)
+        #expect(r.stats.lost == networkLost)
+        // A burst longer than the buffer's depth empties it: those frames are underruns.
+        #expect(Double(r.missing.count) >= Double(networkLost) * 0.9, "\(r.missing.count) concealed of \(networkLost)")
+        #expect(r.lostFrames.count >= 10)
+        let fec = r.missing.filter { $0.next != nil }
+        #expect(fec.allSatisfy { $0.next!.sequenceNumber == $0.sequenceNumber &+ 1 })
+        #expect(!fec.isEmpty)
+    }
+
+    @Test func longStallIsConcealedThenSkippedWithoutKeepingTheDelay() {
+        var p = Pattern(count: 600, baseDelayMs: 30, jitterMs: 5)
+        p.stall = (start: 4.0, duration: 1.0)  // one second without anything, then the burst
+        let r = replay(p.arrivals(), pulls: 620)
+        checkInvariants(r, distinctSent: 600, first: 1000)
+        // The underrun is concealed for 100 ms, then silence.
+        let underruns = r.frames.filter { JitterBuffer.seconds($0.time) < 10 }.compactMap { if case .missing(let m) = $0.frame, m.reason == .underrun { m } else { nil } }
+        #expect(underruns.count == 5)
+        #expect(r.stats.lost == 0)
+        // Most of the stale burst is dropped as late instead of being played a second late.
+        #expect(r.stats.late >= 35, "late \(r.stats.late)")
+        // Two seconds after the stall the delay is back within the bounds.
+        let after = r.frames.enumerated().filter { JitterBuffer.seconds($0.element.time) > 7.5 }
+        #expect(!after.isEmpty)
+        #expect(r.delays.suffix(50).allSatisfy { $0 <= 200 })
+        #expect(r.stats.maxDelay <= .milliseconds(260))
+    }
+
+    @Test func silenceGapsAreNotLoss() {
+        // Three talkspurts separated by 1 s of DTX silence (sequence numbers continue, timestamps jump).
+        var arrivals: [Arrival] = []
+        var seq: UInt16 = 10
+        for spurt in 0..<3 {
+            for i in 0..<50 {
+                let tsIndex = spurt * 100 + i
+                let sendMs = Double(tsIndex) * 20
+                let p = JitterBufferPacket(sequenceNumber: seq, timestamp: 777 + UInt32(tsIndex) * 160, ssrc: 9, marker: i == 0, payload: [1])
+                arrivals.append(Arrival(packet: p, time: Self.at(sendMs + 25 + Double((i * 7) % 13))))
+                seq &+= 1
+            }
+        }
+        let r = replay(arrivals, pulls: 330)
+        checkInvariants(r, distinctSent: 150, first: 10)
+        #expect(r.played.count + r.stats.dropped == 150, "\(r.stats)")
+        #expect(r.stats.lost == 0 && r.lostFrames.isEmpty && r.stats.late == 0, "\(r.stats)")
+        #expect(r.count { $0 == .silence } >= 95)
+    }
+
+    @Test func overflowDropsTheOldest() {
+        var b = JitterBuffer(configuration: JitterBufferConfiguration(capacity: 8))
+        for i in 0..<12 { b.insert(Self.packet(i), arrival: .zero) }
+        #expect(b.statistics.overflowed == 4)
+        #expect(b.statistics.buffered == 8)
+        #expect(b.nextPacket?.sequenceNumber == 104)
+    }
+
+    @Test func stretchWhenDelayIsShortOfTarget() {
+        // A stream at exactly the minimum delay, then jitter appears: the target rises and the
+        // buffer grows by inserting frames while audio plays.
+        var arrivals = Pattern(count: 400, baseDelayMs: 10).arrivals()
+        var rng = TestRandom(seed: 9)
+        for i in 150..<400 { arrivals[i].time += .milliseconds(Int.random(in: 0...80, using: &rng)) }
+        let r = replay(arrivals, pulls: 440)
+        checkInvariants(r, distinctSent: 400, first: 1000)
+        #expect(r.stats.stretched >= 2)
+        #expect(ms(r.stats.targetDelay) > 60)
+    }
+}
