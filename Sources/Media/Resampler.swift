@@ -1,0 +1,105 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A streaming rational-ratio resampler for 16-bit mono audio (8k ↔ 16k ↔ 48k and the like):
+/// a polyphase FIR, i.e. upsampling by L, one Kaiser-windowed sinc low-pass, downsampling by M,
+/// computing only the outputs kept.
+///
+/// The low-pass keeps 0…0.425 × the lower rate (3.4 kHz between 8 and 48 kHz) flat and
+/// attenuates from 0.575 × the lower rate on by about 80 dB (Kaiser β = 8), so whatever aliases
+/// into the passband is at least 80 dB down. State is kept between calls, so a stream cut into
+/// 20 ms frames gives the same output as one call on the whole. The filter delays the signal
+/// by ``delay`` output samples.
+public struct Resampler: Sendable {
+    /// The input sample rate.
+    public let inputRate: Int
+    /// The output sample rate.
+    public let outputRate: Int
+    private let up: Int
+    private let down: Int
+    private let taps: [Float]
+    private var history: [Float] = []
+    private var historyStart = 0  // absolute index of history[0]
+    private var consumed = 0  // inputs received
+    private var produced = 0  // outputs produced
+
+    /// A resampler between two rates whose ratio reduces to L/M with L, M ≤ 480 (any pair
+    /// of the usual rates); `nil` otherwise.
+    public init?(from inputRate: Int, to outputRate: Int) {
+        guard inputRate > 0, outputRate > 0 else { return nil }
+        func gcd(_ a: Int, _ b: Int) -> Int { b == 0 ? a : gcd(b, a % b) }
+        let g = gcd(inputRate, outputRate)
+        up = outputRate / g
+        down = inputRate / g
+        guard up <= 480, down <= 480 else { return nil }
+        self.inputRate = inputRate
+        self.outputRate = outputRate
+        // Design at the upsampled rate U = L × input.
+        let u = Double(inputRate * up)
+        let lower = Double(min(inputRate, outputRate))
+        let cutoff = 0.5 * lower / u  // cycles per upsampled sample
+        let transition = 0.15 * lower / u
+        let beta = 8.0
+        var n = Int((80 - 7.95) / (2.285 * 2 * Double.pi * transition)) + 1
+        n = max(n, 3) | 1
+        func i0(_ x: Double) -> Double {
+            var sum = 1.0, term = 1.0, k = 1.0
+            while term > 1e-12 * sum {
+                term *= (x / (2 * k)) * (x / (2 * k))
+                sum += term
+                k += 1
+            }
+            return sum
+        }
+        var h = [Float](repeating: 0, count: n)
+        let mid = Double(n - 1) / 2
+        for j in 0..<n {
+            let t = Double(j) - mid
+            let sinc = t == 0 ? 2 * cutoff : sin(2 * Double.pi * cutoff * t) / (Double.pi * t)
+            let r = t / mid
+            let window = i0(beta * (1 - r * r).squareRoot()) / i0(beta)
+            h[j] = Float(sinc * window * Double(up))
+        }
+        taps = h
+    }
+
+    /// The filter's delay in output samples.
+    public var delay: Double { Double(taps.count - 1) / 2 / Double(down) }
+
+    /// Resamples the next piece of the stream.
+    public mutating func process(_ input: [Int16]) -> [Int16] {
+        history.reserveCapacity(history.count + input.count)
+        for s in input { history.append(Float(s)) }
+        consumed += input.count
+        var out: [Int16] = []
+        out.reserveCapacity(input.count * up / down + 2)
+        let n = taps.count
+        while true {
+            let t = produced * down  // upsampled index of this output
+            let newest = t / up  // newest input it needs
+            guard newest < consumed else { break }
+            var acc: Float = 0
+            var m = newest
+            var j = t - up * m
+            while j < n && m >= historyStart {
+                if m >= 0 { acc += taps[j] * history[m - historyStart] }
+                m -= 1
+                j += up
+            }
+            out.append(Int16(clamping: Int(acc.rounded())))
+            produced += 1
+        }
+        // Keep what the next output can still need.
+        let nextT = produced * down
+        let oldestNeeded = max(0, (nextT - n + 1 + up - 1) / up)
+        if oldestNeeded > historyStart {
+            let drop = min(oldestNeeded - historyStart, history.count)
+            history.removeFirst(drop)
+            historyStart += drop
+        }
+        return out
+    }
+}
