@@ -181,8 +181,8 @@ public struct DTMFSender: Sendable {
     /// The timing in force.
     public let configuration: Configuration
 
-    /// A sender; throws ``DTMFError/Rule/badConfiguration`` for a digit under 40 ms, an interval
-    /// outside 5…1000 ms, or a clock rate outside 1000…192000.
+    /// A sender; throws ``DTMFError/Rule/badConfiguration`` for a digit outside 40 ms…60 s, an
+    /// interval outside 5…1000 ms, a gap or pause outside 0…60 s, or a clock rate outside 1000…192000.
     public init(configuration: Configuration = Configuration()) throws(DTMFError) {
         let c = configuration
         guard c.digitDuration >= .milliseconds(40), c.digitDuration <= .seconds(60) else {
@@ -194,8 +194,8 @@ public struct DTMFSender: Sendable {
         guard (1000...192_000).contains(c.clockRate) else {
             throw DTMFError(offset: 0, rule: .badConfiguration, detail: "clock rate must be 1000…192000")
         }
-        guard c.interDigitGap >= .zero, c.pause >= .zero else {
-            throw DTMFError(offset: 0, rule: .badConfiguration, detail: "negative gap or pause")
+        guard c.interDigitGap >= .zero, c.pause >= .zero, c.interDigitGap <= .seconds(60), c.pause <= .seconds(60) else {
+            throw DTMFError(offset: 0, rule: .badConfiguration, detail: "gap and pause must be 0…60 s")
         }
         self.configuration = configuration
     }

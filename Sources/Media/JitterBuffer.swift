@@ -390,7 +390,7 @@ public struct JitterBuffer: Sendable {
         if !talkspurt {
             // Silence: re-anchor the playout point so that the delay matches the target.
             if let newest = entries.max(by: { $0.ts < $1.ts }) {
-                let anchored = Int64((nowSamples - targetSamples - minTransit).rounded(.down))
+                let anchored = Self.clamped((nowSamples - targetSamples - minTransit).rounded(.down))
                 playout = max(min(anchored, newest.ts), playedEnd)
                 while let e = entries.first, e.ts + frame <= playout {
                     entries.removeFirst()
@@ -554,7 +554,7 @@ public struct JitterBuffer: Sendable {
         let low = Self.seconds(configuration.minDelay) * rate
         let high = max(low, Self.seconds(configuration.maxDelay) * rate)
         if transitCount >= configuration.minimumHistory {
-            let q = min(max(configuration.jitterQuantile, 0), 1)
+            let q = configuration.jitterQuantile.isNaN ? 0.97 : min(max(configuration.jitterQuantile, 0), 1)
             let spread = window[Int((Double(window.count - 1) * q).rounded(.up))] - minTransit
             targetSamples = min(max(spread, low), high)
         } else {
@@ -564,7 +564,13 @@ public struct JitterBuffer: Sendable {
     }
 
     private func duration(samples: Double) -> Duration {
-        .nanoseconds(Int64((samples / rate * 1e9).rounded()))
+        .nanoseconds(Self.clamped((samples / rate * 1e9).rounded()))
+    }
+
+    /// A whole number as Int64, saturating instead of trapping (absurd times stay harmless).
+    static func clamped(_ x: Double) -> Int64 {
+        if x.isNaN { return 0 }
+        return x >= 9.2e18 ? Int64(9.2e18) : x <= -9.2e18 ? Int64(-9.2e18) : Int64(x)
     }
 
     static func seconds(_ d: Duration) -> Double {
@@ -573,6 +579,6 @@ public struct JitterBuffer: Sendable {
     }
 
     static func samples(_ d: Duration, rate: Double) -> Int64 {
-        Int64((seconds(d) * rate).rounded())
+        clamped((seconds(d) * rate).rounded())
     }
 }

@@ -22,14 +22,14 @@ public struct MediaClock: Sendable, Hashable {
     public func timestamp(at time: Duration) -> UInt32 {
         let elapsed = time - start
         let c = elapsed.components
-        let units = c.seconds * Int64(clockRate) + Int64((Double(c.attoseconds) * 1e-18 * Double(clockRate)).rounded(.down))
+        let units = c.seconds &* Int64(clockRate) &+ Int64((Double(c.attoseconds) * 1e-18 * Double(clockRate)).rounded(.down))
         return baseTimestamp &+ UInt32(truncatingIfNeeded: units)
     }
 
     /// The monotonic time of an RTP timestamp, taken as the nearest (within ±2³¹ units) to `start`.
     public func time(of timestamp: UInt32) -> Duration {
         let delta = Int64(Int32(bitPattern: timestamp &- baseTimestamp))
-        return start + .nanoseconds(delta * 1_000_000_000 / Int64(clockRate))
+        return start + .nanoseconds(delta * 1_000_000_000 / Int64(clockRate))  // |delta| < 2³¹: no overflow
     }
 }
 
@@ -74,9 +74,8 @@ public struct RTPPacketizer: Sendable {
     public init(payloadType: UInt8, clockRate: Int, frameDuration: Duration, ssrc: UInt32, firstSequenceNumber: UInt16, firstTimestamp: UInt32) {
         self.payloadType = payloadType & 0x7F
         self.clockRate = max(1, clockRate)
-        let c = frameDuration.components
-        let units = c.seconds * Int64(self.clockRate) + Int64((Double(c.attoseconds) * 1e-18 * Double(self.clockRate)).rounded())
-        samplesPerFrame = UInt32(clamping: max(1, units))
+        let units = (JitterBuffer.seconds(frameDuration) * Double(self.clockRate)).rounded()
+        samplesPerFrame = UInt32(clamping: JitterBuffer.clamped(max(1, units)))
         self.ssrc = ssrc
         nextSequenceNumber = firstSequenceNumber
         nextTimestamp = firstTimestamp

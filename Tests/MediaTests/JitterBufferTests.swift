@@ -280,3 +280,47 @@ import Testing
         #expect(ms(r.stats.targetDelay) > 60)
     }
 }
+
+@Suite struct JitterBufferRobustnessTests {
+    /// Random and hostile input: arbitrary sequence numbers, timestamps, SSRCs and times (huge,
+    /// negative, going backwards). Nothing traps, the buffer stays within its capacity, and
+    /// within one SSRC no sequence number plays twice in a row of the same stream.
+    @Test(arguments: [1, 2, 3, 4] as [UInt64])
+    func randomInput(seed: UInt64) {
+        var rng = TestRandom(seed: seed)
+        var b = JitterBuffer(configuration: JitterBufferConfiguration(capacity: 16))
+        var time = Duration.zero
+        var lastPlayed: (ssrc: UInt32, seq: UInt16)?
+        var resets = 0
+        for _ in 0..<20_000 {
+            switch Int.random(in: 0..<10, using: &rng) {
+            case 0: time = .seconds(Int64.random(in: -1_000_000_000...1_000_000_000, using: &rng))
+            case 1: time += .milliseconds(Int.random(in: -50...50, using: &rng))
+            default: time += .milliseconds(Int.random(in: 0...25, using: &rng))
+            }
+            if Bool.random(using: &rng) {
+                let p = JitterBufferPacket(sequenceNumber: UInt16.random(in: 0...20, using: &rng) &+ (lastPlayed?.seq ?? 0),
+                                           timestamp: UInt32.random(in: .min ... .max, using: &rng), ssrc: UInt32.random(in: 0...2, using: &rng),
+                                           marker: Bool.random(using: &rng), payload: [])
+                if b.insert(p, arrival: time) == .restarted { resets += 1; lastPlayed = nil }
+            } else if case .audio(let p) = b.pull(at: time) {
+                if let l = lastPlayed, l.ssrc == p.ssrc { #expect(p.sequenceNumber != l.seq) }
+                lastPlayed = (p.ssrc, p.sequenceNumber)
+            }
+            #expect(b.statistics.buffered <= 16)
+        }
+        #expect(b.statistics.resets == resets)
+        #expect(b.statistics.received > 5000)
+    }
+
+    @Test func absurdConfigurationIsTolerated() {
+        let c = JitterBufferConfiguration(clockRate: 0, frameDuration: .zero, minDelay: .seconds(10), maxDelay: .zero, jitterQuantile: .nan,
+                                          historySize: 0, minimumHistory: -1, maxConcealment: .seconds(-1), adjustmentInterval: 0, capacity: 0)
+        var b = JitterBuffer(configuration: c)
+        for i in 0..<200 {
+            b.insert(JitterBufferPacket(sequenceNumber: UInt16(i), timestamp: UInt32(i), payload: []), arrival: .milliseconds(i))
+            _ = b.pull(at: .milliseconds(i))
+        }
+        #expect(b.statistics.buffered <= 1)
+    }
+}
