@@ -212,6 +212,34 @@ import RTP
         #expect { try r.receive(payload: [1, 2], timestamp: 0, arrival: .zero) } throws: { ($0 as? DTMFError)?.rule == .payloadTooShort }
     }
 
+    @Test(arguments: [1, 2, 3] as [UInt64])
+    func randomPacketsKeepTheBeganEndedPairing(seed: UInt64) throws {
+        var rng = TestRandom(seed: seed)
+        var r = DTMFReceiver()
+        var open: UInt32?
+        var endedCount: [UInt32: Int] = [:]
+        var time = Duration.zero
+        for _ in 0..<20_000 {
+            time += .milliseconds(Int.random(in: 0...60, using: &rng))
+            let ev = TelephoneEvent(event: UInt8.random(in: 0...3, using: &rng), end: Int.random(in: 0..<6, using: &rng) == 0,
+                                    duration: UInt16.random(in: .min ... .max, using: &rng))
+            var out = try r.receive(payload: ev.serialized(), timestamp: UInt32.random(in: 0...40, using: &rng) * 1000, arrival: time)
+            out += r.tick(at: time)
+            for o in out {
+                switch o {
+                case .began(let e):
+                    #expect(open == nil, "began while another event is open")
+                    open = e.timestamp
+                case .ended(let e):
+                    #expect(open == e.timestamp, "ended an event that did not begin")
+                    open = nil
+                    endedCount[e.timestamp, default: 0] += 1
+                }
+            }
+        }
+        #expect(!endedCount.isEmpty)
+    }
+
     // MARK: captures
 
     static func events(_ file: String, payloadType: UInt8) throws -> [ReceivedDTMF]? {
