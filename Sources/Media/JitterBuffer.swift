@@ -142,7 +142,9 @@ public struct JitterBufferStatistics: Sendable, Hashable {
     /// Sequence numbers passed at playout without ever having been received; a packet that
     /// arrives afterwards counts as late instead.
     public var lost = 0
-    /// Frames handed out as ``JitterBufferFrame/missing(_:)``.
+    /// Frames handed out as ``JitterBufferFrame/missing(_:)``. This includes the underrun frames
+    /// at the end of each talkspurt of a sender that stops sending in silence: until the next
+    /// packet comes, the buffer cannot tell that silence from a stall.
     public var concealed = 0
     /// Frames inserted to grow the delay (``JitterBufferFrame/stretch``).
     public var stretched = 0

@@ -260,6 +260,29 @@ import Testing
         #expect(r.count { $0 == .silence } >= 95)
     }
 
+    @Test func nextPacketAndPrebuffering() {
+        var b = JitterBuffer()
+        #expect(b.pull(at: Self.at(10)) == .empty)
+        // Packet 1 on time (media time 20 ms, arrival 20 ms), packet 0 25 ms late.
+        b.insert(Self.packet(1), arrival: Self.at(20))
+        b.insert(Self.packet(0), arrival: Self.at(25))
+        #expect(b.nextPacket?.sequenceNumber == 100)
+        // Prebuffering: silence until the fastest packet has waited the initial 60 ms.
+        #expect(b.pull(at: Self.at(30)) == .silence)
+        #expect(b.pull(at: Self.at(50)) == .silence)
+        #expect(b.pull(at: Self.at(70)) == .audio(Self.packet(0)))
+        #expect(b.nextPacket?.sequenceNumber == 101)
+        #expect(b.pull(at: Self.at(90)) == .audio(Self.packet(1)))
+        #expect(b.nextPacket == nil)
+        // Then the buffer runs dry: concealed as underrun for 100 ms, then silence.
+        let after = (0..<8).map { b.pull(at: Self.at(110 + 20 * Double($0))) }
+        #expect(after.prefix(5).allSatisfy { if case .missing(let m) = $0 { m.reason == .underrun } else { false } })
+        #expect(after.suffix(3).allSatisfy { $0 == .silence })
+        #expect(b.statistics.concealed == 5 && b.statistics.lost == 0)
+        b.reset()
+        #expect(b.pull(at: Self.at(300)) == .empty)
+    }
+
     @Test func overflowDropsTheOldest() {
         var b = JitterBuffer(configuration: JitterBufferConfiguration(capacity: 8))
         for i in 0..<12 { b.insert(Self.packet(i), arrival: .zero) }
