@@ -45,6 +45,24 @@ import Testing
         #expect(r.stats.late == 0 && r.stats.lost == 0 && r.lostFrames.isEmpty, "\(r.stats) \(r.delays)")
     }
 
+    @Test(arguments: [2, 4, 8])
+    func reorderingWindows(window: Int) {
+        var p = Pattern(count: 2000, jitterMs: 5)
+        p.reorderWindow = window
+        p.seed = UInt64(window)
+        let arrivals = p.arrivals()
+        let r = replay(arrivals, pulls: 2030)
+        checkInvariants(r, distinctSent: 2000, first: 1000)
+        // The buffer grows to the reordering depth (window − 1 frames) and loses nothing; late
+        // packets only in the first second or two, while the initial 60 ms is too short.
+        #expect(r.stats.lost == 0)
+        #expect(Double(r.stats.late) / 2000 < 0.025, "\(r.stats)")
+        let settled = r.frames[150..<1950].filter { if case .missing = $0.frame { true } else { false } }
+        #expect(settled.isEmpty, "\(settled.count) frames missing after the start")
+        #expect(ms(r.stats.targetDelay) >= Double(window - 1) * 20 - 5, "\(r.stats)")
+        #expect(ms(r.stats.targetDelay) <= Double(window) * 20 + 10, "\(r.stats)")
+    }
+
     @Test func duplicatesAreCountedAndPlayedOnce() {
         var arrivals = Pattern(count: 50).arrivals()
         arrivals += arrivals.map { Arrival(packet: $0.packet, time: $0.time + .milliseconds(3)) }

@@ -63,6 +63,10 @@ struct Pattern {
     var lossStay = 0.0
     /// Packets (by index) sent during [start, start+duration) are held until its end.
     var stall: (start: Double, duration: Double)?
+    /// Reordering: consecutive blocks of this many packets are held until the block's last one
+    /// has arrived, then delivered together in a random order, 0.1 ms apart (1: no reordering).
+    /// No packet arrives before it was sent; the first of a block waits up to window − 1 frames.
+    var reorderWindow = 1
     var seed: UInt64 = 1
 
     func arrivals() -> [Arrival] {
@@ -82,6 +86,14 @@ struct Pattern {
                                        timestamp: firstTimestamp &+ UInt32(truncatingIfNeeded: i) &* samples,
                                        ssrc: ssrc, marker: i == 0, payloadType: 0, payload: [UInt8(truncatingIfNeeded: i)])
             out.append(Arrival(packet: p, time: .nanoseconds(Int64((arrive * 1e9).rounded()))))
+        }
+        if reorderWindow > 1 {
+            for start in stride(from: 0, to: out.count, by: reorderWindow) {
+                let block = start..<min(start + reorderWindow, out.count)
+                let release = block.map { out[$0].time }.max()!
+                let order = Array(block).shuffled(using: &rng)
+                for (k, i) in order.enumerated() { out[i].time = release + .microseconds(100 * k) }
+            }
         }
         return out
     }
