@@ -175,6 +175,25 @@ public struct CallStatistics: Sendable, Hashable {
     }
 }
 
+extension QualitySample {
+    /// The sample for the interval between two snapshots of the same call: loss is the share of
+    /// the packets expected in the interval that did not arrive (`Δlost / (Δreceived + Δlost)`,
+    /// 0 when nothing was expected), jitter and RTT are the current snapshot's, MOS its
+    /// ``CallStatistics/estimatedMOS(codec:packetization:burstRatio:)`` with that interval loss.
+    public init(from previous: CallStatistics, to current: CallStatistics, codec: CodecImpairment, packetization: Duration = .milliseconds(20),
+                audioInputLevel: Double? = nil, muted: Bool = false) {
+        let lost = max(0, current.packetsLost - previous.packetsLost)
+        let received = current.received.packets >= previous.received.packets ? Int64(current.received.packets - previous.received.packets) : 0
+        let expected = received + lost
+        let loss = expected > 0 ? Double(lost) / Double(expected) : 0
+        var interval = current
+        interval.fractionLost = loss
+        interval.jitterBuffer = nil
+        self.init(jitter: current.jitter, roundTripTime: current.roundTripTime, packetLoss: loss,
+                  mos: interval.estimatedMOS(codec: codec, packetization: packetization), audioInputLevel: audioInputLevel, muted: muted)
+    }
+}
+
 /// Call-quality warnings, as the mobile voice SDKs raise them.
 public enum QualityWarning: String, Sendable, Hashable, CaseIterable {
     /// Jitter over the threshold (30 ms) in 3 of the last 5 samples.

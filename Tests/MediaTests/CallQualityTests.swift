@@ -176,4 +176,19 @@ import Glibc
         for _ in 0..<10 { #expect(m.add(QualitySample()).isEmpty) }
         #expect(m.active == [.highJitter, .highRTT, .lowMOS])
     }
+
+    @Test func sampleFromTwoSnapshots() {
+        let a = CallStatistics(received: .init(packets: 1000, bytes: 160_000), packetsLost: 10, jitter: .milliseconds(4))
+        let b = CallStatistics(received: .init(packets: 1045, bytes: 167_200), packetsLost: 15, jitter: .milliseconds(45),
+                               roundTripTime: .milliseconds(100))
+        let s = QualitySample(from: a, to: b, codec: .g711WithPLC, audioInputLevel: -30)
+        #expect(s.packetLoss == 0.1)  // 5 of 50 expected
+        #expect(s.jitter == .milliseconds(45) && s.roundTripTime == .milliseconds(100) && s.audioInputLevel == -30 && !s.muted)
+        #expect(abs(s.mos! - EModel.mos(oneWayDelay: .milliseconds(70), codec: .g711WithPLC, packetLossPercent: 10)) < 1e-9)
+        // Nothing expected in the interval: no loss.
+        #expect(QualitySample(from: b, to: b, codec: .g711).packetLoss == 0)
+        var m = QualityMonitor()
+        let events = (0..<3).flatMap { _ in m.add(s) }
+        #expect(Set(events) == [.raised(.highJitter), .raised(.lowMOS)])  // 10% loss: R 66.1, MOS 3.41
+    }
 }
