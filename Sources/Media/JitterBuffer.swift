@@ -106,8 +106,8 @@ public struct JitterBufferConfiguration: Sendable, Hashable {
     public var adjustmentInterval: Int
     /// Most packets held; beyond it the oldest is dropped.
     public var capacity: Int
-    /// A change of transit time larger than this is taken as a timestamp discontinuity (the
-    /// sender restarted its clock): the jitter history is cleared.
+    /// A timestamp jump back, or a transit shortened, by more than this is taken as a timestamp
+    /// discontinuity (the sender restarted its clock): the playout restarts.
     public var discontinuityThreshold: Duration
 
     /// A configuration; defaults suit 20 ms G.711 frames.
@@ -207,6 +207,12 @@ public struct JitterBufferStatistics: Sendable, Hashable {
 /// - **SSRC change**: a new SSRC resets the stream (buffer, history, playout point; counters are
 ///   kept). Packets from the previous SSRC arriving afterwards are dropped as ``JitterBufferStatistics/foreign``.
 ///   A sequence number jump of more than 3000 (RFC 3550's `MAX_DROPOUT`) also resets.
+/// - **Timestamp jumps**: a newer sequence number whose timestamp is more than
+///   ``JitterBufferConfiguration/discontinuityThreshold`` older than the highest seen, or whose
+///   transit is that much shorter than the previous packet's (a jump forward further than time
+///   passed), means the sender restarted its clock: the buffered packets are dropped, the jitter
+///   history is cleared and the playout restarts from that packet (counted in
+///   ``JitterBufferStatistics/resets``). Transits that grow (a network stall) are never a restart.
 public struct JitterBuffer: Sendable {
     /// What ``insert(_:arrival:)`` did with a packet.
     public enum InsertResult: Sendable, Hashable {
@@ -338,10 +344,28 @@ public struct JitterBuffer: Sendable {
             return .duplicate
         }
         recent[Int(seq & 1023)] = seq
+        let threshold = Self.seconds(configuration.discontinuityThreshold) * rate
+        let arrivalSamples = Self.seconds(arrival) * rate
+        let transit = arrivalSamples - Double(ts)
+        if let hs = highestSeq, let ht = highestTs, seq > hs,
+           Double(ht - ts) > threshold || (lastTransit.map { $0 - transit > threshold } ?? false) {
+            // A newer packet whose timestamp jumped back, or forward further than time passed:
+            // the sender restarted its clock. The old timeline's packets cannot be placed
+            // against the new one: drop them and start the playout again from this packet.
+            // (A long network stall only makes transits grow: it is not a restart.)
+            statistics.dropped += entries.count
+            entries.removeAll(keepingCapacity: true)
+            started = false
+            talkspurt = false
+            emptyRun = 0
+            clearHistory()
+            statistics.resets += 1
+            restarted = true
+            highestTs = ts
+        }
         if seq > (highestSeq ?? .min) { highestSeq = seq }
         if ts > (highestTs ?? .min) { highestTs = ts }
-        let arrivalSamples = Self.seconds(arrival) * rate
-        recordTransit(arrivalSamples - Double(ts), at: arrivalSamples)
+        recordTransit(transit, at: arrivalSamples)
 
         if started {
             if seq < nextSeq {
@@ -514,9 +538,6 @@ public struct JitterBuffer: Sendable {
     }
 
     private mutating func recordTransit(_ d: Double, at time: Double) {
-        if let last = lastTransit, abs(d - last) > Self.seconds(configuration.discontinuityThreshold) * rate {
-            clearHistory()
-        }
         lastTransit = d
         transits[transitIndex] = d
         arrivals[transitIndex] = time

@@ -160,6 +160,23 @@ import Testing
         #expect(b.statistics.lost == 0)
     }
 
+    @Test(arguments: [-400_000, 400_000] as [Int64])
+    func timestampJumpKeepsTheStreamPlaying(jump: Int64) {
+        // The sender's timestamps jump by ±50 s at packet 200, sequence numbers continue.
+        var arrivals = Pattern(count: 400, jitterMs: 10).arrivals()
+        for i in 200..<400 {
+            arrivals[i].packet.timestamp = UInt32(truncatingIfNeeded: Int64(arrivals[i].packet.timestamp) + jump)
+        }
+        let r = replay(arrivals, pulls: 430)
+        // Before and after the jump the stream plays; a few frames around it may be lost to the restart.
+        let before = r.played.filter { $0 < 1200 }.count
+        let after = r.played.filter { $0 >= 1200 }.count
+        #expect(before >= 190 && after >= 185, "\(before) \(after) \(r.stats)")
+        #expect(zip(r.played, r.played.dropFirst()).allSatisfy { $0 < $1 })
+        #expect(r.stats.resets == 1)
+        #expect(r.stats.maxDelay <= .milliseconds(220))
+    }
+
     @Test func sequenceJumpRestarts() {
         var b = JitterBuffer()
         for i in 0..<10 { b.insert(Self.packet(i), arrival: Self.at(Double(i) * 20)) }
