@@ -20,9 +20,13 @@ public struct Resampler: Sendable {
     public let outputRate: Int
     private let up: Int
     private let down: Int
-    private let taps: [Float]
-    private var history: [Float] = []
-    private var historyStart = 0  // absolute index of history[0]
+    private let tapCount: Int
+    /// The polyphase sub-filters, one per phase, each reversed and zero-padded at the front to
+    /// ``phaseLength``, laid end to end: output = dot(phase filter, the last phaseLength inputs).
+    private let phases: [Float]
+    private let phaseLength: Int
+    private var history: [Float]
+    private var historyStart: Int  // absolute input index of history[0]
     private var consumed = 0  // inputs received
     private var produced = 0  // outputs produced
 
@@ -63,40 +67,71 @@ public struct Resampler: Sendable {
             let window = i0(beta * (1 - r * r).squareRoot()) / i0(beta)
             h[j] = Float(sinc * window * Double(up))
         }
-        taps = h
+        tapCount = n
+        let length = (n + up - 1) / up
+        phaseLength = length
+        var flat = [Float](repeating: 0, count: up * length)
+        for phase in 0..<up {
+            // Taps phase, phase + up, … multiply inputs m0, m0 − 1, …: reversed, they line up
+            // with the inputs m0 − length + 1 … m0 in order.
+            var i = 0
+            while phase + up * i < n {
+                flat[phase * length + length - 1 - i] = h[phase + up * i]
+                i += 1
+            }
+        }
+        phases = flat
+        history = [Float](repeating: 0, count: length)  // silence before the stream
+        historyStart = -length
     }
 
     /// The filter's delay in output samples.
-    public var delay: Double { Double(taps.count - 1) / 2 / Double(down) }
+    public var delay: Double { Double(tapCount - 1) / 2 / Double(down) }
 
     /// Resamples the next piece of the stream.
     public mutating func process(_ input: [Int16]) -> [Int16] {
         history.reserveCapacity(history.count + input.count)
         for s in input { history.append(Float(s)) }
         consumed += input.count
-        var out: [Int16] = []
-        out.reserveCapacity(input.count * up / down + 2)
-        let n = taps.count
-        while true {
-            let t = produced * down  // upsampled index of this output
-            let newest = t / up  // newest input it needs
-            guard newest < consumed else { break }
-            var acc: Float = 0
-            var m = newest
-            var j = t - up * m
-            while j < n && m >= historyStart {
-                if m >= 0 { acc += taps[j] * history[m - historyStart] }
-                m -= 1
-                j += up
+        // Outputs k whose newest input, k × down / up, has arrived.
+        let total = consumed == 0 ? 0 : (consumed * up - 1) / down + 1
+        let count = max(0, total - produced)
+        var out = [Int16](repeating: 0, count: count)
+        let length = phaseLength
+        let base = historyStart
+        var k = produced
+        phases.withUnsafeBufferPointer { filters in
+            history.withUnsafeBufferPointer { x in
+                out.withUnsafeMutableBufferPointer { o in
+                    for slot in 0..<count {
+                        let t = k * down
+                        let newest = t / up
+                        let f = filters.baseAddress! + (t - newest * up) * length
+                        let v = x.baseAddress! + (newest - length + 1 - base)
+                        var a0: Float = 0, a1: Float = 0, a2: Float = 0, a3: Float = 0
+                        var j = 0
+                        while j + 4 <= length {
+                            a0 += f[j] * v[j]
+                            a1 += f[j + 1] * v[j + 1]
+                            a2 += f[j + 2] * v[j + 2]
+                            a3 += f[j + 3] * v[j + 3]
+                            j += 4
+                        }
+                        while j < length {
+                            a0 += f[j] * v[j]
+                            j += 1
+                        }
+                        o[slot] = Int16(clamping: Int(((a0 + a1) + (a2 + a3)).rounded()))
+                        k += 1
+                    }
+                }
             }
-            out.append(Int16(clamping: Int(acc.rounded())))
-            produced += 1
         }
-        // Keep what the next output can still need.
-        let nextT = produced * down
-        let oldestNeeded = max(0, (nextT - n + 1 + up - 1) / up)
-        if oldestNeeded > historyStart {
-            let drop = min(oldestNeeded - historyStart, history.count)
+        produced = k
+        // Keep the inputs the next output can still need.
+        let oldestNeeded = (produced * down) / up - length + 1
+        let drop = min(max(0, oldestNeeded - historyStart), history.count)
+        if drop > 0 {
             history.removeFirst(drop)
             historyStart += drop
         }
