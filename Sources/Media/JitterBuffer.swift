@@ -262,6 +262,7 @@ public struct JitterBuffer: Sendable {
     private var transitIndex = 0
     private var lastTransit: Double?
     private var minTransit: Double = 0
+    private var top: [Double]
     private var targetSamples: Double
     private var pullsSinceEstimate = 0
 
@@ -273,6 +274,7 @@ public struct JitterBuffer: Sendable {
         recent = [Int64](repeating: -1, count: 1024)
         transits = [Double](repeating: 0, count: max(4, configuration.historySize))
         arrivals = transits
+        top = transits
         targetSamples = Double(Self.samples(configuration.initialDelay, rate: Double(max(1, configuration.clockRate))))
         targetSamples = min(max(targetSamples, Self.seconds(configuration.minDelay) * rate), Self.seconds(configuration.maxDelay) * rate)
         statistics.targetDelay = duration(samples: targetSamples)
@@ -567,18 +569,35 @@ public struct JitterBuffer: Sendable {
             if t2 - t1 > rate / 10 { slope = min(max((min2 - min1) / (t2 - t1), -0.03), 0.03) }
         }
         statistics.clockDrift = slope
-        var window = [Double](repeating: 0, count: n)
+        // The minimum and the quantile of the projected transits. The quantile is the m-th
+        // largest value (m small for the usual quantiles): kept in a small sorted array in one
+        // pass, without sorting the window or allocating.
+        let q = configuration.jitterQuantile.isNaN ? 0.97 : min(max(configuration.jitterQuantile, 0), 1)
+        let index = Int((Double(n - 1) * q).rounded(.up))
+        let m = min(n - index, top.count)
+        var count = 0
+        var smallest = Double.infinity
         for k in 0..<n {
             let i = (start + k) % transits.count
-            window[k] = transits[i] + slope * (now - arrivals[i])
+            let v = transits[i] + slope * (now - arrivals[i])
+            smallest = min(smallest, v)
+            if count < m {
+                var j = count
+                while j > 0 && top[j - 1] > v { top[j] = top[j - 1]; j -= 1 }
+                top[j] = v
+                count += 1
+            } else if v > top[0] {
+                var j = 0
+                while j + 1 < m && top[j + 1] < v { top[j] = top[j + 1]; j += 1 }
+                top[j] = v
+            }
         }
-        window.sort()
-        minTransit = window[0]
+        minTransit = smallest
         let low = Self.seconds(configuration.minDelay) * rate
         let high = max(low, Self.seconds(configuration.maxDelay) * rate)
         if transitCount >= configuration.minimumHistory {
-            let q = configuration.jitterQuantile.isNaN ? 0.97 : min(max(configuration.jitterQuantile, 0), 1)
-            let spread = window[Int((Double(window.count - 1) * q).rounded(.up))] - minTransit
+            // top[0] is the m-th largest: the value at `index` in sorted order.
+            let spread = top[0] - minTransit
             targetSamples = min(max(spread, low), high)
         } else {
             targetSamples = min(max(Self.seconds(configuration.initialDelay) * rate, low), high)
