@@ -265,6 +265,7 @@ public struct JitterBuffer: Sendable {
     private var top: [Double]
     private var targetSamples: Double
     private var pullsSinceEstimate = 0
+    private var estimated = false
 
     /// A buffer with the given configuration.
     public init(configuration: JitterBufferConfiguration = JitterBufferConfiguration()) {
@@ -401,7 +402,8 @@ public struct JitterBuffer: Sendable {
     public mutating func pull(at now: Duration) -> JitterBufferFrame {
         let nowSamples = Self.seconds(now) * rate
         pullsSinceEstimate += 1
-        if transitCount < configuration.minimumHistory * 2 || pullsSinceEstimate >= 5 { estimate(now: nowSamples) }
+        // Every pull while the history fills (or after it was cleared), then every fifth.
+        if transitCount < transits.count || pullsSinceEstimate >= 5 || !estimated { estimate(now: nowSamples) }
         framesSinceAdjustment += 1
         defer { statistics.buffered = entries.count }
 
@@ -537,6 +539,7 @@ public struct JitterBuffer: Sendable {
         transitIndex = 0
         lastTransit = nil
         pullsSinceEstimate = 0
+        estimated = false
     }
 
     private mutating func recordTransit(_ d: Double, at time: Double) {
@@ -554,6 +557,7 @@ public struct JitterBuffer: Sendable {
     /// to the newest arrival before the minimum and the quantile are taken.
     private mutating func estimate(now: Double) {
         pullsSinceEstimate = 0
+        estimated = true
         guard transitCount > 0 else { return }
         let n = transitCount
         let start = n < transits.count ? 0 : transitIndex  // the oldest entry

@@ -385,3 +385,26 @@ import Testing
         #expect(b.statistics.buffered <= 1)
     }
 }
+
+@Suite struct JitterEstimateTests {
+    /// The target delay is the chosen quantile of the transit spread, checked against a plain
+    /// sort. Both halves of the history share the same minimum, so the drift estimate is zero.
+    @Test(arguments: [0.5, 0.9, 0.97, 1.0])
+    func targetIsTheQuantileOfTheSpread(quantile: Double) {
+        var rng = TestRandom(seed: UInt64(quantile * 1000))
+        var extra = (0..<100).map { _ in Double(Int.random(in: 0...150_000, using: &rng)) / 1000 }  // ms, µs resolution
+        extra[3] = 0
+        extra[77] = 0
+        let c = JitterBufferConfiguration(maxDelay: .milliseconds(500), jitterQuantile: quantile, historySize: 100, minimumHistory: 50)
+        var b = JitterBuffer(configuration: c)
+        for i in 0..<100 {
+            let p = JitterBufferPacket(sequenceNumber: UInt16(i), timestamp: UInt32(i * 160), payload: [])
+            b.insert(p, arrival: .microseconds(Int64((Double(i) * 20 + 40 + extra[i]) * 1000)))
+        }
+        _ = b.pull(at: .seconds(3))
+        let sorted = extra.sorted()
+        let expected = min(max(sorted[Int((99 * quantile).rounded(.up))], 20), 500)
+        #expect(abs(ms(b.statistics.targetDelay) - expected) < 0.001, "\(ms(b.statistics.targetDelay)) vs \(expected)")
+        #expect(b.statistics.clockDrift == 0)
+    }
+}
