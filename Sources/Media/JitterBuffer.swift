@@ -366,9 +366,13 @@ public struct JitterBuffer: Sendable {
             restarted = true
             highestTs = ts
         }
-        if seq > (highestSeq ?? .min) { highestSeq = seq }
+        let newest = seq > (highestSeq ?? .min)
+        if newest { highestSeq = seq }
         if ts > (highestTs ?? .min) { highestTs = ts }
         recordTransit(transit, at: arrivalSamples)
+        // The restart test compares with the newest packet's transit only: a single straggler
+        // arriving seconds late must not make the next packet look like a clock jump.
+        if newest { lastTransit = transit }
 
         if started {
             if seq < nextSeq {
@@ -543,7 +547,6 @@ public struct JitterBuffer: Sendable {
     }
 
     private mutating func recordTransit(_ d: Double, at time: Double) {
-        lastTransit = d
         transits[transitIndex] = d
         arrivals[transitIndex] = time
         transitIndex = (transitIndex + 1) % transits.count

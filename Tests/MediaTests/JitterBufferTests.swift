@@ -177,6 +177,16 @@ import Testing
         #expect(r.stats.maxDelay <= .milliseconds(220))
     }
 
+    @Test func aStragglerSecondsLateIsNotAClockJump() {
+        var arrivals = Pattern(count: 400, jitterMs: 10).arrivals()
+        arrivals[150].time += .seconds(3)
+        let r = replay(arrivals, pulls: 430)
+        checkInvariants(r, distinctSent: 400, first: 1000)
+        #expect(r.stats.resets == 0)
+        #expect(r.stats.late == 1 && r.stats.lost == 0)
+        #expect(r.lostFrames.map(\.sequenceNumber) == [1150])
+    }
+
     @Test func sequenceJumpRestarts() {
         var b = JitterBuffer()
         for i in 0..<10 { b.insert(Self.packet(i), arrival: Self.at(Double(i) * 20)) }
