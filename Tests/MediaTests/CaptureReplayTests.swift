@@ -68,4 +68,21 @@ struct CapturedRTP {
         #expect(r.stats.maxDelay <= .milliseconds(220))
         #expect(r.stats.targetDelay >= .milliseconds(20) && r.stats.targetDelay <= .milliseconds(200))
     }
+
+    /// SIPp's `uac_pcap` audio (G.711 A-law, as recorded): every packet plays, in order.
+    @Test func sippG711AStream() throws {
+        let relative = "sipp/pcap-play/g711a.pcap"
+        guard TestPaths.corporaHas(relative) else {
+            if TestPaths.isCI { Issue.record("\(relative) is missing") } else { print("skipping: \(relative) is absent") }
+            return
+        }
+        let flow = try CapturedRTP.read(TestPaths.corpora + "/" + relative).filter { $0.packet.payloadType == 8 }
+        #expect(flow.count == 236)
+        let start = flow[0].time
+        let r = replay(flow.map { Arrival(packet: JitterBufferPacket($0.packet), time: $0.time - start) },
+                       pulls: Int(JitterBuffer.seconds(flow.last!.time - start) * 50) + 30)
+        checkInvariants(r, distinctSent: 236, first: flow[0].packet.sequenceNumber)
+        #expect(r.played.count + r.stats.dropped == 236, "\(r.stats)")
+        #expect(r.stats.late == 0 && r.stats.lost == 0)
+    }
 }

@@ -268,6 +268,15 @@ import RTP
         #expect(e.allSatisfy { $0.endReceived && $0.duration == 1600 })
     }
 
+    @Test func sippPcapPlayDigitsMatchTheFileNames() throws {
+        if let e = try Self.events("../sipp/pcap-play/dtmf_2833_1.pcap", payloadType: 101) {
+            #expect(e.compactMap(\.character) == ["1"] && e[0].endReceived)
+        }
+        if let e = try Self.events("../sipp/pcap-play/dtmf_2833_pound.pcap", payloadType: 101) {
+            #expect(e.compactMap(\.character) == ["#"] && e[0].endReceived)
+        }
+    }
+
     @Test func otherCapturesGiveOneEventPerTimestamp() throws {
         if let e = try Self.events("asterisk-testsuite/dtmf_2833_4.pcap", payloadType: 101) {
             #expect(e.count == 1 && e[0].endReceived && e[0].duration == 2240)
