@@ -64,6 +64,8 @@ let package = Package(
         .target(name: "SwitchboardTestSupport", path: "Tests/Support"),
         // Parser throughput benchmark; run through scripts/bench (release build).
         .executableTarget(name: "SwitchboardBench", dependencies: ["SIPMessage"]),
+        // Per-frame cost of the Media module; run through scripts/bench-media (release build).
+        .executableTarget(name: "MediaBench", dependencies: ["Media"]),
         .testTarget(name: "SIPMessageTests", dependencies: ["SwitchboardTestSupport", "SIPMessage"]),
         .testTarget(name: "SDPTests", dependencies: ["SDP"]),
         .testTarget(name: "RTPTests", dependencies: ["SwitchboardTestSupport", "RTP"]),

@@ -55,6 +55,7 @@ public enum AudioSamples {
 
     /// The RMS level in dBFS, relative to a full-scale square wave (so a full-scale sine is
     /// −3.01 dBFS); `-infinity` for digital silence or an empty buffer.
+    @inlinable
     public static func rmsLevel(_ samples: some Collection<Int16>) -> Double {
         guard !samples.isEmpty else { return -.infinity }
         var sum = 0.0
@@ -64,6 +65,7 @@ public enum AudioSamples {
     }
 
     /// The peak level in dBFS (`-infinity` for silence).
+    @inlinable
     public static func peakLevel(_ samples: some Collection<Int16>) -> Double {
         var peak = 0
         for s in samples { peak = max(peak, abs(Int(s))) }
@@ -103,26 +105,31 @@ public enum ToneAnalysis {
     /// The amplitude of the `frequency` component as a fraction of full scale (a full-scale sine
     /// at that frequency gives ≈ 1). Goertzel over a Hann window, normalized by the window's sum,
     /// so any frequency (not only bin centres) is measured, with little leakage from others.
+    @inlinable
     public static func amplitude(of frequency: Double, in samples: some RandomAccessCollection<Int16>, sampleRate: Int) -> Double {
         let n = samples.count
         guard n > 1, sampleRate > 0 else { return 0 }
         let w = 2 * Double.pi * frequency / Double(sampleRate)
         let coefficient = 2 * cos(w)
         var s1 = 0.0, s2 = 0.0, windowSum = 0.0
-        var k = 0
+        // The Hann window's cosine by rotation: (c, s) = (cos θk, sin θk), θ = 2π / (n − 1).
+        let theta = 2 * Double.pi / Double(n - 1)
+        let (ct, st) = (cos(theta), sin(theta))
+        var c = 1.0, s = 0.0
         for sample in samples {
-            let win = 0.5 - 0.5 * cos(2 * Double.pi * Double(k) / Double(n - 1))
+            let win = 0.5 - 0.5 * c
             windowSum += win
             let s0 = Double(sample) / 32768 * win + coefficient * s1 - s2
             s2 = s1
             s1 = s0
-            k += 1
+            (c, s) = (c * ct - s * st, c * st + s * ct)
         }
         let power = s1 * s1 + s2 * s2 - coefficient * s1 * s2
         return 2 * max(power, 0).squareRoot() / windowSum
     }
 
     /// ``amplitude(of:in:sampleRate:)`` in dB relative to a full-scale sine.
+    @inlinable
     public static func level(of frequency: Double, in samples: some RandomAccessCollection<Int16>, sampleRate: Int) -> Double {
         let a = amplitude(of: frequency, in: samples, sampleRate: sampleRate)
         return a > 0 ? 20 * log10(a) : -.infinity
