@@ -164,6 +164,11 @@ public struct JitterBufferStatistics: Sendable, Hashable {
     public var maxDelay: Duration = .zero
     /// Packets held now.
     public var buffered = 0
+    /// The packet duration seen on the wire (the timestamp step between consecutive sequence
+    /// numbers, once three in a row agree), in clock units; `nil` until then. When it differs
+    /// from the configured frame duration, the session should rebuild the buffer with it (a peer
+    /// sending 60 ms Opus packets though the SDP said nothing, for instance).
+    public var observedFrameSamples: Int?
     /// The estimated clock difference: how fast transit times grow (+0.005: the sender's clock
     /// runs 0.5% slow against the playout's; negative: fast).
     public var clockDrift = 0.0
@@ -265,6 +270,8 @@ public struct JitterBuffer: Sendable {
     private var top: [Double]
     private var targetSamples: Double
     private var pullsSinceEstimate = 0
+    private var lastStep: Int64 = 0
+    private var stepRun = 0
     private var estimated = false
 
     /// A buffer with the given configuration.
@@ -298,6 +305,8 @@ public struct JitterBuffer: Sendable {
         playedAnything = false
         emptyRun = 0
         framesSinceAdjustment = 0
+        lastStep = 0
+        stepRun = 0
         clearHistory()
         statistics.buffered = 0
     }
@@ -367,6 +376,16 @@ public struct JitterBuffer: Sendable {
             highestTs = ts
         }
         let newest = seq > (highestSeq ?? .min)
+        if newest, let hs = highestSeq, let ht = highestTs, seq == hs + 1 {
+            let step = ts - ht
+            if step > 0 && step == lastStep {
+                stepRun += 1
+                if stepRun >= 2 { statistics.observedFrameSamples = Int(step) }
+            } else {
+                stepRun = 0
+            }
+            lastStep = step
+        }
         if newest { highestSeq = seq }
         if ts > (highestTs ?? .min) { highestTs = ts }
         recordTransit(transit, at: arrivalSamples)

@@ -67,6 +67,7 @@ struct CapturedRTP {
         #expect(Double(r.played.count) >= Double(offsets.count) * 0.95, "\(r.stats)")
         #expect(r.stats.maxDelay <= .milliseconds(220))
         #expect(r.stats.targetDelay >= .milliseconds(20) && r.stats.targetDelay <= .milliseconds(200))
+        #expect(r.stats.observedFrameSamples == 160)
     }
 
     /// SIPp's `uac_pcap` audio (G.711 A-law, as recorded): every packet plays, in order.

@@ -331,6 +331,17 @@ import Testing
         #expect(b.pull(at: Self.at(300)) == .empty)
     }
 
+    @Test func observedPacketDuration() {
+        var b = JitterBuffer()
+        for i in 0..<3 { b.insert(Self.packet(i, samples: 480), arrival: Self.at(Double(i) * 60)) }
+        #expect(b.statistics.observedFrameSamples == nil)  // two steps so far
+        b.insert(Self.packet(3, samples: 480), arrival: Self.at(180))
+        #expect(b.statistics.observedFrameSamples == 480)
+        // A silence gap (a larger step) does not change it.
+        b.insert(JitterBufferPacket(sequenceNumber: 104, timestamp: 1000 + 480 * 50, ssrc: 7, payload: []), arrival: Self.at(900))
+        #expect(b.statistics.observedFrameSamples == 480)
+    }
+
     @Test func overflowDropsTheOldest() {
         var b = JitterBuffer(configuration: JitterBufferConfiguration(capacity: 8))
         for i in 0..<12 { b.insert(Self.packet(i), arrival: .zero) }
