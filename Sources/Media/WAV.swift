@@ -237,3 +237,119 @@ public struct WAVFile: Sendable, Hashable {
         guard n == bytes.count, closed == 0 else { throw WAVError(offset: n, rule: .io, detail: "short write to \(path)") }
     }
 }
+
+/// Writes a WAV file as audio comes, for recordings of unknown length: the header is written
+/// first with zero sizes and patched by ``close()``, so memory stays constant whatever the
+/// length. One owner writes; it is not meant to be shared between threads.
+public final class WAVStreamWriter {
+    /// The sample encoding written.
+    public enum Encoding: Sendable, Hashable {
+        /// 16-bit linear PCM.
+        case pcm16
+        /// G.711 µ-law bytes (format tag 7).
+        case muLaw
+        /// G.711 A-law bytes (format tag 6).
+        case aLaw
+    }
+
+    /// The largest data chunk a RIFF file can describe (its sizes are 32-bit), less the header.
+    public static let maxDataBytes = Int(UInt32.max) - 64
+
+    /// Samples per second.
+    public let sampleRate: Int
+    /// Interleaved channels.
+    public let channels: Int
+    /// The encoding.
+    public let encoding: Encoding
+    /// Data bytes written so far.
+    public private(set) var dataBytes = 0
+    private var file: UnsafeMutablePointer<FILE>?
+    private let path: String
+    private let dataSizeOffset: Int
+    private let factOffset: Int?
+
+    /// Creates (or replaces) the file and writes the header.
+    public init(path: String, sampleRate: Int, channels: Int = 1, encoding: Encoding = .pcm16) throws(WAVError) {
+        guard (1...8).contains(channels), (1...384_000).contains(sampleRate) else {
+            throw WAVError(offset: 0, rule: .badParameters, detail: "\(channels) channels at \(sampleRate) Hz")
+        }
+        self.path = path
+        self.sampleRate = sampleRate
+        self.channels = channels
+        self.encoding = encoding
+        // The header of an empty file of this format: the sizes are patched at close.
+        let samples: WAVSamples = switch encoding {
+        case .pcm16: .pcm16([])
+        case .muLaw: .muLaw([])
+        case .aLaw: .aLaw([])
+        }
+        let header = try WAVFile(sampleRate: sampleRate, channels: channels, samples: samples).serialized()
+        dataSizeOffset = header.count - 4
+        factOffset = encoding == .pcm16 ? nil : 12 + 8 + 18 + 8  // RIFF header, fmt chunk (18), fact header
+        guard let f = fopen(path, "wb") else { throw WAVError(offset: 0, rule: .io, detail: "cannot create \(path): \(String(cString: strerror(errno)))") }
+        file = f
+        try put(header)
+    }
+
+    deinit {
+        if file != nil { try? close() }
+    }
+
+    /// Appends 16-bit samples (interleaved when there are several channels); only for ``Encoding/pcm16``.
+    public func write(_ samples: [Int16]) throws(WAVError) {
+        guard encoding == .pcm16 else { throw WAVError(offset: 44 + dataBytes, rule: .badSamples, detail: "PCM samples for a G.711 file") }
+        var bytes = [UInt8](repeating: 0, count: samples.count * 2)
+        for (n, v) in samples.enumerated() {
+            let u = UInt16(bitPattern: v)
+            bytes[2 * n] = UInt8(u & 0xFF)
+            bytes[2 * n + 1] = UInt8(u >> 8)
+        }
+        try append(bytes)
+    }
+
+    /// Appends G.711 bytes; only for ``Encoding/muLaw`` and ``Encoding/aLaw``.
+    public func write(encoded bytes: [UInt8]) throws(WAVError) {
+        guard encoding != .pcm16 else { throw WAVError(offset: 44 + dataBytes, rule: .badSamples, detail: "G.711 bytes for a PCM file") }
+        try append(bytes)
+    }
+
+    /// Pads the data to whole frames and an even length, patches the sizes and closes the file.
+    /// Calling it again does nothing.
+    public func close() throws(WAVError) {
+        guard let f = file else { return }
+        let frameBytes = channels * (encoding == .pcm16 ? 2 : 1)
+        let partial = dataBytes % frameBytes
+        if partial != 0 { try append([UInt8](repeating: encoding == .pcm16 ? 0 : (encoding == .muLaw ? 0xFF : 0xD5), count: frameBytes - partial)) }
+        if dataBytes & 1 == 1 { try put([0]) }
+        func le32(_ v: Int) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v >> 16 & 0xFF), UInt8(v >> 24 & 0xFF)] }
+        let total = dataSizeOffset + 4 + dataBytes + (dataBytes & 1)
+        var patches: [(Int, [UInt8])] = [(4, le32(total - 8)), (dataSizeOffset, le32(dataBytes))]
+        if let fact = factOffset { patches.append((fact, le32(dataBytes / channels))) }
+        for (offset, bytes) in patches {
+            guard fseek(f, offset, SEEK_SET) == 0 else { throw finish(WAVError(offset: offset, rule: .io, detail: "seek failed in \(path)")) }
+            try put(bytes)
+        }
+        file = nil
+        guard fclose(f) == 0 else { throw WAVError(offset: total, rule: .io, detail: "close failed for \(path)") }
+    }
+
+    private func append(_ bytes: [UInt8]) throws(WAVError) {
+        guard dataBytes + bytes.count <= Self.maxDataBytes else {
+            throw WAVError(offset: dataSizeOffset + 4 + dataBytes, rule: .tooLarge, detail: "a WAV file holds at most \(Self.maxDataBytes) bytes of audio")
+        }
+        try put(bytes)
+        dataBytes += bytes.count
+    }
+
+    private func put(_ bytes: [UInt8]) throws(WAVError) {
+        guard let f = file else { throw WAVError(offset: dataBytes, rule: .io, detail: "\(path) is closed") }
+        let n = bytes.withUnsafeBytes { fwrite($0.baseAddress, 1, $0.count, f) }
+        guard n == bytes.count else { throw finish(WAVError(offset: dataBytes, rule: .io, detail: "short write to \(path)")) }
+    }
+
+    private func finish(_ error: WAVError) -> WAVError {
+        if let f = file { fclose(f) }
+        file = nil
+        return error
+    }
+}

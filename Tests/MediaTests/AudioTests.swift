@@ -254,3 +254,53 @@ import Glibc
         #expect(same.process([1, 2, 3]).count == 3)
     }
 }
+
+@Suite struct WAVStreamWriterTests {
+    static func path(_ name: String) -> String { "/tmp/switchboard-media-\(getpid())-\(name).wav" }
+
+    @Test func streamedPCMReadsBackAsWritten() throws {
+        let p = Self.path("pcm")
+        defer { unlink(p) }
+        var tone = ToneGenerator(frequency: 440, sampleRate: 8000)
+        var all: [Int16] = []
+        let w = try WAVStreamWriter(path: p, sampleRate: 8000)
+        for _ in 0..<100 {
+            let frame = tone.next(160)
+            all += frame
+            try w.write(frame)
+        }
+        #expect(w.dataBytes == 32000)
+        try w.close()
+        try w.close()  // idempotent
+        #expect(try WAVFile(path: p) == WAVFile(sampleRate: 8000, samples: .pcm16(all)))
+        #expect { try w.write([1]) } throws: { ($0 as? WAVError)?.rule == .io }
+    }
+
+    @Test func streamedG711AndPartialFrames() throws {
+        let p = Self.path("alaw")
+        defer { unlink(p) }
+        let w = try WAVStreamWriter(path: p, sampleRate: 8000, channels: 2, encoding: .aLaw)
+        try w.write(encoded: [1, 2, 3])
+        #expect { try w.write([1]) } throws: { ($0 as? WAVError)?.rule == .badSamples }
+        try w.close()
+        // The half frame is completed with A-law silence; the odd length gets its pad byte.
+        let f = try WAVFile(path: p)
+        #expect(f.samples == .aLaw([1, 2, 3, 0xD5]) && f.channels == 2)
+        let bytes = try #require(readBytes(p))
+        #expect(bytes.count % 2 == 0)
+        #expect(Array(bytes[4..<8]) == WAVTests.le32(bytes.count - 8))
+        #expect(Array(bytes[46..<50]) == WAVTests.le32(2))  // fact: frames
+    }
+
+    @Test func droppedWriterStillClosesTheFile() throws {
+        let p = Self.path("drop")
+        defer { unlink(p) }
+        do {
+            let w = try WAVStreamWriter(path: p, sampleRate: 16000, encoding: .muLaw)
+            try w.write(encoded: [0x7F, 0xFF])
+        }
+        #expect(try WAVFile(path: p).samples == .muLaw([0x7F, 0xFF]))
+        #expect { try WAVStreamWriter(path: "/nonexistent/dir/x.wav", sampleRate: 8000) } throws: { ($0 as? WAVError)?.rule == .io }
+        #expect { try WAVStreamWriter(path: p, sampleRate: 0) } throws: { ($0 as? WAVError)?.rule == .badParameters }
+    }
+}
