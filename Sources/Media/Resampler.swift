@@ -12,7 +12,7 @@ import Darwin
 /// attenuates from 0.575 × the lower rate on by about 80 dB (Kaiser β = 8), so whatever aliases
 /// into the passband is at least 80 dB down. State is kept between calls, so a stream cut into
 /// 20 ms frames gives the same output as one call on the whole. The filter delays the signal
-/// by ``delay`` output samples.
+/// by ``delay`` output samples, a whole number.
 public struct Resampler: Sendable {
     /// The input sample rate.
     public let inputRate: Int
@@ -48,7 +48,9 @@ public struct Resampler: Sendable {
         let transition = 0.15 * lower / u
         let beta = 8.0
         var n = Int((80 - 7.95) / (2.285 * 2 * Double.pi * transition)) + 1
-        n = max(n, 3) | 1
+        // An odd length whose half (the delay, in upsampled samples) is a whole number of
+        // output samples, so that ``delay`` is an integer and can be compensated exactly.
+        n = (max(n, 3) - 1 + 2 * down - 1) / (2 * down) * (2 * down) + 1
         func i0(_ x: Double) -> Double {
             var sum = 1.0, term = 1.0, k = 1.0
             while term > 1e-12 * sum {

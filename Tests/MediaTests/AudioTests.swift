@@ -304,3 +304,48 @@ import Glibc
         #expect { try WAVStreamWriter(path: p, sampleRate: 0) } throws: { ($0 as? WAVError)?.rule == .badParameters }
     }
 }
+
+@Suite struct AudioSourceTests {
+    @Test func samplesPlayOnceOrLoop() {
+        var once = SamplesSource(samples: [1, 2, 3, 4, 5], sampleRate: 8000)
+        #expect(once.nextFrame(count: 2) == [1, 2])
+        #expect(once.nextFrame(count: 2) == [3, 4])
+        #expect(once.nextFrame(count: 2) == [5])
+        #expect(once.nextFrame(count: 2) == nil)
+        var loop = SamplesSource(samples: [1, 2, 3], sampleRate: 8000, loops: true)
+        #expect(loop.nextFrame(count: 7) == [1, 2, 3, 1, 2, 3, 1])
+        #expect(loop.nextFrame(count: 2) == [2, 3])
+        var empty = SamplesSource(samples: [], sampleRate: 8000, loops: true)
+        #expect(empty.nextFrame(count: 3) == nil)
+        let silence = SilenceSource(sampleRate: 8000)
+        #expect(silence.nextFrame(count: 3) == [0, 0, 0])
+        var tone: any AudioSource = ToneGenerator(frequency: 440, sampleRate: 48000)
+        #expect(tone.nextFrame(count: 960)?.count == 960 && tone.sampleRate == 48000)
+    }
+
+    @Test func wavFileIsMixedDownAndResampledOnTime() throws {
+        // One second of a 48 kHz stereo file: 440 Hz left, 440 Hz right; played at 8 kHz.
+        var t = ToneGenerator(frequency: 440, amplitude: 0.4, sampleRate: 48000)
+        let mono = t.next(48000)
+        let file = WAVFile(sampleRate: 48000, channels: 2, samples: .pcm16(AudioSamples.monoToStereo(mono)))
+        var s = try SamplesSource(file, sampleRate: 8000)
+        #expect(s.samples.count == 8000)
+        var frames: [Int16] = []
+        while let f = s.nextFrame(count: 160) { frames += f }
+        #expect(frames.count == 8000)
+        let found = try #require(ToneAnalysis.dominantFrequency(in: frames, sampleRate: 8000))
+        #expect(abs(found.frequency - 440) < 0.5 && abs(found.amplitude - 0.4) < 0.01)
+        // On time: the resampled sine starts at phase 0, as the original does (within a sample).
+        var ref = ToneGenerator(frequency: 440, amplitude: 0.4, sampleRate: 8000)
+        let expected = ref.next(8000)
+        let error = zip(frames[100..<7900], expected[100..<7900]).map { abs(Int($0) - Int($1)) }.max()!
+        #expect(error < 300, "max difference \(error)")  // 300 of 13107: under 3%
+    }
+
+    @Test func unsupportedFiles() throws {
+        #expect { try SamplesSource(WAVFile(sampleRate: 8000, samples: .muLaw([1])), sampleRate: 8000) } throws: { ($0 as? WAVError)?.rule == .unsupportedFormat }
+        #expect { try SamplesSource(WAVFile(sampleRate: 7919, samples: .pcm16([1])), sampleRate: 8000) } throws: { ($0 as? WAVError)?.rule == .badParameters }
+        let three = WAVFile(sampleRate: 8000, channels: 3, samples: .pcm16([3, 6, 9, -3, -6, -9]))
+        #expect(try SamplesSource(three, sampleRate: 8000).samples == [6, -6])
+    }
+}
