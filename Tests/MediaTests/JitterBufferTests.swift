@@ -342,6 +342,29 @@ import Testing
         #expect(b.statistics.observedFrameSamples == 480)
     }
 
+    @Test func opusDTXPacketsEvery400ms() {
+        // Opus at 48 kHz: 2 s of speech, 4 s of DTX (one packet every 400 ms), 2 s of speech.
+        var arrivals: [Arrival] = []
+        var seq: UInt16 = 500
+        var rng = TestRandom(seed: 4)
+        func send(_ mediaMs: Int) {
+            let p = JitterBufferPacket(sequenceNumber: seq, timestamp: 3_000_000 &+ UInt32(mediaMs * 48), ssrc: 3, payload: [0])
+            arrivals.append(Arrival(packet: p, time: .milliseconds(mediaMs + 25 + Int.random(in: 0...15, using: &rng))))
+            seq &+= 1
+        }
+        for i in 0..<100 { send(i * 20) }
+        for k in 0..<10 { send(2000 + k * 400) }
+        for i in 0..<100 { send(6000 + i * 20) }
+        let c = JitterBufferConfiguration(clockRate: 48000)
+        let r = replay(arrivals, configuration: c, pulls: 420)
+        checkInvariants(r, distinctSent: 210, first: 500)
+        #expect(r.played.count + r.stats.dropped == 210, "\(r.stats)")
+        #expect(r.stats.lost == 0 && r.stats.late == 0 && r.stats.resets == 0)
+        #expect(r.stats.observedFrameSamples == 960)
+        // The DTX packets play about 400 ms apart, with silence (or a short concealment) between.
+        #expect(r.count { $0 == .silence } >= 150)
+    }
+
     @Test func overflowDropsTheOldest() {
         var b = JitterBuffer(configuration: JitterBufferConfiguration(capacity: 8))
         for i in 0..<12 { b.insert(Self.packet(i), arrival: .zero) }
