@@ -83,3 +83,46 @@ import RTP
         #expect(parsed == compound)
     }
 }
+
+@Suite struct BurstGapReferenceTests {
+    /// An offline reading of the definition: losses closer than gmin form groups; a group of two
+    /// or more losses is a burst from its first to its last loss, a lone loss is a gap loss.
+    static func reference(_ lossFlags: [Bool], gmin: Int) -> (bursts: Int, burstPackets: Int, burstLosses: Int, gapPackets: Int, gapLosses: Int) {
+        let losses = lossFlags.indices.filter { lossFlags[$0] }
+        var groups: [[Int]] = []
+        for i in losses {
+            if let last = groups.last?.last, i - last - 1 < gmin { groups[groups.count - 1].append(i) } else { groups.append([i]) }
+        }
+        var r = (bursts: 0, burstPackets: 0, burstLosses: 0, gapPackets: 0, gapLosses: 0)
+        for g in groups where g.count >= 2 {
+            r.bursts += 1
+            r.burstPackets += g.last! - g.first! + 1
+            r.burstLosses += g.count
+        }
+        r.gapPackets = lossFlags.count - r.burstPackets
+        r.gapLosses = losses.count - r.burstLosses
+        return r
+    }
+
+    @Test(arguments: [1, 4, 16] as [Int])
+    func matchesTheDefinitionOnRandomPatterns(gmin: Int) {
+        var rng = TestRandom(seed: UInt64(gmin))
+        for _ in 0..<300 {
+            let n = Int.random(in: 0...400, using: &rng)
+            let p = Double.random(in: 0...0.3, using: &rng)
+            var losing = false
+            let flags = (0..<n).map { _ -> Bool in
+                losing = Double.random(in: 0..<1, using: &rng) < (losing ? 0.5 : p)
+                return losing
+            }
+            var m = BurstGapMetrics(gmin: gmin)
+            for f in flags { m.record(f ? (Bool.random(using: &rng) ? .lost : .discarded) : .received) }
+            let ref = Self.reference(flags, gmin: gmin)
+            #expect(m.burstCount == ref.bursts)
+            #expect(abs(m.burstDensity - (ref.burstPackets > 0 ? Double(ref.burstLosses) / Double(ref.burstPackets) : 0)) < 1e-12)
+            #expect(abs(m.gapDensity - (ref.gapPackets > 0 ? Double(ref.gapLosses) / Double(ref.gapPackets) : 0)) < 1e-12)
+            #expect(abs(m.meanGapPackets - Double(ref.gapPackets) / Double(ref.bursts + 1)) < 1e-9)
+            #expect(m.lost + m.discarded == flags.filter { $0 }.count && m.packets == n)
+        }
+    }
+}
