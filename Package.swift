@@ -29,7 +29,7 @@ let package = Package(
         .target(name: "SDP"),
         // RTP/RTCP packets, reception statistics, RTCP interval (RFC 3550, 3611, 8285, 5761); no I/O, no dependencies.
         .target(name: "RTP"),
-        // Media logic without I/O or C libraries: jitter buffer, RFC 4733 DTMF, audio helpers, call quality.
+        // Media logic without sockets or C libraries: jitter buffer, RFC 4733 DTMF, WAV and audio helpers, call quality, RTCP XR, packetizer.
         .target(name: "Media", dependencies: ["RTP"]),
         // RFC 3261 §17 transaction machines and the transaction layer; no I/O.
         .target(name: "SIPTransaction", dependencies: ["SIPMessage"]),
