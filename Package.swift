@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "PacketCapture", targets: ["PacketCapture"]),
         .library(name: "SIPAuth", targets: ["SIPAuth"]),
         .library(name: "RTP", targets: ["RTP"]),
+        .library(name: "Media", targets: ["Media"]),
         .executable(name: "switchboard", targets: ["switchboard"]),
     ],
     dependencies: [
@@ -28,6 +29,8 @@ let package = Package(
         .target(name: "SDP"),
         // RTP/RTCP packets, reception statistics, RTCP interval (RFC 3550, 3611, 8285, 5761); no I/O, no dependencies.
         .target(name: "RTP"),
+        // Media logic without sockets or C libraries: jitter buffer, RFC 4733 DTMF, WAV and audio helpers, call quality, RTCP XR, packetizer.
+        .target(name: "Media", dependencies: ["RTP"]),
         // RFC 3261 §17 transaction machines and the transaction layer; no I/O.
         .target(name: "SIPTransaction", dependencies: ["SIPMessage"]),
         // RFC 3261 §12 dialogs (and, as issue 4 grows, INVITE sessions); no I/O.
@@ -61,9 +64,12 @@ let package = Package(
         .target(name: "SwitchboardTestSupport", path: "Tests/Support"),
         // Parser throughput benchmark; run through scripts/bench (release build).
         .executableTarget(name: "SwitchboardBench", dependencies: ["SIPMessage"]),
+        // Per-frame cost of the Media module; run through scripts/bench-media (release build).
+        .executableTarget(name: "MediaBench", dependencies: ["Media"]),
         .testTarget(name: "SIPMessageTests", dependencies: ["SwitchboardTestSupport", "SIPMessage"]),
         .testTarget(name: "SDPTests", dependencies: ["SDP", "SwitchboardTestSupport", "PacketCapture", "SIPMessage"]),
         .testTarget(name: "RTPTests", dependencies: ["SwitchboardTestSupport", "RTP"]),
+        .testTarget(name: "MediaTests", dependencies: ["SwitchboardTestSupport", "Media", "RTP", "PacketCapture"]),
         .testTarget(name: "SIPTransactionTests", dependencies: ["SIPTransaction", "SIPMessage"]),
         .testTarget(name: "SIPDialogTests", dependencies: ["SIPDialog", "SIPMessage", "SIPAuth"]),
         .testTarget(name: "SIPRuntimeTests", dependencies: ["SwitchboardTestSupport", "SIPRuntime", "SIPTransaction", "SIPTransport", "SIPMessage", "SIPDialog", "SIPAuth"]),
