@@ -1,42 +1,21 @@
 import Synchronization
 import SIPMessage
+import SDP
 import SIPTransaction
 import SIPTransport
 import SIPAuth
 import SIPDialog
 import SIPRuntime
 
-/// The session descriptions the command-line phones put in their offers and answers: one
-/// audio stream, PCMU/PCMA and telephone-event, with the direction that expresses hold.
+/// Helpers over session descriptions for the command-line phones.
 public enum PhoneSDP {
-    /// An offer from `address` (RTP port `port`) with `direction` (`sendrecv`, `sendonly`…).
-    public static func offer(address: String, port: UInt16, direction: String = "sendrecv", version: Int = 1) -> SessionBody {
-        .sdp(describe(address: address, port: port, direction: direction, version: version))
-    }
-
-    /// An answer to `offer`: the direction mirrored (sendonly → recvonly, inactive stays).
-    public static func answer(to offer: SessionBody, address: String, port: UInt16, version: Int = 1) -> SessionBody {
-        let text = String(decoding: offer.bytes, as: UTF8.self)
-        let direction: String
-        if text.contains("a=sendonly") { direction = "recvonly" }
-        else if text.contains("a=recvonly") { direction = "sendonly" }
-        else if text.contains("a=inactive") { direction = "inactive" }
-        else { direction = "sendrecv" }
-        return .sdp(describe(address: address, port: port, direction: direction, version: version))
-    }
-
-    /// The direction attribute of a description, `sendrecv` when none is written.
+    /// The direction attribute of a description's first audio stream, `sendrecv` when none is
+    /// written (and `inactive` for RFC 2543 hold, c=0.0.0.0).
     public static func direction(of body: SessionBody) -> String {
-        let text = String(decoding: body.bytes, as: UTF8.self)
-        for d in ["sendonly", "recvonly", "inactive"] where text.contains("a=\(d)") { return d }
+        guard let d = try? SessionDescription.parse(body.bytes) else { return "?" }
+        let media = d.media.first { $0.media == .audio } ?? d.media.first
+        if let m = media, let dir = m.direction ?? d.direction { return dir.rawValue }
         return "sendrecv"
-    }
-
-    static func describe(address: String, port: UInt16, direction: String, version: Int) -> String {
-        let ipv = address.contains(":") ? "IP6" : "IP4"
-        return "v=0\r\no=switchboard 1 \(version) IN \(ipv) \(address)\r\ns=switchboard\r\nc=IN \(ipv) \(address)\r\nt=0 0\r\n"
-            + "m=audio \(port) RTP/AVP 0 8 101\r\na=rtpmap:0 PCMU/8000\r\na=rtpmap:8 PCMA/8000\r\na=rtpmap:101 telephone-event/8000\r\n"
-            + "a=fmtp:101 0-16\r\na=ptime:20\r\na=\(direction)\r\n"
     }
 }
 
@@ -145,16 +124,21 @@ public final class Phone: Sendable {
     private let states = Mutex<[SessionKey: [SessionState]]>([:])
     private let incoming = Mutex<[SessionKey]>([])
     private let registration = Mutex<[RegistrationClient.State]>([])
-    private let traces = Mutex<[(SIPMessage, Bool, SIPPeer)]>([])
+    /// One offer/answer engine per session (RFC 3264 state, versions, payload types).
+    private let engines = Mutex<[SessionKey: OfferAnswer]>([:])
+    private let codecs: [Codec]
 
     /// - Parameters:
     ///   - autoAnswer: answer incoming calls after ringing this long (nil: leave them ringing).
     ///   - report: one line per state change.
     ///   - trace: every message sent and received, with the peer.
+    ///   - codecs: what we offer and accept, in preference order.
     public init(name: String, configuration: SIPUserAgent.Configuration, autoAnswer: Duration? = nil,
+                codecs: [Codec] = [.opus, .pcmu, .pcma, .telephoneEvent],
                 report: @escaping @Sendable (String) -> Void = { _ in },
                 trace: (@Sendable (SIPMessage, Bool, SIPPeer) -> Void)? = nil) throws {
         agent = try SIPUserAgent(configuration: configuration, tracing: trace != nil)
+        self.codecs = codecs
         self.name = name
         self.report = report
         self.autoAnswer = autoAnswer
@@ -176,9 +160,52 @@ public final class Phone: Sendable {
     private var mediaPort: UInt16 { UInt16(truncatingIfNeeded: Int(agent.endpoint.localAddresses[0].address.port) &+ 2) }
     private var mediaAddress: String { agent.endpoint.localAddresses[0].address.ipString }
 
-    /// Our offer with a direction.
-    public func offer(_ direction: String = "sendrecv", version: Int = 1) -> SessionBody {
-        PhoneSDP.offer(address: mediaAddress, port: mediaPort, direction: direction, version: version)
+    private func newEngine() -> OfferAnswer {
+        let stream = StreamCapabilities(mediaType: .audio, port: mediaPort, codecs: codecs, ptime: 20)
+        return OfferAnswer(capabilities: MediaCapabilities(username: "switchboard", address: mediaAddress, streams: [stream]),
+                           sessionID: UInt64.random(in: 1...UInt64(Int64.max)))
+    }
+
+    /// Runs `body` on the session's engine (made on first use).
+    private func withEngine<T>(_ key: SessionKey, _ body: (inout OfferAnswer) throws(OfferAnswerError) -> T) -> Result<T, OfferAnswerError> {
+        engines.withLock { all in
+            var e = all[key] ?? newEngine()
+            defer { all[key] = e }
+            do throws(OfferAnswerError) { return .success(try body(&e)) } catch { return .failure(error) }
+        }
+    }
+
+    /// Calls `target` with an offer from our capabilities.
+    public func call(_ target: SIPURI) async -> SessionKey {
+        var engine = newEngine()
+        let offer = (try? engine.makeOffer()).map { SessionBody.sdp($0.serialized()) }
+        let key = await agent.call(target, offer: offer)
+        engines.withLock { $0[key] = engine }
+        return key
+    }
+
+    /// Puts the call on hold (re-INVITE with sendonly, or inactive when the peer holds us too)
+    /// or takes it off hold.
+    public func hold(_ key: SessionKey, _ held: Bool) async throws(SessionError) {
+        let offer = withEngine(key) { (e: inout OfferAnswer) throws(OfferAnswerError) in
+            e.setHold(held)
+            return try e.makeOffer()
+        }
+        guard case .success(let sdp) = offer else { throw .offerInProgress }
+        let body = SessionBody.sdp(sdp.serialized())
+        do {
+            try await agent.perform(key) { s throws(SessionError) in try s.reinvite(body: body) }
+        } catch {
+            _ = withEngine(key) { (e: inout OfferAnswer) throws(OfferAnswerError) in e.rollback() }
+            throw error
+        }
+    }
+
+    /// Our answer to an offer, or the 488 (with a Warning) that refuses it.
+    private func answer(_ key: SessionKey, offer: SessionBody) -> Result<SessionBody, OfferAnswerError> {
+        withEngine(key) { (e: inout OfferAnswer) throws(OfferAnswerError) in
+            SessionBody.sdp(try e.receiveOffer(bytes: offer.bytes).sdp.serialized())
+        }
     }
 
     private func handle(_ e: SIPUserAgent.Event) async {
@@ -188,12 +215,27 @@ public final class Phone: Sendable {
             let from = (try? m.from().uri.description) ?? "?"
             report("\(name): incoming call from \(from)")
             if let delay = autoAnswer {
+                // The offer in the INVITE (if any) is answered now; a refusal is a 488.
+                let offer = await agent.session(key)?.remoteBody
+                if let o = offer, case .failure(let err) = answer(key, offer: o) {
+                    report("\(name): refusing the offer: \(err.reason)")
+                    let warning = err.warningHeaderValue() ?? ""
+                    try? await agent.perform(key) { s throws(SessionError) in try s.reject(488, headers: [(.warning, warning)]) }
+                    return
+                }
                 try? await agent.perform(key) { s throws(SessionError) in try s.provisional(180) }
                 // Ring in a task of its own: this loop keeps handling events meanwhile.
-                Task { [agent, mediaAddress, mediaPort] in
+                Task { [agent] in
                     try? await Task.sleep(for: delay)
-                    let offer = await agent.session(key)?.remoteBody
-                    let body = offer.map { PhoneSDP.answer(to: $0, address: mediaAddress, port: mediaPort) } ?? self.offer()
+                    let body: SessionBody?
+                    if offer != nil {
+                        body = self.engines.withLock { $0[key]?.localDescription }.map { SessionBody.sdp($0.serialized()) }
+                    } else {
+                        // No offer in the INVITE: ours goes in the 200, the answer in the ACK.
+                        body = try? self.withEngine(key) { (e: inout OfferAnswer) throws(OfferAnswerError) in
+                            SessionBody.sdp(try e.makeOffer().serialized())
+                        }.get()
+                    }
                     try? await agent.perform(key) { s throws(SessionError) in try s.accept(body: body) }
                 }
             }
@@ -201,22 +243,40 @@ public final class Phone: Sendable {
             switch ev {
             case .stateChanged(let s):
                 states.withLock { $0[key, default: []].append(s) }
+                if s.isTerminated { _ = engines.withLock { $0.removeValue(forKey: key) } }
                 report("\(name): \(s.label)")
             case .remoteOffer(let b, let method):
                 // Answer re-INVITEs and UPDATEs (and a 2xx offer to our offerless INVITE); the
-                // initial INVITE's offer is answered by accept.
-                if await agent.session(key)?.state != .incoming {
-                    report("\(name): peer offers \(PhoneSDP.direction(of: b)) in \(method.token)")
-                    let answer = PhoneSDP.answer(to: b, address: mediaAddress, port: mediaPort, version: 2)
-                    try? await agent.perform(key) { s throws(SessionError) in try s.answer(answer) }
+                // initial INVITE's offer is answered when the call is accepted.
+                guard await agent.session(key)?.state != .incoming else { break }
+                report("\(name): peer offers \(PhoneSDP.direction(of: b)) in \(method.token)")
+                switch answer(key, offer: b) {
+                case .success(let a):
+                    try? await agent.perform(key) { s throws(SessionError) in try s.answer(a) }
+                case .failure(let err):
+                    report("\(name): refusing the offer: \(err.reason)")
+                    let warning = err.warningHeaderValue()
+                    try? await agent.perform(key) { s throws(SessionError) in try s.rejectOffer(488, warning: warning) }
                 }
             case .offerRequested:
-                try? await agent.perform(key) { [offer = self.offer()] s throws(SessionError) in try s.answer(offer) }
+                if case .success(let sdp) = withEngine(key, { (e: inout OfferAnswer) throws(OfferAnswerError) in try e.makeOffer() }) {
+                    try? await agent.perform(key) { s throws(SessionError) in try s.answer(.sdp(sdp.serialized())) }
+                }
             case .remoteAnswer(let b):
-                report("\(name): peer answers \(PhoneSDP.direction(of: b))")
+                switch withEngine(key, { (e: inout OfferAnswer) throws(OfferAnswerError) in try e.receiveAnswer(bytes: b.bytes) }) {
+                case .success(let n):
+                    let codec = n.audio.map { "\($0.sendCodec.name)/\($0.sendCodec.clockRate)" } ?? "none"
+                    report("\(name): peer answers \(PhoneSDP.direction(of: b)) (\(codec))")
+                case .failure(let err):
+                    report("\(name): bad answer: \(err.reason)")
+                }
             case .request(let m, let tx):
                 try? await agent.perform(key) { s throws(SessionError) in s.respond(to: m, in: tx, statusCode: 200) }
             case .requestCompleted(let method, let code, _):
+                if (method == .invite || method == .update) && code >= 300 {
+                    // Our offer was refused: the previous description stands.
+                    _ = withEngine(key) { (e: inout OfferAnswer) throws(OfferAnswerError) in e.rollback() }
+                }
                 report("\(name): \(method.token) → \(code)")
             case .glare(let d):
                 report("\(name): glare (491), retrying in \(d)")
@@ -302,12 +362,12 @@ public enum DemoRun {
         guard await alice.wait(timeout: .seconds(10), { alice.registrationStates.contains { if case .registered = $0 { return true } else { return false } } }) else {
             output("alice did not register"); return false
         }
-        let key = await bob.agent.call(try SIPURI("sip:alice@switchboard.test"), offer: bob.offer())
+        let key = await bob.call(try SIPURI("sip:alice@switchboard.test"))
         guard await bob.wait(key, timeout: .seconds(10), for: { $0 == .confirmed }) else { output("the call was not answered"); return false }
         try await Task.sleep(for: .milliseconds(300))
-        try await bob.agent.perform(key) { [o = bob.offer("sendonly", version: 2)] s throws(SessionError) in try s.reinvite(body: o) }
+        try await bob.hold(key, true)
         try await Task.sleep(for: .milliseconds(300))
-        try await bob.agent.perform(key) { [o = bob.offer("sendrecv", version: 3)] s throws(SessionError) in try s.reinvite(body: o) }
+        try await bob.hold(key, false)
         try await Task.sleep(for: .milliseconds(300))
         guard let ak = alice.incomingCalls.first else { return false }
         try await alice.agent.perform(ak) { s throws(SessionError) in try s.bye() }

@@ -96,7 +96,7 @@ struct Call: AsyncParsableCommand {
             }
             guard ok, case .registered? = phone.registrationStates.last else { throw ExitCode(1) }
         }
-        let key = await phone.agent.call(targetURI, offer: phone.offer())
+        let key = await phone.call(targetURI)
         let answered = await phone.wait(key, timeout: .seconds(timeout)) { $0 == .confirmed || $0.isTerminated }
         guard answered, phone.states(key).contains(.confirmed) else {
             if !phone.states(key).contains(where: \.isTerminated) {
@@ -109,9 +109,9 @@ struct Call: AsyncParsableCommand {
         let third = Duration.milliseconds(Int64(duration * 1000 / 3))
         if hold {
             try await Task.sleep(for: third)
-            try? await phone.agent.perform(key) { [o = phone.offer("sendonly", version: 2)] s throws(SessionError) in try s.reinvite(body: o) }
+            try? await phone.hold(key, true)
             try await Task.sleep(for: third)
-            try? await phone.agent.perform(key) { [o = phone.offer("sendrecv", version: 3)] s throws(SessionError) in try s.reinvite(body: o) }
+            try? await phone.hold(key, false)
             try await Task.sleep(for: third)
         } else {
             try await Task.sleep(for: .milliseconds(Int64(duration * 1000)))

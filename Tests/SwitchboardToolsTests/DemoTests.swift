@@ -16,7 +16,7 @@ struct DemoTests {
         #expect(out.filter { $0.contains("401 REGISTER") }.count >= 1)
         #expect(out.filter { $0.contains("INVITE (sdp)") && !$0.contains("200") }.count == 6)   // 3 INVITEs, each on two legs
         #expect(out.filter { $0.contains("BYE") && !$0.contains("200") }.count == 2)
-        #expect(text.contains("bob: peer answers recvonly"))
+        #expect(text.contains("bob: peer answers recvonly (opus/48000)"))
         #expect(text.contains("bob: ended: the peer hung up"))
         #expect(text.contains("alice: unregistered"))
         // Arrows point the right way: alice's REGISTER goes right, towards the registrar.

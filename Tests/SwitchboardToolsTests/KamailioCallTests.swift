@@ -19,6 +19,8 @@ struct KamailioCallTests {
         func append(_ l: String) { list.withLock { $0.append(l) } }
         var all: [String] { list.withLock { $0 } }
         func contains(_ l: String) -> Bool { all.contains(l) }
+        /// Lines that start with `prefix` (report lines end with details such as the codec).
+        func count(_ prefix: String) -> Int { all.filter { $0.hasPrefix(prefix) }.count }
     }
 
     static func phone(_ user: String, _ password: String, kamailio port: UInt16, transport: String, lines: Lines? = nil) throws -> Phone {
@@ -45,7 +47,7 @@ struct KamailioCallTests {
         try #require(registered, "bob did not register: \(bob.registrationStates)")
 
         // Alice calls bob's AOR at Kamailio; Kamailio finds his contact and Record-Routes.
-        let key = await alice.agent.call(try SIPURI("sip:bob@127.0.0.1:\(port)"), offer: alice.offer())
+        let key = await alice.call(try SIPURI("sip:bob@127.0.0.1:\(port)"))
         try #require(await alice.wait(key, timeout: .seconds(10)) { $0 == .confirmed }, "states: \(alice.states(key)) \(lines.all)")
         let route = await alice.agent.session(key)?.dialog?.routeSet ?? []
         #expect(route.count == 1)
@@ -53,11 +55,12 @@ struct KamailioCallTests {
         let bk = try #require(bob.incomingCalls.first)
         #expect(await bob.agent.session(bk)?.dialog?.routeSet.first?.sipURI?.port == port)
 
-        // Hold and resume from alice, then a hold from bob, through Kamailio.
-        try await alice.agent.perform(key) { [o = alice.offer("sendonly", version: 2)] s throws(SessionError) in try s.reinvite(body: o) }
-        try #require(await alice.wait(timeout: .seconds(10)) { lines.contains("alice: peer answers recvonly") })
-        try await bob.agent.perform(bk) { [o = bob.offer("sendonly", version: 2)] s throws(SessionError) in try s.reinvite(body: o) }
-        try #require(await bob.wait(timeout: .seconds(10)) { lines.contains("bob: peer answers recvonly") })
+        // A hold from alice, then one from bob while alice still holds him: both on hold means
+        // inactive (RFC 3264 §8.4), through Kamailio.
+        try await alice.hold(key, true)
+        try #require(await alice.wait(timeout: .seconds(10)) { lines.count("alice: peer answers recvonly") > 0 })
+        try await bob.hold(bk, true)
+        try #require(await bob.wait(timeout: .seconds(10)) { lines.count("bob: peer answers inactive") > 0 })
 
         // Bob hangs up; the BYE follows the route set through Kamailio.
         try await bob.agent.perform(bk) { s throws(SessionError) in try s.bye() }
@@ -86,7 +89,7 @@ struct KamailioCallTests {
         defer { Kamailio.stop(pid); try? FileManager.default.removeItem(atPath: rundir) }
         let alice = try Self.phone("alice", "wrong", kamailio: port, transport: "udp")
         defer { alice.close() }
-        let key = await alice.agent.call(try SIPURI("sip:bob@127.0.0.1:\(port)"), offer: alice.offer())
+        let key = await alice.call(try SIPURI("sip:bob@127.0.0.1:\(port)"))
         #expect(await alice.wait(key, timeout: .seconds(10)) {
             if case .terminated(.authenticationFailed) = $0 { return true } else { return false }
         })
