@@ -177,6 +177,73 @@ public final class SIPUserAgent: Sendable {
     /// The number of live sessions.
     public var sessionCount: Int { state.withLock { $0.manager.count } }
 
+    // MARK: Requests outside dialogs
+
+    /// Sends a request outside any dialog (MESSAGE, OPTIONS, INFO…) to `target` and returns
+    /// its final response, or `nil` when it timed out or could not be sent. A 401/407 is
+    /// answered once with the configured credentials.
+    public func sendRequest(_ method: SIPMethod, to target: SIPURI, body: SessionBody? = nil,
+                            headers: [(SIPHeaderName, String)] = []) async -> SIPMessage? {
+        let callID = String(UInt64.random(in: 0...UInt64.max), radix: 36) + "@switchboard"
+        let tag = String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        var digest = configuration.credentials
+        var authorization: [(SIPHeaderName, String)] = []
+        for cseq in UInt32(1)...2 {
+            guard let request = outOfDialogRequest(method, target: target, callID: callID, tag: tag, cseq: cseq, body: body,
+                                                   headers: headers + authorization),
+                  let peer = destination(of: request) else { return nil }
+            if tracing { continuation.yield(.trace(request, outgoing: true, peer: peer)) }
+            let response: SIPMessage? = await withCheckedContinuation { (c: CheckedContinuation<SIPMessage?, Never>) in
+                let once = Mutex(false)
+                endpoint.sendRequest(request, to: peer) { event in
+                    let result: SIPMessage??
+                    switch event {
+                    case .provisional: result = nil
+                    case .final(let m): result = .some(m)
+                    case .timeout, .transportError: result = .some(nil)
+                    }
+                    guard let r = result, once.withLock({ done in defer { done = true }; return !done }) else { return }
+                    c.resume(returning: r)
+                }
+            }
+            guard let r = response else { return nil }
+            if tracing { continuation.yield(.trace(r, outgoing: false, peer: peer)) }
+            guard let code = r.statusCode, code == 401 || code == 407, cseq == 1, var d = digest else { return r }
+            let challenges = (try? (code == 401 ? r.wwwAuthenticate() : r.proxyAuthenticate())) ?? []
+            var g = SystemRandomNumberGenerator()
+            guard let creds = try? d.authorize(challenges: challenges, method: method, requestURI: target.description,
+                                               body: body?.bytes ?? [], using: &g) else { return r }
+            digest = d
+            let name: SIPHeaderName = code == 401 ? .authorization : .proxyAuthorization
+            authorization = creds.map { (name, $0.description) }
+        }
+        return nil
+    }
+
+    private func outOfDialogRequest(_ method: SIPMethod, target: SIPURI, callID: String, tag: String, cseq: UInt32,
+                                    body: SessionBody?, headers: [(SIPHeaderName, String)]) -> SIPMessage? {
+        let sc = sessionConfiguration
+        do {
+            var m = try SIPMessage(method: method, uri: target)
+            try m.append(.via, "SIP/2.0/\(sc.viaTransport) \(sc.viaSentBy);branch=\(TransactionLayer<SIPPeer>.newBranch());rport")
+            try m.append(.maxForwards, "70")
+            for r in sc.outboundRoute { try m.append(.route, r) }
+            var from = sc.localParty
+            from.parameters.set("tag", tag)
+            try m.append(.from, from)
+            try m.append(.to, NameAddress(uri: target))
+            try m.append(.callID, callID)
+            try m.append(.cseq, CSeq(cseq, method))
+            if method == .options { try m.append(.contact, sc.contact) }
+            if let ua = sc.userAgent { try m.append(.userAgent, ua) }
+            for (n, v) in headers { try m.append(n, v) }
+            if let b = body { m.setBody(b.bytes, contentType: b.contentType) }
+            return m
+        } catch {
+            return nil
+        }
+    }
+
     // MARK: Registration
 
     /// Registers our identity with `registrar` (its URI is the REGISTER's Request-URI; it is

@@ -123,6 +123,22 @@ struct UserAgentLoopbackTests {
         try #require(await b.wait("remote cancelled", b.has(bk, .terminated(.remoteCancelled))))
     }
 
+    @Test("MESSAGE and OPTIONS outside dialogs: answered 200, the MESSAGE reaches the other application", .timeLimit(.minutes(1)))
+    func outOfDialogRequests() async throws {
+        let alice = try Self.agent("alice"), bob = try Self.agent("bob")
+        defer { alice.close(); bob.close() }
+        let b = AgentEvents(bob)
+        let text = SessionBody(contentType: MediaType(type: "text", subtype: "plain"), bytes: Array("hello bob".utf8))
+        let r = await alice.sendRequest(.message, to: try Self.uri(of: bob, "bob"), body: text)
+        #expect(r?.statusCode == 200)
+        try #require(await b.wait("MESSAGE") { es in es.contains { if case .request(let m, _) = $0 { return m.method == .message && Array(m.body) == text.bytes } else { return false } } })
+        let o = await alice.sendRequest(.options, to: try Self.uri(of: bob, "bob"))
+        #expect(o?.statusCode == 200)
+        #expect(try o?.allow().contains(.invite) == true)
+        let sub = await alice.sendRequest(.subscribe, to: try Self.uri(of: bob, "bob"))
+        #expect(sub?.statusCode == 405)
+    }
+
     @Test("a call to a port nobody listens on fails with a timeout or transport error, bounded", .timeLimit(.minutes(1)))
     func unreachable() async throws {
         let timers = TransactionTimers(t1: .milliseconds(20), t2: .milliseconds(80))
