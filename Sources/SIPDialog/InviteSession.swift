@@ -1028,6 +1028,13 @@ public struct InviteSession: Sendable {
         pending.values.contains { ($0.method == .invite || $0.method == .update) && ($0.body != nil || $0.method == .invite) }
     }
 
+    /// Whether a re-INVITE (or UPDATE) with a new offer may be sent now: the call is up, no
+    /// offer is outstanding either way, and no INVITE transaction is open in either direction
+    /// (RFC 3261 §14.1; ours waits for its ACK too). When false, ``reinvite(body:)`` throws.
+    public var canOffer: Bool {
+        state == .confirmed && dialog != nil && offer == .none && !hasPendingOffer && serverInvite == nil && pendingUpdate == nil
+    }
+
     private func checkCanOffer(_ what: String) throws(SessionError) {
         guard state == .confirmed, dialog != nil else { throw .invalidState(operation: what, state: state) }
         guard offer == .none, !hasPendingOffer, serverInvite == nil, pendingUpdate == nil else { throw .offerInProgress }

@@ -139,10 +139,13 @@ public final class SIPUserAgent: Sendable {
 
     // MARK: Calls
 
-    /// Calls `target` with `offer` (or none: the peer offers in its 2xx).
-    public func call(_ target: SIPURI, offer: SessionBody?) async -> SessionKey {
+    /// Calls `target` with `offer` (or none: the peer offers in its 2xx). `prepare` runs with
+    /// the new session's key before the INVITE leaves, so the application can set up what the
+    /// session's first events will need.
+    public func call(_ target: SIPURI, offer: SessionBody?, prepare: (@Sendable (SessionKey) -> Void)? = nil) async -> SessionKey {
         await onQueue {
             let (key, out) = self.state.withLock { $0.manager.call(NameAddress(uri: target), offer: offer) }
+            prepare?(key)
             self.apply(out)
             return key
         }

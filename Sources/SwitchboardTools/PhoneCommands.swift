@@ -179,14 +179,20 @@ public final class Phone: Sendable {
     public func call(_ target: SIPURI) async -> SessionKey {
         var engine = newEngine()
         let offer = (try? engine.makeOffer()).map { SessionBody.sdp($0.serialized()) }
-        let key = await agent.call(target, offer: offer)
-        engines.withLock { $0[key] = engine }
-        return key
+        // The engine is in place before the INVITE leaves: the answer may come back at once.
+        let ready = engine
+        return await agent.call(target, offer: offer) { key in self.engines.withLock { $0[key] = ready } }
     }
 
     /// Puts the call on hold (re-INVITE with sendonly, or inactive when the peer holds us too)
     /// or takes it off hold.
     public func hold(_ key: SessionKey, _ held: Bool) async throws(SessionError) {
+        // A transaction still open (the ACK of the last re-INVITE on its way) delays the new
+        // offer a little rather than failing it (RFC 3261 §14.1).
+        for _ in 0..<100 {
+            guard let s = await agent.session(key), !s.canOffer, !s.isTerminated else { break }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
         let offer = withEngine(key) { (e: inout OfferAnswer) throws(OfferAnswerError) in
             e.setHold(held)
             return try e.makeOffer()

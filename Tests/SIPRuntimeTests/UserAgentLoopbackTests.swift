@@ -94,7 +94,13 @@ struct UserAgentLoopbackTests {
         let held = SessionBody.sdp(String(decoding: Self.answer.bytes, as: UTF8.self).replacingOccurrences(of: "sendrecv", with: "recvonly"))
         try await bob.perform(bk) { s throws(SessionError) in try s.answer(held) }
         try #require(await a.wait("hold answered") { es in es.contains { if case .session(key, .requestCompleted(.invite, 200, _)) = $0 { return true } else { return false } } })
-        // Resume from bob's side.
+        // Resume from bob's side, once alice's ACK has closed her re-INVITE at bob (§14.1).
+        var ready = false
+        for _ in 0..<500 where !ready {
+            ready = await bob.session(bk)?.canOffer == true
+            if !ready { try await Task.sleep(for: .milliseconds(10)) }
+        }
+        try #require(ready, "bob's INVITE transaction did not close")
         try await bob.perform(bk) { s throws(SessionError) in try s.reinvite(body: Self.answer) }
         try #require(await a.wait("resume offer") { es in es.contains { if case .session(key, .remoteOffer(let o, .invite)) = $0 { return o == Self.answer } else { return false } } })
         try await alice.perform(key) { s throws(SessionError) in try s.answer(Self.offer) }

@@ -39,7 +39,7 @@ enum Baresip {
         let sip = try freePair()
         let ctrl = try SIPpPort.free()
         let rundir = NSTemporaryDirectory() + "sb-baresip-\(UUID().uuidString)"
-        try await run(TestPaths.repoRoot + "/scripts/peers/baresip-start", [String(sip), String(ctrl), rundir] + (options.map { [$0] } ?? []), timeout: .seconds(15))
+        try await run(TestPaths.repoRoot + "/scripts/peers/baresip-start", [String(sip), String(ctrl), rundir] + (options.map { [$0] } ?? []), timeout: .seconds(30))
         let text = (try? String(contentsOfFile: rundir + "/pid", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
         guard let pid = Int32(text) else { throw ToolError("baresip did not start: \(log(rundir))") }
         return Instance(pid: pid, sipPort: sip, ctrlPort: ctrl, rundir: rundir)
@@ -68,18 +68,22 @@ enum Baresip {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: path)
         p.arguments = args
+        let errors = NSTemporaryDirectory() + "sb-run-\(UUID().uuidString).err"
+        _ = FileManager.default.createFile(atPath: errors, contents: nil)
+        defer { try? FileManager.default.removeItem(atPath: errors) }
         if let o = output {
             _ = FileManager.default.createFile(atPath: o, contents: nil)
             p.standardOutput = FileHandle(forWritingAtPath: o)
         } else {
             p.standardOutput = FileHandle.nullDevice
         }
-        p.standardError = FileHandle.nullDevice
+        p.standardError = FileHandle(forWritingAtPath: errors)
         try p.run()
         let clock = ContinuousClock(), deadline = clock.now + timeout
         while p.isRunning && clock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
-        if p.isRunning { p.terminate(); throw ToolError("\(path) did not finish in \(timeout)") }
-        guard p.terminationStatus == 0 else { throw ToolError("\(path) exited \(p.terminationStatus)") }
+        let stderr = String((try? String(contentsOfFile: errors, encoding: .utf8))?.suffix(2000) ?? "")
+        if p.isRunning { p.terminate(); throw ToolError("\(path) did not finish in \(timeout): \(stderr)") }
+        guard p.terminationStatus == 0 else { throw ToolError("\(path) exited \(p.terminationStatus): \(stderr)") }
     }
 }
 
