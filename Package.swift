@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "PacketCapture", targets: ["PacketCapture"]),
         .library(name: "SIPAuth", targets: ["SIPAuth"]),
         .library(name: "RTP", targets: ["RTP"]),
+        .library(name: "MediaCodecs", targets: ["MediaCodecs"]),
         .executable(name: "switchboard", targets: ["switchboard"]),
     ],
     dependencies: [
@@ -28,6 +29,8 @@ let package = Package(
         .target(name: "SDP"),
         // RTP/RTCP packets, reception statistics, RTCP interval (RFC 3550, 3611, 8285, 5761); no I/O, no dependencies.
         .target(name: "RTP"),
+        // Audio codecs: G.711 (ours) and Opus (libopus through COpus), with their SDP mapping.
+        .target(name: "MediaCodecs", dependencies: ["SDP"]),
         // RFC 3261 §17 transaction machines and the transaction layer; no I/O.
         .target(name: "SIPTransaction", dependencies: ["SIPMessage"]),
         // RFC 3261 §12 dialogs (and, as issue 4 grows, INVITE sessions); no I/O.
@@ -63,6 +66,7 @@ let package = Package(
         .executableTarget(name: "SwitchboardBench", dependencies: ["SIPMessage"]),
         .testTarget(name: "SIPMessageTests", dependencies: ["SwitchboardTestSupport", "SIPMessage"]),
         .testTarget(name: "SDPTests", dependencies: ["SDP"]),
+        .testTarget(name: "MediaCodecsTests", dependencies: ["SwitchboardTestSupport", "MediaCodecs", "SDP"]),
         .testTarget(name: "RTPTests", dependencies: ["SwitchboardTestSupport", "RTP"]),
         .testTarget(name: "SIPTransactionTests", dependencies: ["SIPTransaction", "SIPMessage"]),
         .testTarget(name: "SIPDialogTests", dependencies: ["SIPDialog", "SIPMessage", "SIPAuth"]),
