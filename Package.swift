@@ -30,7 +30,9 @@ let package = Package(
         // RTP/RTCP packets, reception statistics, RTCP interval (RFC 3550, 3611, 8285, 5761); no I/O, no dependencies.
         .target(name: "RTP"),
         // Audio codecs: G.711 (ours) and Opus (libopus through COpus), with their SDP mapping.
-        .target(name: "MediaCodecs", dependencies: ["SDP"]),
+        .target(name: "MediaCodecs", dependencies: ["SDP", "COpus"]),
+        // The system libopus (libopus-dev) and wrappers for its variadic ctl calls.
+        .target(name: "COpus", linkerSettings: [.linkedLibrary("opus")]),
         // RFC 3261 §17 transaction machines and the transaction layer; no I/O.
         .target(name: "SIPTransaction", dependencies: ["SIPMessage"]),
         // RFC 3261 §12 dialogs (and, as issue 4 grows, INVITE sessions); no I/O.

@@ -117,47 +117,6 @@ public protocol AudioDecoder: AudioCodec {
     mutating func concealLoss(samplesPerChannel: Int, into pcm: UnsafeMutableBufferPointer<Int16>) throws(AudioCodecError) -> Int
 }
 
-extension AudioEncoder {
-    /// Encodes one frame held in an array (convenience; allocates the result).
-    public mutating func encode(_ pcm: [Int16]) throws(AudioCodecError) -> [UInt8] {
-        var out = [UInt8](repeating: 0, count: maximumPayloadSize)
-        var result: Result<Int, AudioCodecError> = .success(0)
-        pcm.withUnsafeBufferPointer { input in
-            out.withUnsafeMutableBytes { output in
-                result = Result { () throws(AudioCodecError) in try encode(input, into: output) }
-            }
-        }
-        out.removeSubrange(try result.get()...)
-        return out
-    }
-}
-
-extension AudioDecoder {
-    /// Decodes one payload held in an array (convenience; allocates the result).
-    public mutating func decode(_ payload: [UInt8]) throws(AudioCodecError) -> [Int16] {
-        var out = [Int16](repeating: 0, count: maximumSamplesPerPayload * channels)
-        var result: Result<Int, AudioCodecError> = .success(0)
-        payload.withUnsafeBytes { input in
-            out.withUnsafeMutableBufferPointer { output in
-                result = Result { () throws(AudioCodecError) in try decode(input, into: output) }
-            }
-        }
-        out.removeSubrange((try result.get() * channels)...)
-        return out
-    }
-
-    /// Conceals one lost frame of `samplesPerChannel` samples (convenience; allocates the result).
-    public mutating func concealLoss(samplesPerChannel: Int) throws(AudioCodecError) -> [Int16] {
-        var out = [Int16](repeating: 0, count: samplesPerChannel * channels)
-        var result: Result<Int, AudioCodecError> = .success(0)
-        out.withUnsafeMutableBufferPointer { output in
-            result = Result { () throws(AudioCodecError) in try concealLoss(samplesPerChannel: samplesPerChannel, into: output) }
-        }
-        out.removeSubrange((try result.get() * channels)...)
-        return out
-    }
-}
-
 /// Why an encoder or decoder call failed.
 public enum AudioCodecError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The output buffer cannot hold the result.
@@ -180,4 +139,78 @@ public enum AudioCodecError: Error, Hashable, Sendable, CustomStringConvertible 
         case .opus(let operation, let code, let message): return "\(operation) failed: \(message) (\(code))"
         }
     }
+}
+
+// The array conveniences, for value codecs (`var`) and reference codecs (`let`) alike.
+extension AudioEncoder {
+    /// Encodes one frame held in an array (convenience; allocates the result).
+    public mutating func encode(_ pcm: [Int16]) throws(AudioCodecError) -> [UInt8] { try encodeArray(&self, pcm) }
+}
+
+extension AudioDecoder {
+    /// Decodes one payload held in an array (convenience; allocates the result).
+    public mutating func decode(_ payload: [UInt8]) throws(AudioCodecError) -> [Int16] { try decodeArray(&self, payload) }
+
+    /// Conceals one lost frame of `samplesPerChannel` samples (convenience; allocates the result).
+    public mutating func concealLoss(samplesPerChannel: Int) throws(AudioCodecError) -> [Int16] {
+        try concealArray(&self, samplesPerChannel)
+    }
+}
+
+extension AudioEncoder where Self: AnyObject {
+    /// Encodes one frame held in an array (convenience; allocates the result).
+    public func encode(_ pcm: [Int16]) throws(AudioCodecError) -> [UInt8] {
+        var codec = self
+        return try encodeArray(&codec, pcm)
+    }
+}
+
+extension AudioDecoder where Self: AnyObject {
+    /// Decodes one payload held in an array (convenience; allocates the result).
+    public func decode(_ payload: [UInt8]) throws(AudioCodecError) -> [Int16] {
+        var codec = self
+        return try decodeArray(&codec, payload)
+    }
+
+    /// Conceals one lost frame of `samplesPerChannel` samples (convenience; allocates the result).
+    public func concealLoss(samplesPerChannel: Int) throws(AudioCodecError) -> [Int16] {
+        var codec = self
+        return try concealArray(&codec, samplesPerChannel)
+    }
+}
+
+private func encodeArray<E: AudioEncoder>(_ encoder: inout E, _ pcm: [Int16]) throws(AudioCodecError) -> [UInt8] {
+    var out = [UInt8](repeating: 0, count: encoder.maximumPayloadSize)
+    var result: Result<Int, AudioCodecError> = .success(0)
+    pcm.withUnsafeBufferPointer { input in
+        out.withUnsafeMutableBytes { output in
+            result = Result { () throws(AudioCodecError) in try encoder.encode(input, into: output) }
+        }
+    }
+    out.removeSubrange(try result.get()...)
+    return out
+}
+
+private func decodeArray<D: AudioDecoder>(_ decoder: inout D, _ payload: [UInt8]) throws(AudioCodecError) -> [Int16] {
+    let channels = decoder.channels
+    var out = [Int16](repeating: 0, count: decoder.maximumSamplesPerPayload * channels)
+    var result: Result<Int, AudioCodecError> = .success(0)
+    payload.withUnsafeBytes { input in
+        out.withUnsafeMutableBufferPointer { output in
+            result = Result { () throws(AudioCodecError) in try decoder.decode(input, into: output) }
+        }
+    }
+    out.removeSubrange((try result.get() * channels)...)
+    return out
+}
+
+private func concealArray<D: AudioDecoder>(_ decoder: inout D, _ samplesPerChannel: Int) throws(AudioCodecError) -> [Int16] {
+    let channels = decoder.channels
+    var out = [Int16](repeating: 0, count: samplesPerChannel * channels)
+    var result: Result<Int, AudioCodecError> = .success(0)
+    out.withUnsafeMutableBufferPointer { output in
+        result = Result { () throws(AudioCodecError) in try decoder.concealLoss(samplesPerChannel: samplesPerChannel, into: output) }
+    }
+    out.removeSubrange((try result.get() * channels)...)
+    return out
 }

@@ -33,8 +33,13 @@ enum Signals {
     /// Signal-to-noise ratio in dB of `test` against `reference` (same length), after finding
     /// the best alignment within `maxLag` samples (codecs add delay).
     static func snr(reference: [Int16], test: [Int16], maxLag: Int = 0) -> (snr: Double, lag: Int) {
+        snr(reference: reference, test: test, lags: 0...maxLag)
+    }
+
+    /// The same over the given lags.
+    static func snr(reference: [Int16], test: [Int16], lags: ClosedRange<Int>) -> (snr: Double, lag: Int) {
         var best = (-Double.infinity, 0)
-        for lag in 0...maxLag {
+        for lag in lags {
             var signal = 0.0, noise = 0.0
             let n = min(reference.count, test.count - lag)
             guard n > 0 else { continue }
