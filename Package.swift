@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "SIPAuth", targets: ["SIPAuth"]),
         .library(name: "RTP", targets: ["RTP"]),
         .library(name: "MediaCodecs", targets: ["MediaCodecs"]),
+        .library(name: "SRTP", targets: ["SRTP"]),
         .executable(name: "switchboard", targets: ["switchboard"]),
     ],
     dependencies: [
@@ -33,6 +34,10 @@ let package = Package(
         .target(name: "MediaCodecs", dependencies: ["SDP", "COpus"]),
         // The system libopus (libopus-dev) and wrappers for its variadic ctl calls.
         .target(name: "COpus", linkerSettings: [.linkedLibrary("opus")]),
+        // The system libsrtp2 (libsrtp2-dev) and helpers that build its policies.
+        .target(name: "CSRTP", linkerSettings: [.linkedLibrary("srtp2")]),
+        // SRTP/SRTCP with SDES keys (RFC 3711, 4568, 7714) over libsrtp2; keys from the CSPRNG.
+        .target(name: "SRTP", dependencies: ["SDP", "CSRTP"]),
         // RFC 3261 §17 transaction machines and the transaction layer; no I/O.
         .target(name: "SIPTransaction", dependencies: ["SIPMessage"]),
         // RFC 3261 §12 dialogs (and, as issue 4 grows, INVITE sessions); no I/O.
@@ -69,6 +74,7 @@ let package = Package(
         .testTarget(name: "SIPMessageTests", dependencies: ["SwitchboardTestSupport", "SIPMessage"]),
         .testTarget(name: "SDPTests", dependencies: ["SDP"]),
         .testTarget(name: "MediaCodecsTests", dependencies: ["SwitchboardTestSupport", "MediaCodecs", "SDP"]),
+        .testTarget(name: "SRTPTests", dependencies: ["SwitchboardTestSupport", "SRTP", "SDP", "RTP"]),
         .testTarget(name: "RTPTests", dependencies: ["SwitchboardTestSupport", "RTP"]),
         .testTarget(name: "SIPTransactionTests", dependencies: ["SIPTransaction", "SIPMessage"]),
         .testTarget(name: "SIPDialogTests", dependencies: ["SIPDialog", "SIPMessage", "SIPAuth"]),
