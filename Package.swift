@@ -71,6 +71,8 @@ let package = Package(
         .target(name: "SwitchboardTestSupport", path: "Tests/Support"),
         // Parser throughput benchmark; run through scripts/bench (release build).
         .executableTarget(name: "SwitchboardBench", dependencies: ["SIPMessage"]),
+        // Opus+SRTP send/receive cost per frame and G.711 throughput; run through scripts/bench-media.
+        .executableTarget(name: "MediaCodecsBench", dependencies: ["MediaCodecs", "SRTP"]),
         .testTarget(name: "SIPMessageTests", dependencies: ["SwitchboardTestSupport", "SIPMessage"]),
         .testTarget(name: "SDPTests", dependencies: ["SDP"]),
         .testTarget(name: "MediaCodecsTests", dependencies: ["SwitchboardTestSupport", "MediaCodecs", "SDP"]),
