@@ -305,6 +305,12 @@ public final class SRTPSession: Sendable {
         case srtp_err_status_replay_fail, srtp_err_status_replay_old: return .replayed
         case srtp_err_status_bad_mki: return .unknownMKI
         case srtp_err_status_key_expired: return .keyLifetimeExhausted
+        // What libsrtp reports for packets inconsistent with the session on receipt (an SRTCP
+        // packet whose E flag disagrees with the policy, a header it cannot parse).
+        case srtp_err_status_cant_check where operation.hasPrefix("srtp_unprotect"),
+            srtp_err_status_parse_err where operation.hasPrefix("srtp_unprotect"),
+            srtp_err_status_bad_param where operation.hasPrefix("srtp_unprotect"):
+            return .malformedPacket("\(operation): srtp_err_status \(status.rawValue)")
         default: return .library(operation: operation, status: Int32(status.rawValue))
         }
     }
