@@ -75,7 +75,7 @@ let package = Package(
         .executableTarget(name: "MediaCodecsBench", dependencies: ["MediaCodecs", "SRTP"]),
         .testTarget(name: "SIPMessageTests", dependencies: ["SwitchboardTestSupport", "SIPMessage"]),
         .testTarget(name: "SDPTests", dependencies: ["SDP"]),
-        .testTarget(name: "MediaCodecsTests", dependencies: ["SwitchboardTestSupport", "MediaCodecs", "SDP"]),
+        .testTarget(name: "MediaCodecsTests", dependencies: ["SwitchboardTestSupport", "MediaCodecs", "SDP", "RTP", "PacketCapture"]),
         .testTarget(name: "SRTPTests", dependencies: ["SwitchboardTestSupport", "SRTP", "SDP", "RTP"]),
         .testTarget(name: "RTPTests", dependencies: ["SwitchboardTestSupport", "RTP"]),
         .testTarget(name: "SIPTransactionTests", dependencies: ["SIPTransaction", "SIPMessage"]),
