@@ -112,24 +112,28 @@ public enum G711 {
 
     // MARK: Buffers
 
-    /// Encodes `pcm` into `codes` (same count).
+    /// Encodes `pcm` into `codes`, as many samples as both hold; returns that count.
     @inlinable
-    public static func encode(_ law: Law, _ pcm: UnsafeBufferPointer<Int16>, into codes: UnsafeMutableRawBufferPointer) {
-        precondition(codes.count >= pcm.count)
+    @discardableResult
+    public static func encode(_ law: Law, _ pcm: UnsafeBufferPointer<Int16>, into codes: UnsafeMutableRawBufferPointer) -> Int {
+        let count = min(pcm.count, codes.count)
         switch law {
-        case .muLaw: for i in 0..<pcm.count { codes[i] = muLawEncode(pcm[i]) }
-        case .aLaw: for i in 0..<pcm.count { codes[i] = aLawEncode(pcm[i]) }
+        case .muLaw: for i in 0..<count { codes[i] = muLawEncode(pcm[i]) }
+        case .aLaw: for i in 0..<count { codes[i] = aLawEncode(pcm[i]) }
         }
+        return count
     }
 
-    /// Decodes `codes` into `pcm` (same count).
+    /// Decodes `codes` into `pcm`, as many as both hold; returns that count.
     @inlinable
-    public static func decode(_ law: Law, _ codes: UnsafeRawBufferPointer, into pcm: UnsafeMutableBufferPointer<Int16>) {
-        precondition(pcm.count >= codes.count)
+    @discardableResult
+    public static func decode(_ law: Law, _ codes: UnsafeRawBufferPointer, into pcm: UnsafeMutableBufferPointer<Int16>) -> Int {
+        let count = min(pcm.count, codes.count)
         let table = law == .muLaw ? muLawTable : aLawTable
         table.withUnsafeBufferPointer { t in
-            for i in 0..<codes.count { pcm[i] = t[Int(codes[i])] }
+            for i in 0..<count { pcm[i] = t[Int(codes[i])] }
         }
+        return count
     }
 }
 

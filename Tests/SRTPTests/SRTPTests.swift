@@ -320,3 +320,34 @@ enum Packets {
         #expect(throws: SRTPError.noAcceptableCrypto) { try SDES.accept(answer: newAnswer, offered: [offer[0]]) }
     }
 }
+
+/// A session is `Sendable`: several threads may protect through it at once (calls are
+/// serialized inside), and every packet still unprotects.
+@Suite struct SRTPConcurrencyTests {
+    @Test func concurrentProtectOnOneSession() async throws {
+        let profile = SRTPProfile.aesCM128HMACSHA1_80
+        let key = SRTPMasterKey.random(for: profile)
+        let sender = try SRTPSession(direction: .outbound, profile: profile, keys: [key])
+        let receiver = try SRTPSession(direction: .inbound, profile: profile, keys: [key])
+        // Four SSRCs, one task each, 200 packets per stream.
+        let streams: [[UInt8]] = try await withThrowingTaskGroup(of: [[UInt8]].self) { group in
+            for s in 0..<4 {
+                group.addTask {
+                    var out: [[UInt8]] = []
+                    for seq in 0..<200 {
+                        var p = Packets.rtp(seq: UInt16(seq), ssrc: UInt32(0x1000 + s))
+                        try sender.protectRTP(&p)
+                        out.append(p)
+                    }
+                    return out
+                }
+            }
+            var all: [[UInt8]] = []
+            for try await packets in group { all += packets }
+            return all
+        }
+        #expect(streams.count == 800)
+        for var packet in streams { try receiver.unprotectRTP(&packet) }
+        #expect(sender.statistics.rtp.packets == 800 && receiver.statistics.rtp.packets == 800)
+    }
+}
