@@ -17,6 +17,8 @@ let package = Package(
         .library(name: "SIPAuth", targets: ["SIPAuth"]),
         .library(name: "RTP", targets: ["RTP"]),
         .library(name: "Media", targets: ["Media"]),
+        .library(name: "MediaCodecs", targets: ["MediaCodecs"]),
+        .library(name: "SRTP", targets: ["SRTP"]),
         .executable(name: "switchboard", targets: ["switchboard"]),
     ],
     dependencies: [
@@ -31,6 +33,14 @@ let package = Package(
         .target(name: "RTP"),
         // Media logic without sockets or C libraries: jitter buffer, RFC 4733 DTMF, WAV and audio helpers, call quality, RTCP XR, packetizer.
         .target(name: "Media", dependencies: ["RTP"]),
+        // Audio codecs: G.711 (ours) and Opus (libopus through COpus), with their SDP mapping.
+        .target(name: "MediaCodecs", dependencies: ["SDP", "COpus"]),
+        // The system libopus (libopus-dev) and wrappers for its variadic ctl calls.
+        .target(name: "COpus", linkerSettings: [.linkedLibrary("opus")]),
+        // The system libsrtp2 (libsrtp2-dev) and helpers that build its policies.
+        .target(name: "CSRTP", linkerSettings: [.linkedLibrary("srtp2")]),
+        // SRTP/SRTCP with SDES keys (RFC 3711, 4568, 7714) over libsrtp2; keys from the CSPRNG.
+        .target(name: "SRTP", dependencies: ["SDP", "CSRTP"]),
         // RFC 3261 §17 transaction machines and the transaction layer; no I/O.
         .target(name: "SIPTransaction", dependencies: ["SIPMessage"]),
         // RFC 3261 §12 dialogs (and, as issue 4 grows, INVITE sessions); no I/O.
@@ -64,10 +74,14 @@ let package = Package(
         .target(name: "SwitchboardTestSupport", path: "Tests/Support"),
         // Parser throughput benchmark; run through scripts/bench (release build).
         .executableTarget(name: "SwitchboardBench", dependencies: ["SIPMessage"]),
-        // Per-frame cost of the Media module; run through scripts/bench-media (release build).
+        // Per-frame cost of the Media module; run through scripts/bench-media-engine (release build).
         .executableTarget(name: "MediaBench", dependencies: ["Media"]),
         .testTarget(name: "SIPMessageTests", dependencies: ["SwitchboardTestSupport", "SIPMessage"]),
         .testTarget(name: "SDPTests", dependencies: ["SDP", "SwitchboardTestSupport", "PacketCapture", "SIPMessage"]),
+        // Opus+SRTP send/receive cost per frame and G.711 throughput; run through scripts/bench-media.
+        .executableTarget(name: "MediaCodecsBench", dependencies: ["MediaCodecs", "SRTP"]),
+        .testTarget(name: "MediaCodecsTests", dependencies: ["SwitchboardTestSupport", "MediaCodecs", "SDP", "RTP", "PacketCapture"]),
+        .testTarget(name: "SRTPTests", dependencies: ["SwitchboardTestSupport", "SRTP", "SDP", "RTP"]),
         .testTarget(name: "RTPTests", dependencies: ["SwitchboardTestSupport", "RTP"]),
         .testTarget(name: "MediaTests", dependencies: ["SwitchboardTestSupport", "Media", "RTP", "PacketCapture"]),
         .testTarget(name: "SIPTransactionTests", dependencies: ["SIPTransaction", "SIPMessage"]),
