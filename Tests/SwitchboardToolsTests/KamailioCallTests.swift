@@ -66,15 +66,29 @@ struct KamailioCallTests {
         try await bob.agent.perform(bk) { s throws(SessionError) in try s.bye() }
         try #require(await alice.wait(key, timeout: .seconds(10)) { $0 == .terminated(.remoteHangup) })
         #expect(await bob.wait(bk, timeout: .seconds(10)) { $0 == .terminated(.localHangup) })
+        // The other way: alice registers too, and bob calls her through Kamailio.
+        await alice.agent.register(registrar: registrar, expires: 120)
+        try #require(await alice.wait(timeout: .seconds(10)) { alice.registrationStates.contains { if case .registered = $0 { return true } else { return false } } })
+        let back = await bob.call(try SIPURI("sip:alice@127.0.0.1:\(port)"))
+        try #require(await bob.wait(back, timeout: .seconds(10)) { $0 == .confirmed }, "\(lines.all)")
+        #expect(await bob.agent.session(back)?.dialog?.routeSet.first?.sipURI?.port == port)
+        try await bob.agent.perform(back) { s throws(SessionError) in try s.bye() }
+        let ak = try #require(alice.incomingCalls.first)
+        #expect(await alice.wait(ak, timeout: .seconds(10)) { $0 == .terminated(.remoteHangup) })
+
         await bob.agent.unregister()
+        await alice.agent.unregister()
         _ = await bob.wait(timeout: .seconds(10)) { bob.registrationStates.last == .unregistered }
+        _ = await alice.wait(timeout: .seconds(10)) { alice.registrationStates.last == .unregistered }
         let all = lines.all
         #expect(all.filter { $0 == "alice sent INVITE (sdp)" }.count == (inviteAuth ? 3 : 2))
+        // Each side: its hold re-INVITE and its call (plus the one the 407 refused).
+        #expect(all.filter { $0 == "bob sent INVITE (sdp)" }.count == (inviteAuth ? 3 : 2))
         #expect(all.contains("alice got 407 INVITE") == inviteAuth)
         #expect(all.contains("bob got BYE") == false && all.contains("alice got BYE"))
     }
 
-    @Test("UDP: register, call through Kamailio with Record-Route, holds both ways, BYE from the callee", .timeLimit(.minutes(1)))
+    @Test("UDP: register, call through Kamailio with Record-Route, holds both ways, BYE from the callee, then a call the other way", .timeLimit(.minutes(1)))
     func udp() async throws { try await run(transport: "udp", inviteAuth: false) }
 
     @Test("TCP: the same over TCP connections to Kamailio", .timeLimit(.minutes(1)))
