@@ -45,6 +45,7 @@ public final class Simulation {
     private var rng: SplitMix64
     private var queue = DeadlineHeap<() -> Void>()
     private var nodes: [String: SimulatedNode] = [:]
+    private var rawNodes: [String: (SIPMessage, String) -> Void] = [:]
     private var linkConditions: [String: NetworkConditions] = [:]
 
     public init(seed: UInt64, conditions: NetworkConditions = .perfect) {
@@ -61,6 +62,18 @@ public final class Simulation {
     }
 
     public func node(_ name: String) -> SimulatedNode? { nodes[name] }
+
+    /// Adds a node without a transaction layer: every message that reaches it (parsed again
+    /// from its bytes) goes to `receive` with the sender's name. For stateless elements in
+    /// tests, such as a forking proxy; it sends with ``send(_:from:to:)``.
+    public func addRawNode(_ name: String, receive: @escaping (SIPMessage, _ from: String) -> Void) {
+        rawNodes[name] = receive
+    }
+
+    /// Sends a message from a raw node (subject to the network conditions like any other).
+    public func send(_ message: SIPMessage, from: String, to: String) {
+        transmit(message, from: from, to: to)
+    }
 
     /// Conditions for datagrams from one node to another.
     public func setConditions(from: String, to: String, _ c: NetworkConditions) {
@@ -120,7 +133,13 @@ public final class Simulation {
             let spread = c.maximumDelay - c.minimumDelay
             let delay = c.minimumDelay + spread * random(in: 0...1)
             schedule(after: delay) { [weak self] in
-                guard let self, let node = self.nodes[to] else { return }
+                guard let self else { return }
+                if let raw = self.rawNodes[to] {
+                    self.record("\(from)->\(to) \(label)\(copy > 0 ? " (duplicate)" : "")")
+                    if let m = try? SIPMessage(bytes: bytes) { raw(m, from) }
+                    return
+                }
+                guard let node = self.nodes[to] else { return }
                 self.record("\(from)->\(to) \(label)\(copy > 0 ? " (duplicate)" : "")")
                 node.receive(bytes, from: from)
             }

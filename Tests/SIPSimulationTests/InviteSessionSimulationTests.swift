@@ -401,3 +401,112 @@ extension SessionEvent {
         return false
     }
 }
+
+/// A stateless forking proxy on the simulated network (RFC 3261 §16.11): an INVITE (and its
+/// CANCEL or non-2xx ACK, same branch) for `sip:bob@proxy` goes to every fork with a branch
+/// derived from the incoming one; requests inside a dialog go to their Request-URI's host;
+/// responses lose our Via and go to the next one. Every 2xx reaches the caller, as from a
+/// real forking proxy.
+final class ForkingProxy {
+    unowned let sim: Simulation
+    let name: String
+    let forks: [String]
+
+    init(_ sim: Simulation, name: String = "proxy", forks: [String]) {
+        self.sim = sim
+        self.name = name
+        self.forks = forks
+        // The simulation keeps the proxy alive through this closure.
+        sim.addRawNode(name) { m, from in self.receive(m, from: from) }
+    }
+
+    func receive(_ m: SIPMessage, from: String) {
+        if m.isRequest {
+            let branch = m.topViaBranch ?? "none"
+            if m.toTag == nil || (m.method == .ack && (try? m.requestURI().sipURI?.host.description) == name) {
+                for (i, fork) in forks.enumerated() {
+                    guard var out = try? m.replacingRequestURI("sip:bob@\(fork)") else { continue }
+                    try? out.prepend(.via, "SIP/2.0/UDP \(name);branch=z9hG4bK\(branch.dropFirst(7))f\(i)")
+                    sim.send(out, from: name, to: fork)
+                }
+            } else {
+                var out = m
+                try? out.prepend(.via, "SIP/2.0/UDP \(name);branch=z9hG4bK\(branch.dropFirst(7))d")
+                let host = (try? m.requestURI().sipURI?.host.description) ?? ""
+                sim.send(out, from: name, to: host)
+            }
+        } else {
+            guard let vias = try? m.via(), vias.count >= 2 else { return }
+            var out = m
+            out.removeFirstElement(.via)
+            sim.send(out, from: name, to: vias[1].host.description)
+        }
+    }
+}
+
+@Suite("Forking through a proxy on the simulated network")
+struct ForkingSimulationTests {
+    @Test("two forks ring, the first 2xx wins, the second is ACKed and sent BYE; at 10% loss too", arguments: [0.0, 0.1])
+    func twoForksAnswer(loss: Double) throws {
+        let sim = Simulation(seed: 21, conditions: NetworkConditions(loss: loss, minimumDelay: .milliseconds(10), maximumDelay: .milliseconds(30)))
+        sim.tracing = false
+        let alice = SimulatedUserAgent(sim, name: "alice", configuration: SimulatedUserAgent.configuration("alice", reliableProvisional: .unsupported))
+        let bob1 = SimulatedUserAgent(sim, name: "bob1", configuration: SimulatedUserAgent.configuration("bob1", reliableProvisional: .unsupported))
+        let bob2 = SimulatedUserAgent(sim, name: "bob2", configuration: SimulatedUserAgent.configuration("bob2", reliableProvisional: .unsupported))
+        _ = ForkingProxy(sim, forks: ["bob1", "bob2"])
+        var keys: [String: SessionKey] = [:]
+        for (ua, delay) in [(bob1, 1000), (bob2, 1300)] {
+            ua.onIncomingCall = { ua, key, _ in
+                keys[ua.node.name] = key
+                try? ua.perform(key) { s throws(SessionError) in try s.provisional(180) }
+                sim.schedule(after: .milliseconds(Int64(delay))) {
+                    try? ua.perform(key) { s throws(SessionError) in try s.accept(body: InviteSessionSimulationTests.answer) }
+                }
+            }
+        }
+        let key = alice.call("bob@proxy", offer: InviteSessionSimulationTests.offer)
+        sim.run(until: .seconds(20))
+
+        let k1 = try #require(keys["bob1"]), k2 = try #require(keys["bob2"])
+        // Alice's call is with bob1; both forks were early dialogs before.
+        #expect(alice[key]?.state == .confirmed)
+        #expect(alice[key]?.dialogID?.remoteTag == k1.localTag)
+        let provisionals = Set(alice.events(key).compactMap { e -> String? in
+            if case .provisional(180, let tag?, _) = e { return tag } else { return nil }
+        })
+        #expect(provisionals == [k1.localTag, k2.localTag])
+        #expect(alice.events(key).contains { if case .extraForkEnded(k2.localTag) = $0 { return true } else { return false } })
+        // bob2's 2xx was ACKed and sent BYE (sent together, they may arrive in either order).
+        #expect(bob2.states(k2).contains(.connecting))
+        #expect(InviteSessionSimulationTests.lastState(bob2, k2) == .terminated(.remoteHangup))
+        #expect(bob1[k1]?.state == .confirmed)
+
+        try alice.perform(key) { s throws(SessionError) in try s.bye() }
+        sim.run(until: .seconds(60))
+        #expect(InviteSessionSimulationTests.lastState(bob1, k1) == .terminated(.remoteHangup))
+        #expect(alice.manager.count == 0 && bob1.manager.count == 0 && bob2.manager.count == 0)
+    }
+
+    @Test("CANCEL through the forking proxy reaches every fork")
+    func cancelForks() throws {
+        let sim = Simulation(seed: 22, conditions: NetworkConditions(minimumDelay: .milliseconds(10), maximumDelay: .milliseconds(10)))
+        sim.tracing = false
+        let alice = SimulatedUserAgent(sim, name: "alice", configuration: SimulatedUserAgent.configuration("alice"))
+        let forks = (1...3).map { SimulatedUserAgent(sim, name: "bob\($0)", configuration: SimulatedUserAgent.configuration("bob\($0)")) }
+        _ = ForkingProxy(sim, forks: forks.map(\.node.name))
+        var incoming: [(SimulatedUserAgent, SessionKey)] = []
+        for f in forks {
+            f.onIncomingCall = { ua, key, _ in
+                incoming.append((ua, key))
+                try? ua.perform(key) { s throws(SessionError) in try s.provisional(180) }
+            }
+        }
+        let key = alice.call("bob@proxy", offer: InviteSessionSimulationTests.offer)
+        sim.run(until: .seconds(1))
+        try alice.perform(key) { s throws(SessionError) in try s.cancel() }
+        sim.run(until: .seconds(60))
+        #expect(incoming.count == 3)
+        for (ua, k) in incoming { #expect(InviteSessionSimulationTests.lastState(ua, k) == .terminated(.remoteCancelled)) }
+        #expect(InviteSessionSimulationTests.lastState(alice, key) == .terminated(.cancelled))
+    }
+}
