@@ -490,7 +490,8 @@ public struct CaptureDecoder: Sendable {
         guard let next = d.nextSeq,
               let lowest = d.pending.keys.min(by: { Int32(bitPattern: $0 &- next) < Int32(bitPattern: $1 &- next) }) else { return }
         let hole = Int(Int32(bitPattern: lowest &- next))
-        var partial = 0
+        var partial = d.undetected.count
+        d.undetected = []
         if d.framer != nil {
             partial = d.framer!.bufferedByteCount
             d.framer = SIPStreamFramer(mode: .resynchronizing)
@@ -508,19 +509,29 @@ public struct CaptureDecoder: Sendable {
             anomaly(frameNumber, .tcpIncompleteMessage(source: key.source, destination: key.destination, bytes: fr.bufferedByteCount))
         }
         d.framer = nil
+        d.undetected = []
         d.closed = true
     }
 
     private mutating func deliver(_ d: inout TCPDirection, key: FlowKey, _ bytes: ArraySlice<UInt8>, _ frame: Int, _ time: CaptureTimestamp) {
         guard !bytes.isEmpty else { return }
         if d.framer == nil {
-            guard SIPDetector.mayHoldSIP(bytes) else {
+            // Until the direction shows SIP, its latest bytes are held (bounded), so a start
+            // line split across segments ("I" then "NVITE sip:… SIP/2.0") is not cut.
+            d.undetected.append(contentsOf: bytes)
+            guard SIPDetector.mayHoldSIP(d.undetected[...]) else {
                 counters.nonSIPPayloads += 1
+                if d.undetected.count > TCPDirection.maxUndetectedBytes {
+                    d.undetected.removeFirst(d.undetected.count - TCPDirection.maxUndetectedBytes)
+                }
                 return
             }
             d.framer = SIPStreamFramer(mode: .resynchronizing)
+            d.framer!.append(d.undetected[...])
+            d.undetected = []
+        } else {
+            d.framer!.append(bytes)
         }
-        d.framer!.append(bytes)
         while true {
             let event: SIPStreamEvent?
             do throws(SIPParseError) {
@@ -562,6 +573,9 @@ struct TCPDirection: Sendable {
     var closed = false
     /// Present once the stream is known to carry SIP.
     var framer: SIPStreamFramer?
+    /// Before that: the direction's latest bytes, at most ``maxUndetectedBytes``.
+    var undetected: [UInt8] = []
+    static let maxUndetectedBytes = 4096
     var lastSeen: CaptureTimestamp
 
     init(lastSeen: CaptureTimestamp) { self.lastSeen = lastSeen }
