@@ -126,6 +126,9 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .long, help: "For tls: listen points, the private key (PEM file).")
     var key: String?
 
+    @Option(name: .long, help: "Record every message sent and received into this pcapng file (TLS as its plaintext over TCP).")
+    var capture: String?
+
     func run() async throws {
         guard (200...699).contains(answer) else { throw ValidationError("--answer must be a final status code (200-699)") }
         let points = try listen.map(ListenSpec.parse)
@@ -133,7 +136,11 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("a tls: listen point needs --cert and --key")
         }
         let tls = TLSConfiguration(certificateChain: cert.map { .file($0) }, privateKey: key.map { .file($0) })
-        let serve = try ServeCommand(listen: points, answer: answer, tls: tls)
+        let sink = try capture.map { path in
+            do { return try CaptureFileSink(path: path) } catch { throw ValidationError("\(error)") }
+        }
+        defer { sink?.close() }
+        let serve = try ServeCommand(listen: points, answer: answer, tls: tls, capture: sink)
         for p in serve.endpoint.localAddresses { print("listening on \(p)") }
         let stop = StopSignal()
         var previous = serve.snapshot()
@@ -197,10 +204,17 @@ struct Dial: AsyncParsableCommand {
     @Option(name: .long, help: "Give up after this many seconds.")
     var timeout: Int = 60
 
+    @Option(name: .long, help: "Record every message sent and received into this pcapng file (TLS as its plaintext over TCP).")
+    var capture: String?
+
     func run() async throws {
         let tls = TLSConfiguration(trustedCertificates: ca.map { [.file($0)] } ?? [])
+        let sink = try capture.map { path in
+            do { return try CaptureFileSink(path: path) } catch { throw ValidationError("\(error)") }
+        }
+        defer { sink?.close() }
         let result = try await DialCommand.run(target: target, count: count, rate: rate, listen: try ListenSpec.parse(listen), timeout: .seconds(timeout),
-                                               tls: tls, serverName: serverName)
+                                               tls: tls, serverName: serverName, capture: sink)
         print("calls: \(result.started) started, \(result.succeeded) succeeded, \(result.failed) failed")
         for (reason, n) in result.failures.sorted(by: { $0.key < $1.key }) { print("  \(reason): \(n)") }
         if result.succeeded != count { throw ExitCode(1) }
