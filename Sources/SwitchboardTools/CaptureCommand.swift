@@ -288,28 +288,38 @@ public struct CaptureAnalysis: Sendable {
         if wanted { calls.append(c) }
     }
 
-    /// Ties Call-IDs together: Replaces (header or in Refer-To), and an INVITE sent to a URI a
-    /// 3xx of another Call-ID redirected to.
+    /// Ties Call-IDs together: Replaces (header or in Refer-To), and an initial INVITE sent to a
+    /// URI that a 3xx of another Call-ID redirected to, or that a REFER of another Call-ID named
+    /// in Refer-To (blind transfer: the transferee's new call; it usually carries Referred-By).
+    /// URIs are compared by user, host (case-insensitive) and port.
     private mutating func link(_ call: inout LiveCall, _ m: SIPMessage) {
         func add(_ other: String) {
             if other != call.callID, !call.linked.contains(other) { call.linked.append(other) }
         }
-        if let r = try? m.replaces() { add(r.callID) }
-        if m.method == .refer, let r = try? m.referToReplaces() { add(r.callID) }
-        if m.method == .invite, m.toTag == nil, let uri = try? m.requestURI().description, let other = redirects[uri] {
-            add(other)
+        func target(_ uri: URI) -> String {
+            guard case .sip(let u) = uri else { return uri.description }
+            return "\(u.user ?? "")@\(u.host.description.lowercased()):\(u.port ?? 0)"
         }
-        if let code = m.statusCode, (300...399).contains(code), (try? m.cseq())?.method == .invite,
-           let contacts = try? m.contact()?.addresses {
-            for c in contacts {
-                let uri = c.uri.description
-                if redirects.updateValue(call.callID, forKey: uri) == nil { redirectOrder.append(uri) }
-            }
+        func remember(_ uri: URI) {
+            let key = target(uri)
+            if redirects.updateValue(call.callID, forKey: key) == nil { redirectOrder.append(key) }
             if redirectOrder.count > CaptureAnalysis.maxRedirects {
                 let drop = redirectOrder.count - CaptureAnalysis.maxRedirects
                 for k in redirectOrder.prefix(drop) { redirects.removeValue(forKey: k) }
                 redirectOrder.removeFirst(drop)
             }
+        }
+        if let r = try? m.replaces() { add(r.callID) }
+        if m.method == .refer {
+            if let r = try? m.referToReplaces() { add(r.callID) }
+            if let to = try? m.referTo() { remember(to.uri) }
+        }
+        if m.method == .invite, m.toTag == nil, let uri = try? m.requestURI(), let other = redirects[target(uri)] {
+            add(other)
+        }
+        if let code = m.statusCode, (300...399).contains(code), (try? m.cseq())?.method == .invite,
+           let contacts = try? m.contact()?.addresses {
+            for c in contacts { remember(c.uri) }
         }
     }
 }
