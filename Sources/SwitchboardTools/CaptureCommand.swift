@@ -113,6 +113,9 @@ public struct CaptureAnalysis: Sendable {
         public var frameNumber: Int
         /// Whether it was a retransmission.
         public var retransmission: Bool
+        /// The whole message as text (invalid UTF-8 replaced), when the analysis keeps messages
+        /// (``CaptureAnalysis/keepMessages``; for the HTML ladder).
+        public var text: String?
     }
 
     /// Everything learned about one Call-ID.
@@ -196,21 +199,25 @@ public struct CaptureAnalysis: Sendable {
     public let keepCalls: Bool
     /// Which calls record ladder arrows.
     public let ladder: LadderSelection
+    /// Whether ladder arrows keep the whole message text (``Arrow/text``).
+    public let keepMessages: Bool
     /// How long a settled call stays live after its last message (capture time), so that late
     /// retransmissions are still recognized (64·T1).
     public var settleSeconds: Int64 = 32
 
     private var live: [String: LiveCall] = [:]
     private var nextSweep: Int64 = .min
-    /// 3xx Contact URI → the redirected Call-ID (bounded, oldest dropped first).
+    /// 3xx Contact or Refer-To target (user@host:port) → the Call-ID that named it (bounded,
+    /// oldest dropped first).
     private var redirects: [String: String] = [:]
     private var redirectOrder: [String] = []
     private static let maxRedirects = 4096
 
     /// An empty analysis.
-    public init(keepCalls: Bool = true, ladder: LadderSelection = .none) {
+    public init(keepCalls: Bool = true, ladder: LadderSelection = .none, keepMessages: Bool = false) {
         self.keepCalls = keepCalls
         self.ladder = ladder
+        self.keepMessages = keepMessages
     }
 
     /// Calls not yet finished (for tests of the memory bound).
@@ -242,7 +249,7 @@ public struct CaptureAnalysis: Sendable {
         case .call(let id): recordArrows = id == callID
         }
         var call = live.removeValue(forKey: callID) ?? LiveCall(callID: callID, time: t)
-        let retransmission = call.absorb(captured, recordArrow: recordArrows)
+        let retransmission = call.absorb(captured, recordArrow: recordArrows, keepText: keepMessages)
         if retransmission { summary.retransmissions += 1 }
         if !retransmission { link(&call, m) }
         live[callID] = call
@@ -374,7 +381,7 @@ private struct LiveCall: Sendable {
     }
 
     /// Takes in one message of this call; returns whether it was a retransmission.
-    mutating func absorb(_ captured: CapturedSIPMessage, recordArrow: Bool) -> Bool {
+    mutating func absorb(_ captured: CapturedSIPMessage, recordArrow: Bool, keepText: Bool) -> Bool {
         let m = captured.message, t = captured.timestamp
         messageCount += 1
         if last < t { last = t }
@@ -395,7 +402,8 @@ private struct LiveCall: Sendable {
             }
             arrows.append(.init(time: t, source: captured.source, destination: captured.destination,
                                 label: retransmission ? label + " (rtx)" : label,
-                                frameNumber: captured.frameNumber, retransmission: retransmission))
+                                frameNumber: captured.frameNumber, retransmission: retransmission,
+                                text: keepText ? String(decoding: m.serialized(), as: UTF8.self) : nil))
         }
         // A request without a (parsable) CSeq still counts as a transaction of its method.
         guard !retransmission, let cseq = cseq ?? m.method.map({ CSeq(0, $0) }) else { return retransmission }
@@ -479,6 +487,9 @@ public enum CaptureCommand {
         case calls
         /// A ladder diagram of the call with this Call-ID, or of every call when `nil`.
         case ladder(String?)
+        /// The ladder as a self-contained HTML page (``HTMLLadder``) of one call or of every
+        /// call; the arrows keep their messages.
+        case html(String?)
     }
 
     /// The analysis and its rendering.
@@ -495,13 +506,24 @@ public enum CaptureCommand {
         /// error, 1 when `--ladder CALL-ID` names no call.
         public var exitCode: Int32 {
             if error != nil { return 65 }
-            if case .ladder(let id?) = view, !analysis.calls.contains(where: { $0.callID == id }) { return 1 }
+            switch view {
+            case .ladder(let id?), .html(let id?):
+                if !analysis.calls.contains(where: { $0.callID == id }) { return 1 }
+            default: break
+            }
             return 0
         }
         /// The view as text.
         public var text: String { CaptureCommand.text(self) }
         /// The view as JSON.
         public var json: String { CaptureCommand.json(self).rendered() + "\n" }
+        /// The ladder as a self-contained HTML page (for ``View/html(_:)``; for other views, of
+        /// the calls that kept arrows).
+        public var html: String {
+            var id: String?
+            if case .html(let x) = view { id = x }
+            return HTMLLadder.render(analysis.calls.filter { id == nil || $0.callID == id }, title: path)
+        }
     }
 
     /// Reads the capture at `path` and analyzes it for `view`. `progress`, when given, is
@@ -512,9 +534,11 @@ public enum CaptureCommand {
         switch view {
         case .summary: ladder = .none; keep = false
         case .calls: ladder = .none; keep = true
-        case .ladder(let id): ladder = id.map { .call($0) } ?? .all; keep = false
+        case .ladder(let id), .html(let id): ladder = id.map { .call($0) } ?? .all; keep = false
         }
-        var analysis = CaptureAnalysis(keepCalls: keep, ladder: ladder)
+        var isHTML = false
+        if case .html = view { isHTML = true }
+        var analysis = CaptureAnalysis(keepCalls: keep, ladder: ladder, keepMessages: isHTML)
         var report = Report(path: path, view: view, analysis: analysis, error: nil)
         let reader: SIPCaptureReader
         do {
@@ -545,11 +569,14 @@ public enum CaptureCommand {
         return report
     }
 
-    /// For captures over 50 MB, a progress reporter for ``run(path:view:progress:)`` that
-    /// rewrites one line on stderr (end it with ``endProgress()``); `nil` for smaller files.
-    public static func stderrProgress(path: String) -> ((Int) -> Void)? {
-        var st = stat()
-        guard stat(path, &st) == 0, Int64(st.st_size) > 50 << 20 else { return nil }
+    /// A progress reporter for ``run(path:view:progress:)`` that rewrites one line on stderr
+    /// (end it with ``endProgress()``): when `force` is set, or when stderr is a terminal and the
+    /// capture is over 50 MB; `nil` otherwise.
+    public static func stderrProgress(path: String, force: Bool = false) -> ((Int) -> Void)? {
+        if !force {
+            var st = stat()
+            guard isatty(2) == 1, stat(path, &st) == 0, Int64(st.st_size) > 50 << 20 else { return nil }
+        }
         return { n in writeStderr("\r\(path): \(n) SIP messages read") }
     }
 
@@ -591,6 +618,10 @@ public enum CaptureCommand {
             case .ladder(let id):
                 let calls = r.analysis.calls.filter { id == nil || $0.callID == id }
                 out = calls.map(ladderText).joined(separator: "\n")
+                if let id, calls.isEmpty, r.error == nil { out = "no call with Call-ID \(id)\n" }
+            case .html(let id):
+                let calls = r.analysis.calls.filter { id == nil || $0.callID == id }
+                out = "ladder of \(calls.count) call\(calls.count == 1 ? "" : "s"), \(calls.reduce(0) { $0 + $1.arrows.count }) arrows\n"
                 if let id, calls.isEmpty, r.error == nil { out = "no call with Call-ID \(id)\n" }
             }
         }
@@ -689,7 +720,7 @@ public enum CaptureCommand {
         switch r.view {
         case .summary: o.append(("summary", summaryJSON(r.analysis.summary)))
         case .calls: o.append(("calls", .array(r.analysis.calls.map(callJSON))))
-        case .ladder(let id):
+        case .ladder(let id), .html(let id):
             let calls = r.analysis.calls.filter { id == nil || $0.callID == id }
             o.append(("ladders", .array(calls.map(ladderJSON))))
         }

@@ -84,6 +84,15 @@ struct Capture: ParsableCommand {
     @Flag(name: .long, help: "Ladder diagrams: of the call whose Call-ID follows the file, else of every call.")
     var ladder = false
 
+    @Option(name: .long, help: "Write the ladder diagrams as a self-contained HTML page (click an arrow for its message) to this file.")
+    var html: String?
+
+    @Option(name: .long, help: "With --html: draw only the call with this Call-ID.")
+    var call: String?
+
+    @Flag(name: .long, help: "Show a progress line on stderr (default: only when stderr is a terminal and the file is over 50 MB).")
+    var progress = false
+
     @Argument(help: "The capture file (pcap or pcapng).")
     var file: String
 
@@ -92,15 +101,27 @@ struct Capture: ParsableCommand {
 
     func validate() throws {
         if calls && ladder { throw ValidationError("--calls and --ladder are exclusive") }
+        if html != nil && (calls || ladder || json) { throw ValidationError("--html is exclusive with --calls, --ladder and --json") }
         if callID != nil && !ladder { throw ValidationError("a Call-ID is only taken with --ladder") }
+        if call != nil && html == nil { throw ValidationError("--call is only taken with --html") }
     }
 
     func run() throws {
-        let view: CaptureCommand.View = ladder ? .ladder(callID) : calls ? .calls : .summary
-        let progress = CaptureCommand.stderrProgress(path: file)
-        let report = CaptureCommand.run(path: file, view: view, progress: progress)
-        if progress != nil { CaptureCommand.endProgress() }
-        print(json ? report.json : report.text, terminator: "")
+        let view: CaptureCommand.View = html != nil ? .html(call) : ladder ? .ladder(callID) : calls ? .calls : .summary
+        let reporter = CaptureCommand.stderrProgress(path: file, force: progress)
+        let report = CaptureCommand.run(path: file, view: view, progress: reporter)
+        if reporter != nil { CaptureCommand.endProgress() }
+        if let html {
+            if report.error == nil || report.analysis.summary.messages > 0 {
+                guard ParseCommand.writeFile(html, Array(report.html.utf8)) else {
+                    print("\(html): cannot write")
+                    throw ExitCode(73)
+                }
+            }
+            print(report.text, terminator: "")
+        } else {
+            print(json ? report.json : report.text, terminator: "")
+        }
         if report.exitCode != 0 { throw ExitCode(report.exitCode) }
     }
 }
