@@ -464,10 +464,13 @@ public final class SIPEndpoint: Sendable {
         }
         do {
             let bytes = m.serialized()
+            // The time is taken before sending: the answer may be recorded (by the receiving
+            // thread) before this thread records the request, but its time is never earlier.
+            let time = capture == nil ? .zero : SIPTrafficRecord.now()
             try t.send(bytes, to: destination)
             if let capture {
                 capture.record(SIPTrafficRecord(direction: .sent, transport: .udp, local: t.localAddress, remote: destination, bytes: bytes,
-                                                time: SIPTrafficRecord.now()))
+                                                time: time))
             }
             return true
         } catch {
@@ -504,11 +507,12 @@ public final class SIPEndpoint: Sendable {
             return false
         }
         let bytes = m.serialized()
+        let time = capture == nil ? .zero : SIPTrafficRecord.now()
         do {
             if let c = peer.connection {
                 do {
                     try t.send(bytes, on: c)
-                    mirrorSent(bytes, .tcp, on: c, to: peer.address)
+                    mirrorSent(bytes, .tcp, on: c, to: peer.address, time: time)
                     return true
                 } catch {
                     // The connection is gone; a request may open a new one (§18.2.2 for responses
@@ -516,7 +520,7 @@ public final class SIPEndpoint: Sendable {
                 }
             }
             let c = try t.send(bytes, to: peer.address)
-            mirrorSent(bytes, .tcp, on: c, to: peer.address)
+            mirrorSent(bytes, .tcp, on: c, to: peer.address, time: time)
             if let id = transaction, m.isRequest { noteConnecting(c, id) }
             return true
         } catch {
@@ -534,13 +538,14 @@ extension SIPEndpoint {
             return false
         }
         let bytes = m.serialized()
+        let time = capture == nil ? .zero : SIPTrafficRecord.now()
         if let c = peer.connection, (try? t.send(bytes, on: c)) != nil {
-            mirrorSent(bytes, .tls, on: c, to: peer.address)
+            mirrorSent(bytes, .tls, on: c, to: peer.address, time: time)
             return true
         }
         do {
             let c = try t.send(bytes, to: peer.address, serverName: peer.serverName)
-            mirrorSent(bytes, .tls, on: c, to: peer.address)
+            mirrorSent(bytes, .tls, on: c, to: peer.address, time: time)
             if let id = transaction, m.isRequest { noteConnecting(c, id) }
             return true
         } catch {
@@ -604,10 +609,10 @@ extension SIPEndpoint {
         }
     }
 
-    fileprivate func mirrorSent(_ bytes: [UInt8], _ kind: TransportKind, on connection: ConnectionID, to remote: SocketAddress) {
+    fileprivate func mirrorSent(_ bytes: [UInt8], _ kind: TransportKind, on connection: ConnectionID, to remote: SocketAddress, time: Duration) {
         guard let capture else { return }
         let record = SIPTrafficRecord(direction: .sent, transport: kind, local: remote, remote: remote, bytes: bytes,
-                                      connection: connection, time: SIPTrafficRecord.now())
+                                      connection: connection, time: time)
         let local = tracker.withLock { t -> SocketAddress? in
             if let l = t.locals[connection] { return l }
             if t.waiting[connection, default: []].count < CaptureTracker.maxWaiting { t.waiting[connection, default: []].append(record) }
