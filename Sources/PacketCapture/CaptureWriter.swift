@@ -48,8 +48,8 @@ public struct PcapngEncoder: Sendable {
     /// One UDP datagram; `nil` when the payload does not fit an IP packet (over 65,507 bytes
     /// for IPv4, 65,527 for IPv6), or when the endpoints mix IPv4 and IPv6.
     public mutating func udp(from source: CaptureEndpoint, to destination: CaptureEndpoint, payload: [UInt8], time: CaptureTimestamp) -> [UInt8]? {
-        let v6 = source.address.bytes.count == 16
-        guard source.address.bytes.count == destination.address.bytes.count, [4, 16].contains(source.address.bytes.count),
+        let v6 = source.address.byteCount == 16
+        guard source.address.byteCount == destination.address.byteCount, [4, 16].contains(source.address.byteCount),
               payload.count <= (v6 ? 65_527 : 65_507) else { return nil }
         var segment = be16(source.port) + be16(destination.port) + be16(UInt16(8 + payload.count)) + [0, 0] + payload
         var sum = transportChecksum(segment, protocol: 17, source: source.address.bytes, destination: destination.address.bytes)
@@ -63,7 +63,7 @@ public struct PcapngEncoder: Sendable {
     /// handshake the first time the two endpoints are seen); empty when the endpoints mix IPv4
     /// and IPv6.
     public mutating func tcp(from source: CaptureEndpoint, to destination: CaptureEndpoint, payload: [UInt8], time: CaptureTimestamp) -> [UInt8] {
-        guard source.address.bytes.count == destination.address.bytes.count, [4, 16].contains(source.address.bytes.count) else { return [] }
+        guard source.address.byteCount == destination.address.byteCount, [4, 16].contains(source.address.byteCount) else { return [] }
         let forward = Key(source: source, destination: destination), backward = Key(source: destination, destination: source)
         var out: [UInt8] = []
         if tcp[forward] == nil {

@@ -98,4 +98,16 @@ import SIPMessage
         let s = try CaptureSummary(bytes: e.header() + again)
         #expect(s.counters.frames == 4 && s.messages.count == 1)
     }
+
+    @Test func addressesAreStoredInline() {
+        let v4 = IPAddress(bytes: [192, 0, 2, 1])
+        #expect(v4.bytes == [192, 0, 2, 1] && v4.byteCount == 4 && v4.description == "192.0.2.1")
+        let v6 = Self.a6.address
+        #expect(v6.byteCount == 16 && v6.description == "2001:db8::1")
+        // An IPv4 address and the IPv6 address with the same leading bytes differ.
+        #expect(IPAddress(bytes: [192, 0, 2, 1]) != IPAddress(bytes: [192, 0, 2, 1] + Array(repeating: 0, count: 12)))
+        var x = v4
+        x.bytes = [10, 0, 0, 1]
+        #expect(x.description == "10.0.0.1" && x != v4)
+    }
 }
