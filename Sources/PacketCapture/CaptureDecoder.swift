@@ -230,6 +230,17 @@ public struct CaptureDecoder: Sendable {
         return takeEvents()
     }
 
+    /// Decodes one frame, appending its events to `events` (a buffer the caller reuses, so the
+    /// streaming reader allocates no array per frame).
+    public mutating func decode(_ frame: CaptureFrame, into events: inout [CaptureEvent]) {
+        swap(&out, &events)
+        counters.frames += 1
+        let expired = reassembler.expire(now: frame.timestamp)
+        if expired > 0 { anomaly(frame.number, .fragmentTimeout(count: expired)) }
+        decodeLink(frame)
+        swap(&out, &events)
+    }
+
     /// Ends the capture: skips the holes of TCP streams still waiting for missing bytes and
     /// reports partial messages left in them.
     public mutating func finish() -> [CaptureEvent] {
