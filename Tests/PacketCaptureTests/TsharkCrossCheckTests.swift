@@ -31,7 +31,10 @@ extension Tshark {
 /// - tshark counts frames in `-Y sip`; we count messages. Comparing fields with every
 ///   occurrence (`-E occurrence=a`) counts messages on its side too, so TCP frames carrying two
 ///   messages compare equal.
-@Suite("tshark cross-check", .enabled(if: Tshark.available || TestPaths.isCI, "tshark is not installed: cross-check skipped"))
+///
+/// Serialized: one tshark at a time, so seventeen of them do not load the machine while
+/// wall-clock-bounded tests of other suites run.
+@Suite("tshark cross-check", .serialized, .enabled(if: Tshark.available || TestPaths.isCI, "tshark is not installed: cross-check skipped"))
 struct TsharkCrossCheckTests {
     static let files = CorpusTests.expected.map(\.path)
     /// Files whose only message has a Request-URI without a scheme (see above).
