@@ -41,13 +41,13 @@ struct TsharkCrossCheckTests {
     static let schemelessRequestURI: Set<String> = ["sip-capture/to-tag.pcap", "sip-capture/no-to-tag.pcap"]
 
     @Test(arguments: files)
-    func sameMessagesCallIDsMethodsAndCodes(path: String) throws {
+    func sameMessagesCallIDsMethodsAndCodes(path: String) async throws {
         #expect(Tshark.available, "tshark must be installed under CI (scripts/test installs it)")
         guard CorpusTests.corpusPresent(), Tshark.available else { return }
         let file = Corpus.root + "/" + path
         let summary = try CaptureSummary(path: file)
         let ours = Tshark.ourView(summary)
-        let theirs = try Tshark.view(of: file).get()
+        let theirs = try await Tshark.view(of: file).get()
         if Self.schemelessRequestURI.contains(path) {
             #expect(theirs.messages == 0 && summary.messages.count == 1)
             let m = try #require(summary.messages.first).message
@@ -73,11 +73,11 @@ struct TsharkCrossCheckTests {
     }
 
     /// The one file tshark reads and we refuse: a NetMon capture, with SIP in it.
-    @Test func netMonIsTheDocumentedDifference() throws {
+    @Test func netMonIsTheDocumentedDifference() async throws {
         #expect(Tshark.available, "tshark must be installed under CI (scripts/test installs it)")
         guard CorpusTests.corpusPresent(), Tshark.available else { return }
         let file = Corpus.root + "/wireshark-samplecaptures/c07-sip-r2.cap"
-        let theirs = try Tshark.view(of: file).get()
+        let theirs = try await Tshark.view(of: file).get()
         #expect(theirs.messages > 0)
         do throws(CaptureFileError) {
             _ = try CaptureSummary(path: file)

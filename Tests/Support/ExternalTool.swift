@@ -20,7 +20,19 @@ public enum ExternalTool {
     /// Runs `path` with `arguments` and a private HOME (a fresh temporary folder, removed after),
     /// killing it after `timeout` seconds. Standard output is returned; standard error is kept
     /// only when `mergeErrors` is set.
-    public static func run(_ path: String, _ arguments: [String], timeout: Double = 30, mergeErrors: Bool = false) -> Run {
+    ///
+    /// The blocking wait happens on a Dispatch thread, not on the test's: Swift Testing runs tests
+    /// on the cooperative pool (one thread per core), and a test blocked in a child process there
+    /// starves the other suites' async tests, whose wall-clock bounds then fail.
+    public static func run(_ path: String, _ arguments: [String], timeout: Double = 30, mergeErrors: Bool = false) async -> Run {
+        await withCheckedContinuation { (c: CheckedContinuation<Run, Never>) in
+            DispatchQueue.global().async {
+                c.resume(returning: runBlocking(path, arguments, timeout: timeout, mergeErrors: mergeErrors))
+            }
+        }
+    }
+
+    static func runBlocking(_ path: String, _ arguments: [String], timeout: Double, mergeErrors: Bool) -> Run {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: path)
         p.arguments = arguments
@@ -81,9 +93,9 @@ public enum Tshark {
     static let separator = "\u{1F}"
 
     /// tshark's view of `file`; `nil` (with the reason) when tshark failed or timed out.
-    public static func view(of file: String, timeout: Double = 30) -> Result<View, ToolFailure> {
+    public static func view(of file: String, timeout: Double = 30) async -> Result<View, ToolFailure> {
         guard let path else { return .failure(ToolFailure(description: "tshark is not installed")) }
-        let r = ExternalTool.run(path, ["-r", file, "-n", "--enable-heuristic", "sip_udp", "--enable-heuristic", "sip_tcp",
+        let r = await ExternalTool.run(path, ["-r", file, "-n", "--enable-heuristic", "sip_udp", "--enable-heuristic", "sip_tcp",
                                         "-Y", "sip", "-T", "fields", "-E", "occurrence=a", "-E", "aggregator=\(separator)",
                                         "-e", "sip.Call-ID", "-e", "sip.Method", "-e", "sip.Status-Code"], timeout: timeout)
         guard r.ok else { return .failure(ToolFailure(description: "tshark on \(file): status \(r.status), timed out \(r.timedOut)")) }

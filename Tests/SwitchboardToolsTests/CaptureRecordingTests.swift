@@ -70,7 +70,7 @@ struct CaptureRecordingTests {
             // tshark opens it and finds the same SIP messages, one per frame.
             #expect(Tshark.available || !TestPaths.isCI, "tshark must be installed under CI (scripts/test installs it)")
             if Tshark.available {
-                let v = try Tshark.view(of: path).get()
+                let v = try await Tshark.view(of: path).get()
                 #expect(v.messages == s.messages.count, "\(name): tshark \(v.messages), ours \(s.messages.count)")
                 #expect(v.frames == s.messages.count)
                 #expect(v.methods["INVITE"] == calls && v.methods["BYE"] == calls)

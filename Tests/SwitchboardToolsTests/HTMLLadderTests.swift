@@ -10,8 +10,8 @@ enum Chromium {
     static let path: String? = ExternalTool.find(["/usr/bin/chromium", "/usr/bin/chromium-browser"])
     static var available: Bool { path != nil }
 
-    static func run(_ page: String, _ extra: [String], dir: String) -> ExternalTool.Run {
-        ExternalTool.run(path!, ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
+    static func run(_ page: String, _ extra: [String], dir: String) async -> ExternalTool.Run {
+        await ExternalTool.run(path!, ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
                                  "--user-data-dir=\(dir)/profile", "--window-size=1400,1800"] + extra + ["file://\(page)"], timeout: 90)
     }
 }
@@ -72,7 +72,7 @@ struct HTMLLadderTests {
     /// The page renders in headless Chromium: a PNG of real size, and after its script ran, the
     /// DOM holds every arrow and the first message is shown.
     @Test(.timeLimit(.minutes(3)))
-    func rendersInHeadlessChromium() throws {
+    func rendersInHeadlessChromium() async throws {
         guard CaptureCorpus.available else { return }
         #expect(Chromium.available || !TestPaths.isCI, "chromium must be installed under CI (scripts/test installs it)")
         guard Chromium.available else {
@@ -89,7 +89,7 @@ struct HTMLLadderTests {
         #expect(Self.externalReferences(report.html).isEmpty, "\(Self.externalReferences(report.html))")
         #expect(ParseCommand.writeFile(page, Array(report.html.utf8)))
 
-        let shot = Chromium.run(page, ["--screenshot=\(dir)/ladder.png"], dir: dir)
+        let shot = await Chromium.run(page, ["--screenshot=\(dir)/ladder.png"], dir: dir)
         #expect(shot.ok, "chromium --screenshot: status \(shot.status), timed out \(shot.timedOut)")
         let png = try #require(FileManager.default.contents(atPath: dir + "/ladder.png"), "no screenshot")
         #expect(Array(png.prefix(8)) == [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A])
@@ -98,7 +98,7 @@ struct HTMLLadderTests {
         #expect(width == 1400 && height == 1800, "\(width)x\(height)")
         #expect(png.count > 20_000, "screenshot of \(png.count) bytes")
 
-        let dom = Chromium.run(page, ["--dump-dom"], dir: dir)
+        let dom = await Chromium.run(page, ["--dump-dom"], dir: dir)
         #expect(dom.ok, "chromium --dump-dom: status \(dom.status), timed out \(dom.timedOut)")
         #expect(dom.output.contains("data-arrows=\"\(arrows)\""), "the page script did not count \(arrows) arrows")
         #expect(Self.count("<g class=\"arrow", in: dom.output) == arrows)
