@@ -1,14 +1,47 @@
 import SIPMessage
 
 /// An IPv4 (4 bytes) or IPv6 (16 bytes) address.
+///
+/// Stored inline (two words and a length), so decoding a packet allocates nothing for its
+/// addresses and hashing an endpoint is cheap.
 public struct IPAddress: Sendable, Hashable, CustomStringConvertible {
-    /// The address in network byte order: 4 bytes for IPv4, 16 for IPv6.
-    public var bytes: [UInt8]
+    private var high: UInt64 = 0
+    private var low: UInt64 = 0
+    private var length: UInt8 = 0
+
+    /// The address in network byte order: 4 bytes for IPv4, 16 for IPv6 (at most 16 bytes are kept).
+    public var bytes: [UInt8] {
+        get {
+            var out = [UInt8](repeating: 0, count: Int(length))
+            for i in 0..<Int(length) { out[i] = byte(i) }
+            return out
+        }
+        set { self = IPAddress(bytes: newValue) }
+    }
+
     /// An address from its network-order bytes.
-    public init(bytes: [UInt8]) { self.bytes = bytes }
+    public init(bytes: [UInt8]) { self.init(bytes[...]) }
+
+    /// An address from network-order bytes (at most 16 are kept).
+    init(_ b: ArraySlice<UInt8>) {
+        length = UInt8(min(b.count, 16))
+        var i = 0
+        for x in b.prefix(16) {
+            if i < 8 { high |= UInt64(x) << (56 - 8 * UInt64(i)) } else { low |= UInt64(x) << (56 - 8 * UInt64(i - 8)) }
+            i += 1
+        }
+    }
+
+    /// The number of bytes: 4 or 16.
+    public var byteCount: Int { Int(length) }
+
+    private func byte(_ i: Int) -> UInt8 {
+        i < 8 ? UInt8(truncatingIfNeeded: high >> (56 - 8 * UInt64(i))) : UInt8(truncatingIfNeeded: low >> (56 - 8 * UInt64(i - 8)))
+    }
 
     /// Dotted quad for IPv4; RFC 5952 text for IPv6.
     public var description: String {
+        let bytes = self.bytes
         if bytes.count == 4 { return bytes.map(String.init).joined(separator: ".") }
         var words: [UInt16] = []
         for i in stride(from: 0, to: bytes.count - 1, by: 2) { words.append(UInt16(bytes[i]) << 8 | UInt16(bytes[i + 1])) }
@@ -40,7 +73,7 @@ public struct CaptureEndpoint: Sendable, Hashable, CustomStringConvertible {
         self.port = port
     }
     /// `a.b.c.d:port` or `[v6]:port`.
-    public var description: String { address.bytes.count == 16 ? "[\(address)]:\(port)" : "\(address):\(port)" }
+    public var description: String { address.byteCount == 16 ? "[\(address)]:\(port)" : "\(address):\(port)" }
 }
 
 /// The transport a captured SIP message travelled over.
@@ -197,6 +230,17 @@ public struct CaptureDecoder: Sendable {
         return takeEvents()
     }
 
+    /// Decodes one frame, appending its events to `events` (a buffer the caller reuses, so the
+    /// streaming reader allocates no array per frame).
+    public mutating func decode(_ frame: CaptureFrame, into events: inout [CaptureEvent]) {
+        swap(&out, &events)
+        counters.frames += 1
+        let expired = reassembler.expire(now: frame.timestamp)
+        if expired > 0 { anomaly(frame.number, .fragmentTimeout(count: expired)) }
+        decodeLink(frame)
+        swap(&out, &events)
+    }
+
     /// Ends the capture: skips the holes of TCP streams still waiting for missing bytes and
     /// reports partial messages left in them.
     public mutating func finish() -> [CaptureEvent] {
@@ -291,7 +335,7 @@ public struct CaptureDecoder: Sendable {
         let flagsOffset = Int(p[s + 6]) << 8 | Int(p[s + 7])
         let more = flagsOffset & 0x2000 != 0
         let fragOffset = (flagsOffset & 0x1FFF) * 8
-        let src = IPAddress(bytes: Array(p[(s + 12)..<(s + 16)])), dst = IPAddress(bytes: Array(p[(s + 16)..<(s + 20)]))
+        let src = IPAddress(p[(s + 12)..<(s + 16)]), dst = IPAddress(p[(s + 16)..<(s + 20)])
         let payload = p[(s + ihl)..<(s + total)]
         if more || fragOffset != 0 {
             counters.fragments += 1
@@ -316,7 +360,7 @@ public struct CaptureDecoder: Sendable {
         guard length > 0 else { return anomaly(f.number, .malformed("IPv6 jumbogram (payload length 0) not supported")) }
         guard p.count >= 40 + length else { return anomaly(f.number, .truncated("IPv6 payload of \(length) bytes, \(p.count - 40) captured")) }
         counters.ipv6Packets += 1
-        let src = IPAddress(bytes: Array(p[(s + 8)..<(s + 24)])), dst = IPAddress(bytes: Array(p[(s + 24)..<(s + 40)]))
+        let src = IPAddress(p[(s + 8)..<(s + 24)]), dst = IPAddress(p[(s + 24)..<(s + 40)])
         walkIPv6(next: p[s + 6], p[(s + 40)..<(s + 40 + length)], src, dst, f, reassembled: false)
     }
 
@@ -490,7 +534,8 @@ public struct CaptureDecoder: Sendable {
         guard let next = d.nextSeq,
               let lowest = d.pending.keys.min(by: { Int32(bitPattern: $0 &- next) < Int32(bitPattern: $1 &- next) }) else { return }
         let hole = Int(Int32(bitPattern: lowest &- next))
-        var partial = 0
+        var partial = d.undetected.count
+        d.undetected = []
         if d.framer != nil {
             partial = d.framer!.bufferedByteCount
             d.framer = SIPStreamFramer(mode: .resynchronizing)
@@ -508,19 +553,29 @@ public struct CaptureDecoder: Sendable {
             anomaly(frameNumber, .tcpIncompleteMessage(source: key.source, destination: key.destination, bytes: fr.bufferedByteCount))
         }
         d.framer = nil
+        d.undetected = []
         d.closed = true
     }
 
     private mutating func deliver(_ d: inout TCPDirection, key: FlowKey, _ bytes: ArraySlice<UInt8>, _ frame: Int, _ time: CaptureTimestamp) {
         guard !bytes.isEmpty else { return }
         if d.framer == nil {
-            guard SIPDetector.mayHoldSIP(bytes) else {
+            // Until the direction shows SIP, its latest bytes are held (bounded), so a start
+            // line split across segments ("I" then "NVITE sip:… SIP/2.0") is not cut.
+            d.undetected.append(contentsOf: bytes)
+            guard SIPDetector.mayHoldSIP(d.undetected[...]) else {
                 counters.nonSIPPayloads += 1
+                if d.undetected.count > TCPDirection.maxUndetectedBytes {
+                    d.undetected.removeFirst(d.undetected.count - TCPDirection.maxUndetectedBytes)
+                }
                 return
             }
             d.framer = SIPStreamFramer(mode: .resynchronizing)
+            d.framer!.append(d.undetected[...])
+            d.undetected = []
+        } else {
+            d.framer!.append(bytes)
         }
-        d.framer!.append(bytes)
         while true {
             let event: SIPStreamEvent?
             do throws(SIPParseError) {
@@ -562,6 +617,9 @@ struct TCPDirection: Sendable {
     var closed = false
     /// Present once the stream is known to carry SIP.
     var framer: SIPStreamFramer?
+    /// Before that: the direction's latest bytes, at most ``maxUndetectedBytes``.
+    var undetected: [UInt8] = []
+    static let maxUndetectedBytes = 4096
     var lastSeen: CaptureTimestamp
 
     init(lastSeen: CaptureTimestamp) { self.lastSeen = lastSeen }
@@ -585,9 +643,13 @@ enum SIPDetector {
             let s = r.startIndex
             return r[s] == 0x20 && (1...3).allSatisfy { (0x30...0x39).contains(r[s + $0]) } && (r.count == 4 || r[s + 4] == 0x20)
         }
-        let parts = line.split(separator: 0x20, omittingEmptySubsequences: false)
-        guard parts.count == 3, !parts[0].isEmpty, !parts[1].isEmpty, parts[2].elementsEqual(version) else { return false }
-        return parts[0].allSatisfy(isTokenByte)
+        // token SP uri SP SIP/2.0, exactly two spaces (scanned without splitting: this runs on
+        // every UDP payload and TCP segment).
+        guard line.count > version.count + 3, line.suffix(version.count).elementsEqual(version),
+              let sp1 = line.firstIndex(of: 0x20), sp1 > line.startIndex else { return false }
+        let sp2 = line.endIndex - version.count - 1
+        guard line[sp2] == 0x20, sp2 > sp1 + 1, line[(sp1 + 1)..<sp2].firstIndex(of: 0x20) == nil else { return false }
+        return line[line.startIndex..<sp1].allSatisfy(isTokenByte)
     }
 
     /// Whether stream bytes start with a SIP start line or hold "SIP/2.0" (a capture begun

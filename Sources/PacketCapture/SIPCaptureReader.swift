@@ -36,7 +36,7 @@ public final class SIPCaptureReader {
             queue.removeAll(keepingCapacity: true)
             queueIndex = 0
             if let frame = try reader.nextFrame() {
-                queue = decoder.decode(frame)
+                decoder.decode(frame, into: &queue)
             } else {
                 queue = decoder.finish()
                 finished = true

@@ -91,13 +91,18 @@ public final class SIPEndpoint: Sendable {
         public var udp: UDPTransportConfiguration
         public var tcp: TCPTransportConfiguration
         public var tls: TLSConfiguration
+        /// When set, every message sent or received (and every malformed datagram received) is
+        /// mirrored to it, e.g. to record a pcapng capture of the endpoint's own traffic. Over
+        /// TLS the records hold the plaintext.
+        public var capture: (any SIPTrafficSink)?
         public init(listen: [ListenPoint], timers: TransactionTimers = .rfc3261, udp: UDPTransportConfiguration = .init(),
-                    tcp: TCPTransportConfiguration = .init(), tls: TLSConfiguration = .init()) {
+                    tcp: TCPTransportConfiguration = .init(), tls: TLSConfiguration = .init(), capture: (any SIPTrafficSink)? = nil) {
             self.listen = listen
             self.timers = timers
             self.udp = udp
             self.tcp = tcp
             self.tls = tls
+            self.capture = capture
         }
     }
 
@@ -131,6 +136,9 @@ public final class SIPEndpoint: Sendable {
     private let udp: Mutex<[UDPTransport]>
     private let tcp: Mutex<[TCPTransport]>
     private let tls: Mutex<[TLSTransport]>
+    /// The capture sink, and what it needs to know of connections (see ``CaptureTracker``).
+    private let capture: (any SIPTrafficSink)?
+    private let tracker = Mutex(CaptureTracker())
     /// The timer thread (also available to the TU for its own timers, e.g. 2xx retransmission).
     public let timerService = TimerService()
 
@@ -138,6 +146,7 @@ public final class SIPEndpoint: Sendable {
     public init(configuration: Configuration, handler: @escaping @Sendable (EndpointEvent) -> Void) throws(TransportError) {
         core = Mutex(Core(layer: TransactionLayer(timers: configuration.timers)))
         self.handler = EventHandler(handler)
+        capture = configuration.capture
         udp = Mutex([])
         tcp = Mutex([])
         tls = Mutex([])
@@ -246,6 +255,7 @@ public final class SIPEndpoint: Sendable {
     private func transportEvent(_ event: TransportEvent, kind: TransportKind) {
         switch event {
         case .message(let inbound):
+            if capture != nil { mirrorReceived(inbound) }
             let peer = SIPPeer(transport: inbound.transport, address: inbound.source, connection: inbound.connection)
             var message = inbound.message
             do {
@@ -263,10 +273,20 @@ public final class SIPEndpoint: Sendable {
                 return scheduleTimers(out, &c)
             }
             execute(outputs)
-        case .malformed(_, let source, let error):
+        case .malformed(let bytes, let source, let error):
+            if let capture, let local = localAddress(kind)?.address {
+                capture.record(SIPTrafficRecord(direction: .received, transport: kind, local: local, remote: source, bytes: bytes,
+                                                time: SIPTrafficRecord.now()))
+            }
             core.withLock { $0.stats.malformed += 1 }
             notify(.malformed(source: source, error: error))
+        case .connectionOpened(let info):
+            if capture != nil { mirrorOpened(info) }
         case .connectionClosed(let info, let reason):
+            if let capture {
+                tracker.withLock { $0.closed(info.id) }
+                capture.connectionClosed(info)
+            }
             guard case .failed = reason else {
                 core.withLock { _ = $0.connecting.removeValue(forKey: info.id) }
                 return
@@ -443,7 +463,15 @@ public final class SIPEndpoint: Sendable {
             return false
         }
         do {
-            try t.send(m.serialized(), to: destination)
+            let bytes = m.serialized()
+            // The time is taken before sending: the answer may be recorded (by the receiving
+            // thread) before this thread records the request, but its time is never earlier.
+            let time = capture == nil ? .zero : SIPTrafficRecord.now()
+            try t.send(bytes, to: destination)
+            if let capture {
+                capture.record(SIPTrafficRecord(direction: .sent, transport: .udp, local: t.localAddress, remote: destination, bytes: bytes,
+                                                time: time))
+            }
             return true
         } catch {
             core.withLock { $0.stats.sendErrors += 1 }
@@ -479,10 +507,12 @@ public final class SIPEndpoint: Sendable {
             return false
         }
         let bytes = m.serialized()
+        let time = capture == nil ? .zero : SIPTrafficRecord.now()
         do {
             if let c = peer.connection {
                 do {
                     try t.send(bytes, on: c)
+                    mirrorSent(bytes, .tcp, on: c, to: peer.address, time: time)
                     return true
                 } catch {
                     // The connection is gone; a request may open a new one (§18.2.2 for responses
@@ -490,6 +520,7 @@ public final class SIPEndpoint: Sendable {
                 }
             }
             let c = try t.send(bytes, to: peer.address)
+            mirrorSent(bytes, .tcp, on: c, to: peer.address, time: time)
             if let id = transaction, m.isRequest { noteConnecting(c, id) }
             return true
         } catch {
@@ -507,9 +538,14 @@ extension SIPEndpoint {
             return false
         }
         let bytes = m.serialized()
-        if let c = peer.connection, (try? t.send(bytes, on: c)) != nil { return true }
+        let time = capture == nil ? .zero : SIPTrafficRecord.now()
+        if let c = peer.connection, (try? t.send(bytes, on: c)) != nil {
+            mirrorSent(bytes, .tls, on: c, to: peer.address, time: time)
+            return true
+        }
         do {
             let c = try t.send(bytes, to: peer.address, serverName: peer.serverName)
+            mirrorSent(bytes, .tls, on: c, to: peer.address, time: time)
             if let id = transaction, m.isRequest { noteConnecting(c, id) }
             return true
         } catch {
@@ -534,4 +570,57 @@ final class EventHandler: Sendable {
 final class ClientHandler: Sendable {
     let call: @Sendable (ClientTransactionEvent) -> Void
     init(_ call: @escaping @Sendable (ClientTransactionEvent) -> Void) { self.call = call }
+}
+
+// MARK: Capture mirroring
+
+/// What the capture mirror knows of connections: their local addresses (from
+/// `connectionOpened`), and records sent on a connection before it was reported open (a
+/// connect runs in the background), held until it is (at most 64 per connection).
+struct CaptureTracker {
+    var locals: [ConnectionID: SocketAddress] = [:]
+    var waiting: [ConnectionID: [SIPTrafficRecord]] = [:]
+    static let maxWaiting = 64
+
+    mutating func closed(_ id: ConnectionID) {
+        locals[id] = nil
+        waiting[id] = nil
+    }
+}
+
+extension SIPEndpoint {
+    fileprivate func mirrorReceived(_ inbound: InboundMessage) {
+        guard let capture else { return }
+        var local = inbound.local
+        if let c = inbound.connection, let known = tracker.withLock({ $0.locals[c] }) { local = known }
+        capture.record(SIPTrafficRecord(direction: .received, transport: inbound.transport, local: local, remote: inbound.source,
+                                        bytes: inbound.message.serialized(), connection: inbound.connection, time: SIPTrafficRecord.now()))
+    }
+
+    fileprivate func mirrorOpened(_ info: ConnectionInfo) {
+        guard let capture else { return }
+        let held = tracker.withLock { t -> [SIPTrafficRecord] in
+            t.locals[info.id] = info.local
+            return t.waiting.removeValue(forKey: info.id) ?? []
+        }
+        for var r in held {
+            r.local = info.local
+            capture.record(r)
+        }
+    }
+
+    fileprivate func mirrorSent(_ bytes: [UInt8], _ kind: TransportKind, on connection: ConnectionID, to remote: SocketAddress, time: Duration) {
+        guard let capture else { return }
+        let record = SIPTrafficRecord(direction: .sent, transport: kind, local: remote, remote: remote, bytes: bytes,
+                                      connection: connection, time: time)
+        let local = tracker.withLock { t -> SocketAddress? in
+            if let l = t.locals[connection] { return l }
+            if t.waiting[connection, default: []].count < CaptureTracker.maxWaiting { t.waiting[connection, default: []].append(record) }
+            return nil
+        }
+        guard let local else { return }
+        var r = record
+        r.local = local
+        capture.record(r)
+    }
 }

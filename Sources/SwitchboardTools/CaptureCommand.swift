@@ -113,6 +113,9 @@ public struct CaptureAnalysis: Sendable {
         public var frameNumber: Int
         /// Whether it was a retransmission.
         public var retransmission: Bool
+        /// The whole message as text (invalid UTF-8 replaced), when the analysis keeps messages
+        /// (``CaptureAnalysis/keepMessages``; for the HTML ladder).
+        public var text: String?
     }
 
     /// Everything learned about one Call-ID.
@@ -196,21 +199,29 @@ public struct CaptureAnalysis: Sendable {
     public let keepCalls: Bool
     /// Which calls record ladder arrows.
     public let ladder: LadderSelection
+    /// Whether ladder arrows keep the whole message text (``Arrow/text``).
+    public let keepMessages: Bool
+    /// Whether calls are kept or drawn, so that what only a call record shows (From, To, SDP
+    /// addresses, links) is worth decoding; the summary alone skips it.
+    private let details: Bool
     /// How long a settled call stays live after its last message (capture time), so that late
     /// retransmissions are still recognized (64·T1).
     public var settleSeconds: Int64 = 32
 
     private var live: [String: LiveCall] = [:]
     private var nextSweep: Int64 = .min
-    /// 3xx Contact URI → the redirected Call-ID (bounded, oldest dropped first).
+    /// 3xx Contact or Refer-To target (user@host:port) → the Call-ID that named it (bounded,
+    /// oldest dropped first).
     private var redirects: [String: String] = [:]
     private var redirectOrder: [String] = []
     private static let maxRedirects = 4096
 
     /// An empty analysis.
-    public init(keepCalls: Bool = true, ladder: LadderSelection = .none) {
+    public init(keepCalls: Bool = true, ladder: LadderSelection = .none, keepMessages: Bool = false) {
         self.keepCalls = keepCalls
         self.ladder = ladder
+        self.keepMessages = keepMessages
+        details = keepCalls || ladder != .none
     }
 
     /// Calls not yet finished (for tests of the memory bound).
@@ -241,18 +252,29 @@ public struct CaptureAnalysis: Sendable {
         case .all: recordArrows = true
         case .call(let id): recordArrows = id == callID
         }
-        var call = live.removeValue(forKey: callID) ?? LiveCall(callID: callID, time: t)
-        let retransmission = call.absorb(captured, recordArrow: recordArrows)
+        // The call is changed in place (through its index): a LiveCall holds a dozen
+        // collections, and moving it out and back cost more than the rest of the analysis.
+        let i: [String: LiveCall].Index
+        if let found = live.index(forKey: callID) {
+            i = found
+        } else {
+            live[callID] = LiveCall(callID: callID, time: t)
+            i = live.index(forKey: callID)!
+        }
+        let retransmission = live.values[i].absorb(captured, recordArrow: recordArrows, keepText: keepMessages, details: details)
         if retransmission { summary.retransmissions += 1 }
-        if !retransmission { link(&call, m) }
-        live[callID] = call
+        if !retransmission && details {
+            for other in links(of: callID, m) where !live.values[i].linked.contains(other) { live.values[i].linked.append(other) }
+        }
     }
 
     /// Ends the analysis: every live call is finished, calls are ordered and links made mutual.
     public mutating func finish() {
-        let rest = live.values.sorted { ($0.first, $0.callID) < ($1.first, $1.callID) }
-        live.removeAll()
-        for c in rest { retire(c) }
+        var order: [(first: CaptureTimestamp, callID: String)] = []
+        order.reserveCapacity(live.count)
+        for i in live.indices { order.append((live.values[i].first, live.values[i].callID)) }
+        order.sort { ($0.first, $0.callID) < ($1.first, $1.callID) }
+        for (_, id) in order { if let c = live.removeValue(forKey: id) { retire(c) } }
         calls.sort { ($0.first, $0.callID) < ($1.first, $1.callID) }
         var index: [String: Int] = [:]
         for (i, c) in calls.enumerated() { index[c.callID] = i }
@@ -268,62 +290,94 @@ public struct CaptureAnalysis: Sendable {
     private mutating func sweep(now: CaptureTimestamp) {
         guard now.seconds >= nextSweep else { return }
         nextSweep = now.seconds + 1
-        let done = live.values.filter { $0.settled && $0.last.seconds + settleSeconds < now.seconds }
-        for c in done.sorted(by: { ($0.first, $0.callID) < ($1.first, $1.callID) }) {
-            live.removeValue(forKey: c.callID)
-            retire(c)
+        var done: [(first: CaptureTimestamp, callID: String)] = []
+        for i in live.indices {
+            if live.values[i].last.seconds + settleSeconds < now.seconds && live.values[i].settled {
+                done.append((live.values[i].first, live.values[i].callID))
+            }
+        }
+        for (_, id) in done.sorted(by: { ($0.first, $0.callID) < ($1.first, $1.callID) }) {
+            if let c = live.removeValue(forKey: id) { retire(c) }
         }
     }
 
     private mutating func retire(_ live: LiveCall) {
-        let c = live.finished()
-        summary.callsByOutcome[c.outcome, default: 0] += 1
-        if c.outcome != .noInvite { summary.calls += 1 }
+        let outcome = live.outcome
+        summary.callsByOutcome[outcome, default: 0] += 1
+        if outcome != .noInvite { summary.calls += 1 }
         let wanted: Bool
         switch ladder {
         case .none: wanted = keepCalls
         case .all: wanted = true
-        case .call(let id): wanted = keepCalls || id == c.callID
+        case .call(let id): wanted = keepCalls || id == live.callID
         }
-        if wanted { calls.append(c) }
+        if wanted { calls.append(live.finished()) }
     }
 
-    /// Ties Call-IDs together: Replaces (header or in Refer-To), and an INVITE sent to a URI a
-    /// 3xx of another Call-ID redirected to.
-    private mutating func link(_ call: inout LiveCall, _ m: SIPMessage) {
+    /// Ties Call-IDs together: Replaces (header or in Refer-To), and an initial INVITE sent to a
+    /// URI that a 3xx of another Call-ID redirected to, or that a REFER of another Call-ID named
+    /// in Refer-To (blind transfer: the transferee's new call; it usually carries Referred-By).
+    /// URIs are compared by user, host (case-insensitive) and port.
+    private mutating func links(of callID: String, _ m: SIPMessage) -> [String] {
+        var found: [String] = []
         func add(_ other: String) {
-            if other != call.callID, !call.linked.contains(other) { call.linked.append(other) }
+            if other != callID, !found.contains(other) { found.append(other) }
         }
-        if let r = try? m.replaces() { add(r.callID) }
-        if m.method == .refer, let r = try? m.referToReplaces() { add(r.callID) }
-        if m.method == .invite, m.toTag == nil, let uri = try? m.requestURI().description, let other = redirects[uri] {
-            add(other)
+        func target(_ uri: URI) -> String {
+            guard case .sip(let u) = uri else { return uri.description }
+            return "\(u.user ?? "")@\(u.host.description.lowercased()):\(u.port ?? 0)"
         }
-        if let code = m.statusCode, (300...399).contains(code), (try? m.cseq())?.method == .invite,
-           let contacts = try? m.contact()?.addresses {
-            for c in contacts {
-                let uri = c.uri.description
-                if redirects.updateValue(call.callID, forKey: uri) == nil { redirectOrder.append(uri) }
-            }
+        func remember(_ uri: URI) {
+            let key = target(uri)
+            if redirects.updateValue(callID, forKey: key) == nil { redirectOrder.append(key) }
             if redirectOrder.count > CaptureAnalysis.maxRedirects {
                 let drop = redirectOrder.count - CaptureAnalysis.maxRedirects
                 for k in redirectOrder.prefix(drop) { redirects.removeValue(forKey: k) }
                 redirectOrder.removeFirst(drop)
             }
         }
+        if let r = try? m.replaces() { add(r.callID) }
+        if m.method == .refer {
+            if let r = try? m.referToReplaces() { add(r.callID) }
+            if let to = try? m.referTo() { remember(to.uri) }
+        }
+        if m.method == .invite, m.toTag == nil, let uri = try? m.requestURI(), let other = redirects[target(uri)] {
+            add(other)
+        }
+        if let code = m.statusCode, (300...399).contains(code), (try? m.cseq())?.method == .invite,
+           let contacts = try? m.contact()?.addresses {
+            for c in contacts { remember(c.uri) }
+        }
+        return found
     }
 }
 
 /// The state of a call still receiving messages.
 private struct LiveCall: Sendable {
+    /// What makes a message a retransmission of another. The CSeq method, top Via branch and
+    /// To tag are kept as 64-bit FNV-1a hashes of their bytes (no strings per message); two
+    /// different values colliding is a 2⁻⁶⁴ event.
     struct MessageKey: Hashable, Sendable {
         var source: CaptureEndpoint
         var cseq: UInt32
-        var cseqMethod: String
+        var cseqMethod: UInt64
         var status: Int
-        var branch: String
-        var toTag: String
+        var branch: UInt64
+        var toTag: UInt64
         var rseq: UInt32
+    }
+
+    static func fnv(_ bytes: ArraySlice<UInt8>?) -> UInt64 {
+        guard let bytes else { return 0 }
+        var h: UInt64 = 0xcbf2_9ce4_8422_2325
+        for b in bytes { h = (h ^ UInt64(b)) &* 0x0000_0100_0000_01B3 }
+        return h
+    }
+
+    static func fnv(_ s: String) -> UInt64 {
+        var h: UInt64 = 0xcbf2_9ce4_8422_2325
+        for b in s.utf8 { h = (h ^ UInt64(b)) &* 0x0000_0100_0000_01B3 }
+        return h
     }
     struct TransactionKey: Hashable, Sendable {
         var cseq: UInt32
@@ -337,9 +391,14 @@ private struct LiveCall: Sendable {
     var to: String?
     var messageCount = 0
     var retransmissions = 0
-    var seen: Set<MessageKey> = []
+    /// Messages seen: a short list searched linearly (calls have a handful of messages), moved
+    /// into a set past ``smallLimit`` entries, so big Call-IDs stay linear in time.
+    var seenList: [MessageKey] = []
+    var seenSet: Set<MessageKey>?
+    static let smallLimit = 16
     var transactions: [CaptureAnalysis.Transaction] = []
-    var transactionIndex: [TransactionKey: Int] = [:]
+    /// Built only once a call has more than ``smallLimit`` transactions; before that the list is searched.
+    var transactionIndex: [TransactionKey: Int]?
     var inviteTime: CaptureTimestamp?
     var earlyTime: CaptureTimestamp?
     var answerTime: CaptureTimestamp?
@@ -363,18 +422,50 @@ private struct LiveCall: Sendable {
         return answerTime == nil && invites.allSatisfy { $0.finalCode != nil }
     }
 
+    /// Whether `key` is new (and notes it).
+    private mutating func insertSeen(_ key: MessageKey) -> Bool {
+        if seenSet != nil { return seenSet!.insert(key).inserted }
+        if seenList.contains(key) { return false }
+        if seenList.isEmpty { seenList.reserveCapacity(8) }
+        seenList.append(key)
+        if seenList.count > Self.smallLimit {
+            seenSet = Set(seenList)
+            seenList = []
+        }
+        return true
+    }
+
+    private func transaction(_ cseq: UInt32, _ method: String) -> Int? {
+        if let index = transactionIndex { return index[TransactionKey(cseq: cseq, method: method)] }
+        return transactions.lastIndex { $0.cseq == cseq && $0.method == method }
+    }
+
+    @discardableResult
+    private mutating func addTransaction(_ cseq: UInt32, _ method: String) -> Int {
+        let i = transactions.count
+        transactions.append(.init(method: method, cseq: cseq, finalCode: nil))
+        if transactionIndex != nil {
+            transactionIndex![TransactionKey(cseq: cseq, method: method)] = i
+        } else if transactions.count > Self.smallLimit {
+            var index: [TransactionKey: Int] = [:]
+            for (k, x) in transactions.enumerated() { index[TransactionKey(cseq: x.cseq, method: x.method)] = k }
+            transactionIndex = index
+        }
+        return i
+    }
+
     /// Takes in one message of this call; returns whether it was a retransmission.
-    mutating func absorb(_ captured: CapturedSIPMessage, recordArrow: Bool) -> Bool {
+    mutating func absorb(_ captured: CapturedSIPMessage, recordArrow: Bool, keepText: Bool, details: Bool) -> Bool {
         let m = captured.message, t = captured.timestamp
         messageCount += 1
         if last < t { last = t }
-        if from == nil, let f = try? m.from() { from = f.uri.description }
-        if to == nil, let x = try? m.to() { to = x.uri.description }
+        if details, from == nil, let f = try? m.from() { from = f.uri.description }
+        if details, to == nil, let x = try? m.to() { to = x.uri.description }
         let cseq = try? m.cseq()
-        let key = MessageKey(source: captured.source, cseq: cseq?.sequence ?? 0, cseqMethod: cseq?.method.token ?? "",
-                             status: m.statusCode ?? 0, branch: m.topViaBranch ?? "", toTag: m.toTag ?? "",
-                             rseq: (try? m.rseq()) ?? 0)
-        let retransmission = !seen.insert(key).inserted
+        let key = MessageKey(source: captured.source, cseq: cseq?.sequence ?? 0, cseqMethod: cseq.map { Self.fnv($0.method.token) } ?? 0,
+                             status: m.statusCode ?? 0, branch: Self.fnv(m.topViaBranchBytes), toTag: Self.fnv(m.toTagBytes),
+                             rseq: m.statusCode.map { (100...199).contains($0) } == true ? ((try? m.rseq()) ?? 0) : 0)
+        let retransmission = !insertSeen(key)
         if retransmission { retransmissions += 1 }
         if recordArrow {
             let label: String
@@ -385,28 +476,20 @@ private struct LiveCall: Sendable {
             }
             arrows.append(.init(time: t, source: captured.source, destination: captured.destination,
                                 label: retransmission ? label + " (rtx)" : label,
-                                frameNumber: captured.frameNumber, retransmission: retransmission))
+                                frameNumber: captured.frameNumber, retransmission: retransmission,
+                                text: keepText ? String(decoding: m.serialized(), as: UTF8.self) : nil))
         }
         // A request without a (parsable) CSeq still counts as a transaction of its method.
         guard !retransmission, let cseq = cseq ?? m.method.map({ CSeq(0, $0) }) else { return retransmission }
         let method = cseq.method.token
         if let requestMethod = m.method {
-            if requestMethod != .ack, transactionIndex[.init(cseq: cseq.sequence, method: method)] == nil {
-                transactionIndex[.init(cseq: cseq.sequence, method: method)] = transactions.count
-                transactions.append(.init(method: method, cseq: cseq.sequence, finalCode: nil))
+            if requestMethod != .ack, transaction(cseq.sequence, method) == nil {
+                addTransaction(cseq.sequence, method)
             }
             if requestMethod == .invite, inviteTime == nil { inviteTime = t }
             if requestMethod == .bye, byeTime == nil { byeTime = t }
         } else if let code = m.statusCode {
-            let tk = TransactionKey(cseq: cseq.sequence, method: method)
-            let i: Int
-            if let known = transactionIndex[tk] {
-                i = known
-            } else {
-                i = transactions.count
-                transactionIndex[tk] = i
-                transactions.append(.init(method: method, cseq: cseq.sequence, finalCode: nil))
-            }
+            let i = transaction(cseq.sequence, method) ?? addTransaction(cseq.sequence, method)
             if code >= 200 {
                 if let old = transactions[i].finalCode {
                     if !(200...299).contains(old), (200...299).contains(code) { transactions[i].finalCode = code }
@@ -419,7 +502,7 @@ private struct LiveCall: Sendable {
                 if (200...299).contains(code), answerTime == nil { answerTime = t }
             }
         }
-        noteSDP(m, from: captured.source)
+        if details { noteSDP(m, from: captured.source) }
         return false
     }
 
@@ -433,21 +516,16 @@ private struct LiveCall: Sendable {
         }
     }
 
+    var outcome: CaptureAnalysis.Outcome {
+        guard let lastInvite = transactions.last(where: { $0.method == "INVITE" }) else { return .noInvite }
+        if answerTime != nil { return .answered }
+        if let code = lastInvite.finalCode { return code == 487 ? .cancelled : .rejected(code) }
+        if transactions.contains(where: { $0.method == "CANCEL" && $0.cseq == lastInvite.cseq }) { return .cancelled }
+        return .noAnswer
+    }
+
     func finished() -> CaptureAnalysis.Call {
-        let outcome: CaptureAnalysis.Outcome
-        if let lastInvite = transactions.last(where: { $0.method == "INVITE" }) {
-            if answerTime != nil {
-                outcome = .answered
-            } else if let code = lastInvite.finalCode {
-                outcome = code == 487 ? .cancelled : .rejected(code)
-            } else if transactions.contains(where: { $0.method == "CANCEL" && $0.cseq == lastInvite.cseq }) {
-                outcome = .cancelled
-            } else {
-                outcome = .noAnswer
-            }
-        } else {
-            outcome = .noInvite
-        }
+        let outcome = self.outcome
         func span(_ a: CaptureTimestamp?, _ b: CaptureTimestamp?) -> Int64? {
             guard let a, let b, !(b < a) else { return nil }
             return b.totalNanoseconds - a.totalNanoseconds
@@ -469,6 +547,9 @@ public enum CaptureCommand {
         case calls
         /// A ladder diagram of the call with this Call-ID, or of every call when `nil`.
         case ladder(String?)
+        /// The ladder as a self-contained HTML page (``HTMLLadder``) of one call or of every
+        /// call; the arrows keep their messages.
+        case html(String?)
     }
 
     /// The analysis and its rendering.
@@ -485,13 +566,24 @@ public enum CaptureCommand {
         /// error, 1 when `--ladder CALL-ID` names no call.
         public var exitCode: Int32 {
             if error != nil { return 65 }
-            if case .ladder(let id?) = view, !analysis.calls.contains(where: { $0.callID == id }) { return 1 }
+            switch view {
+            case .ladder(let id?), .html(let id?):
+                if !analysis.calls.contains(where: { $0.callID == id }) { return 1 }
+            default: break
+            }
             return 0
         }
         /// The view as text.
         public var text: String { CaptureCommand.text(self) }
         /// The view as JSON.
         public var json: String { CaptureCommand.json(self).rendered() + "\n" }
+        /// The ladder as a self-contained HTML page (for ``View/html(_:)``; for other views, of
+        /// the calls that kept arrows).
+        public var html: String {
+            var id: String?
+            if case .html(let x) = view { id = x }
+            return HTMLLadder.render(analysis.calls.filter { id == nil || $0.callID == id }, title: path)
+        }
     }
 
     /// Reads the capture at `path` and analyzes it for `view`. `progress`, when given, is
@@ -502,9 +594,11 @@ public enum CaptureCommand {
         switch view {
         case .summary: ladder = .none; keep = false
         case .calls: ladder = .none; keep = true
-        case .ladder(let id): ladder = id.map { .call($0) } ?? .all; keep = false
+        case .ladder(let id), .html(let id): ladder = id.map { .call($0) } ?? .all; keep = false
         }
-        var analysis = CaptureAnalysis(keepCalls: keep, ladder: ladder)
+        var isHTML = false
+        if case .html = view { isHTML = true }
+        var analysis = CaptureAnalysis(keepCalls: keep, ladder: ladder, keepMessages: isHTML)
         var report = Report(path: path, view: view, analysis: analysis, error: nil)
         let reader: SIPCaptureReader
         do {
@@ -535,11 +629,14 @@ public enum CaptureCommand {
         return report
     }
 
-    /// For captures over 50 MB, a progress reporter for ``run(path:view:progress:)`` that
-    /// rewrites one line on stderr (end it with ``endProgress()``); `nil` for smaller files.
-    public static func stderrProgress(path: String) -> ((Int) -> Void)? {
-        var st = stat()
-        guard stat(path, &st) == 0, Int64(st.st_size) > 50 << 20 else { return nil }
+    /// A progress reporter for ``run(path:view:progress:)`` that rewrites one line on stderr
+    /// (end it with ``endProgress()``): when `force` is set, or when stderr is a terminal and the
+    /// capture is over 50 MB; `nil` otherwise.
+    public static func stderrProgress(path: String, force: Bool = false) -> ((Int) -> Void)? {
+        if !force {
+            var st = stat()
+            guard isatty(2) == 1, stat(path, &st) == 0, Int64(st.st_size) > 50 << 20 else { return nil }
+        }
         return { n in writeStderr("\r\(path): \(n) SIP messages read") }
     }
 
@@ -581,6 +678,10 @@ public enum CaptureCommand {
             case .ladder(let id):
                 let calls = r.analysis.calls.filter { id == nil || $0.callID == id }
                 out = calls.map(ladderText).joined(separator: "\n")
+                if let id, calls.isEmpty, r.error == nil { out = "no call with Call-ID \(id)\n" }
+            case .html(let id):
+                let calls = r.analysis.calls.filter { id == nil || $0.callID == id }
+                out = "ladder of \(calls.count) call\(calls.count == 1 ? "" : "s"), \(calls.reduce(0) { $0 + $1.arrows.count }) arrows\n"
                 if let id, calls.isEmpty, r.error == nil { out = "no call with Call-ID \(id)\n" }
             }
         }
@@ -679,7 +780,7 @@ public enum CaptureCommand {
         switch r.view {
         case .summary: o.append(("summary", summaryJSON(r.analysis.summary)))
         case .calls: o.append(("calls", .array(r.analysis.calls.map(callJSON))))
-        case .ladder(let id):
+        case .ladder(let id), .html(let id):
             let calls = r.analysis.calls.filter { id == nil || $0.callID == id }
             o.append(("ladders", .array(calls.map(ladderJSON))))
         }

@@ -68,6 +68,13 @@ public enum ParseCommand {
         return ferror(f) == 0 ? out : nil
     }
 
+    /// Writes (creates or truncates) a whole file; whether it worked.
+    public static func writeFile(_ path: String, _ bytes: [UInt8]) -> Bool {
+        guard let f = fopen(path, "wb") else { return false }
+        let ok = fwrite(bytes, 1, bytes.count, f) == bytes.count
+        return fclose(f) == 0 && ok
+    }
+
     /// Whether the message serializes back to its own bytes and its canonical form re-parses to
     /// the same start line, header values and body.
     public static func roundTrips(_ m: SIPMessage) -> Bool {

@@ -31,9 +31,9 @@ public final class ServeCommand: Sendable {
     public let endpoint: SIPEndpoint
     public let server: AnsweringServer
 
-    public init(listen: [SIPEndpoint.ListenPoint], answer: Int, tls: TLSConfiguration = .init()) throws {
+    public init(listen: [SIPEndpoint.ListenPoint], answer: Int, tls: TLSConfiguration = .init(), capture: (any SIPTrafficSink)? = nil) throws {
         let box = Mutex<AnsweringServer?>(nil)
-        endpoint = try SIPEndpoint(configuration: .init(listen: listen, tls: tls)) { e in box.withLock { $0 }?.handle(e) }
+        endpoint = try SIPEndpoint(configuration: .init(listen: listen, tls: tls, capture: capture)) { e in box.withLock { $0 }?.handle(e) }
         let local = endpoint.localAddresses[0].address
         let host = local.isIPv6 ? "[\(local.ipString)]" : local.ipString
         server = AnsweringServer(answerCode: answer, contact: "sip:switchboard@\(host):\(local.port)")
@@ -68,9 +68,10 @@ public final class ServeCommand: Sendable {
 public enum DialCommand {
     public static func run(target: String, count: Int, rate: Double, listen: SIPEndpoint.ListenPoint, timeout: Duration,
                            tls: TLSConfiguration = .init(), serverName: String? = nil,
-                           dns: DNSClientConfiguration = .system()) async throws -> CallGenerator.Result {
+                           dns: DNSClientConfiguration = .system(), capture: (any SIPTrafficSink)? = nil) async throws -> CallGenerator.Result {
         let uri = try SIPURI(target)
-        return try await place(uri: uri, count: count, rate: rate, listen: listen, timeout: timeout, tls: tls, serverName: serverName, dns: dns)
+        return try await place(uri: uri, count: count, rate: rate, listen: listen, timeout: timeout, tls: tls, serverName: serverName, dns: dns,
+                               capture: capture)
     }
 
     /// Where to send: RFC 3263 (numeric hosts as they are; names through /etc/hosts, NAPTR, SRV
@@ -86,8 +87,9 @@ public enum DialCommand {
     }
 
     static func place(uri: SIPURI, count: Int, rate: Double, listen: SIPEndpoint.ListenPoint, timeout: Duration,
-                      tls: TLSConfiguration, serverName: String?, dns: DNSClientConfiguration) async throws -> CallGenerator.Result {
-        let endpoint = try SIPEndpoint(configuration: .init(listen: [listen], tls: tls)) { _ in }
+                      tls: TLSConfiguration, serverName: String?, dns: DNSClientConfiguration,
+                      capture: (any SIPTrafficSink)? = nil) async throws -> CallGenerator.Result {
+        let endpoint = try SIPEndpoint(configuration: .init(listen: [listen], tls: tls, capture: capture)) { _ in }
         defer { endpoint.close() }
         let local = endpoint.localAddresses[0]
         let (address, name) = try await locate(uri, transport: local.transport, dns: dns)

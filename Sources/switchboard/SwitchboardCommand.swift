@@ -84,6 +84,15 @@ struct Capture: ParsableCommand {
     @Flag(name: .long, help: "Ladder diagrams: of the call whose Call-ID follows the file, else of every call.")
     var ladder = false
 
+    @Option(name: .long, help: "Write the ladder diagrams as a self-contained HTML page (click an arrow for its message) to this file.")
+    var html: String?
+
+    @Option(name: .long, help: "With --html: draw only the call with this Call-ID.")
+    var call: String?
+
+    @Flag(name: .long, help: "Show a progress line on stderr (default: only when stderr is a terminal and the file is over 50 MB).")
+    var progress = false
+
     @Argument(help: "The capture file (pcap or pcapng).")
     var file: String
 
@@ -92,15 +101,27 @@ struct Capture: ParsableCommand {
 
     func validate() throws {
         if calls && ladder { throw ValidationError("--calls and --ladder are exclusive") }
+        if html != nil && (calls || ladder || json) { throw ValidationError("--html is exclusive with --calls, --ladder and --json") }
         if callID != nil && !ladder { throw ValidationError("a Call-ID is only taken with --ladder") }
+        if call != nil && html == nil { throw ValidationError("--call is only taken with --html") }
     }
 
     func run() throws {
-        let view: CaptureCommand.View = ladder ? .ladder(callID) : calls ? .calls : .summary
-        let progress = CaptureCommand.stderrProgress(path: file)
-        let report = CaptureCommand.run(path: file, view: view, progress: progress)
-        if progress != nil { CaptureCommand.endProgress() }
-        print(json ? report.json : report.text, terminator: "")
+        let view: CaptureCommand.View = html != nil ? .html(call) : ladder ? .ladder(callID) : calls ? .calls : .summary
+        let reporter = CaptureCommand.stderrProgress(path: file, force: progress)
+        let report = CaptureCommand.run(path: file, view: view, progress: reporter)
+        if reporter != nil { CaptureCommand.endProgress() }
+        if let html {
+            if report.error == nil || report.analysis.summary.messages > 0 {
+                guard ParseCommand.writeFile(html, Array(report.html.utf8)) else {
+                    print("\(html): cannot write")
+                    throw ExitCode(73)
+                }
+            }
+            print(report.text, terminator: "")
+        } else {
+            print(json ? report.json : report.text, terminator: "")
+        }
         if report.exitCode != 0 { throw ExitCode(report.exitCode) }
     }
 }
@@ -126,6 +147,9 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .long, help: "For tls: listen points, the private key (PEM file).")
     var key: String?
 
+    @Option(name: .long, help: "Record every message sent and received into this pcapng file (TLS as its plaintext over TCP).")
+    var capture: String?
+
     func run() async throws {
         guard (200...699).contains(answer) else { throw ValidationError("--answer must be a final status code (200-699)") }
         let points = try listen.map(ListenSpec.parse)
@@ -133,7 +157,11 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("a tls: listen point needs --cert and --key")
         }
         let tls = TLSConfiguration(certificateChain: cert.map { .file($0) }, privateKey: key.map { .file($0) })
-        let serve = try ServeCommand(listen: points, answer: answer, tls: tls)
+        let sink = try capture.map { path in
+            do { return try CaptureFileSink(path: path) } catch { throw ValidationError("\(error)") }
+        }
+        defer { sink?.close() }
+        let serve = try ServeCommand(listen: points, answer: answer, tls: tls, capture: sink)
         for p in serve.endpoint.localAddresses { print("listening on \(p)") }
         let stop = StopSignal()
         var previous = serve.snapshot()
@@ -197,10 +225,17 @@ struct Dial: AsyncParsableCommand {
     @Option(name: .long, help: "Give up after this many seconds.")
     var timeout: Int = 60
 
+    @Option(name: .long, help: "Record every message sent and received into this pcapng file (TLS as its plaintext over TCP).")
+    var capture: String?
+
     func run() async throws {
         let tls = TLSConfiguration(trustedCertificates: ca.map { [.file($0)] } ?? [])
+        let sink = try capture.map { path in
+            do { return try CaptureFileSink(path: path) } catch { throw ValidationError("\(error)") }
+        }
+        defer { sink?.close() }
         let result = try await DialCommand.run(target: target, count: count, rate: rate, listen: try ListenSpec.parse(listen), timeout: .seconds(timeout),
-                                               tls: tls, serverName: serverName)
+                                               tls: tls, serverName: serverName, capture: sink)
         print("calls: \(result.started) started, \(result.succeeded) succeeded, \(result.failed) failed")
         for (reason, n) in result.failures.sorted(by: { $0.key < $1.key }) { print("  \(reason): \(n)") }
         if result.succeeded != count { throw ExitCode(1) }

@@ -7,8 +7,8 @@ import Glibc
 
 /// The captures in `../shared/corpora/pcaps` (see its README), read in place.
 @Suite struct CorpusTests {
-    /// Per file: SIP messages, frames. Counted by this decoder and checked by hand against the
-    /// captures' contents (tshark is not installed here; see `matchesTshark`).
+    /// Per file: SIP messages, frames. Counted by this decoder; the messages agree with tshark's
+    /// dissection of the same files (`TsharkCrossCheckTests`).
     static let expected: [(path: String, messages: Int, frames: Int)] = [
         ("sip-capture/sip-tcp.pcap", 30, 30),
         ("sip-capture/sip-i.pcap", 2, 3),
@@ -104,39 +104,4 @@ import Glibc
         #expect(frames.count == 3000)
         #expect(zip(frames, frames.dropFirst()).allSatisfy { $0.timestamp <= $1.timestamp })
     }
-
-    /// When tshark is installed, compare SIP message counts with its `-Y sip` frame count.
-    /// tshark counts frames, so a TCP segment carrying two SIP messages counts once and a
-    /// message spread over segments counts at the frame that completes it; the UDP-only files
-    /// must match exactly, TCP ones may only exceed tshark's count.
-    @Test func matchesTshark() throws {
-        guard Self.corpusPresent() else { return }
-        guard let which = popen("command -v tshark", "r") else { return }
-        var buf = [CChar](repeating: 0, count: 512)
-        let found = fgets(&buf, 512, which) != nil
-        pclose(which)
-        guard found else {
-            print("tshark comparison skipped: tshark not installed")
-            return
-        }
-        for e in Self.expected {
-            let path = Corpus.root + "/" + e.path
-            guard let p = popen("tshark -r '\(path)' -Y sip -T fields -e frame.number 2>/dev/null | wc -l", "r") else { continue }
-            var line = [CChar](repeating: 0, count: 64)
-            _ = fgets(&line, 64, p)
-            pclose(p)
-            let text = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            let n = Int(text.trimmingCharacters()) ?? -1
-            let s = try CaptureSummary(path: path)
-            if s.counters.tcpSegments == 0 {
-                #expect(s.messages.count == n, "\(e.path): tshark \(n)")
-            } else {
-                #expect(s.messages.count >= n, "\(e.path): tshark \(n)")
-            }
-        }
-    }
-}
-
-extension String {
-    func trimmingCharacters() -> String { String(filter { !$0.isWhitespace }) }
 }

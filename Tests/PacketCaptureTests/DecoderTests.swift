@@ -223,4 +223,23 @@ import SIPMessage
         guard case .tcpFlowEvicted = r.anomalies.first?.kind else { Issue.record("expected eviction: \(r.anomalies)"); return }
         #expect(r.counters.nonSIPPayloads == 2)
     }
+
+    /// Found by the tcp-reassembly fuzzer: a start line split so that the first segment does not
+    /// hold "SIP/2.0" ("I", then "NVITE sip:… SIP/2.0…") lost its first byte, and "NVITE" passed
+    /// for a method. Bytes before detection are now held until the direction shows SIP.
+    @Test func tcpStartLineSplitBeforeSIPVersion() {
+        let inv = Build.sipInvite
+        for cut in [1, 6, 20, 34] {
+            let frames = [
+                seg(1, seq: 100, flags: 0x02),
+                seg(2, seq: 101, Array(inv[0..<cut])),
+                seg(3, seq: 101 &+ UInt32(cut), Array(inv[cut...])),
+            ]
+            let r = decodeAll(frames)
+            #expect(r.messages.count == 1, "cut at \(cut)")
+            #expect(r.messages.first?.message.method == .invite, "cut at \(cut)")
+            #expect(r.messages.first?.message.serialized() == inv, "cut at \(cut)")
+            #expect(r.anomalies.isEmpty, "cut at \(cut): \(r.anomalies)")
+        }
+    }
 }

@@ -311,15 +311,19 @@ struct CaptureCommandAnalysisTests {
               at: 3100, from: 1, to: 4)
         // Call E: an OPTIONS (no INVITE), no answer.
         c.add(S.request("OPTIONS", callID: "E", cseq: 1, branch: "z9hG4bKe1"), at: 4000, from: 1, to: 2)
+        // Call F: a blind transfer (REFER to dave); call G is the transferee's INVITE to dave.
+        c.add(S.request("REFER", callID: "F", cseq: 1, branch: "z9hG4bKf1", extra: "Refer-To: <sip:dave@10.0.0.5>\n"), at: 5000, from: 1, to: 2)
+        c.add(S.request("INVITE", callID: "G", cseq: 1, branch: "z9hG4bKg1", extra: "Referred-By: <sip:alice@10.0.0.1>\n")
+            .replacingOccurrences(of: "INVITE sip:bob@10.0.0.2", with: "INVITE sip:dave@10.0.0.5"), at: 5100, from: 2, to: 4)
 
         let a = try c.analysis()
         let s = a.summary
-        #expect(s.messages == 17)
+        #expect(s.messages == 19)
         #expect(s.retransmissions == 1, "the proxy's copy is not a retransmission")
-        #expect(s.requestsByMethod["INVITE"] == 7)
+        #expect(s.requestsByMethod["INVITE"] == 8)
         #expect(s.responsesByCode == [180: 1, 200: 1, 487: 1, 407: 1, 486: 1, 302: 1])
-        #expect(s.calls == 4)
-        #expect(s.callsByOutcome == [.cancelled: 1, .rejected(486): 1, .rejected(302): 1, .noAnswer: 1, .noInvite: 1])
+        #expect(s.calls == 5)
+        #expect(s.callsByOutcome == [.cancelled: 1, .rejected(486): 1, .rejected(302): 1, .noAnswer: 2, .noInvite: 2])
         let byID = Dictionary(uniqueKeysWithValues: a.calls.map { ($0.callID, $0) })
         let callA = try #require(byID["A"])
         #expect(callA.outcome == .cancelled)
@@ -336,6 +340,8 @@ struct CaptureCommandAnalysisTests {
         #expect(byID["C"]?.linked == ["D"])
         #expect(byID["D"]?.outcome == .noAnswer)
         #expect(byID["E"]?.outcome == .noInvite)
+        #expect(byID["G"]?.linked == ["F"] && byID["F"]?.linked == ["G"], "blind transfer: REFER's target and the new INVITE")
+        #expect(byID["E"]?.linked == [])
     }
 
     @Test func settledCallsLeaveMemoryAfterTheQuietPeriod() throws {

@@ -1,0 +1,144 @@
+import PacketCapture
+
+/// Ladder diagrams as one self-contained HTML page (`switchboard capture FILE --html OUT.html`).
+///
+/// Everything is inline: CSS, one SVG per call, the messages (HTML-escaped, in hidden `<pre>`
+/// elements) and a few lines of script. A Content-Security-Policy of `default-src 'none'` lets
+/// nothing be fetched, so the page opens with no network access. Hosts (IP:port) are columns in
+/// order of appearance, time runs downwards, each message is an arrow labelled with its method
+/// or status code; clicking an arrow shows the whole message below the diagram. Retransmissions
+/// are dashed.
+public enum HTMLLadder {
+    static let columnWidth = 200, rowHeight = 30, timeWidth = 110, headerHeight = 56
+
+    /// The page for `calls` (each with its arrows; the arrows' ``CaptureAnalysis/Arrow/text``
+    /// is what a click shows).
+    public static func render(_ calls: [CaptureAnalysis.Call], title: String) -> String {
+        var body = ""
+        var index = 0
+        for call in calls {
+            body += section(call, firstIndex: &index)
+        }
+        if calls.isEmpty { body += "<p>No calls.</p>\n" }
+        return """
+        <!DOCTYPE html>
+        <html lang="en">
+        <head>
+        <meta charset="utf-8">
+        <meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'">
+        <title>SIP ladder: \(escape(title))</title>
+        <style>
+        body { font: 13px/1.4 system-ui, sans-serif; margin: 16px; color: #222; background: #fff; }
+        h1 { font-size: 16px; } h2 { font-size: 14px; margin: 24px 0 4px; }
+        svg { display: block; border: 1px solid #ddd; background: #fcfcfc; }
+        .host { font: bold 12px monospace; text-anchor: middle; }
+        .life { stroke: #999; stroke-dasharray: 4 3; }
+        .time { font: 11px monospace; fill: #666; }
+        .arrow { cursor: pointer; }
+        .arrow line.shaft, .arrow path.shaft { stroke: #246; stroke-width: 1.5; fill: none; }
+        .arrow .hit { stroke: transparent; stroke-width: 14; fill: none; }
+        .arrow text { font: 12px monospace; text-anchor: middle; fill: #123; }
+        .arrow.response line.shaft, .arrow.response path.shaft { stroke: #2a6a2a; }
+        .arrow.error line.shaft, .arrow.error path.shaft { stroke: #b22; }
+        .arrow.rtx line.shaft, .arrow.rtx path.shaft { stroke-dasharray: 5 4; }
+        .arrow:hover text, .arrow.selected text { font-weight: bold; }
+        .arrow.selected line.shaft, .arrow.selected path.shaft { stroke-width: 3; }
+        pre.message { display: none; }
+        #detail { white-space: pre-wrap; font: 12px monospace; background: #f4f4f4; border: 1px solid #ccc; padding: 8px; min-height: 2em; }
+        </style>
+        </head>
+        <body>
+        <h1>SIP ladder: \(escape(title))</h1>
+        <p>Click an arrow to see its message.</p>
+        \(body)<h2>Message</h2>
+        <div id="detail-head"></div>
+        <pre id="detail"></pre>
+        <script>
+        (function () {
+          var arrows = document.querySelectorAll('g.arrow');
+          var detail = document.getElementById('detail'), head = document.getElementById('detail-head');
+          function show(g) {
+            document.querySelectorAll('g.arrow.selected').forEach(function (x) { x.classList.remove('selected'); });
+            g.classList.add('selected');
+            var m = document.getElementById('message-' + g.getAttribute('data-index'));
+            head.textContent = g.getAttribute('data-summary');
+            detail.textContent = m ? m.textContent : '';
+          }
+          arrows.forEach(function (g) { g.addEventListener('click', function () { show(g); }); });
+          document.body.setAttribute('data-arrows', String(arrows.length));
+          if (arrows.length > 0) { show(arrows[0]); }
+        })();
+        </script>
+        </body>
+        </html>
+
+        """
+    }
+
+    static func section(_ call: CaptureAnalysis.Call, firstIndex index: inout Int) -> String {
+        var hosts: [CaptureEndpoint] = []
+        for a in call.arrows {
+            if !hosts.contains(a.source) { hosts.append(a.source) }
+            if !hosts.contains(a.destination) { hosts.append(a.destination) }
+        }
+        let width = timeWidth + columnWidth * max(hosts.count, 1) + 20
+        let height = headerHeight + rowHeight * (call.arrows.count + 1)
+        func x(_ h: CaptureEndpoint) -> Int { timeWidth + columnWidth / 2 + columnWidth * hosts.firstIndex(of: h)! }
+        var svg = "<svg width=\"\(width)\" height=\"\(height)\" viewBox=\"0 0 \(width) \(height)\" role=\"img\">\n"
+        svg += "<defs><marker id=\"head-\(index)\" viewBox=\"0 0 10 10\" refX=\"10\" refY=\"5\" markerWidth=\"8\" markerHeight=\"8\" orient=\"auto-start-reverse\">"
+        svg += "<path d=\"M0,0 L10,5 L0,10 z\" fill=\"#456\"/></marker></defs>\n"
+        for h in hosts {
+            svg += "<text class=\"host\" x=\"\(x(h))\" y=\"24\">\(escape(h.description))</text>\n"
+            svg += "<line class=\"life\" x1=\"\(x(h))\" y1=\"34\" x2=\"\(x(h))\" y2=\"\(height - 8)\"/>\n"
+        }
+        let marker = "url(#head-\(index))"
+        var messages = ""
+        for (row, a) in call.arrows.enumerated() {
+            let y = headerHeight + rowHeight * row + rowHeight / 2
+            let t = CaptureCommand.seconds(a.time.totalNanoseconds - call.first.totalNanoseconds, digits: 6)
+            var classes = "arrow"
+            if let code = Int(a.label.prefix(3)), a.label.count >= 3 {
+                classes += code >= 300 ? " response error" : " response"
+            }
+            if a.retransmission { classes += " rtx" }
+            let summary = "frame \(a.frameNumber), +\(t) s, \(a.source) → \(a.destination): \(a.label)"
+            svg += "<text class=\"time\" x=\"4\" y=\"\(y + 4)\">+\(t)</text>\n"
+            svg += "<g class=\"\(classes)\" data-index=\"\(index)\" data-summary=\"\(escape(summary))\">"
+            let x1 = x(a.source), x2 = x(a.destination)
+            if x1 == x2 {
+                let d = "M\(x1),\(y - 8) h40 v16 h-40"
+                svg += "<path class=\"hit\" d=\"\(d)\"/><path class=\"shaft\" d=\"\(d)\" marker-end=\"\(marker)\"/>"
+                svg += "<text x=\"\(x1 + 90)\" y=\"\(y + 4)\">\(escape(a.label))</text>"
+            } else {
+                svg += "<line class=\"hit\" x1=\"\(x1)\" y1=\"\(y)\" x2=\"\(x2)\" y2=\"\(y)\"/>"
+                svg += "<line class=\"shaft\" x1=\"\(x1)\" y1=\"\(y)\" x2=\"\(x2)\" y2=\"\(y)\" marker-end=\"\(marker)\"/>"
+                svg += "<text x=\"\((x1 + x2) / 2)\" y=\"\(y - 5)\">\(escape(a.label))</text>"
+            }
+            svg += "<title>\(escape(summary))</title></g>\n"
+            messages += "<pre class=\"message\" id=\"message-\(index)\">\(escape(a.text ?? "(message not kept)"))</pre>\n"
+            index += 1
+        }
+        svg += "</svg>\n"
+        let callID = call.callID.isEmpty ? "(no Call-ID)" : call.callID
+        return "<section class=\"call\">\n<h2>Call-ID \(escape(callID)) — \(escape(call.outcome.description)), \(call.arrows.count) messages</h2>\n"
+            + svg + messages + "</section>\n"
+    }
+
+    /// Escapes text for HTML element content and double-quoted attribute values.
+    public static func escape(_ s: String) -> String {
+        var out = ""
+        out.reserveCapacity(s.utf8.count)
+        for c in s.unicodeScalars {
+            switch c {
+            case "&": out += "&amp;"
+            case "<": out += "&lt;"
+            case ">": out += "&gt;"
+            case "\"": out += "&quot;"
+            case "'": out += "&#39;"
+            case "\0": out += "\u{FFFD}"
+            default: out.unicodeScalars.append(c)
+            }
+        }
+        return out
+    }
+}

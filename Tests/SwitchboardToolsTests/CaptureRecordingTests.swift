@@ -1,0 +1,93 @@
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+import Testing
+import PacketCapture
+import SIPMessage
+import SIPRuntime
+import SIPTransport
+import SwitchboardTestSupport
+@testable import SwitchboardTools
+
+/// A sink that writes the capture file and also keeps every record, to compare with the file.
+final class TeeSink: SIPTrafficSink {
+    let file: CaptureFileSink
+    let records = Mutex<[SIPTrafficRecord]>([])
+    init(path: String) throws { file = try CaptureFileSink(path: path) }
+    func record(_ r: SIPTrafficRecord) {
+        records.withLock { $0.append(r) }
+        file.record(r)
+    }
+    func connectionClosed(_ c: ConnectionInfo) { file.connectionClosed(c) }
+}
+
+/// `serve`/`dial --capture`: the endpoints mirror their traffic into pcapng files, which our
+/// reader and tshark read back.
+@Suite("capture recording")
+struct CaptureRecordingTests {
+    static func tempPath(_ name: String) -> String {
+        "/tmp/switchboard-capture-\(name)-\(UInt64.random(in: 0...UInt64.max)).pcapng"
+    }
+
+    @Test(.timeLimit(.minutes(1)), arguments: ["udp", "tcp"])
+    func loopbackCallsAreRecordedAndReadBack(_ transport: String) async throws {
+        let servePath = Self.tempPath("serve"), dialPath = Self.tempPath("dial")
+        defer { _ = unlink(servePath); _ = unlink(dialPath) }
+        let serveSink = try TeeSink(path: servePath), dialSink = try TeeSink(path: dialPath)
+        let serve = try ServeCommand(listen: [try ListenSpec.parse("\(transport):127.0.0.1:0")], answer: 200, capture: serveSink)
+        let port = try #require(serve.endpoint.localAddresses.first).address.port
+        let calls = 10
+        let r = try await DialCommand.run(target: "sip:test@127.0.0.1:\(port)", count: calls, rate: 200,
+                                          listen: try ListenSpec.parse("\(transport):127.0.0.1:0"), timeout: .seconds(20), capture: dialSink)
+        #expect(r.succeeded == calls, "\(r.failures)")
+        // Let the last 200 to BYE reach the dialer's sink, then close everything.
+        try await Task.sleep(for: .milliseconds(200))
+        serve.endpoint.close()
+        serveSink.file.close()
+        dialSink.file.close()
+
+        for (name, sink, path) in [("serve", serveSink, servePath), ("dial", dialSink, dialPath)] {
+            let records = sink.records.withLock { $0 }
+            #expect(records.count >= calls * 5, "\(name): \(records.count) records")
+            #expect(records.allSatisfy { $0.transport.viaToken.lowercased() == transport })
+            #expect(records.contains { $0.direction == .sent } && records.contains { $0.direction == .received })
+            #expect(sink.file.writer.firstError == nil)
+
+            // Our reader: the same messages (bytes, as multisets: threads record concurrently).
+            let s = try CaptureSummary(path: path)
+            #expect(s.fileError == nil && s.anomalies.isEmpty, "\(name): \(String(describing: s.fileError)) \(s.anomalies)")
+            let written = s.messages.map { $0.message.serialized() }.sorted { $0.lexicographicallyPrecedes($1) }
+            let recorded = records.map(\.bytes).sorted { $0.lexicographicallyPrecedes($1) }
+            #expect(written == recorded, "\(name): \(written.count) messages in the file, \(recorded.count) recorded")
+            #expect(s.messages.allSatisfy { $0.transport.rawValue == transport })
+            // Addresses: every message is between 127.0.0.1 and the serve port on one side.
+            #expect(s.messages.allSatisfy { $0.source.port == port || $0.destination.port == port })
+            let invites = s.messages.filter { $0.message.method == .invite }.count
+            let byes = s.messages.filter { $0.message.method == .bye }.count
+            #expect(invites == calls && byes == calls, "\(name)")
+
+            // tshark opens it and finds the same SIP messages, one per frame.
+            #expect(Tshark.available || !TestPaths.isCI, "tshark must be installed under CI (scripts/test installs it)")
+            if Tshark.available {
+                let v = try await Tshark.view(of: path).get()
+                #expect(v.messages == s.messages.count, "\(name): tshark \(v.messages), ours \(s.messages.count)")
+                #expect(v.frames == s.messages.count)
+                #expect(v.methods["INVITE"] == calls && v.methods["BYE"] == calls)
+            } else {
+                print("tshark not installed: the recorded capture was checked with our reader only")
+            }
+        }
+    }
+
+    @Test func unwritablePathIsATypedError() {
+        #expect(throws: CaptureWriteError.self) { try CaptureFileSink(path: "/nonexistent-dir/x.pcapng") }
+    }
+
+    @Test func socketAddressesBecomeCaptureEndpoints() throws {
+        let v4 = CaptureFileSink.endpoint(try SocketAddress(ip: "192.0.2.7", port: 5061))
+        #expect(v4.address.bytes == [192, 0, 2, 7] && v4.port == 5061)
+        let v6 = CaptureFileSink.endpoint(try SocketAddress(ip: "2001:db8::1", port: 5060))
+        #expect(v6.description == "[2001:db8::1]:5060")
+    }
+}
