@@ -66,6 +66,10 @@ let package = Package(
         .executableTarget(name: "SwitchboardBench", dependencies: ["SIPMessage"]),
         // Per-frame cost of the Media module; run through scripts/bench-media (release build).
         .executableTarget(name: "MediaBench", dependencies: ["Media"]),
+        // Memory per established dialog (100,000 in one process); run through scripts/bench-dialogs (release build).
+        .executableTarget(name: "DialogBench", dependencies: ["SIPDialog", "SIPMessage", "SIPTransaction", "CHeapStats"]),
+        // glibc malloc statistics (mallinfo2, malloc_trim) for the memory benchmarks.
+        .target(name: "CHeapStats"),
         .testTarget(name: "SIPMessageTests", dependencies: ["SwitchboardTestSupport", "SIPMessage"]),
         .testTarget(name: "SDPTests", dependencies: ["SDP", "SwitchboardTestSupport", "PacketCapture", "SIPMessage"]),
         .testTarget(name: "RTPTests", dependencies: ["SwitchboardTestSupport", "RTP"]),
