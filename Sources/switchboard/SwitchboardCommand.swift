@@ -126,6 +126,12 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .long, help: "For tls: listen points, the private key (PEM file).")
     var key: String?
 
+    @Flag(name: .long, help: "Answer on the dialog layer: an INVITE session per call (180, 200 with an SDP answer, ACK, BYE).")
+    var dialogs = false
+
+    @Flag(name: .long, help: "With --dialogs: answer with 200 at once, without 180 Ringing.")
+    var noRinging = false
+
     func run() async throws {
         guard (200...699).contains(answer) else { throw ValidationError("--answer must be a final status code (200-699)") }
         let points = try listen.map(ListenSpec.parse)
@@ -133,6 +139,11 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("a tls: listen point needs --cert and --key")
         }
         let tls = TLSConfiguration(certificateChain: cert.map { .file($0) }, privateKey: key.map { .file($0) })
+        if dialogs {
+            guard answer == 200 else { throw ValidationError("--dialogs answers with 200 (--answer is for the transaction-level server)") }
+            try await runDialogs(points, tls: tls)
+            return
+        }
         let serve = try ServeCommand(listen: points, answer: answer, tls: tls)
         for p in serve.endpoint.localAddresses { print("listening on \(p)") }
         let stop = StopSignal()
@@ -147,6 +158,23 @@ struct Serve: AsyncParsableCommand {
         }
         print(serve.summary())
         serve.endpoint.close()
+    }
+
+    private func runDialogs(_ points: [SIPEndpoint.ListenPoint], tls: TLSConfiguration) async throws {
+        let serve = try DialogServeCommand(listen: points, ringing: !noRinging, tls: tls)
+        for p in serve.server.endpoint.localAddresses { print("listening on \(p) (dialogs)") }
+        let stop = StopSignal()
+        var previous = serve.snapshot()
+        var elapsed = 0
+        while !stop.requested {
+            try await Task.sleep(for: .seconds(1))
+            elapsed += 1
+            print(serve.line(since: previous, seconds: 1, elapsed: elapsed))
+            previous = serve.snapshot()
+            if let d = duration, elapsed >= d { break }
+        }
+        print(serve.summary())
+        serve.server.close()
     }
 }
 

@@ -1,0 +1,47 @@
+import Foundation
+import Synchronization
+import Testing
+import SIPMessage
+import SIPTransport
+import SIPDialog
+@testable import SIPRuntime
+
+/// The dialog-level UAS (`DialogServer`, behind `switchboard serve --dialogs`) under SIPp's
+/// built-in uac: every call must complete (INVITE, 180, 200 with SDP, ACK, BYE) and leave no
+/// session behind. Bounded by -m, -timeout and the test's own deadline; 127.0.0.1 only.
+@Suite("DialogServer against SIPp", .enabled(if: SIPp.available || SIPp.isCI, "sipp (Debian sip-tester) is not installed: SIPp interop skipped"))
+struct DialogServerSIPpTests {
+    static let answer = SessionBody.sdp("v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\nm=audio 40000 RTP/AVP 0\r\na=rtpmap:0 PCMU/8000\r\n")
+
+    @Test(.timeLimit(.minutes(1)))
+    func sippUACAgainstDialogServer() async throws {
+        #expect(SIPp.available, "sipp must be installed in CI (scripts/test installs sip-tester)")
+        let offers = OfferCounter()
+        let server = try DialogServer(configuration: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))])) { offer in
+            if let o = offer, o.isSDP, String(decoding: o.bytes, as: UTF8.self).contains("m=audio") { offers.increment() }
+            return Self.answer
+        }
+        defer { server.close() }
+        let port = server.endpoint.localAddresses[0].address.port
+        let sippPort = try SIPp.freePort()
+        let (p, dir) = try SIPp.start(["127.0.0.1:\(port)", "-sn", "uac", "-i", "127.0.0.1", "-p", "\(sippPort)",
+                                       "-m", "300", "-r", "300", "-nostdin", "-timeout", "20", "-timeout_error", "-buff_size", "4194304"])
+        let status = await SIPp.wait(p, timeout: .seconds(30))
+        #expect(status == 0, "sipp exit \(String(describing: status)):\n\(SIPp.log(dir))")
+        let s = server.statistics
+        #expect(s.invites == 300)
+        #expect(s.answered == 300)
+        #expect(s.confirmed == 300)
+        #expect(s.remoteHangups == 300)
+        #expect(s.ackTimeouts == 0 && s.refused == 0 && s.otherEnds == 0)
+        #expect(s.liveDialogs == 0)
+        #expect(offers.value == 300, "every INVITE's SDP offer reached the answerer")
+    }
+}
+
+/// Counts from the answerer, which runs on the endpoint's threads.
+final class OfferCounter: Sendable {
+    private let count = Mutex(0)
+    func increment() { count.withLock { $0 += 1 } }
+    var value: Int { count.withLock { $0 } }
+}
