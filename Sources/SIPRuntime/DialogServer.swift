@@ -7,7 +7,9 @@ import SIPDialog
 /// A user agent server on the dialog layer, for load: every INVITE becomes an ``InviteSession``
 /// in one ``SessionManager``, is answered (180 Ringing when asked, then 200 with the answer the
 /// `answer` closure makes from the offer), waits for its ACK (retransmitting the 2xx, sending
-/// BYE when none comes) and ends with the caller's BYE (or CANCEL before the answer).
+/// BYE when none comes) and ends with the caller's BYE (or CANCEL before the answer). Offers in
+/// re-INVITE and UPDATE are answered by the same closure (488 when it returns `nil`), and other
+/// requests inside a dialog (INFO, MESSAGE, OPTIONS…) get 200.
 ///
 /// Unlike ``SIPUserAgent`` there is no queue hop and no event stream: each endpoint event and
 /// each timer is processed on the thread that delivers it, under one lock that holds the
@@ -204,6 +206,18 @@ public final class DialogServer: Sendable {
         process(out, &s, &work)
     }
 
+    /// Answers a re-INVITE or UPDATE (or makes the offer a body-less re-INVITE asks for); an
+    /// offer the answerer refuses gets 488 and the session goes on as it was.
+    private func answerInDialog(_ key: SessionKey, _ offer: SessionBody?, _ s: inout State, _ work: inout [Work]) {
+        let out: [SessionManager.Output]?
+        if let answer = answerer(offer) {
+            out = try? s.manager.perform(key) { x throws(SessionError) in try x.answer(answer) }
+        } else {
+            out = try? s.manager.perform(key) { x throws(SessionError) in try x.rejectOffer(488) }
+        }
+        process(out ?? [], &s, &work)
+    }
+
     private func apply(_ key: SessionKey, _ action: InviteSession.Action, _ s: inout State, _ work: inout [Work]) {
         switch action {
         case .send(let m):
@@ -237,6 +251,15 @@ public final class DialogServer: Sendable {
                 for t in SessionTimer.allCases {
                     if let h = s.timers.removeValue(forKey: TimerKey(key: key, timer: t)) { endpoint.timerService.cancel(h) }
                 }
+            case .remoteOffer(let offer, _) where s.manager[key]?.state == .confirmed:
+                // A re-INVITE or UPDATE with an offer (the initial one is answered by answerCall).
+                answerInDialog(key, offer, &s, &work)
+            case .offerRequested:
+                answerInDialog(key, nil, &s, &work)
+            case .request(let m, let tx):
+                // INFO, MESSAGE, OPTIONS… inside the dialog: accepted.
+                let out = (try? s.manager.perform(key) { x throws(SessionError) in x.respond(to: m, in: tx, statusCode: 200) }) ?? []
+                process(out, &s, &work)
             default:
                 break
             }
