@@ -5,6 +5,7 @@ import SIPTransaction
 import SIPTransport
 import SIPDialog
 import SDP
+import CHeapStats
 
 /// `switchboard serve --dialogs`: a full UAS on the dialog layer (``DialogServer``): every
 /// INVITE becomes an INVITE session, gets 180 and a 200 whose SDP answer the offer/answer
@@ -49,7 +50,7 @@ public final class DialogServeCommand: Sendable {
         let calls = Double(now.server.invites - previous.server.invites) / seconds
         let errors = (now.endpoint.sendErrors - previous.endpoint.sendErrors) + (now.endpoint.malformed - previous.endpoint.malformed)
             + (now.server.ackTimeouts - previous.server.ackTimeouts) + (now.endpoint.timeouts - previous.endpoint.timeouts)
-        return "t=\(elapsed)s calls/s=\(Int(calls.rounded())) calls=\(now.server.invites) confirmed=\(now.server.confirmed) errors=\(errors) live-dialogs=\(now.server.liveDialogs) peak-live-dialogs=\(now.server.peakLiveDialogs) live-transactions=\(now.endpoint.liveTransactions)"
+        return "t=\(elapsed)s calls/s=\(Int(calls.rounded())) calls=\(now.server.invites) confirmed=\(now.server.confirmed) errors=\(errors) live-dialogs=\(now.server.liveDialogs) peak-live-dialogs=\(now.server.peakLiveDialogs) live-transactions=\(now.endpoint.liveTransactions) heap-bytes=\(hs_heap_in_use())"
     }
 
     public func summary() -> String {
