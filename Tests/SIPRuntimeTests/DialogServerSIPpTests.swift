@@ -28,6 +28,9 @@ struct DialogServerSIPpTests {
                                        "-m", "300", "-r", "300", "-nostdin", "-timeout", "20", "-timeout_error", "-buff_size", "4194304"])
         let status = await SIPp.wait(p, timeout: .seconds(30))
         #expect(status == 0, "sipp exit \(String(describing: status)):\n\(SIPp.log(dir))")
+        // SIPp is done once it has our 200 to its last BYE; give the server a bounded moment.
+        let clock = ContinuousClock(), deadline = clock.now + .seconds(5)
+        while server.statistics.liveDialogs > 0 && clock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
         let s = server.statistics
         #expect(s.invites == 300)
         #expect(s.answered == 300)
