@@ -62,7 +62,7 @@ let package = Package(
         // The live runtime: transports + transaction layer + wall-clock timers.
         .target(name: "SIPRuntime", dependencies: ["SIPMessage", "SIPTransaction", "SIPTransport", "SIPDialog", "SIPAuth"]),
         // The logic behind the command-line tool, kept in a library so tests drive it directly.
-        .target(name: "SwitchboardTools", dependencies: ["SIPMessage", "SDP", "SIPTransaction", "SIPTransport", "SIPRuntime", "SIPResolver", "PacketCapture", "SIPDialog", "SIPAuth"]),
+        .target(name: "SwitchboardTools", dependencies: ["SIPMessage", "SDP", "SIPTransaction", "SIPTransport", "SIPRuntime", "SIPResolver", "PacketCapture", "SIPDialog", "SIPAuth", "CHeapStats"]),
         .executableTarget(
             name: "switchboard",
             dependencies: [
@@ -76,6 +76,10 @@ let package = Package(
         .executableTarget(name: "SwitchboardBench", dependencies: ["SIPMessage"]),
         // Per-frame cost of the Media module; run through scripts/bench-media-engine (release build).
         .executableTarget(name: "MediaBench", dependencies: ["Media"]),
+        // Memory per established dialog (100,000 in one process); run through scripts/bench-dialogs (release build).
+        .executableTarget(name: "DialogBench", dependencies: ["SIPDialog", "SIPMessage", "SIPTransaction", "CHeapStats"]),
+        // glibc malloc statistics (mallinfo2, malloc_trim) for the memory benchmarks.
+        .target(name: "CHeapStats"),
         .testTarget(name: "SIPMessageTests", dependencies: ["SwitchboardTestSupport", "SIPMessage"]),
         .testTarget(name: "SDPTests", dependencies: ["SDP", "SwitchboardTestSupport", "PacketCapture", "SIPMessage"]),
         // Opus+SRTP send/receive cost per frame and G.711 throughput; run through scripts/bench-media.

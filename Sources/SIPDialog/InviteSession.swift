@@ -55,7 +55,10 @@ public struct InviteSession: Sendable {
     }
 
     public let role: Role
-    public let configuration: InviteSessionConfiguration
+    /// The session's parameters. Held in a shared immutable box: the sessions a
+    /// ``SessionManager`` makes share one copy instead of carrying it inline each.
+    public var configuration: InviteSessionConfiguration { sharedConfiguration.value }
+    private let sharedConfiguration: SharedConfiguration
     public private(set) var state: SessionState = .idle
     public let callID: String
     public let localTag: String
@@ -128,7 +131,8 @@ public struct InviteSession: Sendable {
     private var sessionInterval: UInt32?
     private var weRefresh = false
     private var peerSupportsTimer = false
-    private var peerAllows: [SIPMethod] = []
+    /// Whether the peer's Allow lists UPDATE (how we refresh the session, RFC 4028 §9).
+    private var peerAllowsUpdate = false
 
     // MARK: - Creation
 
@@ -137,8 +141,13 @@ public struct InviteSession: Sendable {
     /// `seed` makes Call-ID, tags and branches reproducible.
     public init(calling target: NameAddress, configuration: InviteSessionConfiguration, offer: SessionBody?,
                 credentials: DigestClient? = nil, callID: String? = nil, seed: UInt64) {
+        self.init(calling: target, shared: SharedConfiguration(configuration), offer: offer, credentials: credentials, callID: callID, seed: seed)
+    }
+
+    init(calling target: NameAddress, shared: SharedConfiguration, offer: SessionBody?,
+         credentials: DigestClient? = nil, callID: String? = nil, seed: UInt64) {
         role = .uac
-        self.configuration = configuration
+        sharedConfiguration = shared
         self.target = target
         initialOffer = offer
         digest = credentials
@@ -154,12 +163,18 @@ public struct InviteSession: Sendable {
     /// ``start()`` next: it checks the request and tells the user about it.
     public init(incoming request: SIPMessage, transaction: TransactionID, configuration: InviteSessionConfiguration,
                 credentials: DigestClient? = nil, seed: UInt64) {
+        self.init(incoming: request, transaction: transaction, shared: SharedConfiguration(configuration), credentials: credentials, seed: seed)
+    }
+
+    init(incoming request: SIPMessage, transaction: TransactionID, shared: SharedConfiguration,
+         credentials: DigestClient? = nil, seed: UInt64) {
         role = .uas
-        self.configuration = configuration
+        sharedConfiguration = shared
         rng = SplitMix64(seed: seed)
         callID = request.callID ?? ""
         localTag = String(rng.next(), radix: 36)
-        target = (try? request.from()) ?? NameAddress(uri: .other(scheme: "sip", text: "invalid"))
+        // Only a UAC sends to its target; the UAS's peer is the dialog's remote party.
+        target = Self.noTarget
         digest = credentials
         nextRSeq = UInt32(truncatingIfNeeded: rng.next() % 0x7FFF_FFFF) + 1
         serverInvite = ServerInvite(transaction: transaction, request: request, cseq: (try? request.cseq().sequence) ?? 0, isInitial: true)
@@ -167,6 +182,8 @@ public struct InviteSession: Sendable {
 
     /// Whether the session is over.
     public var isTerminated: Bool { state.isTerminated }
+
+    private static let noTarget = NameAddress(uri: .other(scheme: "sip", text: "invalid"))
 
     /// The ID of the confirmed or early dialog.
     public var dialogID: DialogID? { dialog?.id }
@@ -419,7 +436,7 @@ public struct InviteSession: Sendable {
         let request = si.request
         let require = (try? request.require()) ?? []
         let supported = (try? request.supported()) ?? []
-        peerAllows = (try? request.allow()) ?? []
+        peerAllowsUpdate = ((try? request.allow()) ?? []).contains(.update)
         peerSupportsTimer = supported.contains("timer") || require.contains("timer")
         let known: Set<String> = configuration.reliableProvisional == .unsupported ? ["timer"] : ["100rel", "timer"]
         let unknown = require.filter { !known.contains($0.lowercased()) }
@@ -606,7 +623,7 @@ public struct InviteSession: Sendable {
             earlyDialogs = [:]
             dialog = d
             digest?.requestSucceeded()
-            peerAllows = (try? r.allow()) ?? []
+            peerAllowsUpdate = ((try? r.allow()) ?? []).contains(.update)
             let supported = ((try? r.supported()) ?? []) + ((try? r.require()) ?? [])
             peerSupportsTimer = supported.contains("timer")
             negotiateTimer(fromResponse: r, weSentRequest: true)
@@ -627,6 +644,8 @@ public struct InviteSession: Sendable {
             default:
                 out += sendAck(for: inv, cseq: inviteCSeq, body: nil)
             }
+            // The call is up: from now on the INVITE only makes the dialog of a late fork's 2xx.
+            invite = Self.skeleton(of: inv)
             if cancelRequested {
                 // The 2xx crossed our CANCEL: the call is up at the peer, so end it with BYE.
                 out += sendInDialog(.bye, body: nil)
@@ -670,6 +689,19 @@ public struct InviteSession: Sendable {
             let reason: SessionEndReason = (cancelSent || cancelRequested) && code == 487 ? .cancelled : .rejected(code)
             return cancelAllTimers() + [set(.terminated(cancelRequested ? .cancelled : reason))]
         }
+    }
+
+    /// What a confirmed call still needs of its INVITE: the Request-URI, From and CSeq that
+    /// make the dialog of another fork's 2xx and its ACK (§13.2.2.4), with Via, To and Call-ID.
+    /// The body (the offer is ``localBody``) and the other headers are dropped.
+    static func skeleton(of m: SIPMessage) -> SIPMessage {
+        guard let uri = m.requestURIText, var k = try? SIPMessage(method: .invite, requestURI: uri) else { return m }
+        for name in [SIPHeaderName.via, .from, .to, .callID, .cseq] {
+            for v in m.valueBytes(name) {
+                do { try k.append(name, String(decoding: v, as: UTF8.self)) } catch { return m }
+            }
+        }
+        return k
     }
 
     /// A 2xx from a second fork after the call was set up: ACK it, then BYE it (§13.2.2.4).
@@ -962,7 +994,7 @@ public struct InviteSession: Sendable {
                 // Something is under way; try again shortly.
                 return [.startTimer(.sessionRefresh, after: .seconds(2))]
             }
-            if peerAllows.contains(.update) { return sendOffer(.update, body: nil, isRefresh: true) }
+            if peerAllowsUpdate { return sendOffer(.update, body: nil, isRefresh: true) }
             return sendOffer(.invite, body: localBody, isRefresh: true)
         case .sessionExpiry:
             guard state == .confirmed || state == .connecting else { return [] }
@@ -1126,4 +1158,10 @@ public struct InviteSession: Sendable {
         state = s
         return .event(.stateChanged(s))
     }
+}
+
+/// An ``InviteSessionConfiguration`` shared by the sessions of one manager (immutable).
+final class SharedConfiguration: Sendable {
+    let value: InviteSessionConfiguration
+    init(_ value: InviteSessionConfiguration) { self.value = value }
 }

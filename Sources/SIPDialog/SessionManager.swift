@@ -36,10 +36,28 @@ public struct SessionManager: Sendable {
         case request(SIPMessage, transaction: TransactionID)
     }
 
-    public var configuration: InviteSessionConfiguration
-    private var sessions: [SessionKey: InviteSession] = [:]
+    /// One session in the table, boxed: an ``InviteSession`` is about 2 KB inline and a hash
+    /// table keeps up to 2⅔ slots per entry, so a table of sessions by value would cost several
+    /// KB per dialog. Copy-on-write: a box is mutated only when this manager holds the only
+    /// reference (see `slot(_:)`), so copies of a manager stay independent.
+    final class Slot: @unchecked Sendable {
+        var session: InviteSession
+        /// The INVITE server transaction that created the session (UAS), for CANCEL.
+        var inviteTransaction: TransactionID?
+
+        init(_ session: InviteSession, inviteTransaction: TransactionID?) {
+            self.session = session
+            self.inviteTransaction = inviteTransaction
+        }
+    }
+
+    public var configuration: InviteSessionConfiguration {
+        didSet { sharedConfiguration = SharedConfiguration(configuration) }
+    }
+    /// One copy of ``configuration`` for all the sessions made with it.
+    private var sharedConfiguration: SharedConfiguration
+    private var sessions: [SessionKey: Slot] = [:]
     private var byInviteTransaction: [TransactionID: SessionKey] = [:]
-    private var inviteTransactionOf: [SessionKey: TransactionID] = [:]
     private var byClientTransaction: [TransactionID: (key: SessionKey, method: SIPMethod, cseq: UInt32)] = [:]
     private var rng: SplitMix64
     private let credentials: DigestClient?
@@ -48,6 +66,7 @@ public struct SessionManager: Sendable {
 
     public init(configuration: InviteSessionConfiguration, credentials: DigestClient? = nil, seed: UInt64) {
         self.configuration = configuration
+        sharedConfiguration = SharedConfiguration(configuration)
         self.credentials = credentials
         rng = SplitMix64(seed: seed)
     }
@@ -55,26 +74,28 @@ public struct SessionManager: Sendable {
     /// The live sessions.
     public var keys: [SessionKey] { Array(sessions.keys) }
     public var count: Int { sessions.count }
-    public subscript(key: SessionKey) -> InviteSession? { sessions[key] }
+    public subscript(key: SessionKey) -> InviteSession? { sessions[key]?.session }
 
     // MARK: Commands
 
     /// Starts a call to `target`, with `offer` (or none: a delayed offer).
     public mutating func call(_ target: NameAddress, offer: SessionBody?, configuration override: InviteSessionConfiguration? = nil,
                               credentials override2: DigestClient? = nil) -> (SessionKey, [Output]) {
-        var s = InviteSession(calling: target, configuration: override ?? configuration, offer: offer,
+        var s = InviteSession(calling: target, shared: override.map(SharedConfiguration.init) ?? sharedConfiguration, offer: offer,
                               credentials: override2 ?? credentials, seed: rng.next())
         let key = SessionKey(callID: s.callID, localTag: s.localTag)
         let actions = s.start()
-        sessions[key] = s
+        sessions[key] = Slot(s, inviteTransaction: nil)
         return (key, wrap(key, actions))
     }
 
     /// Runs a command on one session (answer, hold, hang up…). Unknown key: nothing.
     public mutating func perform(_ key: SessionKey, _ body: (inout InviteSession) throws(SessionError) -> [InviteSession.Action]) throws(SessionError) -> [Output] {
-        guard var s = sessions[key] else { return [] }
+        guard let slot = slot(key) else { return [] }
+        // On a copy, so that a command that throws leaves the session as it was.
+        var s = slot.session
         let actions = try body(&s)
-        sessions[key] = s
+        slot.session = s
         return wrap(key, actions)
     }
 
@@ -88,7 +109,7 @@ public struct SessionManager: Sendable {
     /// A client transaction ended: forget it.
     public mutating func transactionTerminated(_ id: TransactionID) {
         byClientTransaction[id] = nil
-        if let key = byInviteTransaction.removeValue(forKey: id) { inviteTransactionOf[key] = nil }
+        if let key = byInviteTransaction.removeValue(forKey: id), let slot = slot(key) { slot.inviteTransaction = nil }
     }
 
     // MARK: Inputs from the transaction layer
@@ -105,12 +126,11 @@ public struct SessionManager: Sendable {
         }
         guard method == .invite else { return [.request(m, transaction: tx)] }
         guard acceptsCalls else { return [.respond(SIPMessage(responseTo: m, statusCode: 480, toTag: String(rng.next(), radix: 36)), in: tx)] }
-        var s = InviteSession(incoming: m, transaction: tx, configuration: configuration, credentials: credentials, seed: rng.next())
+        var s = InviteSession(incoming: m, transaction: tx, shared: sharedConfiguration, credentials: credentials, seed: rng.next())
         let key = SessionKey(callID: s.callID, localTag: s.localTag)
         let actions = s.start()
         byInviteTransaction[tx] = key
-        inviteTransactionOf[key] = tx
-        sessions[key] = s
+        sessions[key] = Slot(s, inviteTransaction: tx)
         let refused = s.isTerminated
         return wrap(key, actions) + (refused ? [] : [.incomingCall(key, m)])
     }
@@ -149,16 +169,26 @@ public struct SessionManager: Sendable {
     // MARK: Internals
 
     private mutating func feed(_ key: SessionKey, _ input: InviteSession.Input) -> [Output] {
-        guard var s = sessions[key] else { return [] }
-        let actions = s.handle(input)
-        sessions[key] = s
+        guard let slot = slot(key) else { return [] }
+        let actions = slot.session.handle(input)
         return wrap(key, actions)
     }
 
+    /// The box of a session, ready to be mutated: copied first when another copy of the
+    /// manager shares it.
+    private mutating func slot(_ key: SessionKey) -> Slot? {
+        guard let i = sessions.index(forKey: key) else { return nil }
+        if !isKnownUniquelyReferenced(&sessions.values[i]) {
+            let shared = sessions.values[i]
+            sessions.values[i] = Slot(shared.session, inviteTransaction: shared.inviteTransaction)
+        }
+        return sessions.values[i]
+    }
+
     private mutating func wrap(_ key: SessionKey, _ actions: [InviteSession.Action]) -> [Output] {
-        if let s = sessions[key], s.isTerminated {
+        if let slot = sessions[key], slot.session.isTerminated {
             sessions[key] = nil
-            if let tx = inviteTransactionOf.removeValue(forKey: key) { byInviteTransaction[tx] = nil }
+            if let tx = slot.inviteTransaction { byInviteTransaction[tx] = nil }
         }
         return actions.map { .session(key, $0) }
     }

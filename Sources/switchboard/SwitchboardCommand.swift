@@ -150,6 +150,12 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .long, help: "Record every message sent and received into this pcapng file (TLS as its plaintext over TCP).")
     var capture: String?
 
+    @Flag(name: .long, help: "Answer on the dialog layer: an INVITE session per call (180, 200 with an SDP answer, ACK, BYE).")
+    var dialogs = false
+
+    @Flag(name: .long, help: "With --dialogs: answer with 200 at once, without 180 Ringing.")
+    var noRinging = false
+
     func run() async throws {
         guard (200...699).contains(answer) else { throw ValidationError("--answer must be a final status code (200-699)") }
         let points = try listen.map(ListenSpec.parse)
@@ -157,6 +163,12 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("a tls: listen point needs --cert and --key")
         }
         let tls = TLSConfiguration(certificateChain: cert.map { .file($0) }, privateKey: key.map { .file($0) })
+        if dialogs {
+            guard answer == 200 else { throw ValidationError("--dialogs answers with 200 (--answer is for the transaction-level server)") }
+            guard capture == nil else { throw ValidationError("--capture is not available with --dialogs yet") }
+            try await runDialogs(points, tls: tls)
+            return
+        }
         let sink = try capture.map { path in
             do { return try CaptureFileSink(path: path) } catch { throw ValidationError("\(error)") }
         }
@@ -175,6 +187,23 @@ struct Serve: AsyncParsableCommand {
         }
         print(serve.summary())
         serve.endpoint.close()
+    }
+
+    private func runDialogs(_ points: [SIPEndpoint.ListenPoint], tls: TLSConfiguration) async throws {
+        let serve = try DialogServeCommand(listen: points, ringing: !noRinging, tls: tls)
+        for p in serve.server.endpoint.localAddresses { print("listening on \(p) (dialogs)") }
+        let stop = StopSignal()
+        var previous = serve.snapshot()
+        var elapsed = 0
+        while !stop.requested {
+            try await Task.sleep(for: .seconds(1))
+            elapsed += 1
+            print(serve.line(since: previous, seconds: 1, elapsed: elapsed))
+            previous = serve.snapshot()
+            if let d = duration, elapsed >= d { break }
+        }
+        print(serve.summary())
+        serve.server.close()
     }
 }
 

@@ -225,4 +225,49 @@ struct InviteSessionTests {
         #expect(codes == [200, 487])
         #expect(m.count == 0)
     }
+
+    @Test("once the call is up the INVITE is trimmed, yet a retransmitted 2xx still gets the same ACK and a late fork is ACKed and sent BYE")
+    func confirmedUACAfterTrimming() throws {
+        var (s, invite) = Self.startCall(.unsupported)
+        let ok = Self.reply(invite, 200, tag: "f1", body: Self.answer)
+        let first = Self.sent(s.handle(.response(ok)))
+        let ack = try #require(first.first)
+        #expect(ack.method == .ack && s.state == .confirmed)
+
+        // What the session keeps of its INVITE: no body, no Contact, but the dialog-forming fields.
+        let kept = InviteSession.skeleton(of: invite)
+        #expect(try kept.body.isEmpty && kept.contact() == nil)
+        #expect(kept.requestURIText == invite.requestURIText && kept.fromTag == s.localTag && kept.callID == s.callID)
+        #expect(try kept.cseq() == CSeq(1, .invite))
+
+        for _ in 0..<3 {
+            #expect(Self.sent(s.handle(.response(ok))).map { $0.serialized() } == [ack.serialized()])
+        }
+        let late = Self.sent(s.handle(.response(Self.reply(invite, 200, tag: "f2", contact: "<sip:bob@192.0.2.9>", body: Self.answer))))
+        #expect(late.map(\.method) == [.ack, .bye])
+        #expect(late.allSatisfy { $0.toTag == "f2" && $0.fromTag == s.localTag && $0.callID == s.callID })
+        #expect(try late[0].cseq() == CSeq(1, .ack))
+        #expect(try late[1].requestURI().sipURI?.host == .ipv4("192.0.2.9"))
+        // The localBody still holds the offer the INVITE carried.
+        #expect(s.localBody == Self.offer && s.state == .confirmed && s.dialogID?.remoteTag == "f1")
+    }
+
+    @Test("a copy of a session manager is independent: confirming a call in one leaves the other waiting for its ACK")
+    func managerCopiesAreIndependent() throws {
+        var a = SessionManager(configuration: Self.config, seed: 5)
+        let o = a.request(Self.incomingInvite(), transaction: TransactionID(rawValue: 2))
+        let key = try #require(o.compactMap { if case .incomingCall(let k, _) = $0 { return k } else { return nil } }.first)
+        let accepted = try a.perform(key) { s throws(SessionError) in try s.accept(body: Self.answer) }
+        #expect(accepted.contains { if case .session(_, .respond(let r, _)) = $0 { return r.statusCode == 200 } else { return false } })
+        var b = a
+        _ = b.ack(Self.inDialog(.ack, cseq: 10, toTag: key.localTag))
+        #expect(b[key]?.state == .confirmed)
+        #expect(a[key]?.state == .connecting)
+        // The original still takes its own ACK, and a BYE in the copy does not touch it.
+        _ = b.request(Self.inDialog(.bye, cseq: 11, toTag: key.localTag), transaction: TransactionID(rawValue: 3))
+        #expect(b.count == 0 && a.count == 1)
+        _ = a.ack(Self.inDialog(.ack, cseq: 10, toTag: key.localTag))
+        #expect(a[key]?.state == .confirmed)
+        #expect(a[key]?.configuration.viaSentBy == Self.config.viaSentBy)
+    }
 }

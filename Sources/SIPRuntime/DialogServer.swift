@@ -1,0 +1,345 @@
+import Synchronization
+import SIPMessage
+import SIPTransaction
+import SIPTransport
+import SIPDialog
+
+/// A user agent server on the dialog layer, for load: every INVITE becomes an ``InviteSession``
+/// in one ``SessionManager``, is answered (180 Ringing when asked, then 200 with the answer the
+/// `answer` closure makes from the offer), waits for its ACK (retransmitting the 2xx, sending
+/// BYE when none comes) and ends with the caller's BYE (or CANCEL before the answer). Offers in
+/// re-INVITE and UPDATE are answered by the same closure (488 when it returns `nil`), and other
+/// requests inside a dialog (INFO, MESSAGE, OPTIONS…) get 200.
+///
+/// Unlike ``SIPUserAgent`` there is no queue hop and no event stream: each endpoint event and
+/// each timer is processed on the thread that delivers it, under one lock that holds the
+/// manager and the session timers (timers are started and cancelled under that lock, so a
+/// cancel can never overtake its start); messages are sent after the lock is released.
+public final class DialogServer: Sendable {
+    /// Makes the answer to an offer (`nil` for an INVITE without one: return our offer, the
+    /// answer comes in the ACK). Returning `nil` refuses the call with 488.
+    public typealias Answerer = @Sendable (SessionBody?) -> SessionBody?
+
+    public struct Statistics: Sendable, Hashable {
+        /// New calls (INVITEs that made a session).
+        public var invites = 0
+        /// Calls answered with 2xx.
+        public var answered = 0
+        /// Calls whose 2xx was ACKed.
+        public var confirmed = 0
+        /// Calls the caller ended with BYE.
+        public var remoteHangups = 0
+        /// Calls cancelled before the answer.
+        public var cancelled = 0
+        /// Calls refused (no acceptable offer, or refused by the session: 420, 421, 422, 400).
+        public var refused = 0
+        /// 2xx answers never ACKed (the session sent BYE).
+        public var ackTimeouts = 0
+        /// Calls ended otherwise (BYE of ours failing, session expiry…).
+        public var otherEnds = 0
+        /// Requests outside dialogs that are not INVITE (OPTIONS gets 200, others 405).
+        public var otherRequests = 0
+        /// Sessions alive now, and the most alive at once.
+        public var liveDialogs = 0
+        public var peakLiveDialogs = 0
+    }
+
+    struct TimerKey: Hashable { var key: SessionKey; var timer: SessionTimer }
+
+    struct State: ~Copyable {
+        var manager: SessionManager
+        var timers: [TimerKey: TimerService.Handle] = [:]
+        var stats = Statistics()
+        var closed = false
+    }
+
+    /// What to carry out once the lock is released.
+    enum Work {
+        case respond(SIPMessage, TransactionID)
+        case send(SIPMessage, SessionKey)
+    }
+
+    public let endpoint: SIPEndpoint
+    /// The configuration of every session (Contact and Via from the bound address).
+    public let sessionConfiguration: InviteSessionConfiguration
+    /// Whether 180 Ringing goes before the 200.
+    public let ringing: Bool
+    private let answerer: Answerer
+    private let state: Mutex<State>
+
+    /// Binds the endpoint and starts answering.
+    /// - Parameters:
+    ///   - user: the user part of our Contact and To.
+    ///   - transport: the transport for Via and Contact.
+    ///   - ringing: send 180 Ringing before the 200.
+    ///   - sessionTimer: RFC 4028 settings; `nil` (the default) asks for none, but a caller's
+    ///     Session-Expires is still honoured.
+    ///   - answer: makes the SDP answer (see ``Answerer``).
+    public init(configuration: SIPEndpoint.Configuration, user: String = "switchboard", transport: TransportKind = .udp,
+                ringing: Bool = true, sessionTimer: SessionTimerSettings? = nil, userAgent: String? = nil,
+                answer: @escaping Answerer) throws(TransportError) {
+        let box = ServerBox()
+        endpoint = try SIPEndpoint(configuration: configuration) { event in box.server?.handle(event) }
+        guard let local = endpoint.localAddress(transport) ?? endpoint.localAddresses.first else {
+            endpoint.close()
+            throw .invalidAddress("", reason: "the endpoint has no listen point")
+        }
+        let host = SIPUserAgent.host(of: local.address)
+        var contact = SIPURI(user: user, host: host, port: local.address.port)
+        if transport != .udp { contact.parameters.set("transport", transport.viaToken.lowercased()) }
+        sessionConfiguration = InviteSessionConfiguration(
+            localParty: NameAddress(uri: SIPURI(user: user, host: host)), contact: NameAddress(uri: contact),
+            viaTransport: transport.viaToken, viaSentBy: local.address.description, timers: configuration.timers,
+            reliableProvisional: .supported, sessionTimer: sessionTimer, userAgent: userAgent)
+        self.ringing = ringing
+        answerer = answer
+        state = Mutex(State(manager: SessionManager(configuration: sessionConfiguration, seed: UInt64.random(in: 0...UInt64.max))))
+        box.server = self
+    }
+
+    public var statistics: Statistics { state.withLock { $0.stats } }
+
+    /// Stops the timers and closes the sockets.
+    public func close() {
+        let handles = state.withLock { s -> [TimerService.Handle] in
+            s.closed = true
+            defer { s.timers.removeAll() }
+            return Array(s.timers.values)
+        }
+        for h in handles { endpoint.timerService.cancel(h) }
+        endpoint.close()
+    }
+
+    // MARK: Events
+
+    func handle(_ event: EndpointEvent) {
+        let work = state.withLock { s -> [Work] in
+            guard !s.closed else { return [] }
+            var work: [Work] = []
+            switch event {
+            case .request(let r):
+                let out = s.manager.request(r.message, transaction: r.transaction)
+                process(out, &s, &work)
+            case .cancel(let r, let invite):
+                process(s.manager.cancel(r.message, transaction: r.transaction, invite: invite), &s, &work)
+            case .ack(let m, _):
+                process(s.manager.ack(m), &s, &work)
+            case .strayResponse(let m, _):
+                process(s.manager.response(m), &s, &work)
+            case .serverTransactionFailed, .malformed:
+                break
+            }
+            return work
+        }
+        carryOut(work)
+    }
+
+    /// A response to a request a session sent (routed by Call-ID and tag, like a stray one);
+    /// a final one ends the transaction's entry in the manager.
+    private func responseArrived(_ m: SIPMessage, finalOf id: TransactionID?) {
+        let work = state.withLock { s -> [Work] in
+            guard !s.closed else { return [] }
+            var work: [Work] = []
+            process(s.manager.response(m), &s, &work)
+            if let id { s.manager.transactionTerminated(id) }
+            return work
+        }
+        carryOut(work)
+    }
+
+    private func clientFailed(_ id: TransactionID, timeout: Bool) {
+        let work = state.withLock { s -> [Work] in
+            guard !s.closed else { return [] }
+            var work: [Work] = []
+            process(s.manager.clientTransactionFailed(id, timeout: timeout), &s, &work)
+            return work
+        }
+        carryOut(work)
+    }
+
+    private func timerFired(_ tk: TimerKey, _ handle: TimerService.Handle) {
+        let work = state.withLock { s -> [Work] in
+            guard !s.closed, s.timers[tk] == handle else { return [] }
+            s.timers[tk] = nil
+            var work: [Work] = []
+            process(s.manager.timerFired(tk.key, tk.timer), &s, &work)
+            return work
+        }
+        carryOut(work)
+    }
+
+    // MARK: Under the lock
+
+    private func process(_ outputs: [SessionManager.Output], _ s: inout State, _ work: inout [Work]) {
+        defer { s.stats.liveDialogs = s.manager.count }
+        for o in outputs {
+            switch o {
+            case .session(let key, let action):
+                apply(key, action, &s, &work)
+            case .respond(let m, let tx):
+                work.append(.respond(m, tx))
+            case .incomingCall(let key, let invite):
+                s.stats.invites += 1
+                s.stats.peakLiveDialogs = max(s.stats.peakLiveDialogs, s.manager.count)
+                answerCall(key, offer: SessionBody(of: invite), &s, &work)
+            case .request(let m, let tx):
+                s.stats.otherRequests += 1
+                var r = SIPMessage(responseTo: m, statusCode: m.method == .options ? 200 : 405,
+                                   toTag: String(UInt32.random(in: 1...UInt32.max), radix: 36))
+                try? r.append(.allow, sessionConfiguration.allow.map(\.token).joined(separator: ", "))
+                work.append(.respond(r, tx))
+            }
+        }
+    }
+
+    private func answerCall(_ key: SessionKey, offer: SessionBody?, _ s: inout State, _ work: inout [Work]) {
+        guard let answer = answerer(offer) else {
+            let out = (try? s.manager.perform(key) { x throws(SessionError) in try x.reject(488) }) ?? []
+            process(out, &s, &work)
+            return
+        }
+        if ringing {
+            process((try? s.manager.perform(key) { x throws(SessionError) in try x.provisional(180) }) ?? [], &s, &work)
+        }
+        let out = (try? s.manager.perform(key) { x throws(SessionError) in try x.accept(body: answer) }) ?? []
+        if !out.isEmpty { s.stats.answered += 1 }
+        process(out, &s, &work)
+    }
+
+    /// Answers a re-INVITE or UPDATE (or makes the offer a body-less re-INVITE asks for); an
+    /// offer the answerer refuses gets 488 and the session goes on as it was.
+    private func answerInDialog(_ key: SessionKey, _ offer: SessionBody?, _ s: inout State, _ work: inout [Work]) {
+        let out: [SessionManager.Output]?
+        if let answer = answerer(offer) {
+            out = try? s.manager.perform(key) { x throws(SessionError) in try x.answer(answer) }
+        } else {
+            out = try? s.manager.perform(key) { x throws(SessionError) in try x.rejectOffer(488) }
+        }
+        process(out ?? [], &s, &work)
+    }
+
+    private func apply(_ key: SessionKey, _ action: InviteSession.Action, _ s: inout State, _ work: inout [Work]) {
+        switch action {
+        case .send(let m):
+            work.append(.send(m, key))
+        case .respond(let m, let tx):
+            work.append(.respond(m, tx))
+        case .startTimer(let t, let after):
+            let tk = TimerKey(key: key, timer: t)
+            if let old = s.timers[tk] { endpoint.timerService.cancel(old) }
+            let handle = HandleBox()
+            let h = endpoint.timerService.schedule(after: after) { [weak self] in
+                guard let self, let h = handle.value else { return }
+                self.timerFired(tk, h)
+            }
+            handle.value = h
+            s.timers[tk] = h
+        case .cancelTimer(let t):
+            if let h = s.timers.removeValue(forKey: TimerKey(key: key, timer: t)) { endpoint.timerService.cancel(h) }
+        case .event(let e):
+            switch e {
+            case .stateChanged(.confirmed):
+                s.stats.confirmed += 1
+            case .stateChanged(.terminated(let reason)):
+                switch reason {
+                case .remoteHangup: s.stats.remoteHangups += 1
+                case .remoteCancelled: s.stats.cancelled += 1
+                case .declined: s.stats.refused += 1
+                case .noAck: s.stats.ackTimeouts += 1
+                default: s.stats.otherEnds += 1
+                }
+                for t in SessionTimer.allCases {
+                    if let h = s.timers.removeValue(forKey: TimerKey(key: key, timer: t)) { endpoint.timerService.cancel(h) }
+                }
+            case .remoteOffer(let offer, _) where s.manager[key]?.state == .confirmed:
+                // A re-INVITE or UPDATE with an offer (the initial one is answered by answerCall).
+                answerInDialog(key, offer, &s, &work)
+            case .offerRequested:
+                answerInDialog(key, nil, &s, &work)
+            case .request(let m, let tx):
+                // INFO, MESSAGE, OPTIONS… inside the dialog: accepted.
+                let out = (try? s.manager.perform(key) { x throws(SessionError) in x.respond(to: m, in: tx, statusCode: 200) }) ?? []
+                process(out, &s, &work)
+            default:
+                break
+            }
+        }
+    }
+
+    // MARK: After the lock
+
+    private func carryOut(_ work: [Work]) {
+        for w in work {
+            switch w {
+            case .respond(let m, let tx):
+                endpoint.respond(m, to: tx)
+            case .send(let m, let key):
+                guard let peer = destination(of: m) else { continue }
+                if m.method == .ack {
+                    endpoint.sendStateless(m, to: peer)
+                    continue
+                }
+                // A failure may be reported before `sendRequest` returns the ID (synchronously,
+                // or on another thread): it is parked in the box and fed once the ID is known.
+                let box = Mutex<(id: TransactionID?, early: Bool?)>((nil, nil))
+                let id = endpoint.sendRequest(m, to: peer) { [weak self] event in
+                    guard let self else { return }
+                    switch event {
+                    case .provisional(let r):
+                        self.responseArrived(r, finalOf: nil)
+                    case .final(let r):
+                        self.responseArrived(r, finalOf: box.withLock { $0.id })
+                    case .timeout, .transportError:
+                        let timedOut: Bool
+                        if case .timeout = event { timedOut = true } else { timedOut = false }
+                        let known = box.withLock { b -> TransactionID? in
+                            if b.id == nil { b.early = timedOut }
+                            return b.id
+                        }
+                        if let id = known { self.clientFailed(id, timeout: timedOut) }
+                    }
+                }
+                let more = box.withLock { b -> [Work] in
+                    b.id = id
+                    let early = b.early
+                    return state.withLock { s -> [Work] in
+                        s.manager.clientTransactionStarted(id, for: key, request: m)
+                        guard let t = early, !s.closed else { return [] }
+                        var work: [Work] = []
+                        process(s.manager.clientTransactionFailed(id, timeout: t), &s, &work)
+                        return work
+                    }
+                }
+                carryOut(more)
+            }
+        }
+    }
+
+    /// Requests go to the first Route when it is a loose router, else to the Request-URI; IP
+    /// literals and `localhost` only (the peer is whoever called us).
+    private func destination(of m: SIPMessage) -> SIPPeer? {
+        let kind = endpoint.localAddresses.first?.transport ?? .udp
+        if let r = try? m.route().first, let u = r.sipURI { return SIPUserAgent.literalPeer(u, kind) }
+        guard let u = try? m.requestURI().sipURI else { return nil }
+        return SIPUserAgent.literalPeer(u, kind)
+    }
+}
+
+/// Lets the endpoint's handler reach the server that owns it without a retain cycle.
+private final class ServerBox: Sendable {
+    private struct Ref: ~Copyable { weak var server: DialogServer? }
+    private let ref = Mutex(Ref())
+    var server: DialogServer? {
+        get { ref.withLock { $0.server } }
+        set { ref.withLock { $0.server = newValue } }
+    }
+}
+
+/// A timer's own handle, known once `schedule` has returned (the closure is made before).
+private final class HandleBox: Sendable {
+    private let h = Mutex<TimerService.Handle?>(nil)
+    var value: TimerService.Handle? {
+        get { h.withLock { $0 } }
+        set { h.withLock { $0 = newValue } }
+    }
+}
