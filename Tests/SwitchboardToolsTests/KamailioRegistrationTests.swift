@@ -71,11 +71,11 @@ enum SIPpPort {
 
 @Suite("Registration against Kamailio", .enabled(if: Kamailio.available || TestPaths.isCI, "kamailio is not installed: Kamailio interop skipped"))
 struct KamailioRegistrationTests {
-    func session(_ transport: String, port: UInt16, password: String) throws -> RegisterSession {
+    func session(_ transport: String, port: UInt16, password: String, expires: UInt32 = 120) throws -> RegisterSession {
         let endpoint = try SIPEndpoint(configuration: .init(listen: [try ListenSpec.parse("\(transport):127.0.0.1:0")])) { _ in }
         let peer = SIPPeer(transport: transport == "tcp" ? .tcp : .udp, address: try SocketAddress(ip: "127.0.0.1", port: port))
         return RegisterSession(endpoint: endpoint, peer: peer, registrar: try SIPURI("sip:127.0.0.1:\(port)"),
-                               addressOfRecord: try SIPURI("sip:alice@127.0.0.1:\(port)"), username: "alice", password: password, expires: 120, seed: 1)
+                               addressOfRecord: try SIPURI("sip:alice@127.0.0.1:\(port)"), username: "alice", password: password, expires: expires, seed: 1)
     }
 
     @Test(.timeLimit(.minutes(1)), arguments: ["udp", "tcp"])
@@ -96,6 +96,26 @@ struct KamailioRegistrationTests {
         let after = Kamailio.registeredUsers(rundir)
         #expect(after.contains("Records: 0") && !after.contains("AoR: alice"), "\(after)")
         #expect(s.history == [.registering, .registered(expires: 120), .unregistering, .unregistered])
+    }
+
+    /// Kamailio grants its minimum, 30 s: the client refreshes 5 s before it runs out, with the
+    /// cached credentials (next nonce count), and the binding stays.
+    @Test(.timeLimit(.minutes(1)))
+    func refreshesBeforeExpiry() async throws {
+        #expect(Kamailio.available, "kamailio must be installed in CI (scripts/test installs it)")
+        let (pid, port, rundir) = try await Kamailio.start()
+        defer { Kamailio.stop(pid) }
+        let s = try session("udp", port: port, password: "alicepw", expires: 30)
+        defer { s.endpoint.close() }
+        s.start()
+        #expect(await s.wait(timeout: .seconds(10)) { $0.isSettled } == .registered(expires: 30))
+        // The refresh is due 25 s after the 200.
+        let refreshed = await s.wait(timeout: .seconds(35)) { _ in s.history.filter { $0 == .registered(expires: 30) }.count >= 2 }
+        #expect(refreshed == .registered(expires: 30))
+        #expect(s.history == [.registering, .registered(expires: 30), .registered(expires: 30)])
+        #expect(Kamailio.registeredUsers(rundir).contains("AoR: alice"))
+        s.stop()
+        #expect(await s.wait(timeout: .seconds(10)) { $0 == .unregistered } == .unregistered)
     }
 
     @Test(.timeLimit(.minutes(1)))
