@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "Media", targets: ["Media"]),
         .library(name: "MediaCodecs", targets: ["MediaCodecs"]),
         .library(name: "SRTP", targets: ["SRTP"]),
+        .library(name: "MediaRuntime", targets: ["MediaRuntime"]),
         .executable(name: "switchboard", targets: ["switchboard"]),
     ],
     dependencies: [
@@ -41,6 +42,8 @@ let package = Package(
         .target(name: "CSRTP", linkerSettings: [.linkedLibrary("srtp2")]),
         // SRTP/SRTCP with SDES keys (RFC 3711, 4568, 7714) over libsrtp2; keys from the CSPRNG.
         .target(name: "SRTP", dependencies: ["SDP", "CSRTP"]),
+        // The live media session of a call: RTP/RTCP sockets, codecs, SRTP, jitter buffer, DTMF, statistics.
+        .target(name: "MediaRuntime", dependencies: ["RTP", "Media", "MediaCodecs", "SRTP", "SDP", "CSocket"]),
         // RFC 3261 §17 transaction machines and the transaction layer; no I/O.
         .target(name: "SIPTransaction", dependencies: ["SIPMessage"]),
         // RFC 3261 §12 dialogs (and, as issue 4 grows, INVITE sessions); no I/O.
@@ -82,6 +85,7 @@ let package = Package(
         .executableTarget(name: "MediaCodecsBench", dependencies: ["MediaCodecs", "SRTP"]),
         .testTarget(name: "MediaCodecsTests", dependencies: ["SwitchboardTestSupport", "MediaCodecs", "SDP", "RTP", "PacketCapture"]),
         .testTarget(name: "SRTPTests", dependencies: ["SwitchboardTestSupport", "SRTP", "SDP", "RTP"]),
+        .testTarget(name: "MediaRuntimeTests", dependencies: ["SwitchboardTestSupport", "MediaRuntime", "Media", "MediaCodecs", "SDP", "SRTP", "RTP"]),
         .testTarget(name: "RTPTests", dependencies: ["SwitchboardTestSupport", "RTP"]),
         .testTarget(name: "MediaTests", dependencies: ["SwitchboardTestSupport", "Media", "RTP", "PacketCapture"]),
         .testTarget(name: "SIPTransactionTests", dependencies: ["SIPTransaction", "SIPMessage"]),
