@@ -128,6 +128,9 @@ struct SessionState {
     var receivedBytes: UInt64 = 0
     var refused: UInt64 = 0
     var srtpDropped: UInt64 = 0
+    /// Telephone-event packets received: each takes a sequence number the jitter buffer (audio
+    /// only) then sees as missing, which must not count as loss.
+    var eventPackets = 0
 
     // RTCP.
     var nextRTCP: Duration = .zero
@@ -260,10 +263,11 @@ struct SessionState {
         }
         _ = source?.update(sequence: packet.sequenceNumber)
         let isEvent = media.telephoneEvent?.payloadType == packet.payloadType
-        source?.updateJitter(timestamp: packet.timestamp, arrival: arrival,
-                             clockRate: isEvent ? Int(media.telephoneEvent!.clockRate) : receiveClockRate)
+        // Events repeat one timestamp per digit: only audio feeds the jitter estimate.
+        if !isEvent { source?.updateJitter(timestamp: packet.timestamp, arrival: arrival, clockRate: receiveClockRate) }
         guard media.receives else { return events }
         if isEvent {
+            eventPackets += 1
             if let outputs = try? dtmfReceiver.receive(packet, arrival: arrival) {
                 events += dtmfEvents(outputs)
             }
@@ -480,6 +484,13 @@ struct SessionState {
         sink = .discard
     }
 
+    /// The jitter buffer's counters without the sequence numbers taken by telephone events.
+    var audioJitterStatistics: JitterBufferStatistics? {
+        guard var stats = jitter?.statistics else { return nil }
+        stats.lost = max(0, stats.lost - eventPackets)
+        return stats
+    }
+
     func statistics() -> MediaSessionStatistics {
         let lost = Int64(source?.cumulativeLost ?? 0)
         let jitterUnits = source?.jitter ?? 0
@@ -488,7 +499,7 @@ struct SessionState {
         var call = CallStatistics(
             sent: .init(packets: sentPackets, bytes: sentBytes), received: .init(packets: receivedPackets, bytes: receivedBytes),
             packetsLost: lost, fractionLost: 0, remoteFractionLost: remoteFractionLost, jitter: jitter,
-            roundTripTime: roundTripTime, codec: negotiated?.sendCodec.description ?? "none", mos: nil, jitterBuffer: self.jitter?.statistics)
+            roundTripTime: roundTripTime, codec: negotiated?.sendCodec.description ?? "none", mos: nil, jitterBuffer: audioJitterStatistics)
         if let media = negotiated, receivedPackets > 0 {
             call.mos = call.estimatedMOS(codec: CodecFactory.impairment(media.sendCodec), packetization: ptime)
         }

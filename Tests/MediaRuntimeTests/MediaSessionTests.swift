@@ -169,6 +169,9 @@ func expectTone(_ samples: [Int16], frequency: Double, notFrequency other: Doubl
         let ended = call.recB.events.compactMap { if case .dtmf(let d) = $0 { return d.character } else { return nil } }
         #expect(String(ended) == "12#*9")
         #expect(call.a.receivedDigits.isEmpty)
+        // The events' sequence numbers are not audio loss.
+        #expect(call.b.stats().call.packetsLost == 0)
+        #expect((call.b.stats().call.mos ?? 0) > 4, "\(call.b.stats())")
         // Audio resumes after the digits.
         let sent = call.a.stats().call.sent.packets
         #expect(waitUntil { call.a.stats().call.sent.packets > sent + 10 })
