@@ -154,3 +154,55 @@ struct BaresipMediaTests {
         try BaresipMediaTests.expectTone(recB, 440)
     }
 }
+
+/// SIPp's `uac_pcap` (G.711 A-law RTP and an RFC 2833 '1' replayed from the pcaps of Debian's
+/// sip-tester) against an answering phone. Skipped without sipp, except under CI.
+@Suite("SIPp pcap play", .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/sipp") || TestPaths.isCI, "sipp is not installed: SIPp pcap play skipped"))
+struct SIPpPcapMediaTests {
+    @Test("SIPp plays G.711 A-law and a DTMF digit: we record non-silent audio and get the digit once", .timeLimit(.minutes(1)))
+    func uacPcap() async throws {
+        let dir = NSTemporaryDirectory() + "sb-sipp-pcap-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        // uac_pcap reads "pcap/g711a.pcap" relative to its working directory.
+        try FileManager.default.createSymbolicLink(atPath: dir + "/pcap", withDestinationPath: "/usr/share/sip-tester")
+        let record = dir + "/rec.wav"
+        let lines = BaresipTests.Lines()
+        let phone = try BaresipMediaTests.phone(lines, srtp: .off, tone: 440, record: record)
+        defer { phone.close() }
+        let port = phone.agent.endpoint.localAddresses[0].address.port
+        let sipPort = try SIPpPort.free()
+        let mediaPort = try SIPpPort.free()
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/sipp")
+        p.arguments = ["127.0.0.1:\(port)", "-sn", "uac_pcap", "-i", "127.0.0.1", "-p", String(sipPort), "-mp", String(mediaPort),
+                       "-m", "1", "-nostdin", "-timeout", "30"]
+        p.currentDirectoryURL = URL(fileURLWithPath: dir)
+        p.standardInput = FileHandle.nullDevice
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        let clock = ContinuousClock(), deadline = clock.now + .seconds(40)
+        while p.isRunning && clock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        if p.isRunning {
+            p.terminate()
+            p.waitUntilExit()
+            Issue.record("sipp did not finish: \(lines.all)")
+            return
+        }
+        #expect(p.terminationStatus == 0, "\(lines.all)")
+        let key = try #require(phone.incomingCalls.first)
+        #expect(await phone.wait(key, timeout: .seconds(10)) { $0 == .terminated(.remoteHangup) }, "\(lines.all)")
+        let stats = try #require(phone.mediaStatistics(key))
+        #expect(stats.call.codec.contains("PCMA") && stats.call.received.packets > 200, "\(stats)")
+        #expect(stats.digitsReceived == "1", "\(stats)")
+        #expect(lines.count("sb: DTMF received 1") == 1, "\(lines.all)")
+        let file = try WAVFile(path: record)
+        guard case .pcm16(let samples) = file.samples else {
+            Issue.record("recording is not PCM")
+            return
+        }
+        #expect(samples.count > 8000 * 5, "\(samples.count) samples")
+        #expect(AudioSamples.rmsLevel(samples) > -40, "level \(AudioSamples.rmsLevel(samples)) dBFS")
+    }
+}
