@@ -21,7 +21,8 @@ import Synchronization
 /// the source (or sends due DTMF events), decodes one frame from the jitter buffer (PLC or Opus
 /// FEC for a missing one) into the sink, and sends RTCP SR/RR every ``MediaSessionConfiguration/rtcpInterval``.
 /// Both share one lock held for a packet's worth of work; no actor hop, no allocation growth:
-/// the jitter buffer and the DTMF queue are bounded.
+/// the jitter buffer and the DTMF queue are bounded. The threads keep the session alive once
+/// media was applied: call ``stop()`` when the call ends.
 public final class MediaSession: Sendable {
     /// The configuration given at creation.
     public let configuration: MediaSessionConfiguration
@@ -110,10 +111,6 @@ public final class MediaSession: Sendable {
         state = Mutex(SessionState(source: source, sink: sink, ssrcSeed: UInt32.random(in: .min ... .max)))
     }
 
-    deinit {
-        running.store(false, ordering: .sequentiallyConsistent)
-    }
-
     /// The audio stream's capabilities for `OfferAnswer`: our port, codecs, ptime, rtcp-mux and
     /// the SRTP policy with this session's keys.
     public func streamCapabilities(direction: MediaDirection = .sendrecv) -> StreamCapabilities {
@@ -196,7 +193,9 @@ public final class MediaSession: Sendable {
     public func stop() {
         guard running.exchange(false, ordering: .sequentiallyConsistent) else { return }
         for thread in threads.withLock({ t -> [MediaThread] in defer { t = [] }; return t }) { thread.join() }
-        let bye = state.withLock { $0.byePacket() }
+        let now = MonotonicClock.now() - origin
+        let wall = MonotonicClock.wallClock()
+        let bye = state.withLock { $0.byePacket(now: now, wallClock: wall) }
         if let (bytes, destination, mux) = bye {
             (mux ? rtp : rtcp).send(bytes, to: destination)
         }
@@ -286,12 +285,16 @@ public final class MediaSession: Sendable {
             deadline += ptime
             MonotonicClock.sleep(until: deadline)
             let now = MonotonicClock.now()
+            let lateness = now - deadline
             // After a long stall (a suspended process), skip the missed ticks instead of bursting.
             if now - deadline > .milliseconds(200) { deadline = now }
             let elapsed = now - origin
             let wall = MonotonicClock.wallClock()
             var out: [(bytes: [UInt8], destination: MediaEndpoint, rtcp: Bool)] = []
-            let output = state.withLock { s in s.tick(at: elapsed, wallClock: wall, outgoing: &out) }
+            let output = state.withLock { s in
+                s.recordLateness(lateness)
+                return s.tick(at: elapsed, wallClock: wall, outgoing: &out)
+            }
             for packet in out {
                 (packet.rtcp ? rtcp : rtp).send(packet.bytes, to: packet.destination)
             }

@@ -139,6 +139,11 @@ public struct MediaSessionStatistics: Sendable, Hashable, CustomStringConvertibl
     public var rtcpReceived: UInt64
     /// DTMF events received.
     public var digitsReceived: String
+    /// The 99th percentile of how late the media thread woke for its ptime ticks (0.1 ms
+    /// resolution; nil before the first tick).
+    public var sendLatenessP99: Duration?
+    /// The latest wake-up.
+    public var sendLatenessMax: Duration
 
     public var description: String {
         let c = call

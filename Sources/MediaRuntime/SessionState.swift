@@ -141,6 +141,9 @@ struct SessionState {
     var rtcpSent: UInt64 = 0
     var rtcpReceived: UInt64 = 0
     var monitor = QualityMonitor()
+    /// Tick lateness in 0.1 ms buckets (the last one: 20 ms or more).
+    var lateness = [UInt32](repeating: 0, count: 201)
+    var maxLateness: Duration = .zero
     var lastSnapshot = CallStatistics()
 
     init(source: any AudioSource, sink: Sink, ssrcSeed: UInt32) {
@@ -183,6 +186,9 @@ struct SessionState {
         let expected = media.receiveCodecs.first { $0.name.lowercased() == media.sendCodec.name.lowercased() } ?? media.sendCodec
         let rate = Int(expected.clockRate)
         if jitter == nil || receiveClockRate != rate || old?.ptime != media.ptime {
+            if let sinkRate = sink.sampleRate, jitter == nil || receiveClockRate != rate {
+                sinkResampler = rate == sinkRate ? nil : Resampler(from: rate, to: sinkRate)
+            }
             receiveClockRate = rate
             jitter = JitterBuffer(configuration: JitterBufferConfiguration(
                 clockRate: rate, frameDuration: newPtime, minDelay: configuration.minJitterDelay, maxDelay: configuration.maxJitterDelay,
@@ -197,9 +203,6 @@ struct SessionState {
             }
         }
         decoders = newDecoders
-        if let sinkRate = sink.sampleRate {
-            sinkResampler = sinkRate == 48000 && rate == 48000 ? nil : (rate == sinkRate ? nil : Resampler(from: decoderRate(rate), to: sinkRate))
-        }
         var payloadTypes = Set(media.receiveCodecs.map(\.payloadType))
         if let te = media.telephoneEvent { payloadTypes.insert(te.payloadType) }
         if latch == nil || latch?.signalledAddress != remote || latch?.payloadTypes != payloadTypes {
@@ -209,9 +212,6 @@ struct SessionState {
             nextRTCP = now + configuration.rtcpInterval / 2
         }
     }
-
-    /// Decoders output at the codec's clock rate (Opus decodes at 48 kHz here).
-    func decoderRate(_ clockRate: Int) -> Int { clockRate }
 
     mutating func queueDigits(_ digits: String, now: Duration) throws(MediaSessionError) {
         guard let media = negotiated, let te = media.telephoneEvent else {
@@ -446,7 +446,7 @@ struct SessionState {
             var dlsr: UInt32 = 0
             if let last = lastSR {
                 lsr = last.middle
-                dlsr = RTCPTiming.compactUnits(now - last.arrival)
+                dlsr = RTCPTiming.compactUnits(max(.zero, now - last.arrival))
             }
             blocks.append(s.makeReportBlock(lastSR: lsr, delaySinceLastSR: dlsr))
             source = s
@@ -454,7 +454,7 @@ struct SessionState {
         var packets: [RTCPPacket] = []
         if sentPackets > 0 && now - lastSendTime < rtcpInterval * 2, let packetizer {
             // The RTP timestamp matching the NTP time: the last sent one advanced by the time since.
-            let elapsed = now - lastSendTime
+            let elapsed = max(.zero, now - lastSendTime)
             let ts = lastRTPTimestamp &+ SourceState.timestampUnits(elapsed, clockRate: packetizer.clockRate)
             packets.append(.senderReport(RTCPSenderReport(
                 ssrc: ssrc, ntpTimestamp: NTPTimestamp(sinceUnixEpoch: wallClock), rtpTimestamp: ts,
@@ -473,15 +473,34 @@ struct SessionState {
         return bytes
     }
 
-    mutating func byePacket() -> ([UInt8], MediaEndpoint, Bool)? {
+    mutating func byePacket(now: Duration, wallClock: Duration) -> ([UInt8], MediaEndpoint, Bool)? {
         guard let media = negotiated, let target = rtcpDestination() else { return nil }
-        guard let bytes = rtcpReport(now: lastSendTime, wallClock: .zero, bye: true) else { return nil }
+        guard let bytes = rtcpReport(now: now, wallClock: wallClock, bye: true) else { return nil }
         return (bytes, target, media.rtcpMux)
     }
 
     mutating func closeSink() {
         if case .wav(let writer) = sink { try? writer.close() }
         sink = .discard
+    }
+
+    mutating func recordLateness(_ late: Duration) {
+        let tenths = max(0, Int(late / .microseconds(100)))
+        lateness[min(tenths, lateness.count - 1)] &+= 1
+        maxLateness = max(maxLateness, late)
+    }
+
+    /// The `q` quantile of the tick lateness (bucket upper bound), nil before any tick.
+    func latenessQuantile(_ q: Double) -> Duration? {
+        let total = lateness.reduce(0) { $0 + Int($1) }
+        guard total > 0 else { return nil }
+        let rank = Int((Double(total) * q).rounded(.up))
+        var seen = 0
+        for (i, n) in lateness.enumerated() {
+            seen += Int(n)
+            if seen >= rank { return .microseconds(100 * (i + 1)) }
+        }
+        return maxLateness
     }
 
     /// The jitter buffer's counters without the sequence numbers taken by telephone events.
@@ -506,6 +525,7 @@ struct SessionState {
         let dropped = srtp.map { $0.receiver.statistics.rtp.dropped + $0.receiver.statistics.rtcp.dropped } ?? 0
         return MediaSessionStatistics(
             call: call, refused: refused, srtpDropped: max(srtpDropped, dropped), secure: srtp != nil,
-            rtcpSent: rtcpSent, rtcpReceived: rtcpReceived, digitsReceived: digits)
+            rtcpSent: rtcpSent, rtcpReceived: rtcpReceived, digitsReceived: digits,
+            sendLatenessP99: latenessQuantile(0.99), sendLatenessMax: maxLateness)
     }
 }
