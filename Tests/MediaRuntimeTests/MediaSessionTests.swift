@@ -144,6 +144,60 @@ func expectTone(_ samples: [Int16], frequency: Double, notFrequency other: Doubl
         #expect(waitUntil { call.b.stats().call.sent.packets > bSent + 10 && call.a.stats().call.received.packets > bSent + 5 })
     }
 
+    @Test func rekeyingKeepsTheFlow() throws {
+        let config = MediaSessionConfiguration(portRange: 41000...48999, codecs: [.pcmu], srtpPolicy: .mandatory)
+        let recB = Recorder(rate: 8000)
+        let a = try MediaSession(configuration: config, input: .tone(frequency: 500))
+        let b = try MediaSession(configuration: config, input: .silence, output: recB.output)
+        defer {
+            a.stop()
+            b.stop()
+        }
+        var oaA = OfferAnswer(capabilities: MediaCapabilities(address: "127.0.0.1", streams: [a.streamCapabilities()]), sessionID: 1)
+        var oaB = OfferAnswer(capabilities: MediaCapabilities(address: "127.0.0.1", streams: [b.streamCapabilities()]), sessionID: 2)
+        let answer = try oaB.receiveOffer(oaA.makeOffer())
+        var mediaA = try #require(oaA.receiveAnswer(answer.sdp).audio)
+        var mediaB = try #require(answer.negotiated.audio)
+        try a.apply(mediaA)
+        try b.apply(mediaB)
+        #expect(waitUntil { b.stats().call.received.packets > 20 })
+        // A re-negotiation gives A a new sending key: both sides re-key, the stream goes on.
+        let fresh = SRTPMasterKey.random(for: .aesCM128HMACSHA1_80).keyParameter
+        var srtpA = try #require(mediaA.srtp)
+        var srtpB = try #require(mediaB.srtp)
+        srtpA.localKeys = [fresh]
+        srtpB.remoteKeys = [fresh]
+        mediaA.srtp = srtpA
+        mediaB.srtp = srtpB
+        try b.apply(mediaB)
+        try a.apply(mediaA)
+        let before = b.stats().call.received.packets
+        #expect(waitUntil { b.stats().call.received.packets > before + 25 })
+        // Only packets in flight during the switch may fail authentication.
+        #expect(b.stats().srtpDropped <= 3, "\(b.stats())")
+        expectTone(recB.recent(2000), frequency: 500, notFrequency: 1000)
+    }
+
+    @Test func codecChangeMidCall() throws {
+        var call = try makeCall(codecs: [.pcmu, .opus, .telephoneEvent], srtp: .off)
+        defer { call.stop() }
+        try call.negotiate()
+        #expect(call.a.stats().call.codec.contains("PCMU"))
+        #expect(waitUntil { call.recB.count >= 4000 })
+        // B now prefers Opus; a re-offer from B moves both sides to it.
+        call.oaB.capabilities.streams[0].codecs = [.opus, .pcmu, .telephoneEvent]
+        let offer = try call.oaB.makeOffer()
+        let answer = try call.oaA.receiveOffer(offer)
+        let negotiatedB = try call.oaB.receiveAnswer(answer.sdp)
+        try call.a.apply(#require(answer.negotiated.audio))
+        try call.b.apply(#require(negotiatedB.audio))
+        #expect(call.a.stats().call.codec.contains("opus") && call.b.stats().call.codec.contains("opus"))
+        let count = call.recB.count
+        #expect(waitUntil { call.recB.count >= count + 8000 })
+        expectTone(call.recB.recent(4000), frequency: 440, notFrequency: 1000)
+        expectTone(call.recA.recent(4000), frequency: 1000, notFrequency: 440)
+    }
+
     @Test func muteSendsSilence() throws {
         var call = try makeCall(codecs: [.pcmu], srtp: .off)
         defer { call.stop() }
