@@ -89,6 +89,7 @@ public final class MediaSession: Sendable {
                     source = try SamplesSource(file, sampleRate: file.sampleRate, loops: loops)
                 } catch { throw .wav(error) }
             case .source(let s): source = s
+            case .echo: source = SilenceSource(sampleRate: 8000)
             }
         } catch {
             r.close()
@@ -108,7 +109,9 @@ public final class MediaSession: Sendable {
                 throw .wav(error)
             }
         }
-        state = Mutex(SessionState(source: source, sink: sink, ssrcSeed: UInt32.random(in: .min ... .max)))
+        var initial = SessionState(source: source, sink: sink, ssrcSeed: UInt32.random(in: .min ... .max))
+        if case .echo = input { initial.echo = true }
+        state = Mutex(initial)
     }
 
     /// The audio stream's capabilities for `OfferAnswer`: our port, codecs, ptime, rtcp-mux and
@@ -207,6 +210,15 @@ public final class MediaSession: Sendable {
     // MARK: threads
 
     private func start() throws(MediaSessionError) {
+        // Datagrams queued before the media was negotiated (early media while the answer was on
+        // its way) are stale: read in a burst they would distort the jitter estimate.
+        var scratch = [UInt8](repeating: 0, count: 2048)
+        for fd in [rtp.fd, rtcp.fd] {
+            for _ in 0..<1024 {
+                let n = scratch.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+                if n < 0 { break }
+            }
+        }
         let receiver = try MediaThread(name: "media-rx") { [self] in receiveLoop() }
         let ticker: MediaThread
         do throws(MediaSessionError) {

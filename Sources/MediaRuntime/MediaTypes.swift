@@ -53,6 +53,9 @@ public enum MediaAudioInput: Sendable {
     case wav(path: String, loops: Bool = false)
     /// Any source (frames are resampled to the codec's rate).
     case source(any AudioSource)
+    /// What the peer sends, sent back (after decoding, jitter buffering and re-encoding; at most
+    /// one second is kept, so the echo delay is bounded).
+    case echo
 }
 
 /// Where a session's decoded incoming audio goes.
@@ -152,6 +155,9 @@ public struct MediaSessionStatistics: Sendable, Hashable, CustomStringConvertibl
             + "jitter \(Self.ms(c.jitter)) ms"
         if let rtt = c.roundTripTime { text += ", RTT \(Self.ms(rtt)) ms" }
         if let mos = c.mos { text += ", MOS " + String(Double(Int(mos * 100)) / 100) }
+        if let jb = c.jitterBuffer {
+            text += ", jitter buffer \(Self.ms(jb.currentDelay)) ms (late \(jb.late), lost \(jb.lost), concealed \(jb.concealed), dropped \(jb.dropped))"
+        }
         text += ", RTCP \(rtcpSent) sent/\(rtcpReceived) received"
         if refused > 0 { text += ", \(refused) refused" }
         if srtpDropped > 0 { text += ", \(srtpDropped) SRTP dropped" }

@@ -99,6 +99,10 @@ struct SessionState {
     var sink: Sink
     var sinkResampler: Resampler?
     var muted = false
+    /// Echo mode: played frames (at the receive clock rate) wait here to be sent back.
+    var echo = false
+    var echoBuffer: [Int16] = []
+    var echoResampler: Resampler?
 
     // Negotiation.
     var negotiated: NegotiatedMedia?
@@ -338,7 +342,15 @@ struct SessionState {
                 packetizer.skip(frames: 1)
                 _ = input?.frame(encoder?.samplesPerFrame ?? 0)
             } else if var enc = encoder, var src = input {
-                var frame = src.frame(enc.samplesPerFrame)
+                var frame: [Int16]
+                if echo {
+                    let n = enc.samplesPerFrame
+                    frame = Array(echoBuffer.prefix(n))
+                    echoBuffer.removeFirst(frame.count)
+                    if frame.count < n { frame += AudioSamples.silence(n - frame.count) }
+                } else {
+                    frame = src.frame(enc.samplesPerFrame)
+                }
                 input = src
                 if muted { frame = AudioSamples.silence(frame.count) }
                 if let payload = try? enc.encode(frame) {
@@ -413,6 +425,20 @@ struct SessionState {
             pcm = nil
         }
         guard var out = pcm else { return }
+        if echo, let rate = encoder?.sampleRate {
+            var back = out
+            if rate != receiveClockRate {
+                if echoResampler?.inputRate != receiveClockRate || echoResampler?.outputRate != rate {
+                    echoResampler = Resampler(from: receiveClockRate, to: rate)
+                }
+                if var r = echoResampler {
+                    back = r.process(back)
+                    echoResampler = r
+                }
+            }
+            echoBuffer += back
+            if echoBuffer.count > rate { echoBuffer.removeFirst(echoBuffer.count - rate) }
+        }
         if var r = sinkResampler {
             out = r.process(out)
             sinkResampler = r

@@ -263,7 +263,7 @@ public final class Phone: Sendable {
         let stats = media.stats()
         media.stop()
         finalStatistics.withLock { $0[key] = stats }
-        report("\(name): media \(stats)")
+        if stats.call.codec != "none" { report("\(name): media \(stats)") }
     }
 
     /// Runs `body` on the session's engine (made on first use).

@@ -30,6 +30,9 @@ struct MediaOptions: ParsableArguments {
     @Option(name: .long, help: "RTP port range, LOW-HIGH (even RTP port, RTCP on the next).")
     var rtpPorts: String = "20000-29999"
 
+    @Flag(name: .long, help: "Send back what the peer sends (an echo test line), instead of a tone or a file.")
+    var echo = false
+
     @Flag(name: .long, help: "No media: write a placeholder port and send nothing.")
     var noMedia = false
 
@@ -39,7 +42,13 @@ struct MediaOptions: ParsableArguments {
         let bounds = rtpPorts.split(separator: "-").compactMap { UInt16($0) }
         guard bounds.count == 2, bounds[0] < bounds[1] else { throw ValidationError("--rtp-ports takes LOW-HIGH") }
         let input: MediaAudioInput
-        if let play { input = .wav(path: play) } else { input = .tone(frequency: tone ?? 440) }
+        if echo {
+            input = .echo
+        } else if let play {
+            input = .wav(path: play)
+        } else {
+            input = .tone(frequency: tone ?? 440)
+        }
         let ip = host == "0.0.0.0" || host == "::" ? "127.0.0.1" : host
         return PhoneMediaOptions(
             configuration: MediaSessionConfiguration(localAddress: ip, portRange: bounds[0]...bounds[1], srtpPolicy: policy),

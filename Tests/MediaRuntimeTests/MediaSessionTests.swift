@@ -198,6 +198,26 @@ func expectTone(_ samples: [Int16], frequency: Double, notFrequency other: Doubl
         expectTone(call.recA.recent(4000), frequency: 1000, notFrequency: 440)
     }
 
+    @Test func echoSendsBackWhatArrives() throws {
+        for codecs in [[Codec.pcmu], [Codec.opus]] {
+            let config = MediaSessionConfiguration(portRange: 41000...48999, codecs: codecs)
+            let recA = Recorder(rate: 8000)
+            let a = try MediaSession(configuration: config, input: .tone(frequency: 850), output: recA.output)
+            let b = try MediaSession(configuration: config, input: .echo)
+            defer {
+                a.stop()
+                b.stop()
+            }
+            var oaA = OfferAnswer(capabilities: MediaCapabilities(address: "127.0.0.1", streams: [a.streamCapabilities()]), sessionID: 1)
+            var oaB = OfferAnswer(capabilities: MediaCapabilities(address: "127.0.0.1", streams: [b.streamCapabilities()]), sessionID: 2)
+            let answer = try oaB.receiveOffer(oaA.makeOffer())
+            try a.apply(#require(oaA.receiveAnswer(answer.sdp).audio))
+            try b.apply(#require(answer.negotiated.audio))
+            #expect(waitUntil { recA.count >= 12000 })
+            expectTone(recA.recent(4000), frequency: 850, notFrequency: 440)
+        }
+    }
+
     @Test func muteSendsSilence() throws {
         var call = try makeCall(codecs: [.pcmu], srtp: .off)
         defer { call.stop() }
