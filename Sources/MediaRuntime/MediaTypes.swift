@@ -105,14 +105,18 @@ public struct MediaSessionConfiguration: Sendable {
     public var minJitterDelay: Duration
     /// Largest jitter-buffer delay.
     public var maxJitterDelay: Duration
+    /// Opus encoder complexity 0–10 (nil: libopus's default, 10); lower trades quality for CPU.
+    public var opusComplexity: Int?
 
     /// A configuration; defaults: Opus, PCMU, PCMA and telephone-event at 20 ms, no SRTP.
     public init(
         localAddress: String = "127.0.0.1", portRange: ClosedRange<UInt16> = 20000...29999,
         codecs: [Codec] = [.opus, .pcmu, .pcma, .telephoneEvent], ptime: UInt32 = 20, rtcpMux: Bool = false,
         srtpPolicy: SRTPPolicy = .off, srtpProfiles: [SRTPProfile] = [.aesCM128HMACSHA1_80, .aesCM128HMACSHA1_32],
-        rtcpInterval: Duration = .seconds(5), minJitterDelay: Duration = .milliseconds(20), maxJitterDelay: Duration = .milliseconds(200)
+        rtcpInterval: Duration = .seconds(5), minJitterDelay: Duration = .milliseconds(20), maxJitterDelay: Duration = .milliseconds(200),
+        opusComplexity: Int? = nil
     ) {
+        self.opusComplexity = opusComplexity
         self.localAddress = localAddress
         self.portRange = portRange
         self.codecs = codecs

@@ -21,7 +21,7 @@ enum Sink {
 
 /// Encoders and decoders for the negotiated codecs.
 enum CodecFactory {
-    static func encoder(for codec: NegotiatedCodec, ptimeMS: Int) throws(MediaSessionError) -> any AudioEncoder & Sendable {
+    static func encoder(for codec: NegotiatedCodec, ptimeMS: Int, opusComplexity: Int? = nil) throws(MediaSessionError) -> any AudioEncoder & Sendable {
         let name = codec.name.lowercased()
         do throws(AudioCodecError) {
             switch name {
@@ -30,6 +30,7 @@ enum CodecFactory {
             case "opus":
                 let peer = codec.parameters.flatMap { try? OpusParameters(fmtp: $0) } ?? OpusParameters()
                 var base = OpusEncoder.Configuration(sampleRate: 48000, channels: 1, application: .voip)
+                base.complexity = opusComplexity.map { max(0, min(10, $0)) }
                 base.frameDuration = OpusFrameDuration.atMost(milliseconds: ptimeMS)
                 var config = peer.encoderConfiguration(for: peer, base: base)
                 if peer.ptime == nil { config.frameDuration = base.frameDuration }

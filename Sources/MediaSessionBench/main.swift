@@ -25,7 +25,9 @@ func cpuSeconds() -> Double {
     return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
 }
 
-let config = MediaSessionConfiguration(portRange: 30000...39999, codecs: [codec, .telephoneEvent], srtpPolicy: srtp)
+let complexity = Int(argument("--complexity", ""))
+let config = MediaSessionConfiguration(portRange: 30000...39999, codecs: [codec, .telephoneEvent], srtpPolicy: srtp,
+                                       opusComplexity: complexity)
 var sessions: [MediaSession] = []
 do {
     for i in 0..<calls {
@@ -65,7 +67,7 @@ func f(_ x: Double, _ digits: Int) -> String {
 }
 let perCall = cpu / wallSeconds * 100 / Double(calls)
 let total = cpu / wallSeconds * 100
-var line = "calls=\(calls) codec=\(codecName) srtp=\(srtp.rawValue) seconds=\(f(wallSeconds, 1))"
+var line = "calls=\(calls) codec=\(codecName) complexity=\(complexity.map(String.init) ?? "default") srtp=\(srtp.rawValue) seconds=\(f(wallSeconds, 1))"
 line += " cpu_percent_per_call=\(f(perCall, 3)) cpu_percent_total=\(f(total, 1))"
 line += " p99_lateness_ms_median_session=\(f(medianP99, 1)) p99_lateness_ms_worst_session=\(f(worstP99, 1))"
 line += " max_lateness_ms=\(f(maxLate, 1)) packets_sent=\(sent) packets_received=\(received) lost=\(lost)"
