@@ -65,7 +65,7 @@ let package = Package(
         // The live runtime: transports + transaction layer + wall-clock timers.
         .target(name: "SIPRuntime", dependencies: ["SIPMessage", "SIPTransaction", "SIPTransport", "SIPDialog", "SIPAuth"]),
         // The logic behind the command-line tool, kept in a library so tests drive it directly.
-        .target(name: "SwitchboardTools", dependencies: ["MediaRuntime", "SIPMessage", "SDP", "SIPTransaction", "SIPTransport", "SIPRuntime", "SIPResolver", "PacketCapture", "SIPDialog", "SIPAuth"]),
+        .target(name: "SwitchboardTools", dependencies: ["MediaRuntime", "Media", "SIPMessage", "SDP", "SIPTransaction", "SIPTransport", "SIPRuntime", "SIPResolver", "PacketCapture", "SIPDialog", "SIPAuth"]),
         .executableTarget(
             name: "switchboard",
             dependencies: [

@@ -7,6 +7,7 @@ import SIPAuth
 import SIPDialog
 import SIPRuntime
 import MediaRuntime
+import Media
 
 /// Helpers over session descriptions for the command-line phones.
 public enum PhoneSDP {
@@ -163,6 +164,7 @@ public final class Phone: Sendable {
     private let mediaSessions = Mutex<[SessionKey: MediaSession]>([:])
     private let finalStatistics = Mutex<[SessionKey: MediaSessionStatistics]>([:])
     private let mediaCount = Mutex(0)
+    private let infoDigits = Mutex<[SessionKey: String]>([:])
 
     /// - Parameters:
     ///   - autoAnswer: answer incoming calls after ringing this long (nil: leave them ringing).
@@ -388,6 +390,17 @@ public final class Phone: Sendable {
                     report("\(name): bad answer: \(err.reason)")
                 }
             case .request(let m, let tx):
+                if m.method == .info, let body = SessionBody(of: m), body.contentType.type.lowercased() == "application",
+                    body.contentType.subtype.lowercased() == "dtmf-relay"
+                {
+                    // RFC 4733's SIP INFO fallback (application/dtmf-relay); a bad body is a 400.
+                    guard let relay = try? DTMFRelayBody(parsing: body.bytes) else {
+                        try? await agent.perform(key) { s throws(SessionError) in s.respond(to: m, in: tx, statusCode: 400) }
+                        break
+                    }
+                    report("\(name): DTMF received \(relay.signal) (INFO)")
+                    infoDigits.withLock { $0[key, default: ""].append(relay.signal) }
+                }
                 try? await agent.perform(key) { s throws(SessionError) in s.respond(to: m, in: tx, statusCode: 200) }
             case .requestCompleted(let method, let code, _):
                 if (method == .invite || method == .update) && code >= 300 {
@@ -407,6 +420,46 @@ public final class Phone: Sendable {
             break
         }
     }
+
+    /// Sends digits on a call: RFC 4733 events in the media when telephone-event was
+    /// negotiated, else one SIP INFO (`application/dtmf-relay`, 100 ms each) per digit, 170 ms
+    /// apart (pauses `w`, `W` and `,` wait 500 ms). Returns how they were sent.
+    @discardableResult
+    public func sendDigits(_ key: SessionKey, _ digits: String) async throws -> DigitTransport {
+        if let media = media(key) {
+            var unavailable = false
+            do throws(MediaSessionError) {
+                try media.sendDigits(digits)
+            } catch {
+                // No telephone-event: the INFO fallback below; anything else is an error.
+                guard case .dtmfUnavailable = error else { throw error }
+                unavailable = true
+            }
+            if !unavailable { return .rtp }
+        }
+        for c in digits where c != " " {
+            if c == "w" || c == "W" || c == "," {
+                try await Task.sleep(for: .milliseconds(500))
+                continue
+            }
+            let relay = try DTMFRelayBody(signal: c, duration: 100)
+            let body = SessionBody(contentType: .init(type: "application", subtype: "dtmf-relay"), bytes: relay.serialized())
+            try await agent.perform(key) { s throws(SessionError) in try s.sendRequest(.info, body: body) }
+            try await Task.sleep(for: .milliseconds(170))
+        }
+        return .info
+    }
+
+    /// How ``sendDigits(_:_:)`` sent digits.
+    public enum DigitTransport: Sendable, Hashable {
+        /// RFC 4733 telephone-events in the RTP stream.
+        case rtp
+        /// SIP INFO requests with `application/dtmf-relay` bodies.
+        case info
+    }
+
+    /// Digits received on a call by SIP INFO (`application/dtmf-relay`).
+    public func digitsReceivedByInfo(_ key: SessionKey) -> String { infoDigits.withLock { $0[key] ?? "" } }
 
     /// The states a session went through.
     public func states(_ key: SessionKey) -> [SessionState] { states.withLock { $0[key] ?? [] } }

@@ -160,7 +160,7 @@ struct Call: AsyncParsableCommand {
             throw ExitCode(1)
         }
         if let digits = media.dtmf {
-            do { try phone.media(key)?.sendDigits(digits) } catch { say("DTMF not sent: \(error)") }
+            do { try await phone.sendDigits(key, digits) } catch { say("DTMF not sent: \(error)") }
         }
         let third = Duration.milliseconds(Int64(duration * 1000 / 3))
         if hold {
@@ -257,7 +257,7 @@ struct Answer: AsyncParsableCommand {
             if let digits = media.dtmf {
                 for k in calls where phone.states(k).last == .confirmed && !dtmfSent.contains(k) {
                     dtmfSent.insert(k)
-                    do { try phone.media(k)?.sendDigits(digits) } catch { say("DTMF not sent: \(error)") }
+                    do { try await phone.sendDigits(k, digits) } catch { say("DTMF not sent: \(error)") }
                 }
             }
             if let h = hangupAfter {

@@ -15,13 +15,15 @@ import Testing
 /// ways, SRTP, DTMF both ways. Skipped without baresip, except under CI, where that fails.
 @Suite("Media with baresip", .enabled(if: Baresip.available || TestPaths.isCI, "baresip is not installed: baresip media interop skipped"))
 struct BaresipMediaTests {
-    static func phone(_ lines: BaresipTests.Lines, srtp: SRTPPolicy, tone: Double, record: String) throws -> Phone {
+    static func phone(_ lines: BaresipTests.Lines, srtp: SRTPPolicy, tone: Double, record: String,
+                      codecs: [Codec] = [.opus, .pcmu, .pcma, .telephoneEvent]) throws -> Phone {
         let config = SIPUserAgent.Configuration(endpoint: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))]),
                                                 identity: try SIPURI("sip:switchboard@127.0.0.1"), sessionTimer: nil)
         let media = PhoneMediaOptions(
             configuration: MediaSessionConfiguration(localAddress: "127.0.0.1", portRange: 41000...48999, srtpPolicy: srtp, rtcpInterval: .seconds(1)),
             input: .tone(frequency: tone), recordPath: record)
-        return try Phone(name: "sb", configuration: config, autoAnswer: .milliseconds(100), media: media, report: { lines.append($0) })
+        return try Phone(name: "sb", configuration: config, autoAnswer: .milliseconds(100), codecs: codecs, media: media,
+                         report: { lines.append($0) })
     }
 
     /// The last second of a recording, checked for `frequency` as the dominant tone.
@@ -152,6 +154,33 @@ struct BaresipMediaTests {
         #expect(lines.all.contains { $0.hasPrefix("sb: media codec 111 opus/48000/2 (SRTP)") }, "\(lines.all)")
         try BaresipMediaTests.expectTone(recA, 1000)
         try BaresipMediaTests.expectTone(recB, 440)
+    }
+}
+
+extension PhoneMediaTests {
+    @Test("without telephone-event, digits go as SIP INFO dtmf-relay and arrive once each", .timeLimit(.minutes(1)))
+    func infoFallback() async throws {
+        let rec = NSTemporaryDirectory() + "sb-phone-info-\(UUID().uuidString).wav"
+        defer { try? FileManager.default.removeItem(atPath: rec) }
+        let lines = BaresipTests.Lines()
+        let bobLines = BaresipTests.Lines()
+        let alice = try BaresipMediaTests.phone(lines, srtp: .off, tone: 440, record: rec, codecs: [.pcmu])
+        let bob = try BaresipMediaTests.phone(bobLines, srtp: .off, tone: 1000, record: rec + "-bob.wav", codecs: [.pcmu])
+        defer {
+            alice.close()
+            bob.close()
+            try? FileManager.default.removeItem(atPath: rec + "-bob.wav")
+        }
+        let port = bob.agent.endpoint.localAddresses[0].address.port
+        let key = await alice.call(try SIPURI("sip:bob@127.0.0.1:\(port)"))
+        try #require(await alice.wait(key, timeout: .seconds(10)) { $0 == .confirmed }, "\(lines.all)")
+        #expect(try await alice.sendDigits(key, "4#") == .info)
+        let bobKey = try #require(bob.incomingCalls.first)
+        #expect(await bob.wait(timeout: .seconds(5)) { bob.digitsReceivedByInfo(bobKey) == "4#" }, "\(bobLines.all)")
+        #expect(bobLines.count("sb: DTMF received 4 (INFO)") == 1 && bobLines.count("sb: DTMF received # (INFO)") == 1)
+        #expect(lines.count("sb: INFO → 200") == 2, "\(lines.all)")
+        try await alice.agent.perform(key) { s throws(SessionError) in try s.bye() }
+        #expect(await alice.wait(key, timeout: .seconds(10)) { $0 == .terminated(.localHangup) })
     }
 }
 
