@@ -27,6 +27,7 @@ public enum MediaSessionError: Error, Sendable, Hashable, CustomStringConvertibl
     /// The session is stopped, or no media was applied yet.
     case notStarted
 
+    /// A one-line explanation.
     public var description: String {
         switch self {
         case .invalidAddress(let ip): return "media: \(ip) is not a numeric IP address"
@@ -152,6 +153,7 @@ public struct MediaSessionStatistics: Sendable, Hashable, CustomStringConvertibl
     /// The latest wake-up.
     public var sendLatenessMax: Duration
 
+    /// One line for logs: codec, packets and bytes each way, loss, jitter, RTT, MOS, jitter buffer, RTCP.
     public var description: String {
         let c = call
         var text = "codec \(c.codec)\(secure ? " (SRTP)" : ""): sent \(c.sent.packets) packets/\(c.sent.bytes) bytes, "

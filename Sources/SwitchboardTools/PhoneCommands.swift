@@ -127,6 +127,7 @@ public struct PhoneMediaOptions: Sendable {
     /// The recording's sample rate.
     public var recordRate: Int
 
+    /// Options: a 440 Hz tone, no recording, the session defaults (127.0.0.1, ports 20000–29999, no SRTP).
     public init(configuration: MediaSessionConfiguration = MediaSessionConfiguration(), input: MediaAudioInput = .tone(frequency: 440),
                 recordPath: String? = nil, recordRate: Int = 8000) {
         self.configuration = configuration
