@@ -33,12 +33,13 @@ final class Recorder: Sendable {
     var events: [MediaSessionEvent] { log.withLock { $0 } }
 }
 
-/// Polls `condition` every 10 ms for at most `seconds`; returns whether it held.
-func waitUntil(seconds: Double = 10, _ condition: () -> Bool) -> Bool {
+/// Polls `condition` every 10 ms for at most `seconds` (sleeping, not blocking a thread of the
+/// shared pool); returns whether it held.
+func waitUntil(seconds: Double = 10, _ condition: () -> Bool) async -> Bool {
     let end = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
     while ContinuousClock.now < end {
         if condition() { return true }
-        usleep(10_000)
+        try? await Task.sleep(for: .milliseconds(10))
     }
     return condition()
 }
@@ -97,15 +98,15 @@ func expectTone(_ samples: [Int16], frequency: Double, notFrequency other: Doubl
     static let cases: [(Kind, SRTPPolicy)] = [(.pcmu, .off), (.pcma, .mandatory), (.opus, .off), (.opus, .mandatory)]
 
     @Test(arguments: cases)
-    func tonesCrossBothWays(kind: Kind, srtp: SRTPPolicy) throws {
+    func tonesCrossBothWays(kind: Kind, srtp: SRTPPolicy) async throws {
         let codec: Codec = kind == .opus ? .opus : (kind == .pcmu ? .pcmu : .pcma)
         var call = try makeCall(codecs: [codec, .telephoneEvent], srtp: srtp)
         defer { call.stop() }
         #expect(call.a.localPort % 2 == 0 && call.b.localPort % 2 == 0)
         try call.negotiate()
         // 1.2 s of audio each way (the first frames hold the jitter buffer's start-up silence).
-        #expect(waitUntil { call.recA.count >= 9600 && call.recB.count >= 9600 })
-        #expect(waitUntil { call.a.stats().call.roundTripTime != nil && call.b.stats().call.roundTripTime != nil })
+        #expect(await waitUntil { call.recA.count >= 9600 && call.recB.count >= 9600 })
+        #expect(await waitUntil { call.a.stats().call.roundTripTime != nil && call.b.stats().call.roundTripTime != nil })
         expectTone(call.recB.recent(4000), frequency: 440, notFrequency: 1000)
         expectTone(call.recA.recent(4000), frequency: 1000, notFrequency: 440)
         let sa = call.a.stats()
@@ -123,28 +124,28 @@ func expectTone(_ samples: [Int16], frequency: Double, notFrequency other: Doubl
         if kind != .opus { #expect(sa.call.sent.bytes == sa.call.sent.packets * 160) }
     }
 
-    @Test func holdStopsTheHeldDirectionOnly() throws {
+    @Test func holdStopsTheHeldDirectionOnly() async throws {
         var call = try makeCall(codecs: [.pcmu, .telephoneEvent], srtp: .off)
         defer { call.stop() }
         try call.negotiate()
-        #expect(waitUntil { call.a.stats().call.received.packets > 10 && call.b.stats().call.received.packets > 10 })
+        #expect(await waitUntil { call.a.stats().call.received.packets > 10 && call.b.stats().call.received.packets > 10 })
         // A puts B on hold: A sendonly, B recvonly.
         call.oaA.setHold(true)
         try call.negotiate()
         let bSent = call.b.stats().call.sent.packets
         let aSent = call.a.stats().call.sent.packets
         let aReceivedAtHold = call.a.stats().call.received.packets
-        #expect(waitUntil { call.a.stats().call.sent.packets > aSent + 25 })
+        #expect(await waitUntil { call.a.stats().call.sent.packets > aSent + 25 })
         #expect(call.b.stats().call.sent.packets == bSent)
         #expect(call.a.stats().call.received.packets <= max(aReceivedAtHold, bSent))
         #expect(call.b.stats().call.received.packets > 30)
         // Resume: B sends again.
         call.oaA.setHold(false)
         try call.negotiate()
-        #expect(waitUntil { call.b.stats().call.sent.packets > bSent + 10 && call.a.stats().call.received.packets > bSent + 5 })
+        #expect(await waitUntil { call.b.stats().call.sent.packets > bSent + 10 && call.a.stats().call.received.packets > bSent + 5 })
     }
 
-    @Test func rekeyingKeepsTheFlow() throws {
+    @Test func rekeyingKeepsTheFlow() async throws {
         let config = MediaSessionConfiguration(portRange: 41000...48999, codecs: [.pcmu], srtpPolicy: .mandatory)
         let recB = Recorder(rate: 8000)
         let a = try MediaSession(configuration: config, input: .tone(frequency: 500))
@@ -160,7 +161,7 @@ func expectTone(_ samples: [Int16], frequency: Double, notFrequency other: Doubl
         var mediaB = try #require(answer.negotiated.audio)
         try a.apply(mediaA)
         try b.apply(mediaB)
-        #expect(waitUntil { b.stats().call.received.packets > 20 })
+        #expect(await waitUntil { b.stats().call.received.packets > 20 })
         // A re-negotiation gives A a new sending key: both sides re-key, the stream goes on.
         let fresh = SRTPMasterKey.random(for: .aesCM128HMACSHA1_80).keyParameter
         var srtpA = try #require(mediaA.srtp)
@@ -172,18 +173,18 @@ func expectTone(_ samples: [Int16], frequency: Double, notFrequency other: Doubl
         try b.apply(mediaB)
         try a.apply(mediaA)
         let before = b.stats().call.received.packets
-        #expect(waitUntil { b.stats().call.received.packets > before + 25 })
+        #expect(await waitUntil { b.stats().call.received.packets > before + 25 })
         // Only packets in flight during the switch may fail authentication.
         #expect(b.stats().srtpDropped <= 3, "\(b.stats())")
         expectTone(recB.recent(2000), frequency: 500, notFrequency: 1000)
     }
 
-    @Test func codecChangeMidCall() throws {
+    @Test func codecChangeMidCall() async throws {
         var call = try makeCall(codecs: [.pcmu, .opus, .telephoneEvent], srtp: .off)
         defer { call.stop() }
         try call.negotiate()
         #expect(call.a.stats().call.codec.contains("PCMU"))
-        #expect(waitUntil { call.recB.count >= 4000 })
+        #expect(await waitUntil { call.recB.count >= 4000 })
         // B now prefers Opus; a re-offer from B moves both sides to it.
         call.oaB.capabilities.streams[0].codecs = [.opus, .pcmu, .telephoneEvent]
         let offer = try call.oaB.makeOffer()
@@ -193,12 +194,12 @@ func expectTone(_ samples: [Int16], frequency: Double, notFrequency other: Doubl
         try call.b.apply(#require(negotiatedB.audio))
         #expect(call.a.stats().call.codec.contains("opus") && call.b.stats().call.codec.contains("opus"))
         let count = call.recB.count
-        #expect(waitUntil { call.recB.count >= count + 8000 })
+        #expect(await waitUntil { call.recB.count >= count + 8000 })
         expectTone(call.recB.recent(4000), frequency: 440, notFrequency: 1000)
         expectTone(call.recA.recent(4000), frequency: 1000, notFrequency: 440)
     }
 
-    @Test func echoSendsBackWhatArrives() throws {
+    @Test func echoSendsBackWhatArrives() async throws {
         for codecs in [[Codec.pcmu], [Codec.opus]] {
             let config = MediaSessionConfiguration(portRange: 41000...48999, codecs: codecs)
             let recA = Recorder(rate: 8000)
@@ -213,32 +214,32 @@ func expectTone(_ samples: [Int16], frequency: Double, notFrequency other: Doubl
             let answer = try oaB.receiveOffer(oaA.makeOffer())
             try a.apply(#require(oaA.receiveAnswer(answer.sdp).audio))
             try b.apply(#require(answer.negotiated.audio))
-            #expect(waitUntil { recA.count >= 12000 })
+            #expect(await waitUntil { recA.count >= 12000 })
             expectTone(recA.recent(4000), frequency: 850, notFrequency: 440)
         }
     }
 
-    @Test func muteSendsSilence() throws {
+    @Test func muteSendsSilence() async throws {
         var call = try makeCall(codecs: [.pcmu], srtp: .off)
         defer { call.stop() }
         try call.negotiate()
-        #expect(waitUntil { call.recB.count >= 4000 })
+        #expect(await waitUntil { call.recB.count >= 4000 })
         call.a.setMuted(true)
         let sent = call.a.stats().call.sent.packets
-        #expect(waitUntil { call.a.stats().call.sent.packets > sent + 30 })
+        #expect(await waitUntil { call.a.stats().call.sent.packets > sent + 30 })
         let tail = call.recB.recent(1600)
         #expect(AudioSamples.peakLevel(tail) < -60, "level \(AudioSamples.peakLevel(tail))")
     }
 
     @Test(arguments: [Kind.pcmu, .opus])
-    func digitsArriveExactlyOnce(kind: Kind) throws {
+    func digitsArriveExactlyOnce(kind: Kind) async throws {
         var call = try makeCall(codecs: [kind == .opus ? .opus : .pcmu, .telephoneEvent], srtp: .mandatory)
         defer { call.stop() }
         try call.negotiate()
-        #expect(waitUntil { call.b.stats().call.received.packets > 5 })
+        #expect(await waitUntil { call.b.stats().call.received.packets > 5 })
         try call.a.sendDigits("12#*9")
-        #expect(waitUntil { call.b.receivedDigits.count >= 5 })
-        usleep(400_000)
+        #expect(await waitUntil { call.b.receivedDigits.count >= 5 })
+        try await Task.sleep(for: .milliseconds(400))
         #expect(call.b.receivedDigits == "12#*9")
         let ended = call.recB.events.compactMap { if case .dtmf(let d) = $0 { return d.character } else { return nil } }
         #expect(String(ended) == "12#*9")
@@ -248,10 +249,10 @@ func expectTone(_ samples: [Int16], frequency: Double, notFrequency other: Doubl
         #expect((call.b.stats().call.mos ?? 0) > 4, "\(call.b.stats())")
         // Audio resumes after the digits.
         let sent = call.a.stats().call.sent.packets
-        #expect(waitUntil { call.a.stats().call.sent.packets > sent + 10 })
+        #expect(await waitUntil { call.a.stats().call.sent.packets > sent + 10 })
     }
 
-    @Test func digitsNeedTelephoneEvent() throws {
+    @Test func digitsNeedTelephoneEvent() async throws {
         var call = try makeCall(codecs: [.pcmu], srtp: .off)
         defer { call.stop() }
         #expect(throws: MediaSessionError.self) { try call.a.sendDigits("1") }
@@ -259,7 +260,7 @@ func expectTone(_ samples: [Int16], frequency: Double, notFrequency other: Doubl
         #expect(throws: MediaSessionError.self) { try call.a.sendDigits("1") }
     }
 
-    @Test func recordsAWAVFile() throws {
+    @Test func recordsAWAVFile() async throws {
         let path = "/tmp/switchboard-media-\(getpid())-\(Int.random(in: 0..<1_000_000)).wav"
         defer { unlink(path) }
         let config = MediaSessionConfiguration(portRange: 41000...48999, codecs: [.pcma])
@@ -270,7 +271,7 @@ func expectTone(_ samples: [Int16], frequency: Double, notFrequency other: Doubl
         let answer = try oaB.receiveOffer(oaA.makeOffer())
         try a.apply(#require(oaA.receiveAnswer(answer.sdp).audio))
         try b.apply(#require(answer.negotiated.audio))
-        #expect(waitUntil { b.stats().call.received.packets > 50 })
+        #expect(await waitUntil { b.stats().call.received.packets > 50 })
         a.stop()
         b.stop()
         let file = try WAVFile(path: path)
@@ -283,7 +284,7 @@ func expectTone(_ samples: [Int16], frequency: Double, notFrequency other: Doubl
         #expect(abs((dominant?.frequency ?? 0) - 600) < 8)
     }
 
-    @Test func portsAreEvenAndDistinct() throws {
+    @Test func portsAreEvenAndDistinct() async throws {
         let config = MediaSessionConfiguration(portRange: 41000...41009)
         var sessions: [MediaSession] = []
         defer { sessions.forEach { $0.stop() } }
