@@ -69,7 +69,7 @@ struct Call {
 
 func makeCall(codecs: [Codec], srtp: SRTPPolicy, toneA: Double = 440, toneB: Double = 1000, rtcpInterval: Duration = .milliseconds(300)) throws -> Call {
     let config = MediaSessionConfiguration(
-        localAddress: "127.0.0.1", portRange: 41000...48999, codecs: codecs, srtpPolicy: srtp, rtcpInterval: rtcpInterval)
+        localAddress: "127.0.0.1", portRange: 10000...19999, codecs: codecs, srtpPolicy: srtp, rtcpInterval: rtcpInterval)
     let recA = Recorder(rate: 8000)
     let recB = Recorder(rate: 8000)
     let a = try MediaSession(configuration: config, input: .tone(frequency: toneA), output: recA.output, events: recA.sink)
@@ -146,7 +146,7 @@ func expectTone(_ samples: [Int16], frequency: Double, notFrequency other: Doubl
     }
 
     @Test func rekeyingKeepsTheFlow() async throws {
-        let config = MediaSessionConfiguration(portRange: 41000...48999, codecs: [.pcmu], srtpPolicy: .mandatory)
+        let config = MediaSessionConfiguration(portRange: 10000...19999, codecs: [.pcmu], srtpPolicy: .mandatory)
         let recB = Recorder(rate: 8000)
         let a = try MediaSession(configuration: config, input: .tone(frequency: 500))
         let b = try MediaSession(configuration: config, input: .silence, output: recB.output)
@@ -201,7 +201,7 @@ func expectTone(_ samples: [Int16], frequency: Double, notFrequency other: Doubl
 
     @Test func echoSendsBackWhatArrives() async throws {
         for codecs in [[Codec.pcmu], [Codec.opus]] {
-            let config = MediaSessionConfiguration(portRange: 41000...48999, codecs: codecs)
+            let config = MediaSessionConfiguration(portRange: 10000...19999, codecs: codecs)
             let recA = Recorder(rate: 8000)
             let a = try MediaSession(configuration: config, input: .tone(frequency: 850), output: recA.output)
             let b = try MediaSession(configuration: config, input: .echo)
@@ -263,7 +263,7 @@ func expectTone(_ samples: [Int16], frequency: Double, notFrequency other: Doubl
     @Test func recordsAWAVFile() async throws {
         let path = "/tmp/switchboard-media-\(getpid())-\(Int.random(in: 0..<1_000_000)).wav"
         defer { unlink(path) }
-        let config = MediaSessionConfiguration(portRange: 41000...48999, codecs: [.pcma])
+        let config = MediaSessionConfiguration(portRange: 10000...19999, codecs: [.pcma])
         let a = try MediaSession(configuration: config, input: .tone(frequency: 600))
         let b = try MediaSession(configuration: config, output: .wav(path: path, sampleRate: 16000))
         var oaA = OfferAnswer(capabilities: MediaCapabilities(address: "127.0.0.1", streams: [a.streamCapabilities()]), sessionID: 1)
@@ -285,13 +285,13 @@ func expectTone(_ samples: [Int16], frequency: Double, notFrequency other: Doubl
     }
 
     @Test func portsAreEvenAndDistinct() async throws {
-        let config = MediaSessionConfiguration(portRange: 41000...41009)
+        let config = MediaSessionConfiguration(portRange: 10000...10009)
         var sessions: [MediaSession] = []
         defer { sessions.forEach { $0.stop() } }
         for _ in 0..<3 { sessions.append(try MediaSession(configuration: config)) }
         let ports = sessions.map(\.localPort)
         #expect(Set(ports).count == 3)
-        #expect(ports.allSatisfy { $0 % 2 == 0 && (41000...41008).contains($0) })
+        #expect(ports.allSatisfy { $0 % 2 == 0 && (10000...10008).contains($0) })
         #expect(throws: MediaSessionError.self) { try MediaSession(configuration: MediaSessionConfiguration(localAddress: "not-an-ip")) }
     }
 }

@@ -20,7 +20,7 @@ struct BaresipMediaTests {
         let config = SIPUserAgent.Configuration(endpoint: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))]),
                                                 identity: try SIPURI("sip:switchboard@127.0.0.1"), sessionTimer: nil)
         let media = PhoneMediaOptions(
-            configuration: MediaSessionConfiguration(localAddress: "127.0.0.1", portRange: 41000...48999, srtpPolicy: srtp, rtcpInterval: .seconds(1)),
+            configuration: MediaSessionConfiguration(localAddress: "127.0.0.1", portRange: 10000...19999, srtpPolicy: srtp, rtcpInterval: .seconds(1)),
             input: .tone(frequency: tone), recordPath: record)
         return try Phone(name: "sb", configuration: config, autoAnswer: .milliseconds(100), codecs: codecs, media: media,
                          report: { lines.append($0) })
