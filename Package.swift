@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "Media", targets: ["Media"]),
         .library(name: "MediaCodecs", targets: ["MediaCodecs"]),
         .library(name: "SRTP", targets: ["SRTP"]),
+        .library(name: "MediaRuntime", targets: ["MediaRuntime"]),
         .executable(name: "switchboard", targets: ["switchboard"]),
     ],
     dependencies: [
@@ -41,6 +42,8 @@ let package = Package(
         .target(name: "CSRTP", linkerSettings: [.linkedLibrary("srtp2")]),
         // SRTP/SRTCP with SDES keys (RFC 3711, 4568, 7714) over libsrtp2; keys from the CSPRNG.
         .target(name: "SRTP", dependencies: ["SDP", "CSRTP"]),
+        // The live media session of a call: RTP/RTCP sockets, codecs, SRTP, jitter buffer, DTMF, statistics.
+        .target(name: "MediaRuntime", dependencies: ["RTP", "Media", "MediaCodecs", "SRTP", "SDP", "CSocket"]),
         // RFC 3261 §17 transaction machines and the transaction layer; no I/O.
         .target(name: "SIPTransaction", dependencies: ["SIPMessage"]),
         // RFC 3261 §12 dialogs (and, as issue 4 grows, INVITE sessions); no I/O.
@@ -62,11 +65,11 @@ let package = Package(
         // The live runtime: transports + transaction layer + wall-clock timers.
         .target(name: "SIPRuntime", dependencies: ["SIPMessage", "SIPTransaction", "SIPTransport", "SIPDialog", "SIPAuth"]),
         // The logic behind the command-line tool, kept in a library so tests drive it directly.
-        .target(name: "SwitchboardTools", dependencies: ["SIPMessage", "SDP", "SIPTransaction", "SIPTransport", "SIPRuntime", "SIPResolver", "PacketCapture", "SIPDialog", "SIPAuth", "CHeapStats"]),
+        .target(name: "SwitchboardTools", dependencies: ["MediaRuntime", "Media", "SIPMessage", "SDP", "SIPTransaction", "SIPTransport", "SIPRuntime", "SIPResolver", "PacketCapture", "SIPDialog", "SIPAuth", "CHeapStats"]),
         .executableTarget(
             name: "switchboard",
             dependencies: [
-                "SwitchboardTools", "SIPRuntime", "SIPTransport", "SIPMessage", "SIPDialog",
+                "SwitchboardTools", "SIPRuntime", "SIPTransport", "SIPMessage", "SIPDialog", "MediaRuntime", "SDP",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -84,8 +87,11 @@ let package = Package(
         .testTarget(name: "SDPTests", dependencies: ["SDP", "SwitchboardTestSupport", "PacketCapture", "SIPMessage"]),
         // Opus+SRTP send/receive cost per frame and G.711 throughput; run through scripts/bench-media.
         .executableTarget(name: "MediaCodecsBench", dependencies: ["MediaCodecs", "SRTP"]),
+        // Concurrent calls of MediaSessions on 127.0.0.1: CPU per call and tick lateness; run through scripts/bench-media-session.
+        .executableTarget(name: "MediaSessionBench", dependencies: ["MediaRuntime", "Media", "SDP"]),
         .testTarget(name: "MediaCodecsTests", dependencies: ["SwitchboardTestSupport", "MediaCodecs", "SDP", "RTP", "PacketCapture"]),
         .testTarget(name: "SRTPTests", dependencies: ["SwitchboardTestSupport", "SRTP", "SDP", "RTP"]),
+        .testTarget(name: "MediaRuntimeTests", dependencies: ["SwitchboardTestSupport", "MediaRuntime", "Media", "MediaCodecs", "SDP", "SRTP", "RTP"]),
         .testTarget(name: "RTPTests", dependencies: ["SwitchboardTestSupport", "RTP"]),
         .testTarget(name: "MediaTests", dependencies: ["SwitchboardTestSupport", "Media", "RTP", "PacketCapture"]),
         .testTarget(name: "SIPTransactionTests", dependencies: ["SIPTransaction", "SIPMessage"]),
@@ -96,7 +102,7 @@ let package = Package(
         .testTarget(name: "SIPResolverTests", dependencies: ["SwitchboardTestSupport", "SIPResolver", "SIPMessage"]),
         .testTarget(name: "SIPAuthTests", dependencies: ["SwitchboardTestSupport", "SIPAuth", "SIPMessage"]),
         .testTarget(name: "PacketCaptureTests", dependencies: ["SwitchboardTestSupport", "PacketCapture", "SIPMessage"]),
-        .testTarget(name: "SwitchboardToolsTests", dependencies: ["SwitchboardTools", "SIPMessage", "SDP", "SIPRuntime", "SIPTransport", "PacketCapture", "SIPDialog", "SwitchboardTestSupport"]),
+        .testTarget(name: "SwitchboardToolsTests", dependencies: ["SwitchboardTools", "MediaRuntime", "Media", "SIPMessage", "SDP", "SIPRuntime", "SIPTransport", "PacketCapture", "SIPDialog", "SwitchboardTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -48,10 +48,12 @@ public struct NTPTimestamp: Sendable, Hashable, Comparable {
 
 /// Round-trip time and delay helpers on the compact NTP format (1/65536 s, RFC 3550 §6.4.1).
 public enum RTCPTiming {
-    /// Converts a duration to compact NTP units (1/65536 s), saturating at 2^32 − 1.
+    /// Converts a duration to compact NTP units (1/65536 s), saturating at 2^32 − 1 (0 for a
+    /// negative duration).
     public static func compactUnits(_ d: Duration) -> UInt32 {
         let c = d.components
-        guard c.seconds >= 0 else { return 0 }
+        // A negative duration under a second has seconds == 0 and negative attoseconds.
+        guard c.seconds >= 0, c.attoseconds >= 0 else { return 0 }
         guard c.seconds < 65536 else { return .max }
         let nanos = UInt64(c.attoseconds / 1_000_000_000)
         return UInt32(c.seconds) << 16 | UInt32((nanos << 16) / 1_000_000_000)

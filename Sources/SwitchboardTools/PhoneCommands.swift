@@ -6,6 +6,8 @@ import SIPTransport
 import SIPAuth
 import SIPDialog
 import SIPRuntime
+import MediaRuntime
+import Media
 
 /// Helpers over session descriptions for the command-line phones.
 public enum PhoneSDP {
@@ -112,6 +114,38 @@ extension SessionEndReason {
     }
 }
 
+/// What a ``Phone`` does with media: each call gets a ``MediaSession`` (bound before the offer,
+/// its port in the SDP) that plays `input` and records to `recordPath`.
+public struct PhoneMediaOptions: Sendable {
+    /// Address, port range, SRTP policy, RTCP interval (the codecs are the phone's).
+    public var configuration: MediaSessionConfiguration
+    /// What each call sends.
+    public var input: MediaAudioInput
+    /// A WAV file recording what each call receives (the second call's gets `-2` before the
+    /// extension, and so on); nil records nothing.
+    public var recordPath: String?
+    /// The recording's sample rate.
+    public var recordRate: Int
+
+    /// Options: a 440 Hz tone, no recording, the session defaults (127.0.0.1, ports 20000–29999, no SRTP).
+    public init(configuration: MediaSessionConfiguration = MediaSessionConfiguration(), input: MediaAudioInput = .tone(frequency: 440),
+                recordPath: String? = nil, recordRate: Int = 8000) {
+        self.configuration = configuration
+        self.input = input
+        self.recordPath = recordPath
+        self.recordRate = recordRate
+    }
+
+    func recordPath(forCall index: Int) -> String? {
+        guard let path = recordPath else { return nil }
+        guard index > 1 else { return path }
+        if let dot = path.lastIndex(of: "."), !path[dot...].contains("/") {
+            return String(path[..<dot]) + "-\(index)" + String(path[dot...])
+        }
+        return path + "-\(index)"
+    }
+}
+
 /// A user agent with a phone's behaviour for the command line and the demo: it answers the
 /// peer's offers (hold is answered with the mirrored direction), optionally answers incoming
 /// calls after ringing, and reports what happens through `report`.
@@ -127,18 +161,25 @@ public final class Phone: Sendable {
     /// One offer/answer engine per session (RFC 3264 state, versions, payload types).
     private let engines = Mutex<[SessionKey: OfferAnswer]>([:])
     private let codecs: [Codec]
+    private let mediaOptions: PhoneMediaOptions?
+    private let mediaSessions = Mutex<[SessionKey: MediaSession]>([:])
+    private let finalStatistics = Mutex<[SessionKey: MediaSessionStatistics]>([:])
+    private let mediaCount = Mutex(0)
+    private let infoDigits = Mutex<[SessionKey: String]>([:])
 
     /// - Parameters:
     ///   - autoAnswer: answer incoming calls after ringing this long (nil: leave them ringing).
     ///   - report: one line per state change.
     ///   - trace: every message sent and received, with the peer.
     ///   - codecs: what we offer and accept, in preference order.
+    ///   - media: real media per call; nil writes a placeholder port (SIP port + 2) and sends none.
     public init(name: String, configuration: SIPUserAgent.Configuration, autoAnswer: Duration? = nil,
-                codecs: [Codec] = [.opus, .pcmu, .pcma, .telephoneEvent],
+                codecs: [Codec] = [.opus, .pcmu, .pcma, .telephoneEvent], media: PhoneMediaOptions? = nil,
                 report: @escaping @Sendable (String) -> Void = { _ in },
                 trace: (@Sendable (SIPMessage, Bool, SIPPeer) -> Void)? = nil) throws {
         agent = try SIPUserAgent(configuration: configuration, tracing: trace != nil)
         self.codecs = codecs
+        self.mediaOptions = media
         self.name = name
         self.report = report
         self.autoAnswer = autoAnswer
@@ -152,24 +193,86 @@ public final class Phone: Sendable {
     }
 
     public func close() {
+        for media in mediaSessions.withLock({ m -> [MediaSession] in defer { m = [:] }; return Array(m.values) }) { media.stop() }
         agent.close()
         task.withLock { $0?.cancel() }
     }
 
-    /// The local RTP port written in our descriptions (no media flows in these commands).
-    private var mediaPort: UInt16 { UInt16(truncatingIfNeeded: Int(agent.endpoint.localAddresses[0].address.port) &+ 2) }
-    private var mediaAddress: String { agent.endpoint.localAddresses[0].address.ipString }
+    /// The placeholder RTP port written in our descriptions when the phone has no media.
+    private var placeholderPort: UInt16 { UInt16(truncatingIfNeeded: Int(agent.endpoint.localAddresses[0].address.port) &+ 2) }
+    private var sipAddress: String { agent.endpoint.localAddresses[0].address.ipString }
 
-    private func newEngine() -> OfferAnswer {
-        let stream = StreamCapabilities(mediaType: .audio, port: mediaPort, codecs: codecs, ptime: 20)
-        return OfferAnswer(capabilities: MediaCapabilities(username: "switchboard", address: mediaAddress, streams: [stream]),
+    /// A media session for a new call (nil without media options, or when no port is free).
+    private func newMedia() -> MediaSession? {
+        guard var options = mediaOptions else { return nil }
+        options.configuration.codecs = codecs
+        let index = mediaCount.withLock { n -> Int in n += 1; return n }
+        let output: MediaAudioOutput = options.recordPath(forCall: index).map { .wav(path: $0, sampleRate: options.recordRate) } ?? .discard
+        let report = self.report, name = self.name
+        do {
+            return try MediaSession(configuration: options.configuration, input: options.input, output: output) { event in
+                switch event {
+                case .dtmf(let d): report("\(name): DTMF received \(d.character.map(String.init) ?? "event \(d.event)")")
+                case .latched(let e): report("\(name): media from \(e)")
+                case .quality(let q): report("\(name): quality \(q)")
+                case .bye: report("\(name): RTCP BYE")
+                case .dtmfBegan: break
+                }
+            }
+        } catch {
+            report("\(name): no media: \(error)")
+            return nil
+        }
+    }
+
+    private func newEngine(media: MediaSession?) -> OfferAnswer {
+        let stream = media?.streamCapabilities() ?? StreamCapabilities(mediaType: .audio, port: placeholderPort, codecs: codecs, ptime: 20)
+        let address = mediaOptions?.configuration.localAddress ?? sipAddress
+        return OfferAnswer(capabilities: MediaCapabilities(username: "switchboard", address: address, streams: [stream]),
                            sessionID: UInt64.random(in: 1...UInt64(Int64.max)))
+    }
+
+    /// The engine of a session not seen yet (an incoming call), with its media session.
+    private func newEngine(for key: SessionKey) -> OfferAnswer {
+        let media = newMedia()
+        if let media { mediaSessions.withLock { $0[key] = media } }
+        return newEngine(media: media)
+    }
+
+    /// The media session of a call (nil without media options or after it ended).
+    public func media(_ key: SessionKey) -> MediaSession? { mediaSessions.withLock { $0[key] } }
+
+    /// The media statistics of a call: live while it runs, final after it ended.
+    public func mediaStatistics(_ key: SessionKey) -> MediaSessionStatistics? {
+        media(key)?.stats() ?? finalStatistics.withLock { $0[key] }
+    }
+
+    /// Starts or updates a call's media with a negotiation result.
+    private func applyMedia(_ key: SessionKey, _ negotiated: NegotiatedSession) {
+        guard let media = media(key) else { return }
+        guard let audio = negotiated.audio else {
+            report("\(name): no audio stream negotiated")
+            return
+        }
+        do {
+            try media.apply(audio)
+        } catch {
+            report("\(name): media not started: \(error)")
+        }
+    }
+
+    private func stopMedia(_ key: SessionKey) {
+        guard let media = mediaSessions.withLock({ $0.removeValue(forKey: key) }) else { return }
+        let stats = media.stats()
+        media.stop()
+        finalStatistics.withLock { $0[key] = stats }
+        if stats.call.codec != "none" { report("\(name): media \(stats)") }
     }
 
     /// Runs `body` on the session's engine (made on first use).
     private func withEngine<T>(_ key: SessionKey, _ body: (inout OfferAnswer) throws(OfferAnswerError) -> T) -> Result<T, OfferAnswerError> {
         engines.withLock { all in
-            var e = all[key] ?? newEngine()
+            var e = all[key] ?? newEngine(for: key)
             defer { all[key] = e }
             do throws(OfferAnswerError) { return .success(try body(&e)) } catch { return .failure(error) }
         }
@@ -177,11 +280,15 @@ public final class Phone: Sendable {
 
     /// Calls `target` with an offer from our capabilities.
     public func call(_ target: SIPURI) async -> SessionKey {
-        var engine = newEngine()
+        let media = newMedia()
+        var engine = newEngine(media: media)
         let offer = (try? engine.makeOffer()).map { SessionBody.sdp($0.serialized()) }
         // The engine is in place before the INVITE leaves: the answer may come back at once.
         let ready = engine
-        return await agent.call(target, offer: offer) { key in self.engines.withLock { $0[key] = ready } }
+        return await agent.call(target, offer: offer) { key in
+            if let media { self.mediaSessions.withLock { $0[key] = media } }
+            self.engines.withLock { $0[key] = ready }
+        }
     }
 
     /// Puts the call on hold (re-INVITE with sendonly, or inactive when the peer holds us too)
@@ -209,9 +316,11 @@ public final class Phone: Sendable {
 
     /// Our answer to an offer, or the 488 (with a Warning) that refuses it.
     private func answer(_ key: SessionKey, offer: SessionBody) -> Result<SessionBody, OfferAnswerError> {
-        withEngine(key) { (e: inout OfferAnswer) throws(OfferAnswerError) in
-            SessionBody.sdp(try e.receiveOffer(bytes: offer.bytes).sdp.serialized())
+        let result = withEngine(key) { (e: inout OfferAnswer) throws(OfferAnswerError) in
+            try e.receiveOffer(bytes: offer.bytes)
         }
+        if case .success(let answer) = result { applyMedia(key, answer.negotiated) }
+        return result.map { SessionBody.sdp($0.sdp.serialized()) }
     }
 
     private func handle(_ e: SIPUserAgent.Event) async {
@@ -248,9 +357,13 @@ public final class Phone: Sendable {
         case .session(let key, let ev):
             switch ev {
             case .stateChanged(let s):
-                states.withLock { $0[key, default: []].append(s) }
-                if s.isTerminated { _ = engines.withLock { $0.removeValue(forKey: key) } }
+                if s.isTerminated {
+                    _ = engines.withLock { $0.removeValue(forKey: key) }
+                    stopMedia(key)
+                }
+                // Reported before it is recorded: whoever waits for the state sees the lines first.
                 report("\(name): \(s.label)")
+                states.withLock { $0[key, default: []].append(s) }
             case .remoteOffer(let b, let method):
                 // Answer re-INVITEs and UPDATEs (and a 2xx offer to our offerless INVITE); the
                 // initial INVITE's offer is answered when the call is accepted.
@@ -271,12 +384,24 @@ public final class Phone: Sendable {
             case .remoteAnswer(let b):
                 switch withEngine(key, { (e: inout OfferAnswer) throws(OfferAnswerError) in try e.receiveAnswer(bytes: b.bytes) }) {
                 case .success(let n):
+                    applyMedia(key, n)
                     let codec = n.audio.map { "\($0.sendCodec.name)/\($0.sendCodec.clockRate)" } ?? "none"
                     report("\(name): peer answers \(PhoneSDP.direction(of: b)) (\(codec))")
                 case .failure(let err):
                     report("\(name): bad answer: \(err.reason)")
                 }
             case .request(let m, let tx):
+                if m.method == .info, let body = SessionBody(of: m), body.contentType.type.lowercased() == "application",
+                    body.contentType.subtype.lowercased() == "dtmf-relay"
+                {
+                    // RFC 4733's SIP INFO fallback (application/dtmf-relay); a bad body is a 400.
+                    guard let relay = try? DTMFRelayBody(parsing: body.bytes) else {
+                        try? await agent.perform(key) { s throws(SessionError) in s.respond(to: m, in: tx, statusCode: 400) }
+                        break
+                    }
+                    report("\(name): DTMF received \(relay.signal) (INFO)")
+                    infoDigits.withLock { $0[key, default: ""].append(relay.signal) }
+                }
                 try? await agent.perform(key) { s throws(SessionError) in s.respond(to: m, in: tx, statusCode: 200) }
             case .requestCompleted(let method, let code, _):
                 if (method == .invite || method == .update) && code >= 300 {
@@ -296,6 +421,46 @@ public final class Phone: Sendable {
             break
         }
     }
+
+    /// Sends digits on a call: RFC 4733 events in the media when telephone-event was
+    /// negotiated, else one SIP INFO (`application/dtmf-relay`, 100 ms each) per digit, 170 ms
+    /// apart (pauses `w`, `W` and `,` wait 500 ms). Returns how they were sent.
+    @discardableResult
+    public func sendDigits(_ key: SessionKey, _ digits: String) async throws -> DigitTransport {
+        if let media = media(key) {
+            var unavailable = false
+            do throws(MediaSessionError) {
+                try media.sendDigits(digits)
+            } catch {
+                // No telephone-event: the INFO fallback below; anything else is an error.
+                guard case .dtmfUnavailable = error else { throw error }
+                unavailable = true
+            }
+            if !unavailable { return .rtp }
+        }
+        for c in digits where c != " " {
+            if c == "w" || c == "W" || c == "," {
+                try await Task.sleep(for: .milliseconds(500))
+                continue
+            }
+            let relay = try DTMFRelayBody(signal: c, duration: 100)
+            let body = SessionBody(contentType: .init(type: "application", subtype: "dtmf-relay"), bytes: relay.serialized())
+            try await agent.perform(key) { s throws(SessionError) in try s.sendRequest(.info, body: body) }
+            try await Task.sleep(for: .milliseconds(170))
+        }
+        return .info
+    }
+
+    /// How ``sendDigits(_:_:)`` sent digits.
+    public enum DigitTransport: Sendable, Hashable {
+        /// RFC 4733 telephone-events in the RTP stream.
+        case rtp
+        /// SIP INFO requests with `application/dtmf-relay` bodies.
+        case info
+    }
+
+    /// Digits received on a call by SIP INFO (`application/dtmf-relay`).
+    public func digitsReceivedByInfo(_ key: SessionKey) -> String { infoDigits.withLock { $0[key] ?? "" } }
 
     /// The states a session went through.
     public func states(_ key: SessionKey) -> [SessionState] { states.withLock { $0[key] ?? [] } }

@@ -7,6 +7,54 @@ import SIPDialog
 import SIPRuntime
 import SIPTransport
 import SwitchboardTools
+import MediaRuntime
+import SDP
+
+/// The media options shared by `call` and `answer`.
+struct MediaOptions: ParsableArguments {
+    @Option(name: .long, help: "Send this tone (Hz) (default 440 when nothing else is played).")
+    var tone: Double?
+
+    @Option(name: .long, help: "Play this PCM WAV file (then silence).")
+    var play: String?
+
+    @Option(name: .long, help: "Record what the peer sends to this WAV file (16-bit mono, 8 kHz).")
+    var record: String?
+
+    @Option(name: .long, help: "SDES-SRTP: off, optional (RTP/AVP with a=crypto) or mandatory (RTP/SAVP).")
+    var srtp: String = "off"
+
+    @Option(name: .long, help: "Send these digits as RFC 4733 events once the call is up (e.g. 123#).")
+    var dtmf: String?
+
+    @Option(name: .long, help: "RTP port range, LOW-HIGH (even RTP port, RTCP on the next).")
+    var rtpPorts: String = "20000-29999"
+
+    @Flag(name: .long, help: "Send back what the peer sends (an echo test line), instead of a tone or a file.")
+    var echo = false
+
+    @Flag(name: .long, help: "No media: write a placeholder port and send nothing.")
+    var noMedia = false
+
+    func phoneMedia(host: String) throws -> PhoneMediaOptions? {
+        guard !noMedia else { return nil }
+        guard let policy = SRTPPolicy(rawValue: srtp) else { throw ValidationError("--srtp takes off, optional or mandatory") }
+        let bounds = rtpPorts.split(separator: "-").compactMap { UInt16($0) }
+        guard bounds.count == 2, bounds[0] < bounds[1] else { throw ValidationError("--rtp-ports takes LOW-HIGH") }
+        let input: MediaAudioInput
+        if echo {
+            input = .echo
+        } else if let play {
+            input = .wav(path: play)
+        } else {
+            input = .tone(frequency: tone ?? 440)
+        }
+        let ip = host == "0.0.0.0" || host == "::" ? "127.0.0.1" : host
+        return PhoneMediaOptions(
+            configuration: MediaSessionConfiguration(localAddress: ip, portRange: bounds[0]...bounds[1], srtpPolicy: policy),
+            input: input, recordPath: record)
+    }
+}
 
 struct Demo: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -75,6 +123,8 @@ struct Call: AsyncParsableCommand {
     @Flag(name: .long, help: "Print every message sent and received.")
     var trace = false
 
+    @OptionGroup var media: MediaOptions
+
     func run() async throws {
         let targetURI = try SIPURI(target)
         let identity = try SIPURI(from ?? "sip:switchboard@\(targetURI.host)")
@@ -85,7 +135,10 @@ struct Call: AsyncParsableCommand {
         let config = SIPUserAgent.Configuration(endpoint: .init(listen: [point]), identity: identity, credentials: creds,
                                                 outboundProxy: try proxy.map { try SIPURI($0) }, transport: transport)
         let say = stamped(.now)
-        let phone = try Phone(name: "call", configuration: config, report: { say(String($0.dropFirst(6))) }, trace: traceLines(trace))
+        let host: String
+        switch point { case .tcp(let a), .tls(let a), .udp(let a): host = a.ipString }
+        let phone = try Phone(name: "call", configuration: config, media: try media.phoneMedia(host: host),
+                              report: { say(String($0.dropFirst(6))) }, trace: traceLines(trace))
         defer { phone.close() }
         say("from \(identity) on \(phone.agent.endpoint.localAddresses[0])")
         if let r = register {
@@ -105,6 +158,9 @@ struct Call: AsyncParsableCommand {
                 _ = await phone.wait(key, timeout: .seconds(40)) { $0.isTerminated }
             }
             throw ExitCode(1)
+        }
+        if let digits = media.dtmf {
+            do { try await phone.sendDigits(key, digits) } catch { say("DTMF not sent: \(error)") }
         }
         let third = Duration.milliseconds(Int64(duration * 1000 / 3))
         if hold {
@@ -165,6 +221,8 @@ struct Answer: AsyncParsableCommand {
     @Flag(name: .long, help: "Print every message sent and received.")
     var trace = false
 
+    @OptionGroup var media: MediaOptions
+
     func run() async throws {
         let point = try ListenSpec.parse(listen)
         let transport: TransportKind
@@ -179,7 +237,7 @@ struct Answer: AsyncParsableCommand {
         let config = SIPUserAgent.Configuration(endpoint: .init(listen: [point]), identity: identity, credentials: creds, transport: transport)
         let say = stamped(.now)
         let phone = try Phone(name: "answer", configuration: config, autoAnswer: .milliseconds(Int64(ring)),
-                              report: { say(String($0.dropFirst(8))) }, trace: traceLines(trace))
+                              media: try media.phoneMedia(host: host), report: { say(String($0.dropFirst(8))) }, trace: traceLines(trace))
         defer { phone.close() }
         say("listening on \(phone.agent.endpoint.localAddresses[0]) as \(identity)")
         if let r = register {
@@ -189,12 +247,19 @@ struct Answer: AsyncParsableCommand {
         let clock = ContinuousClock(), start = clock.now
         var hungUp: Set<SessionKey> = []
         var answeredAt: [SessionKey: ContinuousClock.Instant] = [:]
+        var dtmfSent: Set<SessionKey> = []
         while !stop.requested {
             try await Task.sleep(for: .milliseconds(50))
             if let d = duration, clock.now - start >= .milliseconds(Int64(d * 1000)) { break }
             let calls = phone.incomingCalls
             let ended = calls.filter { phone.states($0).contains(where: \.isTerminated) }
             if let c = count, ended.count >= c { break }
+            if let digits = media.dtmf {
+                for k in calls where phone.states(k).last == .confirmed && !dtmfSent.contains(k) {
+                    dtmfSent.insert(k)
+                    do { try await phone.sendDigits(k, digits) } catch { say("DTMF not sent: \(error)") }
+                }
+            }
             if let h = hangupAfter {
                 for k in calls where phone.states(k).last == .confirmed && !hungUp.contains(k) {
                     let t = answeredAt[k] ?? clock.now

@@ -206,6 +206,7 @@ import Testing
     @Test func compactNTPConversions() {
         #expect(RTCPTiming.compactUnits(.milliseconds(5250)) == 0x0005_4000)
         #expect(RTCPTiming.compactUnits(.seconds(-1)) == 0)
+        #expect(RTCPTiming.compactUnits(.milliseconds(-300)) == 0)
         #expect(RTCPTiming.compactUnits(.seconds(70000)) == .max)
         #expect(RTCPTiming.duration(compactUnits: 0x0006_2000) == .milliseconds(6125))
     }

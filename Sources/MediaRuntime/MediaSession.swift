@@ -1,0 +1,316 @@
+import CSocket
+import Glibc
+import Media
+import MediaCodecs
+import RTP
+import SDP
+import SRTP
+import Synchronization
+
+/// The media of one call: an RTP socket (and RTCP on the next port), the codec, SRTP, the
+/// jitter buffer, DTMF and the statistics, driven by two threads of its own.
+///
+/// Life cycle: create it before the offer/answer (it binds its ports), put
+/// ``streamCapabilities()`` into the `OfferAnswer` capabilities, then ``apply(_:)`` every
+/// `NegotiatedMedia` the engine produces (the first starts the media; later ones update codec,
+/// ptime, address, direction and SRTP keys), and ``stop()`` when the call ends.
+///
+/// Threads: a receive thread polls the sockets (recvmmsg batches), unprotects SRTP, latches the
+/// peer's address (symmetric RTP, RFC 4961), and feeds the jitter buffer and the DTMF receiver;
+/// a media thread ticks every ptime on absolute monotonic deadlines: it encodes one frame from
+/// the source (or sends due DTMF events), decodes one frame from the jitter buffer (PLC or Opus
+/// FEC for a missing one) into the sink, and sends RTCP SR/RR every ``MediaSessionConfiguration/rtcpInterval``.
+/// Both share one lock held for a packet's worth of work; no actor hop, no allocation growth:
+/// the jitter buffer and the DTMF queue are bounded. The threads keep the session alive once
+/// media was applied: call ``stop()`` when the call ends.
+public final class MediaSession: Sendable {
+    /// The configuration given at creation.
+    public let configuration: MediaSessionConfiguration
+    /// The local RTP port (even); RTCP is on `localPort + 1` unless rtcp-mux was negotiated.
+    public let localPort: UInt16
+    /// Our SDES keys, one per configured profile, fixed for the session (so re-offers do not re-key).
+    public let localKeys: [SRTPKey]
+
+    private let rtp: MediaSocket
+    private let rtcp: MediaSocket
+    private let state: Mutex<SessionState>
+    private let running = Atomic<Bool>(true)
+    private let threads = Mutex<[MediaThread]>([])
+    private let events: @Sendable (MediaSessionEvent) -> Void
+    private let origin: Duration
+
+    /// Binds the sockets and prepares the audio ends; no media flows until ``apply(_:)``.
+    /// - Parameters:
+    ///   - configuration: address, port range, codecs, SRTP policy.
+    ///   - input: what to send.
+    ///   - output: where received audio goes.
+    ///   - events: called on the session's threads with DTMF, latching and quality events.
+    public init(
+        configuration: MediaSessionConfiguration = MediaSessionConfiguration(), input: MediaAudioInput = .silence,
+        output: MediaAudioOutput = .discard, events: @escaping @Sendable (MediaSessionEvent) -> Void = { _ in }
+    ) throws(MediaSessionError) {
+        self.configuration = configuration
+        self.events = events
+        origin = MonotonicClock.now()
+        // An even port pair from a random starting point of the range.
+        let low = configuration.portRange.lowerBound &+ (configuration.portRange.lowerBound & 1)
+        let high = configuration.portRange.upperBound
+        guard low < high else { throw .noFreePort(configuration.portRange) }
+        let pairs = Int(high - low) / 2
+        guard pairs > 0 else { throw .noFreePort(configuration.portRange) }
+        let first = Int.random(in: 0..<pairs)
+        var bound: (MediaSocket, MediaSocket)?
+        for i in 0..<min(pairs, 200) {
+            let port = low + UInt16(((first + i) % pairs) * 2)
+            guard let r = try MediaSocket.bind(ip: configuration.localAddress, port: port) else { continue }
+            guard let c = try MediaSocket.bind(ip: configuration.localAddress, port: port + 1) else {
+                r.close()
+                continue
+            }
+            bound = (r, c)
+            break
+        }
+        guard let (r, c) = bound else { throw .noFreePort(configuration.portRange) }
+        rtp = r
+        rtcp = c
+        localPort = r.port
+        localKeys = configuration.srtpProfiles.filter(\.isAvailable).map { profile in
+            let key = SRTPMasterKey.random(for: profile)
+            return SRTPKey(suite: profile.suite, keySaltBytes: key.key + key.salt)
+        }
+        let source: any AudioSource
+        do throws(MediaSessionError) {
+            switch input {
+            case .silence: source = SilenceSource(sampleRate: 8000)
+            case .tone(let f, let a): source = ToneGenerator(frequency: f, amplitude: a, sampleRate: 48000)
+            case .wav(let path, let loops):
+                do throws(WAVError) {
+                    let file = try WAVFile(path: path)
+                    source = try SamplesSource(file, sampleRate: file.sampleRate, loops: loops)
+                } catch { throw .wav(error) }
+            case .source(let s): source = s
+            case .echo: source = SilenceSource(sampleRate: 8000)
+            }
+        } catch {
+            r.close()
+            c.close()
+            throw error
+        }
+        let sink: Sink
+        switch output {
+        case .discard: sink = .discard
+        case .callback(let rate, let f): sink = .callback(rate, f)
+        case .wav(let path, let rate):
+            do throws(WAVError) {
+                sink = .wav(try WAVStreamWriter(path: path, sampleRate: rate))
+            } catch {
+                r.close()
+                c.close()
+                throw .wav(error)
+            }
+        }
+        var initial = SessionState(source: source, sink: sink, ssrcSeed: UInt32.random(in: .min ... .max))
+        if case .echo = input { initial.echo = true }
+        state = Mutex(initial)
+    }
+
+    /// The audio stream's capabilities for `OfferAnswer`: our port, codecs, ptime, rtcp-mux and
+    /// the SRTP policy with this session's keys.
+    public func streamCapabilities(direction: MediaDirection = .sendrecv) -> StreamCapabilities {
+        StreamCapabilities(
+            mediaType: .audio, port: localPort, codecs: configuration.codecs, ptime: configuration.ptime,
+            rtcpMux: configuration.rtcpMux,
+            srtp: SRTPCapabilities(policy: configuration.srtpPolicy, keys: configuration.srtpPolicy == .off ? [] : localKeys),
+            direction: direction)
+    }
+
+    /// Starts or updates the media with the outcome of an offer/answer exchange.
+    /// - Throws: ``MediaSessionError`` when the codec or the SRTP keys cannot be used; the
+    ///   previous settings then stay in force.
+    public func apply(_ media: NegotiatedMedia) throws(MediaSessionError) {
+        guard running.load(ordering: .sequentiallyConsistent) else { throw .notStarted }
+        let ptimeMS = max(10, min(120, Int((media.ptime ?? Double(configuration.ptime)).rounded())))
+        let ptime = Duration.milliseconds(ptimeMS)
+        // Codec objects and SRTP are built before taking the lock.
+        let send = try CodecFactory.encoder(for: media.sendCodec, ptimeMS: ptimeMS, opusComplexity: configuration.opusComplexity)
+        guard let remote = MediaEndpoint(ip: media.remoteAddress, port: media.remoteRTPPort) else {
+            throw .invalidAddress(media.remoteAddress)
+        }
+        let remoteRTCP = media.rtcpMux ? remote : (MediaEndpoint(ip: media.remoteRTCPAddress, port: media.remoteRTCPPort) ?? remote.withPort(remote.port &+ 1))
+        let previous = state.withLock { $0.negotiated }
+        var srtp: SRTPContext? = state.withLock { $0.srtp }
+        if let negotiated = media.srtp {
+            let local = CryptoAttribute(tag: negotiated.tag, suite: negotiated.suite, keyParameters: negotiated.localKeys)
+            let remoteCrypto = CryptoAttribute(tag: negotiated.tag, suite: negotiated.suite, keyParameters: negotiated.remoteKeys)
+            do throws(SRTPError) {
+                if let context = srtp, let old = previous?.srtp {
+                    try context.rekey(
+                        local: local, remote: remoteCrypto,
+                        previousLocal: CryptoAttribute(tag: old.tag, suite: old.suite, keyParameters: old.localKeys),
+                        previousRemote: CryptoAttribute(tag: old.tag, suite: old.suite, keyParameters: old.remoteKeys))
+                } else {
+                    srtp = try SRTPContext(local: local, remote: remoteCrypto)
+                }
+            } catch { throw .srtp(error) }
+        } else {
+            srtp = nil
+        }
+        let now = MonotonicClock.now() - origin
+        let startThreads = state.withLock { s -> Bool in
+            let first = s.negotiated == nil
+            s.configure(media: media, encoder: send, ptime: ptime, remote: remote, remoteRTCP: remoteRTCP, srtp: srtp,
+                        configuration: configuration, now: now)
+            return first
+        }
+        if startThreads { try start() }
+    }
+
+    /// Mutes (sends silence, keeping the packet flow) or unmutes.
+    public func setMuted(_ muted: Bool) {
+        state.withLock { $0.muted = muted }
+    }
+
+    /// Replaces what is sent (tone, file, silence) without interrupting the stream.
+    public func setInput(_ source: any AudioSource) {
+        state.withLock { $0.setSource(source) }
+    }
+
+    /// Sends digits as RFC 4733 events (`0-9 * # A-D`, `w`/`W`/`,` pause 500 ms, `!` flash);
+    /// audio is paused while they are sent.
+    /// - Throws: ``MediaSessionError/dtmfUnavailable(_:)`` without a negotiated telephone-event
+    ///   or while not sending; ``MediaSessionError/dtmf(_:)`` for invalid digits.
+    public func sendDigits(_ digits: String) throws(MediaSessionError) {
+        let now = MonotonicClock.now() - origin
+        try state.withLock { s throws(MediaSessionError) in try s.queueDigits(digits, now: now) }
+    }
+
+    /// The counters now.
+    public func stats() -> MediaSessionStatistics {
+        state.withLock { $0.statistics() }
+    }
+
+    /// The digits received so far (ended events, in order).
+    public var receivedDigits: String { state.withLock { $0.digits } }
+
+    /// Stops the threads, sends an RTCP BYE, closes the sockets and the recording. Idempotent.
+    public func stop() {
+        guard running.exchange(false, ordering: .sequentiallyConsistent) else { return }
+        for thread in threads.withLock({ t -> [MediaThread] in defer { t = [] }; return t }) { thread.join() }
+        let now = MonotonicClock.now() - origin
+        let wall = MonotonicClock.wallClock()
+        let bye = state.withLock { $0.byePacket(now: now, wallClock: wall) }
+        if let (bytes, destination, mux) = bye {
+            (mux ? rtp : rtcp).send(bytes, to: destination)
+        }
+        state.withLock { $0.closeSink() }
+        rtp.close()
+        rtcp.close()
+    }
+
+    // MARK: threads
+
+    private func start() throws(MediaSessionError) {
+        // Datagrams queued before the media was negotiated (early media while the answer was on
+        // its way) are stale: read in a burst they would distort the jitter estimate.
+        var scratch = [UInt8](repeating: 0, count: 2048)
+        for fd in [rtp.fd, rtcp.fd] {
+            for _ in 0..<1024 {
+                let n = scratch.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+                if n < 0 { break }
+            }
+        }
+        let receiver = try MediaThread(name: "media-rx") { [self] in receiveLoop() }
+        let ticker: MediaThread
+        do throws(MediaSessionError) {
+            ticker = try MediaThread(name: "media-tick") { [self] in tickLoop() }
+        } catch {
+            running.store(false, ordering: .sequentiallyConsistent)
+            receiver.join()
+            throw error
+        }
+        threads.withLock { $0 = [receiver, ticker] }
+    }
+
+    private func receiveLoop() {
+        let slot = 2048
+        let batch = 16
+        var buffer = [UInt8](repeating: 0, count: slot * batch)
+        var addresses = [sockaddr_storage](repeating: sockaddr_storage(), count: batch)
+        var lengths = [socklen_t](repeating: 0, count: batch)
+        var sizes = [Int](repeating: 0, count: batch)
+        var fds = [pollfd(fd: rtp.fd, events: Int16(POLLIN), revents: 0), pollfd(fd: rtcp.fd, events: Int16(POLLIN), revents: 0)]
+        while running.load(ordering: .relaxed) {
+            let ready = poll(&fds, 2, 20)
+            guard ready > 0 else { continue }
+            for (index, fd) in [rtp.fd, rtcp.fd].enumerated() where fds[index].revents != 0 {
+                fds[index].revents = 0
+                while true {
+                    for i in 0..<batch { lengths[i] = socklen_t(MemoryLayout<sockaddr_storage>.size) }
+                    let count = buffer.withUnsafeMutableBufferPointer { b in
+                        cs_recv_batch(fd, b.baseAddress, slot, Int32(batch), &addresses, &lengths, &sizes, nil, Int32(MSG_DONTWAIT))
+                    }
+                    guard count > 0 else { break }
+                    let arrival = MonotonicClock.now() - origin
+                    for i in 0..<Int(count) {
+                        guard let source = MediaEndpoint(storage: addresses[i], length: lengths[i]) else { continue }
+                        let datagram = Array(buffer[(i * slot)..<(i * slot + min(sizes[i], slot))])
+                        handle(datagram, from: source, onRTCPPort: index == 1, arrival: arrival)
+                    }
+                    if count < batch { break }
+                }
+            }
+        }
+    }
+
+    private func handle(_ datagram: [UInt8], from source: MediaEndpoint, onRTCPPort: Bool, arrival: Duration) {
+        var bytes = datagram
+        let isRTCP = onRTCPPort || RTPDemultiplexer.classify(bytes) == .rtcp
+        guard onRTCPPort || RTPDemultiplexer.classify(bytes) != .other else { return }
+        let srtp = state.withLock { $0.srtp }
+        if let srtp {
+            do throws(SRTPError) {
+                if isRTCP { try srtp.unprotectRTCP(&bytes) } else { try srtp.unprotectRTP(&bytes) }
+            } catch {
+                state.withLock { $0.srtpDropped += 1 }
+                return
+            }
+        }
+        var output: [MediaSessionEvent] = []
+        if isRTCP {
+            guard let compound = try? RTCPCompoundPacket(parsing: bytes, requireLeadingReport: false) else { return }
+            let wall = MonotonicClock.wallClock()
+            output = state.withLock { $0.receiveRTCP(compound, from: source, arrival: arrival, wallClock: wall) }
+        } else {
+            guard let packet = try? RTPPacket(parsing: bytes) else {
+                state.withLock { $0.refused += 1 }
+                return
+            }
+            output = state.withLock { $0.receiveRTP(packet, from: source, size: datagram.count, arrival: arrival) }
+        }
+        for event in output { events(event) }
+    }
+
+    private func tickLoop() {
+        var deadline = MonotonicClock.now()
+        while running.load(ordering: .relaxed) {
+            let ptime = state.withLock { $0.ptime }
+            deadline += ptime
+            MonotonicClock.sleep(until: deadline)
+            let now = MonotonicClock.now()
+            let lateness = now - deadline
+            // After a long stall (a suspended process), skip the missed ticks instead of bursting.
+            if now - deadline > .milliseconds(200) { deadline = now }
+            let elapsed = now - origin
+            let wall = MonotonicClock.wallClock()
+            var out: [(bytes: [UInt8], destination: MediaEndpoint, rtcp: Bool)] = []
+            let output = state.withLock { s in
+                s.recordLateness(lateness)
+                return s.tick(at: elapsed, wallClock: wall, outgoing: &out)
+            }
+            for packet in out {
+                (packet.rtcp ? rtcp : rtp).send(packet.bytes, to: packet.destination)
+            }
+            for event in output { events(event) }
+        }
+    }
+}

@@ -1,0 +1,558 @@
+import Media
+import MediaCodecs
+import RTP
+import SDP
+import SRTP
+
+/// Where decoded audio goes (the WAV writer lives inside the session's lock).
+enum Sink {
+    case discard
+    case wav(WAVStreamWriter)
+    case callback(Int, @Sendable ([Int16]) -> Void)
+
+    var sampleRate: Int? {
+        switch self {
+        case .discard: return nil
+        case .wav(let w): return w.sampleRate
+        case .callback(let rate, _): return rate
+        }
+    }
+}
+
+/// Encoders and decoders for the negotiated codecs.
+enum CodecFactory {
+    static func encoder(for codec: NegotiatedCodec, ptimeMS: Int, opusComplexity: Int? = nil) throws(MediaSessionError) -> any AudioEncoder & Sendable {
+        let name = codec.name.lowercased()
+        do throws(AudioCodecError) {
+            switch name {
+            case "pcmu": return try G711Encoder(law: .muLaw, frameMilliseconds: ptimeMS)
+            case "pcma": return try G711Encoder(law: .aLaw, frameMilliseconds: ptimeMS)
+            case "opus":
+                let peer = codec.parameters.flatMap { try? OpusParameters(fmtp: $0) } ?? OpusParameters()
+                var base = OpusEncoder.Configuration(sampleRate: 48000, channels: 1, application: .voip)
+                base.complexity = opusComplexity.map { max(0, min(10, $0)) }
+                base.frameDuration = OpusFrameDuration.atMost(milliseconds: ptimeMS)
+                var config = peer.encoderConfiguration(for: peer, base: base)
+                if peer.ptime == nil { config.frameDuration = base.frameDuration }
+                return try OpusEncoder(config)
+            default: break
+            }
+        } catch {
+            throw .codec(error)
+        }
+        throw .unsupportedCodec(codec.description)
+    }
+
+    static func decoder(for codec: NegotiatedCodec, ptimeMS: Int) -> (any AudioDecoder & Sendable)? {
+        switch codec.name.lowercased() {
+        case "pcmu": return try? G711Decoder(law: .muLaw, frameMilliseconds: ptimeMS)
+        case "pcma": return try? G711Decoder(law: .aLaw, frameMilliseconds: ptimeMS)
+        case "opus": return try? OpusDecoder(sampleRate: 48000, channels: 1, frameDuration: OpusFrameDuration.atMost(milliseconds: ptimeMS))
+        default: return nil
+        }
+    }
+
+    static func impairment(_ codec: NegotiatedCodec) -> CodecImpairment {
+        codec.name.lowercased() == "opus" ? .opus(bitrate: 24000) : .g711WithPLC
+    }
+}
+
+/// A source resampled to the codec's rate, handing out exact frames.
+struct FramedSource {
+    var source: any AudioSource
+    var resampler: Resampler?
+    var pending: [Int16] = []
+    var outputRate: Int
+
+    init(_ source: any AudioSource, outputRate: Int) {
+        self.source = source
+        self.outputRate = outputRate
+        resampler = source.sampleRate == outputRate ? nil : Resampler(from: source.sampleRate, to: outputRate)
+    }
+
+    mutating func frame(_ count: Int) -> [Int16] {
+        let inputCount = max(1, (count * source.sampleRate + outputRate - 1) / outputRate)
+        var guardCount = 0
+        while pending.count < count && guardCount < 4 {
+            guardCount += 1
+            guard let input = source.nextFrame(count: inputCount) else { break }
+            if var r = resampler {
+                pending += r.process(input)
+                resampler = r
+            } else if source.sampleRate == outputRate {
+                pending += input
+            } else {
+                break
+            }
+        }
+        if pending.count < count { pending += [Int16](repeating: 0, count: count - pending.count) }
+        let out = Array(pending.prefix(count))
+        pending.removeFirst(count)
+        return out
+    }
+}
+
+/// Everything the two threads share, behind the session's lock.
+struct SessionState {
+    // Audio ends.
+    var input: FramedSource?
+    var rawSource: any AudioSource
+    var sink: Sink
+    var sinkResampler: Resampler?
+    var muted = false
+    /// Echo mode: played frames (at the receive clock rate) wait here to be sent back.
+    var echo = false
+    var echoBuffer: [Int16] = []
+    var echoResampler: Resampler?
+
+    // Negotiation.
+    var negotiated: NegotiatedMedia?
+    var ptime: Duration = .milliseconds(20)
+    var srtp: SRTPContext?
+    var remoteRTCP: MediaEndpoint?
+
+    // Sending.
+    var encoder: (any AudioEncoder & Sendable)?
+    var packetizer: RTPPacketizer?
+    var ssrc: UInt32
+    var dtmfQueue: [(due: Duration, packet: DTMFPacket, base: UInt32)] = []
+    var sentPackets: UInt64 = 0
+    var sentBytes: UInt64 = 0
+    var lastRTPTimestamp: UInt32 = 0
+    var lastSendTime: Duration = .zero
+
+    // Receiving.
+    var latch: SymmetricRTPLatch<MediaEndpoint>?
+    var source: SourceState?
+    var jitter: JitterBuffer?
+    var receiveClockRate = 8000
+    var decoders: [UInt8: any AudioDecoder & Sendable] = [:]
+    var dtmfReceiver = DTMFReceiver()
+    var digits = ""
+    var receivedPackets: UInt64 = 0
+    var receivedBytes: UInt64 = 0
+    var refused: UInt64 = 0
+    var srtpDropped: UInt64 = 0
+    /// Telephone-event packets received: each takes a sequence number the jitter buffer (audio
+    /// only) then sees as missing, which must not count as loss.
+    var eventPackets = 0
+
+    // RTCP.
+    var nextRTCP: Duration = .zero
+    var rtcpInterval: Duration = .seconds(5)
+    var lastSR: (middle: UInt32, arrival: Duration)?
+    var roundTripTime: Duration?
+    var remoteFractionLost: Double?
+    var rtcpSent: UInt64 = 0
+    var rtcpReceived: UInt64 = 0
+    var monitor = QualityMonitor()
+    /// Tick lateness in 0.1 ms buckets (the last one: 20 ms or more).
+    var lateness = [UInt32](repeating: 0, count: 201)
+    var maxLateness: Duration = .zero
+    var lastSnapshot = CallStatistics()
+
+    init(source: any AudioSource, sink: Sink, ssrcSeed: UInt32) {
+        rawSource = source
+        self.sink = sink
+        ssrc = ssrcSeed
+    }
+
+    var sends: Bool { negotiated?.sends ?? false }
+    var receives: Bool { negotiated?.receives ?? false }
+
+    mutating func setSource(_ source: any AudioSource) {
+        rawSource = source
+        if let rate = encoder?.sampleRate { input = FramedSource(source, outputRate: rate) }
+    }
+
+    mutating func configure(media: NegotiatedMedia, encoder newEncoder: any AudioEncoder & Sendable, ptime newPtime: Duration,
+                            remote: MediaEndpoint, remoteRTCP newRemoteRTCP: MediaEndpoint, srtp newSRTP: SRTPContext?,
+                            configuration: MediaSessionConfiguration, now: Duration) {
+        let old = negotiated
+        negotiated = media
+        srtp = newSRTP
+        remoteRTCP = newRemoteRTCP
+        rtcpInterval = configuration.rtcpInterval
+        let ptimeMS = Int(newPtime.components.seconds * 1000 + newPtime.components.attoseconds / 1_000_000_000_000_000)
+        let codecChanged = old?.sendCodec != media.sendCodec || ptime != newPtime || encoder == nil
+        ptime = newPtime
+        if codecChanged {
+            encoder = newEncoder
+            let rate = Int(media.sendCodec.clockRate)
+            // Keep the SSRC and the sequence across codec changes; restart the timestamps.
+            let seq = packetizer?.nextSequenceNumber ?? UInt16.random(in: .min ... .max)
+            let ts = packetizer?.nextTimestamp ?? UInt32.random(in: .min ... .max)
+            packetizer = RTPPacketizer(payloadType: media.sendCodec.payloadType, clockRate: rate, frameDuration: newPtime,
+                                       ssrc: ssrc, firstSequenceNumber: seq, firstTimestamp: ts)
+            input = FramedSource(rawSource, outputRate: newEncoder.sampleRate)
+            dtmfQueue = []
+        }
+        // Receiving: the codec we expect is the receive codec of the send codec's kind.
+        let expected = media.receiveCodecs.first { $0.name.lowercased() == media.sendCodec.name.lowercased() } ?? media.sendCodec
+        let rate = Int(expected.clockRate)
+        if jitter == nil || receiveClockRate != rate || old?.ptime != media.ptime {
+            if let sinkRate = sink.sampleRate, jitter == nil || receiveClockRate != rate {
+                sinkResampler = rate == sinkRate ? nil : Resampler(from: rate, to: sinkRate)
+            }
+            receiveClockRate = rate
+            jitter = JitterBuffer(configuration: JitterBufferConfiguration(
+                clockRate: rate, frameDuration: newPtime, minDelay: configuration.minJitterDelay, maxDelay: configuration.maxJitterDelay,
+                initialDelay: .milliseconds(60), capacity: 64))
+        }
+        var newDecoders: [UInt8: any AudioDecoder & Sendable] = [:]
+        for codec in media.receiveCodecs where !codec.isTelephoneEvent {
+            if let existing = decoders[codec.payloadType], old?.receiveCodec(forPayloadType: codec.payloadType) == codec {
+                newDecoders[codec.payloadType] = existing
+            } else if let d = CodecFactory.decoder(for: codec, ptimeMS: ptimeMS) {
+                newDecoders[codec.payloadType] = d
+            }
+        }
+        decoders = newDecoders
+        var payloadTypes = Set(media.receiveCodecs.map(\.payloadType))
+        if let te = media.telephoneEvent { payloadTypes.insert(te.payloadType) }
+        if latch == nil || latch?.signalledAddress != remote || latch?.payloadTypes != payloadTypes {
+            latch = SymmetricRTPLatch(signalledAddress: remote, payloadTypes: payloadTypes)
+        }
+        if old == nil {
+            nextRTCP = now + configuration.rtcpInterval / 2
+        }
+    }
+
+    mutating func queueDigits(_ digits: String, now: Duration) throws(MediaSessionError) {
+        guard let media = negotiated, let te = media.telephoneEvent else {
+            throw .dtmfUnavailable("no telephone-event was negotiated")
+        }
+        guard media.sends, let packetizer else { throw .dtmfUnavailable("the stream is not sending") }
+        guard dtmfQueue.count < 4096 else { throw .dtmfUnavailable("too many digits queued") }
+        do throws(DTMFError) {
+            let sender = try DTMFSender(configuration: .init(clockRate: Int(te.clockRate), packetInterval: ptime))
+            let schedule = try sender.schedule(digits)
+            let start = max(now, dtmfQueue.last?.due ?? now) + ptime
+            // Events after already-queued ones: their timestamps start after the queued schedule.
+            let base: UInt32
+            if let last = dtmfQueue.last {
+                base = last.base &+ last.packet.timestampOffset &+ UInt32(Int(te.clockRate) / 10)
+            } else {
+                base = packetizer.nextTimestamp
+            }
+            for p in schedule {
+                dtmfQueue.append((start + p.sendOffset, p, base))
+            }
+        } catch {
+            throw .dtmf(error)
+        }
+    }
+
+    // MARK: receiving
+
+    mutating func receiveRTP(_ packet: RTPPacket, from address: MediaEndpoint, size: Int, arrival: Duration) -> [MediaSessionEvent] {
+        guard let media = negotiated, var latch else {
+            refused += 1
+            return []
+        }
+        var events: [MediaSessionEvent] = []
+        switch latch.observe(packet, from: address, at: arrival) {
+        case .refuse:
+            refused += 1
+            self.latch = latch
+            return []
+        case .latched(let endpoint):
+            events.append(.latched(endpoint))
+        case .accept: break
+        }
+        self.latch = latch
+        receivedPackets += 1
+        receivedBytes += UInt64(packet.payload.count)
+        if source?.ssrc != packet.ssrc {
+            source = SourceState(ssrc: packet.ssrc, firstSequence: packet.sequenceNumber)
+        }
+        _ = source?.update(sequence: packet.sequenceNumber)
+        let isEvent = media.telephoneEvent?.payloadType == packet.payloadType
+        // Events repeat one timestamp per digit: only audio feeds the jitter estimate.
+        if !isEvent { source?.updateJitter(timestamp: packet.timestamp, arrival: arrival, clockRate: receiveClockRate) }
+        guard media.receives else { return events }
+        if isEvent {
+            eventPackets += 1
+            if let outputs = try? dtmfReceiver.receive(packet, arrival: arrival) {
+                events += dtmfEvents(outputs)
+            }
+        } else if decoders[packet.payloadType] != nil {
+            _ = jitter?.insert(JitterBufferPacket(packet), arrival: arrival)
+        } else {
+            refused += 1
+        }
+        return events
+    }
+
+    mutating func dtmfEvents(_ outputs: [DTMFReceiver.Output]) -> [MediaSessionEvent] {
+        outputs.map { output in
+            switch output {
+            case .began(let d): return .dtmfBegan(d)
+            case .ended(let d):
+                if let c = d.character, digits.count < 1024 { digits.append(c) }
+                return .dtmf(d)
+            }
+        }
+    }
+
+    mutating func receiveRTCP(_ compound: RTCPCompoundPacket, from address: MediaEndpoint, arrival: Duration, wallClock: Duration) -> [MediaSessionEvent] {
+        guard negotiated != nil else { return [] }
+        rtcpReceived += 1
+        var events: [MediaSessionEvent] = []
+        let now = NTPTimestamp(sinceUnixEpoch: wallClock)
+        for packet in compound.packets {
+            var blocks: [RTCPReportBlock] = []
+            switch packet {
+            case .senderReport(let sr):
+                lastSR = (sr.ntpTimestamp.middle32, arrival)
+                blocks = sr.reports
+            case .receiverReport(let rr):
+                blocks = rr.reports
+            case .bye:
+                events.append(.bye)
+            default: break
+            }
+            for block in blocks where block.ssrc == ssrc {
+                remoteFractionLost = Double(block.fractionLost) / 256
+                if block.lastSR != 0, let rtt = RTCPTiming.roundTripTime(arrival: now, lastSR: block.lastSR, delaySinceLastSR: block.delaySinceLastSR) {
+                    roundTripTime = rtt
+                }
+            }
+        }
+        return events
+    }
+
+    // MARK: the tick
+
+    mutating func tick(at now: Duration, wallClock: Duration, outgoing: inout [(bytes: [UInt8], destination: MediaEndpoint, rtcp: Bool)]) -> [MediaSessionEvent] {
+        guard let media = negotiated else { return [] }
+        var events: [MediaSessionEvent] = []
+        let destination = latch?.destination
+        // Sending: due DTMF events replace audio; otherwise one audio frame.
+        if media.sends, var packetizer, let destination {
+            var sentEvent = false
+            while let first = dtmfQueue.first, first.due <= now, let te = media.telephoneEvent {
+                dtmfQueue.removeFirst()
+                let packet = packetizer.packet(first.packet, payloadType: te.payloadType, timestampBase: first.base)
+                if let bytes = protect(packet) { outgoing.append((bytes, destination, false)) }
+                sentPackets += 1
+                sentBytes += UInt64(packet.payload.count)
+                sentEvent = true
+            }
+            if sentEvent || !dtmfQueue.isEmpty {
+                packetizer.skip(frames: 1)
+                _ = input?.frame(encoder?.samplesPerFrame ?? 0)
+            } else if var enc = encoder, var src = input {
+                var frame: [Int16]
+                if echo {
+                    let n = enc.samplesPerFrame
+                    frame = Array(echoBuffer.prefix(n))
+                    echoBuffer.removeFirst(frame.count)
+                    if frame.count < n { frame += AudioSamples.silence(n - frame.count) }
+                } else {
+                    frame = src.frame(enc.samplesPerFrame)
+                }
+                input = src
+                if muted { frame = AudioSamples.silence(frame.count) }
+                if let payload = try? enc.encode(frame) {
+                    let packet = packetizer.packetize(payload)
+                    lastRTPTimestamp = packet.timestamp
+                    lastSendTime = now
+                    if let bytes = protect(packet) { outgoing.append((bytes, destination, false)) }
+                    sentPackets += 1
+                    sentBytes += UInt64(payload.count)
+                }
+                encoder = enc
+            }
+            self.packetizer = packetizer
+        } else if var packetizer {
+            // Not sending (hold): the clock still runs, so the timestamps stay true to time.
+            packetizer.skip(frames: 1)
+            self.packetizer = packetizer
+            dtmfQueue = []
+        }
+        // Playing.
+        if var jb = jitter {
+            let frame = jb.pull(at: now)
+            jitter = jb
+            if media.receives { play(frame) }
+        }
+        events += dtmfEvents(dtmfReceiver.tick(at: now))
+        // RTCP.
+        if now >= nextRTCP {
+            let jitterFactor = Double.random(in: 0.5...1.5)
+            nextRTCP = now + rtcpInterval * jitterFactor
+            if let report = rtcpReport(now: now, wallClock: wallClock, bye: false), let target = rtcpDestination() {
+                outgoing.append((report, target, !media.rtcpMux))
+                rtcpSent += 1
+            }
+            let snapshot = statistics().call
+            let codec = CodecFactory.impairment(media.sendCodec)
+            if snapshot.received.packets > lastSnapshot.received.packets {
+                let sample = QualitySample(from: lastSnapshot, to: snapshot, codec: codec, packetization: ptime, muted: muted)
+                events += monitor.add(sample).map { .quality($0) }
+            }
+            lastSnapshot = snapshot
+        }
+        return events
+    }
+
+    mutating func play(_ frame: JitterBufferFrame) {
+        let samples = Int(ptime / .milliseconds(1)) * receiveClockRate / 1000
+        var pcm: [Int16]?
+        switch frame {
+        case .audio(let packet):
+            if var decoder = decoders[packet.payloadType] {
+                pcm = try? decoder.decode(packet.payload)
+                decoders[packet.payloadType] = decoder
+            }
+        case .missing(let missing):
+            let pt = missing.next?.payloadType ?? decoders.keys.first ?? 0
+            if let opus = decoders[pt] as? OpusDecoder, let next = missing.next {
+                pcm = try? opus.decodeFEC(from: next.payload, samplesPerChannel: samples)
+            }
+            if pcm == nil, var decoder = decoders[pt] {
+                pcm = try? decoder.concealLoss(samplesPerChannel: samples)
+                decoders[pt] = decoder
+            }
+        case .stretch:
+            if let pt = decoders.keys.first, var decoder = decoders[pt] {
+                pcm = try? decoder.concealLoss(samplesPerChannel: samples)
+                decoders[pt] = decoder
+            }
+        case .silence:
+            pcm = AudioSamples.silence(samples)
+        case .empty:
+            pcm = nil
+        }
+        guard var out = pcm else { return }
+        if echo, let rate = encoder?.sampleRate {
+            var back = out
+            if rate != receiveClockRate {
+                if echoResampler?.inputRate != receiveClockRate || echoResampler?.outputRate != rate {
+                    echoResampler = Resampler(from: receiveClockRate, to: rate)
+                }
+                if var r = echoResampler {
+                    back = r.process(back)
+                    echoResampler = r
+                }
+            }
+            echoBuffer += back
+            if echoBuffer.count > rate { echoBuffer.removeFirst(echoBuffer.count - rate) }
+        }
+        if var r = sinkResampler {
+            out = r.process(out)
+            sinkResampler = r
+        }
+        switch sink {
+        case .discard: break
+        case .wav(let writer): try? writer.write(out)
+        case .callback(_, let f): f(out)
+        }
+    }
+
+    func protect(_ packet: RTPPacket) -> [UInt8]? {
+        guard var bytes = packet.serialized() else { return nil }
+        if let srtp {
+            do throws(SRTPError) { try srtp.protectRTP(&bytes) } catch { return nil }
+        }
+        return bytes
+    }
+
+    func rtcpDestination() -> MediaEndpoint? {
+        guard let media = negotiated else { return nil }
+        if media.rtcpMux { return latch?.destination }
+        if let latched = latch?.latchedAddress { return latched.withPort(latched.port &+ 1) }
+        return remoteRTCP
+    }
+
+    mutating func rtcpReport(now: Duration, wallClock: Duration, bye: Bool) -> [UInt8]? {
+        var blocks: [RTCPReportBlock] = []
+        if var s = source, s.isValid {
+            var lsr: UInt32 = 0
+            var dlsr: UInt32 = 0
+            if let last = lastSR {
+                lsr = last.middle
+                dlsr = RTCPTiming.compactUnits(max(.zero, now - last.arrival))
+            }
+            blocks.append(s.makeReportBlock(lastSR: lsr, delaySinceLastSR: dlsr))
+            source = s
+        }
+        var packets: [RTCPPacket] = []
+        if sentPackets > 0 && now - lastSendTime < rtcpInterval * 2, let packetizer {
+            // The RTP timestamp matching the NTP time: the last sent one advanced by the time since.
+            let elapsed = max(.zero, now - lastSendTime)
+            let ts = lastRTPTimestamp &+ SourceState.timestampUnits(elapsed, clockRate: packetizer.clockRate)
+            packets.append(.senderReport(RTCPSenderReport(
+                ssrc: ssrc, ntpTimestamp: NTPTimestamp(sinceUnixEpoch: wallClock), rtpTimestamp: ts,
+                packetCount: UInt32(truncatingIfNeeded: sentPackets), octetCount: UInt32(truncatingIfNeeded: sentBytes), reports: blocks)))
+        } else {
+            packets.append(.receiverReport(RTCPReceiverReport(ssrc: ssrc, reports: blocks)))
+        }
+        packets.append(.sourceDescription(RTCPSourceDescription(chunks: [
+            RTCPSDESChunk(ssrc: ssrc, items: [RTCPSDESItem(type: SDESItemType.cname, text: "switchboard-\(String(ssrc, radix: 16))")]),
+        ])))
+        if bye { packets.append(.bye(RTCPBye(ssrcs: [ssrc]))) }
+        guard var bytes = RTCPCompoundPacket(packets: packets).serialized() else { return nil }
+        if let srtp {
+            do throws(SRTPError) { try srtp.protectRTCP(&bytes) } catch { return nil }
+        }
+        return bytes
+    }
+
+    mutating func byePacket(now: Duration, wallClock: Duration) -> ([UInt8], MediaEndpoint, Bool)? {
+        guard let media = negotiated, let target = rtcpDestination() else { return nil }
+        guard let bytes = rtcpReport(now: now, wallClock: wallClock, bye: true) else { return nil }
+        return (bytes, target, media.rtcpMux)
+    }
+
+    mutating func closeSink() {
+        if case .wav(let writer) = sink { try? writer.close() }
+        sink = .discard
+    }
+
+    mutating func recordLateness(_ late: Duration) {
+        let tenths = max(0, Int(late / .microseconds(100)))
+        lateness[min(tenths, lateness.count - 1)] &+= 1
+        maxLateness = max(maxLateness, late)
+    }
+
+    /// The `q` quantile of the tick lateness (bucket upper bound), nil before any tick.
+    func latenessQuantile(_ q: Double) -> Duration? {
+        let total = lateness.reduce(0) { $0 + Int($1) }
+        guard total > 0 else { return nil }
+        let rank = Int((Double(total) * q).rounded(.up))
+        var seen = 0
+        for (i, n) in lateness.enumerated() {
+            seen += Int(n)
+            if seen >= rank { return .microseconds(100 * (i + 1)) }
+        }
+        return maxLateness
+    }
+
+    /// The jitter buffer's counters without the sequence numbers taken by telephone events.
+    var audioJitterStatistics: JitterBufferStatistics? {
+        guard var stats = jitter?.statistics else { return nil }
+        stats.lost = max(0, stats.lost - eventPackets)
+        return stats
+    }
+
+    func statistics() -> MediaSessionStatistics {
+        let lost = Int64(source?.cumulativeLost ?? 0)
+        let jitterUnits = source?.jitter ?? 0
+        let rate = max(1, receiveClockRate)
+        let jitter = Duration.nanoseconds(Int64(jitterUnits) * 1_000_000_000 / Int64(rate))
+        var call = CallStatistics(
+            sent: .init(packets: sentPackets, bytes: sentBytes), received: .init(packets: receivedPackets, bytes: receivedBytes),
+            packetsLost: lost, fractionLost: 0, remoteFractionLost: remoteFractionLost, jitter: jitter,
+            roundTripTime: roundTripTime, codec: negotiated?.sendCodec.description ?? "none", mos: nil, jitterBuffer: audioJitterStatistics)
+        if let media = negotiated, receivedPackets > 0 {
+            call.mos = call.estimatedMOS(codec: CodecFactory.impairment(media.sendCodec), packetization: ptime)
+        }
+        let dropped = srtp.map { $0.receiver.statistics.rtp.dropped + $0.receiver.statistics.rtcp.dropped } ?? 0
+        return MediaSessionStatistics(
+            call: call, refused: refused, srtpDropped: max(srtpDropped, dropped), secure: srtp != nil,
+            rtcpSent: rtcpSent, rtcpReceived: rtcpReceived, digitsReceived: digits,
+            sendLatenessP99: latenessQuantile(0.99), sendLatenessMax: maxLateness)
+    }
+}

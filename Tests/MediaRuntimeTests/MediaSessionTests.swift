@@ -1,0 +1,297 @@
+import Glibc
+import Media
+import MediaCodecs
+import SDP
+import SRTP
+import Synchronization
+import Testing
+
+@testable import MediaRuntime
+
+/// Collects what a session plays and the events it reports.
+final class Recorder: Sendable {
+    let rate: Int
+    private let samples = Mutex<[Int16]>([])
+    private let log = Mutex<[MediaSessionEvent]>([])
+
+    init(rate: Int) { self.rate = rate }
+
+    var output: MediaAudioOutput {
+        .callback(sampleRate: rate) { [self] frame in
+            samples.withLock { s in
+                s += frame
+                if s.count > rate * 20 { s.removeFirst(s.count - rate * 20) }
+            }
+        }
+    }
+
+    var sink: @Sendable (MediaSessionEvent) -> Void { { [self] e in log.withLock { if $0.count < 10_000 { $0.append(e) } } } }
+
+    /// The last `count` samples played.
+    func recent(_ count: Int) -> [Int16] { samples.withLock { Array($0.suffix(count)) } }
+    var count: Int { samples.withLock { $0.count } }
+    var events: [MediaSessionEvent] { log.withLock { $0 } }
+}
+
+/// Polls `condition` every 10 ms for at most `seconds` (sleeping, not blocking a thread of the
+/// shared pool); returns whether it held.
+func waitUntil(seconds: Double = 10, _ condition: () -> Bool) async -> Bool {
+    let end = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+    while ContinuousClock.now < end {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return condition()
+}
+
+struct Call {
+    var a: MediaSession
+    var b: MediaSession
+    var recA: Recorder
+    var recB: Recorder
+    var oaA: OfferAnswer
+    var oaB: OfferAnswer
+
+    /// A offers, B answers, both apply.
+    mutating func negotiate() throws {
+        let offer = try oaA.makeOffer()
+        let answer = try oaB.receiveOffer(offer)
+        let negotiatedA = try oaA.receiveAnswer(answer.sdp)
+        try b.apply(#require(answer.negotiated.audio))
+        try a.apply(#require(negotiatedA.audio))
+    }
+
+    func stop() {
+        a.stop()
+        b.stop()
+    }
+}
+
+func makeCall(codecs: [Codec], srtp: SRTPPolicy, toneA: Double = 440, toneB: Double = 1000, rtcpInterval: Duration = .milliseconds(300)) throws -> Call {
+    let config = MediaSessionConfiguration(
+        localAddress: "127.0.0.1", portRange: 10000...19999, codecs: codecs, srtpPolicy: srtp, rtcpInterval: rtcpInterval)
+    let recA = Recorder(rate: 8000)
+    let recB = Recorder(rate: 8000)
+    let a = try MediaSession(configuration: config, input: .tone(frequency: toneA), output: recA.output, events: recA.sink)
+    let b = try MediaSession(configuration: config, input: .tone(frequency: toneB), output: recB.output, events: recB.sink)
+    let oaA = OfferAnswer(capabilities: MediaCapabilities(address: "127.0.0.1", streams: [a.streamCapabilities()]), sessionID: 1)
+    let oaB = OfferAnswer(capabilities: MediaCapabilities(address: "127.0.0.1", streams: [b.streamCapabilities()]), sessionID: 2)
+    return Call(a: a, b: b, recA: recA, recB: recB, oaA: oaA, oaB: oaB)
+}
+
+/// Checks that `recording` (8 kHz) carries `frequency` as its dominant tone and not `other`.
+func expectTone(_ samples: [Int16], frequency: Double, notFrequency other: Double, sourceLocation: SourceLocation = #_sourceLocation) {
+    let dominant = ToneAnalysis.dominantFrequency(in: samples, sampleRate: 8000, range: 100...3500)
+    #expect(dominant != nil, sourceLocation: sourceLocation)
+    if let dominant {
+        #expect(abs(dominant.frequency - frequency) < 8, "dominant \(dominant.frequency) Hz", sourceLocation: sourceLocation)
+    }
+    let wanted = ToneAnalysis.amplitude(of: frequency, in: samples, sampleRate: 8000)
+    let unwanted = ToneAnalysis.amplitude(of: other, in: samples, sampleRate: 8000)
+    #expect(wanted > 0.05, "amplitude at \(frequency) Hz: \(wanted)", sourceLocation: sourceLocation)
+    #expect(wanted > unwanted * 20, "\(frequency) Hz \(wanted) vs \(other) Hz \(unwanted)", sourceLocation: sourceLocation)
+}
+
+@Suite(.serialized) struct MediaSessionTests {
+    enum Kind: String, CaseIterable, Sendable { case pcmu, pcma, opus }
+
+    static let cases: [(Kind, SRTPPolicy)] = [(.pcmu, .off), (.pcma, .mandatory), (.opus, .off), (.opus, .mandatory)]
+
+    @Test(arguments: cases)
+    func tonesCrossBothWays(kind: Kind, srtp: SRTPPolicy) async throws {
+        let codec: Codec = kind == .opus ? .opus : (kind == .pcmu ? .pcmu : .pcma)
+        var call = try makeCall(codecs: [codec, .telephoneEvent], srtp: srtp)
+        defer { call.stop() }
+        #expect(call.a.localPort % 2 == 0 && call.b.localPort % 2 == 0)
+        try call.negotiate()
+        // 1.2 s of audio each way (the first frames hold the jitter buffer's start-up silence).
+        #expect(await waitUntil { call.recA.count >= 9600 && call.recB.count >= 9600 })
+        #expect(await waitUntil { call.a.stats().call.roundTripTime != nil && call.b.stats().call.roundTripTime != nil })
+        expectTone(call.recB.recent(4000), frequency: 440, notFrequency: 1000)
+        expectTone(call.recA.recent(4000), frequency: 1000, notFrequency: 440)
+        let sa = call.a.stats()
+        let sb = call.b.stats()
+        for s in [sa, sb] {
+            #expect(s.call.sent.packets > 40 && s.call.received.packets > 40, "\(s)")
+            #expect(s.call.packetsLost == 0, "\(s)")
+            #expect(s.secure == (srtp == .mandatory))
+            #expect(s.srtpDropped == 0 && s.refused == 0, "\(s)")
+            #expect(s.call.codec.lowercased().contains(kind.rawValue))
+            #expect((s.call.mos ?? 0) > 4, "\(s)")
+            #expect(s.rtcpSent > 0 && s.rtcpReceived > 0)
+        }
+        // Bytes carried: G.711 is 160 bytes per 20 ms packet.
+        if kind != .opus { #expect(sa.call.sent.bytes == sa.call.sent.packets * 160) }
+    }
+
+    @Test func holdStopsTheHeldDirectionOnly() async throws {
+        var call = try makeCall(codecs: [.pcmu, .telephoneEvent], srtp: .off)
+        defer { call.stop() }
+        try call.negotiate()
+        #expect(await waitUntil { call.a.stats().call.received.packets > 10 && call.b.stats().call.received.packets > 10 })
+        // A puts B on hold: A sendonly, B recvonly.
+        call.oaA.setHold(true)
+        try call.negotiate()
+        let bSent = call.b.stats().call.sent.packets
+        let aSent = call.a.stats().call.sent.packets
+        let aReceivedAtHold = call.a.stats().call.received.packets
+        #expect(await waitUntil { call.a.stats().call.sent.packets > aSent + 25 })
+        #expect(call.b.stats().call.sent.packets == bSent)
+        #expect(call.a.stats().call.received.packets <= max(aReceivedAtHold, bSent))
+        #expect(call.b.stats().call.received.packets > 30)
+        // Resume: B sends again.
+        call.oaA.setHold(false)
+        try call.negotiate()
+        #expect(await waitUntil { call.b.stats().call.sent.packets > bSent + 10 && call.a.stats().call.received.packets > bSent + 5 })
+    }
+
+    @Test func rekeyingKeepsTheFlow() async throws {
+        let config = MediaSessionConfiguration(portRange: 10000...19999, codecs: [.pcmu], srtpPolicy: .mandatory)
+        let recB = Recorder(rate: 8000)
+        let a = try MediaSession(configuration: config, input: .tone(frequency: 500))
+        let b = try MediaSession(configuration: config, input: .silence, output: recB.output)
+        defer {
+            a.stop()
+            b.stop()
+        }
+        var oaA = OfferAnswer(capabilities: MediaCapabilities(address: "127.0.0.1", streams: [a.streamCapabilities()]), sessionID: 1)
+        var oaB = OfferAnswer(capabilities: MediaCapabilities(address: "127.0.0.1", streams: [b.streamCapabilities()]), sessionID: 2)
+        let answer = try oaB.receiveOffer(oaA.makeOffer())
+        var mediaA = try #require(oaA.receiveAnswer(answer.sdp).audio)
+        var mediaB = try #require(answer.negotiated.audio)
+        try a.apply(mediaA)
+        try b.apply(mediaB)
+        #expect(await waitUntil { b.stats().call.received.packets > 20 })
+        // A re-negotiation gives A a new sending key: both sides re-key, the stream goes on.
+        let fresh = SRTPMasterKey.random(for: .aesCM128HMACSHA1_80).keyParameter
+        var srtpA = try #require(mediaA.srtp)
+        var srtpB = try #require(mediaB.srtp)
+        srtpA.localKeys = [fresh]
+        srtpB.remoteKeys = [fresh]
+        mediaA.srtp = srtpA
+        mediaB.srtp = srtpB
+        try b.apply(mediaB)
+        try a.apply(mediaA)
+        let before = b.stats().call.received.packets
+        #expect(await waitUntil { b.stats().call.received.packets > before + 25 })
+        // Only packets in flight during the switch may fail authentication.
+        #expect(b.stats().srtpDropped <= 3, "\(b.stats())")
+        expectTone(recB.recent(2000), frequency: 500, notFrequency: 1000)
+    }
+
+    @Test func codecChangeMidCall() async throws {
+        var call = try makeCall(codecs: [.pcmu, .opus, .telephoneEvent], srtp: .off)
+        defer { call.stop() }
+        try call.negotiate()
+        #expect(call.a.stats().call.codec.contains("PCMU"))
+        #expect(await waitUntil { call.recB.count >= 4000 })
+        // B now prefers Opus; a re-offer from B moves both sides to it.
+        call.oaB.capabilities.streams[0].codecs = [.opus, .pcmu, .telephoneEvent]
+        let offer = try call.oaB.makeOffer()
+        let answer = try call.oaA.receiveOffer(offer)
+        let negotiatedB = try call.oaB.receiveAnswer(answer.sdp)
+        try call.a.apply(#require(answer.negotiated.audio))
+        try call.b.apply(#require(negotiatedB.audio))
+        #expect(call.a.stats().call.codec.contains("opus") && call.b.stats().call.codec.contains("opus"))
+        let count = call.recB.count
+        #expect(await waitUntil { call.recB.count >= count + 8000 })
+        expectTone(call.recB.recent(4000), frequency: 440, notFrequency: 1000)
+        expectTone(call.recA.recent(4000), frequency: 1000, notFrequency: 440)
+    }
+
+    @Test func echoSendsBackWhatArrives() async throws {
+        for codecs in [[Codec.pcmu], [Codec.opus]] {
+            let config = MediaSessionConfiguration(portRange: 10000...19999, codecs: codecs)
+            let recA = Recorder(rate: 8000)
+            let a = try MediaSession(configuration: config, input: .tone(frequency: 850), output: recA.output)
+            let b = try MediaSession(configuration: config, input: .echo)
+            defer {
+                a.stop()
+                b.stop()
+            }
+            var oaA = OfferAnswer(capabilities: MediaCapabilities(address: "127.0.0.1", streams: [a.streamCapabilities()]), sessionID: 1)
+            var oaB = OfferAnswer(capabilities: MediaCapabilities(address: "127.0.0.1", streams: [b.streamCapabilities()]), sessionID: 2)
+            let answer = try oaB.receiveOffer(oaA.makeOffer())
+            try a.apply(#require(oaA.receiveAnswer(answer.sdp).audio))
+            try b.apply(#require(answer.negotiated.audio))
+            #expect(await waitUntil { recA.count >= 12000 })
+            expectTone(recA.recent(4000), frequency: 850, notFrequency: 440)
+        }
+    }
+
+    @Test func muteSendsSilence() async throws {
+        var call = try makeCall(codecs: [.pcmu], srtp: .off)
+        defer { call.stop() }
+        try call.negotiate()
+        #expect(await waitUntil { call.recB.count >= 4000 })
+        call.a.setMuted(true)
+        let sent = call.a.stats().call.sent.packets
+        #expect(await waitUntil { call.a.stats().call.sent.packets > sent + 30 })
+        let tail = call.recB.recent(1600)
+        #expect(AudioSamples.peakLevel(tail) < -60, "level \(AudioSamples.peakLevel(tail))")
+    }
+
+    @Test(arguments: [Kind.pcmu, .opus])
+    func digitsArriveExactlyOnce(kind: Kind) async throws {
+        var call = try makeCall(codecs: [kind == .opus ? .opus : .pcmu, .telephoneEvent], srtp: .mandatory)
+        defer { call.stop() }
+        try call.negotiate()
+        #expect(await waitUntil { call.b.stats().call.received.packets > 5 })
+        try call.a.sendDigits("12#*9")
+        #expect(await waitUntil { call.b.receivedDigits.count >= 5 })
+        try await Task.sleep(for: .milliseconds(400))
+        #expect(call.b.receivedDigits == "12#*9")
+        let ended = call.recB.events.compactMap { if case .dtmf(let d) = $0 { return d.character } else { return nil } }
+        #expect(String(ended) == "12#*9")
+        #expect(call.a.receivedDigits.isEmpty)
+        // The events' sequence numbers are not audio loss.
+        #expect(call.b.stats().call.packetsLost == 0)
+        #expect((call.b.stats().call.mos ?? 0) > 4, "\(call.b.stats())")
+        // Audio resumes after the digits.
+        let sent = call.a.stats().call.sent.packets
+        #expect(await waitUntil { call.a.stats().call.sent.packets > sent + 10 })
+    }
+
+    @Test func digitsNeedTelephoneEvent() async throws {
+        var call = try makeCall(codecs: [.pcmu], srtp: .off)
+        defer { call.stop() }
+        #expect(throws: MediaSessionError.self) { try call.a.sendDigits("1") }
+        try call.negotiate()
+        #expect(throws: MediaSessionError.self) { try call.a.sendDigits("1") }
+    }
+
+    @Test func recordsAWAVFile() async throws {
+        let path = "/tmp/switchboard-media-\(getpid())-\(Int.random(in: 0..<1_000_000)).wav"
+        defer { unlink(path) }
+        let config = MediaSessionConfiguration(portRange: 10000...19999, codecs: [.pcma])
+        let a = try MediaSession(configuration: config, input: .tone(frequency: 600))
+        let b = try MediaSession(configuration: config, output: .wav(path: path, sampleRate: 16000))
+        var oaA = OfferAnswer(capabilities: MediaCapabilities(address: "127.0.0.1", streams: [a.streamCapabilities()]), sessionID: 1)
+        var oaB = OfferAnswer(capabilities: MediaCapabilities(address: "127.0.0.1", streams: [b.streamCapabilities()]), sessionID: 2)
+        let answer = try oaB.receiveOffer(oaA.makeOffer())
+        try a.apply(#require(oaA.receiveAnswer(answer.sdp).audio))
+        try b.apply(#require(answer.negotiated.audio))
+        #expect(await waitUntil { b.stats().call.received.packets > 50 })
+        a.stop()
+        b.stop()
+        let file = try WAVFile(path: path)
+        #expect(file.sampleRate == 16000)
+        guard case .pcm16(let samples) = file.samples else {
+            Issue.record("not PCM")
+            return
+        }
+        let dominant = ToneAnalysis.dominantFrequency(in: Array(samples.suffix(8000)), sampleRate: 16000, range: 100...7000)
+        #expect(abs((dominant?.frequency ?? 0) - 600) < 8)
+    }
+
+    @Test func portsAreEvenAndDistinct() async throws {
+        let config = MediaSessionConfiguration(portRange: 10000...10009)
+        var sessions: [MediaSession] = []
+        defer { sessions.forEach { $0.stop() } }
+        for _ in 0..<3 { sessions.append(try MediaSession(configuration: config)) }
+        let ports = sessions.map(\.localPort)
+        #expect(Set(ports).count == 3)
+        #expect(ports.allSatisfy { $0 % 2 == 0 && (10000...10008).contains($0) })
+        #expect(throws: MediaSessionError.self) { try MediaSession(configuration: MediaSessionConfiguration(localAddress: "not-an-ip")) }
+    }
+}
