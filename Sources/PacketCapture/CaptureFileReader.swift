@@ -180,9 +180,10 @@ public final class CaptureFileReader {
                 guard trailer == length else {
                     throw CaptureFileError(offset: start + Int64(length) - 4, record: record, rule: .badBlockLength, detail: "trailing block length \(trailer) differs from leading \(length)")
                 }
-                let block = input.bytes(0, length)
+                // Parsed in place; only the frame's bytes are copied out.
+                let frame = try parseBlock(type: type, input.slice(0, length), start: start, record: record)
                 input.skip(length)
-                if let frame = try parseBlock(type: type, block, start: start, record: record) { return frame }
+                if let frame { return frame }
             default:
                 // Unknown or uninteresting block: skip without buffering it whole.
                 input.skip(length - 4)
@@ -198,8 +199,8 @@ public final class CaptureFileReader {
         }
     }
 
-    private func parseBlock(type: UInt32, _ b: [UInt8], start: Int64, record: Int) throws(CaptureFileError) -> CaptureFrame? {
-        let be = bigEndian
+    private func parseBlock(type: UInt32, _ b: ArraySlice<UInt8>, start: Int64, record: Int) throws(CaptureFileError) -> CaptureFrame? {
+        let be = bigEndian, b0 = b.startIndex
         switch type {
         case 0x0A0D_0D0A:
             let major = b.u16(12, bigEndian: be)
@@ -221,7 +222,7 @@ public final class CaptureFileReader {
                     throw CaptureFileError(offset: start + Int64(p), record: record, rule: .badOption, detail: "option \(code) of \(len) bytes overruns the block")
                 }
                 if code == 9, len >= 1 {
-                    let v = b[p + 4]
+                    let v = b[b0 + p + 4]
                     if v & 0x80 != 0 {
                         let e = Int(v & 0x7F)
                         guard e <= 63 else { throw CaptureFileError(offset: start + Int64(p + 4), record: record, rule: .badOption, detail: "if_tsresol 2^-\(e)") }
@@ -254,7 +255,7 @@ public final class CaptureFileReader {
                 throw CaptureFileError(offset: start + 20, record: record, rule: .badCapturedLength, detail: "captured length \(capLen) does not fit a block of \(b.count) bytes")
             }
             frameNumber += 1
-            return CaptureFrame(number: frameNumber, timestamp: timestamp(raw, iface), linkType: iface.linkType, interfaceIndex: ifIndex, originalLength: origLen, data: Array(b[28..<(28 + capLen)]))
+            return CaptureFrame(number: frameNumber, timestamp: timestamp(raw, iface), linkType: iface.linkType, interfaceIndex: ifIndex, originalLength: origLen, data: Array(b[(b0 + 28)..<(b0 + 28 + capLen)]))
         case 3:
             guard let iface = interfaces.first else {
                 throw CaptureFileError(offset: start, record: record, rule: .unknownInterface, detail: "simple packet block before any interface description")
@@ -267,7 +268,7 @@ public final class CaptureFileReader {
             if iface.snapLength > 0 { capLen = min(capLen, iface.snapLength) }
             frameNumber += 1
             // A simple packet block has no timestamp.
-            return CaptureFrame(number: frameNumber, timestamp: CaptureTimestamp(seconds: 0, nanoseconds: 0), linkType: iface.linkType, interfaceIndex: 0, originalLength: origLen, data: Array(b[12..<(12 + capLen)]))
+            return CaptureFrame(number: frameNumber, timestamp: CaptureTimestamp(seconds: 0, nanoseconds: 0), linkType: iface.linkType, interfaceIndex: 0, originalLength: origLen, data: Array(b[(b0 + 12)..<(b0 + 12 + capLen)]))
         default:
             return nil
         }
@@ -341,13 +342,17 @@ final class ByteInput {
     }
 
     func bytes(_ at: Int, _ n: Int) -> [UInt8] { Array(buffer[(start + at)..<(start + at + n)]) }
+    /// The buffered bytes `at ..< at + n` (valid until the next ``ensure(_:)`` or ``skip(_:)``).
+    func slice(_ at: Int, _ n: Int) -> ArraySlice<UInt8> { buffer[(start + at)..<(start + at + n)] }
     func u16(_ at: Int, bigEndian: Bool) -> UInt16 { buffer.u16(start + at, bigEndian: bigEndian) }
     func u32(_ at: Int, bigEndian: Bool) -> UInt32 { buffer.u32(start + at, bigEndian: bigEndian) }
 }
 
-extension Array where Element == UInt8 {
+/// Integer reads at offsets from the start of the bytes (an array or a slice of one).
+extension RandomAccessCollection where Element == UInt8, Index == Int {
+    @inline(__always)
     func u16(_ i: Int, bigEndian: Bool) -> UInt16 {
-        let a = UInt16(self[i]), b = UInt16(self[i + 1])
+        let a = UInt16(self[startIndex + i]), b = UInt16(self[startIndex + i + 1])
         return bigEndian ? a << 8 | b : b << 8 | a
     }
     func u32(_ i: Int, bigEndian: Bool) -> UInt32 {
