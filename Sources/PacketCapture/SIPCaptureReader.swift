@@ -33,8 +33,8 @@ public final class SIPCaptureReader {
     public func next() throws(CaptureFileError) -> CaptureEvent? {
         while queue.isEmpty {
             if finished { return nil }
-            if let frame = try reader.nextFrame() {
-                decoder.decode(frame, into: &queue)
+            if let (frame, bytes) = try reader.nextFrameInPlace() {
+                decoder.decode(frame, bytes: bytes, into: &queue)
             } else {
                 queue = decoder.finish()
                 finished = true
