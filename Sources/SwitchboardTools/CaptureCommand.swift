@@ -214,6 +214,9 @@ public struct CaptureAnalysis: Sendable {
     private var liveCalls: [LiveCall] = []
     private var liveKeys: [CallIDKey] = []
     private var liveIndex: [CallIDKey: Int] = [:]
+    /// Where recent methods and codes sit in the summary's tables (valid until the next insertion).
+    private var methodSlots: [(SIPMethod, [String: Int].Index)] = []
+    private var codeSlots: [(Int, [Int: Int].Index)] = []
     private var nextSweep: Int64 = .min
     /// 3xx Contact or Refer-To target (user@host:port) → the Call-ID that named it (bounded,
     /// oldest dropped first).
@@ -247,11 +250,10 @@ public struct CaptureAnalysis: Sendable {
         if summary.last == nil || summary.last! < t { summary.last = t }
         if let method = m.method {
             summary.requests += 1
-            summary.requestsByMethod[method.token, default: 0] += 1
+            countRequest(method)
         } else if let code = m.statusCode {
             summary.responses += 1
-            summary.responsesByCode[code, default: 0] += 1
-            if summary.reasonPhrases[code] == nil { summary.reasonPhrases[code] = m.reasonPhrase ?? "" }
+            countResponse(code, m)
         }
         // Calls are found by the Call-ID's bytes (compared byte for byte, RFC 3261 §20.8); the
         // String is made once per call. The call is changed in place in its array: a LiveCall
@@ -297,6 +299,40 @@ public struct CaptureAnalysis: Sendable {
                 if let j = index[other], !calls[j].linked.contains(calls[i].callID) { calls[j].linked.append(calls[i].callID) }
             }
         }
+    }
+
+    /// Counts a request in ``Summary/requestsByMethod`` through ``methodSlots`` (no string
+    /// hashing once the method has been seen).
+    private mutating func countRequest(_ method: SIPMethod) {
+        for (known, slot) in methodSlots where known == method {
+            summary.requestsByMethod.values[slot] += 1
+            return
+        }
+        let token = method.token
+        if let slot = summary.requestsByMethod.index(forKey: token) {
+            summary.requestsByMethod.values[slot] += 1
+        } else {
+            summary.requestsByMethod[token] = 1
+            methodSlots.removeAll()  // an insertion may move every entry
+        }
+        if methodSlots.count < 16, let slot = summary.requestsByMethod.index(forKey: token) { methodSlots.append((method, slot)) }
+    }
+
+    /// Counts a response in ``Summary/responsesByCode``, noting its reason phrase the first time
+    /// the code appears.
+    private mutating func countResponse(_ code: Int, _ m: SIPMessage) {
+        for (known, slot) in codeSlots where known == code {
+            summary.responsesByCode.values[slot] += 1
+            return
+        }
+        if let slot = summary.responsesByCode.index(forKey: code) {
+            summary.responsesByCode.values[slot] += 1
+        } else {
+            summary.responsesByCode[code] = 1
+            summary.reasonPhrases[code] = m.reasonPhrase ?? ""
+            codeSlots.removeAll()
+        }
+        if codeSlots.count < 16, let slot = summary.responsesByCode.index(forKey: code) { codeSlots.append((code, slot)) }
     }
 
     /// Finishes the settled calls that have been quiet for ``settleSeconds`` (checked once per
