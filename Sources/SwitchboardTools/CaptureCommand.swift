@@ -437,119 +437,6 @@ private struct CallIDKey: Hashable, Sendable {
     }
 }
 
-/// A bounded FIFO of event batches between the reading thread and the analysing one.
-private final class CaptureEventPipe: @unchecked Sendable {
-    // Guarded by `lock`.
-    private var batches: [[CaptureEvent]] = []
-    private var closed = false
-    private var failure: CaptureFileError?
-    private let lock = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private let changed = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
-    /// Batches waiting at most (so memory stays bounded when the analysis is the slower side).
-    static let capacity = 8
-
-    init() {
-        pthread_mutex_init(lock, nil)
-        pthread_cond_init(changed, nil)
-    }
-
-    deinit {
-        pthread_cond_destroy(changed)
-        pthread_mutex_destroy(lock)
-        changed.deallocate()
-        lock.deallocate()
-    }
-
-    /// Adds a batch, waiting while the pipe is full.
-    func put(_ batch: [CaptureEvent]) {
-        pthread_mutex_lock(lock)
-        while batches.count >= Self.capacity { pthread_cond_wait(changed, lock) }
-        batches.append(batch)
-        pthread_cond_broadcast(changed)
-        pthread_mutex_unlock(lock)
-    }
-
-    /// Ends the stream, with the file error that ended it, if any.
-    func close(error: CaptureFileError?) {
-        pthread_mutex_lock(lock)
-        closed = true
-        failure = error
-        pthread_cond_broadcast(changed)
-        pthread_mutex_unlock(lock)
-    }
-
-    /// The next batch, or `nil` once the pipe is closed and empty.
-    func take() -> [CaptureEvent]? {
-        pthread_mutex_lock(lock)
-        defer { pthread_mutex_unlock(lock) }
-        while batches.isEmpty && !closed { pthread_cond_wait(changed, lock) }
-        guard !batches.isEmpty else { return nil }
-        let batch = batches.removeFirst()
-        pthread_cond_broadcast(changed)
-        return batch
-    }
-
-    /// The error the stream was closed with (read after ``take()`` returned `nil`).
-    var error: CaptureFileError? {
-        pthread_mutex_lock(lock)
-        defer { pthread_mutex_unlock(lock) }
-        return failure
-    }
-}
-
-/// Reads a capture on a thread of its own into a ``CaptureEventPipe``. The reader is used by
-/// that thread only, from ``start()`` on.
-private final class CaptureProducer: @unchecked Sendable {
-    private let reader: SIPCaptureReader
-    private let pipe: CaptureEventPipe
-    static let batchSize = 256
-
-    init(reader: SIPCaptureReader, pipe: CaptureEventPipe) {
-        self.reader = reader
-        self.pipe = pipe
-    }
-
-    /// Starts the reading thread (join it after the pipe is drained); `nil` when no thread
-    /// could be created (the reader is then untouched).
-    func start() -> pthread_t? {
-        var tid = pthread_t()
-        let me = Unmanaged.passRetained(self)
-        let rc = pthread_create(&tid, nil, { raw in
-            let producer = Unmanaged<CaptureProducer>.fromOpaque(raw!).takeRetainedValue()
-            producer.run()
-            return nil
-        }, me.toOpaque())
-        guard rc == 0 else {
-            me.release()
-            return nil
-        }
-        return tid
-    }
-
-    private func run() {
-        var batch: [CaptureEvent] = []
-        batch.reserveCapacity(Self.batchSize)
-        do throws(CaptureFileError) {
-            while let e = try reader.next() {
-                batch.append(e)
-                if batch.count == Self.batchSize {
-                    pipe.put(batch)
-                    batch = []
-                    batch.reserveCapacity(Self.batchSize)
-                }
-            }
-            if !batch.isEmpty { pipe.put(batch) }
-            pipe.close(error: nil)
-        } catch {
-            // What the decoder still holds follows every event before the failure.
-            var decoder = reader.decoder
-            batch.append(contentsOf: decoder.finish())
-            if !batch.isEmpty { pipe.put(batch) }
-            pipe.close(error: error)
-        }
-    }
-}
-
 private struct LiveCall: Sendable {
     /// What makes a message a retransmission of another. The CSeq method, top Via branch and
     /// To tag are kept as 64-bit FNV-1a hashes of their bytes (no strings per message); two
@@ -824,24 +711,12 @@ public enum CaptureCommand {
             case .anomaly: analysis.noteAnomaly()
             }
         }
-        // Reading and decoding run on a thread of their own, handing batches of events to this
-        // one through a bounded pipe; the events arrive in the same order as read in line.
-        let pipe = CaptureEventPipe()
-        if let thread = CaptureProducer(reader: reader, pipe: pipe).start() {
-            while let batch = pipe.take() {
-                for e in batch { take(e) }
-            }
-            pthread_join(thread, nil)
-            report.error = pipe.error
-        } else {
-            // No thread to be had: read in line.
-            do throws(CaptureFileError) {
-                while let e = try reader.next() { take(e) }
-            } catch {
-                report.error = error
-                var decoder = reader.decoder
-                for e in decoder.finish() { take(e) }
-            }
+        do throws(CaptureFileError) {
+            while let e = try reader.next() { take(e) }
+        } catch {
+            report.error = error
+            var decoder = reader.decoder
+            for e in decoder.finish() { take(e) }
         }
         analysis.finish()
         report.analysis = analysis
