@@ -226,18 +226,24 @@ public struct CaptureDecoder: Sendable {
         counters.frames += 1
         let expired = reassembler.expire(now: frame.timestamp)
         if expired > 0 { anomaly(frame.number, .fragmentTimeout(count: expired)) }
-        decodeLink(frame)
+        decodeLink(frame, frame.data[...])
         return takeEvents()
     }
 
     /// Decodes one frame, appending its events to `events` (a buffer the caller reuses, so the
     /// streaming reader allocates no array per frame).
     public mutating func decode(_ frame: CaptureFrame, into events: inout [CaptureEvent]) {
+        decode(frame, bytes: frame.data[...], into: &events)
+    }
+
+    /// Decodes a frame whose bytes are `bytes` rather than `frame.data` (the file reader's
+    /// buffer, lent for the call: nothing here keeps a slice of it).
+    mutating func decode(_ frame: CaptureFrame, bytes: ArraySlice<UInt8>, into events: inout [CaptureEvent]) {
         swap(&out, &events)
         counters.frames += 1
         let expired = reassembler.expire(now: frame.timestamp)
         if expired > 0 { anomaly(frame.number, .fragmentTimeout(count: expired)) }
-        decodeLink(frame)
+        decodeLink(frame, bytes)
         swap(&out, &events)
     }
 
@@ -266,8 +272,7 @@ public struct CaptureDecoder: Sendable {
 
     // MARK: link layer
 
-    private mutating func decodeLink(_ f: CaptureFrame) {
-        let d = f.data
+    private mutating func decodeLink(_ f: CaptureFrame, _ d: ArraySlice<UInt8>) {
         var etherType: UInt16
         var off: Int
         switch f.linkType {
@@ -313,8 +318,8 @@ public struct CaptureDecoder: Sendable {
             return anomaly(f.number, .unsupportedLinkType(f.linkType.rawValue))
         }
         switch etherType {
-        case 0x0800: decodeIPv4(d[off...], f)
-        case 0x86DD: decodeIPv6(d[off...], f)
+        case 0x0800: decodeIPv4(d[(d.startIndex + off)...], f)
+        case 0x86DD: decodeIPv6(d[(d.startIndex + off)...], f)
         default: counters.nonIPFrames += 1
         }
     }

@@ -99,6 +99,15 @@ public final class CaptureFileReader {
     /// The next frame, or `nil` at the clean end of the file.
     /// - Throws: ``CaptureFileError`` at the first truncated or corrupt record (and again on every later call).
     public func nextFrame() throws(CaptureFileError) -> CaptureFrame? {
+        guard let (frame, bytes) = try nextFrameInPlace() else { return nil }
+        var f = frame
+        f.data = Array(bytes)
+        return f
+    }
+
+    /// The next frame with empty ``CaptureFrame/data`` and its bytes as a slice of the read
+    /// buffer, valid until the next call (the streaming reader decodes it without a copy).
+    func nextFrameInPlace() throws(CaptureFileError) -> (CaptureFrame, ArraySlice<UInt8>)? {
         if let f = failure { throw f }
         do throws(CaptureFileError) {
             switch format {
@@ -113,7 +122,7 @@ public final class CaptureFileReader {
 
     // MARK: classic pcap
 
-    private func nextPcapRecord() throws(CaptureFileError) -> CaptureFrame? {
+    private func nextPcapRecord() throws(CaptureFileError) -> (CaptureFrame, ArraySlice<UInt8>)? {
         let start = input.offset
         guard input.ensure(16) else {
             if input.available == 0 { return nil }
@@ -130,16 +139,16 @@ public final class CaptureFileReader {
         guard input.ensure(16 + capLen) else {
             throw CaptureFileError(offset: start, record: recordNumber, rule: .truncatedRecord, detail: "record holds \(capLen) bytes, \(input.available - 16) left in the file")
         }
-        let data = input.bytes(16, capLen)
+        let data = input.slice(16, capLen)
         input.skip(16 + capLen)
         frameNumber += 1
         let ts = CaptureTimestamp(seconds: Int64(sec), nanoseconds: nanosecond ? Int64(frac) : Int64(frac) * 1000)
-        return CaptureFrame(number: frameNumber, timestamp: ts, linkType: pcapLinkType, interfaceIndex: 0, originalLength: origLen, data: data)
+        return (CaptureFrame(number: frameNumber, timestamp: ts, linkType: pcapLinkType, interfaceIndex: 0, originalLength: origLen, data: []), data)
     }
 
     // MARK: pcapng
 
-    private func nextPcapngPacket() throws(CaptureFileError) -> CaptureFrame? {
+    private func nextPcapngPacket() throws(CaptureFileError) -> (CaptureFrame, ArraySlice<UInt8>)? {
         while true {
             let start = input.offset
             guard input.ensure(8) else {
@@ -180,9 +189,10 @@ public final class CaptureFileReader {
                 guard trailer == length else {
                     throw CaptureFileError(offset: start + Int64(length) - 4, record: record, rule: .badBlockLength, detail: "trailing block length \(trailer) differs from leading \(length)")
                 }
-                let block = input.bytes(0, length)
+                // Parsed in place; only the frame's bytes are copied out.
+                let frame = try parseBlock(type: type, input.slice(0, length), start: start, record: record)
                 input.skip(length)
-                if let frame = try parseBlock(type: type, block, start: start, record: record) { return frame }
+                if let frame { return frame }
             default:
                 // Unknown or uninteresting block: skip without buffering it whole.
                 input.skip(length - 4)
@@ -198,8 +208,8 @@ public final class CaptureFileReader {
         }
     }
 
-    private func parseBlock(type: UInt32, _ b: [UInt8], start: Int64, record: Int) throws(CaptureFileError) -> CaptureFrame? {
-        let be = bigEndian
+    private func parseBlock(type: UInt32, _ b: ArraySlice<UInt8>, start: Int64, record: Int) throws(CaptureFileError) -> (CaptureFrame, ArraySlice<UInt8>)? {
+        let be = bigEndian, b0 = b.startIndex
         switch type {
         case 0x0A0D_0D0A:
             let major = b.u16(12, bigEndian: be)
@@ -221,7 +231,7 @@ public final class CaptureFileReader {
                     throw CaptureFileError(offset: start + Int64(p), record: record, rule: .badOption, detail: "option \(code) of \(len) bytes overruns the block")
                 }
                 if code == 9, len >= 1 {
-                    let v = b[p + 4]
+                    let v = b[b0 + p + 4]
                     if v & 0x80 != 0 {
                         let e = Int(v & 0x7F)
                         guard e <= 63 else { throw CaptureFileError(offset: start + Int64(p + 4), record: record, rule: .badOption, detail: "if_tsresol 2^-\(e)") }
@@ -254,7 +264,8 @@ public final class CaptureFileReader {
                 throw CaptureFileError(offset: start + 20, record: record, rule: .badCapturedLength, detail: "captured length \(capLen) does not fit a block of \(b.count) bytes")
             }
             frameNumber += 1
-            return CaptureFrame(number: frameNumber, timestamp: timestamp(raw, iface), linkType: iface.linkType, interfaceIndex: ifIndex, originalLength: origLen, data: Array(b[28..<(28 + capLen)]))
+            return (CaptureFrame(number: frameNumber, timestamp: timestamp(raw, iface), linkType: iface.linkType, interfaceIndex: ifIndex, originalLength: origLen, data: []),
+                    b[(b0 + 28)..<(b0 + 28 + capLen)])
         case 3:
             guard let iface = interfaces.first else {
                 throw CaptureFileError(offset: start, record: record, rule: .unknownInterface, detail: "simple packet block before any interface description")
@@ -267,7 +278,8 @@ public final class CaptureFileReader {
             if iface.snapLength > 0 { capLen = min(capLen, iface.snapLength) }
             frameNumber += 1
             // A simple packet block has no timestamp.
-            return CaptureFrame(number: frameNumber, timestamp: CaptureTimestamp(seconds: 0, nanoseconds: 0), linkType: iface.linkType, interfaceIndex: 0, originalLength: origLen, data: Array(b[12..<(12 + capLen)]))
+            return (CaptureFrame(number: frameNumber, timestamp: CaptureTimestamp(seconds: 0, nanoseconds: 0), linkType: iface.linkType, interfaceIndex: 0, originalLength: origLen, data: []),
+                    b[(b0 + 12)..<(b0 + 12 + capLen)])
         default:
             return nil
         }
@@ -340,14 +352,17 @@ final class ByteInput {
         if start == buffer.count { buffer.removeAll(keepingCapacity: true); start = 0 }
     }
 
-    func bytes(_ at: Int, _ n: Int) -> [UInt8] { Array(buffer[(start + at)..<(start + at + n)]) }
+    /// The buffered bytes `at ..< at + n` (valid until the next ``ensure(_:)`` or ``skip(_:)``).
+    func slice(_ at: Int, _ n: Int) -> ArraySlice<UInt8> { buffer[(start + at)..<(start + at + n)] }
     func u16(_ at: Int, bigEndian: Bool) -> UInt16 { buffer.u16(start + at, bigEndian: bigEndian) }
     func u32(_ at: Int, bigEndian: Bool) -> UInt32 { buffer.u32(start + at, bigEndian: bigEndian) }
 }
 
-extension Array where Element == UInt8 {
+/// Integer reads at offsets from the start of the bytes (an array or a slice of one).
+extension RandomAccessCollection where Element == UInt8, Index == Int {
+    @inline(__always)
     func u16(_ i: Int, bigEndian: Bool) -> UInt16 {
-        let a = UInt16(self[i]), b = UInt16(self[i + 1])
+        let a = UInt16(self[startIndex + i]), b = UInt16(self[startIndex + i + 1])
         return bigEndian ? a << 8 | b : b << 8 | a
     }
     func u32(_ i: Int, bigEndian: Bool) -> UInt32 {

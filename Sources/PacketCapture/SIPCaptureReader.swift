@@ -9,8 +9,8 @@ public final class SIPCaptureReader {
     private let reader: CaptureFileReader
     /// The decoder, with its counters.
     public private(set) var decoder: CaptureDecoder
+    /// Events still to hand out, the next one last (so it is moved out with `popLast`, not copied).
     private var queue: [CaptureEvent] = []
-    private var queueIndex = 0
     private var finished = false
 
     /// Opens the capture at `path`.
@@ -31,19 +31,17 @@ public final class SIPCaptureReader {
 
     /// The next message or anomaly, or `nil` at the end of the capture.
     public func next() throws(CaptureFileError) -> CaptureEvent? {
-        while queueIndex == queue.count {
+        while queue.isEmpty {
             if finished { return nil }
-            queue.removeAll(keepingCapacity: true)
-            queueIndex = 0
-            if let frame = try reader.nextFrame() {
-                decoder.decode(frame, into: &queue)
+            if let (frame, bytes) = try reader.nextFrameInPlace() {
+                decoder.decode(frame, bytes: bytes, into: &queue)
             } else {
                 queue = decoder.finish()
                 finished = true
             }
+            if queue.count > 1 { queue.reverse() }
         }
-        defer { queueIndex += 1 }
-        return queue[queueIndex]
+        return queue.popLast()
     }
 }
 

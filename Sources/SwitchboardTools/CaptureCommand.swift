@@ -208,7 +208,15 @@ public struct CaptureAnalysis: Sendable {
     /// retransmissions are still recognized (64·T1).
     public var settleSeconds: Int64 = 32
 
-    private var live: [String: LiveCall] = [:]
+    /// The live calls, in no order; ``liveIndex`` maps a Call-ID's bytes to a position here
+    /// (removal moves the last call into the hole). The calls sit in an array so that growing
+    /// the index moves small entries, not calls.
+    private var liveCalls: [LiveCall] = []
+    private var liveKeys: [CallIDKey] = []
+    private var liveIndex: [CallIDKey: Int] = [:]
+    /// Where recent methods and codes sit in the summary's tables (valid until the next insertion).
+    private var methodSlots: [(SIPMethod, [String: Int].Index)] = []
+    private var codeSlots: [(Int, [Int: Int].Index)] = []
     private var nextSweep: Int64 = .min
     /// 3xx Contact or Refer-To target (user@host:port) → the Call-ID that named it (bounded,
     /// oldest dropped first).
@@ -225,7 +233,10 @@ public struct CaptureAnalysis: Sendable {
     }
 
     /// Calls not yet finished (for tests of the memory bound).
-    var liveCallCount: Int { live.count }
+    var liveCallCount: Int { liveCalls.count }
+
+    /// Whether finished calls may be kept (so their order matters); the summary alone only counts them.
+    private var keepsRecords: Bool { keepCalls || ladder != .none }
 
     /// Counts one capture anomaly.
     public mutating func noteAnomaly() { summary.anomalies += 1 }
@@ -239,42 +250,47 @@ public struct CaptureAnalysis: Sendable {
         if summary.last == nil || summary.last! < t { summary.last = t }
         if let method = m.method {
             summary.requests += 1
-            summary.requestsByMethod[method.token, default: 0] += 1
+            countRequest(method)
         } else if let code = m.statusCode {
             summary.responses += 1
-            summary.responsesByCode[code, default: 0] += 1
-            if summary.reasonPhrases[code] == nil { summary.reasonPhrases[code] = m.reasonPhrase ?? "" }
+            countResponse(code, m)
         }
-        let callID = m.callID ?? ""
+        // Calls are found by the Call-ID's bytes (compared byte for byte, RFC 3261 §20.8); the
+        // String is made once per call. The call is changed in place in its array: a LiveCall
+        // holds a dozen collections, and moving it out and back costs more than the rest.
+        let idBytes = m.callIDBytes ?? []
+        let i: Int
+        if let found = liveIndex[CallIDKey(idBytes)] {
+            i = found
+        } else {
+            i = liveCalls.count
+            let key = CallIDKey(ArraySlice(Array(idBytes)))  // its own bytes, not the message's
+            liveCalls.append(LiveCall(callID: m.callID ?? "", time: t))
+            liveKeys.append(key)
+            liveIndex[key] = i
+        }
         let recordArrows: Bool
         switch ladder {
         case .none: recordArrows = false
         case .all: recordArrows = true
-        case .call(let id): recordArrows = id == callID
+        case .call(let id): recordArrows = id == liveCalls[i].callID
         }
-        // The call is changed in place (through its index): a LiveCall holds a dozen
-        // collections, and moving it out and back cost more than the rest of the analysis.
-        let i: [String: LiveCall].Index
-        if let found = live.index(forKey: callID) {
-            i = found
-        } else {
-            live[callID] = LiveCall(callID: callID, time: t)
-            i = live.index(forKey: callID)!
-        }
-        let retransmission = live.values[i].absorb(captured, recordArrow: recordArrows, keepText: keepMessages, details: details)
+        let retransmission = liveCalls[i].absorb(captured, recordArrow: recordArrows, keepText: keepMessages, details: details)
         if retransmission { summary.retransmissions += 1 }
         if !retransmission && details {
-            for other in links(of: callID, m) where !live.values[i].linked.contains(other) { live.values[i].linked.append(other) }
+            let callID = liveCalls[i].callID
+            for other in links(of: callID, m) where !liveCalls[i].linked.contains(other) { liveCalls[i].linked.append(other) }
         }
     }
 
     /// Ends the analysis: every live call is finished, calls are ordered and links made mutual.
     public mutating func finish() {
-        var order: [(first: CaptureTimestamp, callID: String)] = []
-        order.reserveCapacity(live.count)
-        for i in live.indices { order.append((live.values[i].first, live.values[i].callID)) }
-        order.sort { ($0.first, $0.callID) < ($1.first, $1.callID) }
-        for (_, id) in order { if let c = live.removeValue(forKey: id) { retire(c) } }
+        var order = Array(liveCalls.indices)
+        if keepsRecords { order.sort { (liveCalls[$0].first, liveCalls[$0].callID) < (liveCalls[$1].first, liveCalls[$1].callID) } }
+        for i in order { retire(at: i) }
+        liveCalls.removeAll()
+        liveKeys.removeAll()
+        liveIndex.removeAll()
         calls.sort { ($0.first, $0.callID) < ($1.first, $1.callID) }
         var index: [String: Int] = [:]
         for (i, c) in calls.enumerated() { index[c.callID] = i }
@@ -285,33 +301,86 @@ public struct CaptureAnalysis: Sendable {
         }
     }
 
+    /// Counts a request in ``Summary/requestsByMethod`` through ``methodSlots`` (no string
+    /// hashing once the method has been seen).
+    private mutating func countRequest(_ method: SIPMethod) {
+        for (known, slot) in methodSlots where known == method {
+            summary.requestsByMethod.values[slot] += 1
+            return
+        }
+        let token = method.token
+        if let slot = summary.requestsByMethod.index(forKey: token) {
+            summary.requestsByMethod.values[slot] += 1
+        } else {
+            summary.requestsByMethod[token] = 1
+            methodSlots.removeAll()  // an insertion may move every entry
+        }
+        if methodSlots.count < 16, let slot = summary.requestsByMethod.index(forKey: token) { methodSlots.append((method, slot)) }
+    }
+
+    /// Counts a response in ``Summary/responsesByCode``, noting its reason phrase the first time
+    /// the code appears.
+    private mutating func countResponse(_ code: Int, _ m: SIPMessage) {
+        for (known, slot) in codeSlots where known == code {
+            summary.responsesByCode.values[slot] += 1
+            return
+        }
+        if let slot = summary.responsesByCode.index(forKey: code) {
+            summary.responsesByCode.values[slot] += 1
+        } else {
+            summary.responsesByCode[code] = 1
+            summary.reasonPhrases[code] = m.reasonPhrase ?? ""
+            codeSlots.removeAll()
+        }
+        if codeSlots.count < 16, let slot = summary.responsesByCode.index(forKey: code) { codeSlots.append((code, slot)) }
+    }
+
     /// Finishes the settled calls that have been quiet for ``settleSeconds`` (checked once per
     /// second of capture time).
     private mutating func sweep(now: CaptureTimestamp) {
         guard now.seconds >= nextSweep else { return }
         nextSweep = now.seconds + 1
-        var done: [(first: CaptureTimestamp, callID: String)] = []
-        for i in live.indices {
-            if live.values[i].last.seconds + settleSeconds < now.seconds && live.values[i].settled {
-                done.append((live.values[i].first, live.values[i].callID))
+        var done: [Int] = []
+        for i in liveCalls.indices where liveCalls[i].last.seconds + settleSeconds < now.seconds && liveCalls[i].settled {
+            done.append(i)
+        }
+        guard !done.isEmpty else { return }
+        if keepsRecords {
+            for i in done.sorted(by: { (liveCalls[$0].first, liveCalls[$0].callID) < (liveCalls[$1].first, liveCalls[$1].callID) }) {
+                retire(at: i)
             }
+        } else {
+            for i in done { retire(at: i) }
         }
-        for (_, id) in done.sorted(by: { ($0.first, $0.callID) < ($1.first, $1.callID) }) {
-            if let c = live.removeValue(forKey: id) { retire(c) }
-        }
+        // Highest position first: the call moved into each hole is never one still to remove.
+        for i in done.reversed() { removeLive(at: i) }
     }
 
-    private mutating func retire(_ live: LiveCall) {
-        let outcome = live.outcome
+    private mutating func removeLive(at i: Int) {
+        liveIndex[liveKeys[i]] = nil
+        let last = liveCalls.count - 1
+        if i != last {
+            liveCalls.swapAt(i, last)
+            liveKeys.swapAt(i, last)
+            liveIndex[liveKeys[i]] = i
+        }
+        liveCalls.removeLast()
+        liveKeys.removeLast()
+    }
+
+    /// Counts the live call at `i` (read in place, not copied) and keeps its record if wanted;
+    /// the caller removes it.
+    private mutating func retire(at i: Int) {
+        let outcome = liveCalls[i].outcome
         summary.callsByOutcome[outcome, default: 0] += 1
         if outcome != .noInvite { summary.calls += 1 }
         let wanted: Bool
         switch ladder {
         case .none: wanted = keepCalls
         case .all: wanted = true
-        case .call(let id): wanted = keepCalls || id == live.callID
+        case .call(let id): wanted = keepCalls || id == liveCalls[i].callID
         }
-        if wanted { calls.append(live.finished()) }
+        if wanted { calls.append(liveCalls[i].finished()) }
     }
 
     /// Ties Call-IDs together: Replaces (header or in Refer-To), and an initial INVITE sent to a
@@ -353,6 +422,21 @@ public struct CaptureAnalysis: Sendable {
 }
 
 /// The state of a call still receiving messages.
+/// A Call-ID's bytes as a dictionary key: hashed in one pass over the bytes, compared with memcmp.
+private struct CallIDKey: Hashable, Sendable {
+    let bytes: ArraySlice<UInt8>
+    init(_ bytes: ArraySlice<UInt8>) { self.bytes = bytes }
+
+    static func == (a: Self, b: Self) -> Bool {
+        guard a.bytes.count == b.bytes.count else { return false }
+        return a.bytes.withUnsafeBytes { x in b.bytes.withUnsafeBytes { y in x.count == 0 || memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0 } }
+    }
+
+    func hash(into hasher: inout Hasher) {
+        bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+    }
+}
+
 private struct LiveCall: Sendable {
     /// What makes a message a retransmission of another. The CSeq method, top Via branch and
     /// To tag are kept as 64-bit FNV-1a hashes of their bytes (no strings per message); two
@@ -416,10 +500,20 @@ private struct LiveCall: Sendable {
     /// Whether nothing more is expected: the BYE answered, every INVITE rejected, or (without
     /// INVITE) every transaction answered.
     var settled: Bool {
-        let invites = transactions.filter { $0.method == "INVITE" }
-        if invites.isEmpty { return transactions.allSatisfy { $0.finalCode != nil } }
-        if transactions.contains(where: { $0.method == "BYE" && $0.finalCode != nil }) { return true }
-        return answerTime == nil && invites.allSatisfy { $0.finalCode != nil }
+        // One pass, no filtered copies (this runs for every live call once a second).
+        var invites = 0, invitesAnswered = 0, allAnswered = true, byeAnswered = false
+        for x in transactions {
+            let answered = x.finalCode != nil
+            if !answered { allAnswered = false }
+            if x.method == "INVITE" {
+                invites += 1
+                if answered { invitesAnswered += 1 }
+            } else if answered && x.method == "BYE" {
+                byeAnswered = true
+            }
+        }
+        if invites == 0 { return allAnswered }
+        return byeAnswered || (answerTime == nil && invitesAnswered == invites)
     }
 
     /// Whether `key` is new (and notes it).

@@ -372,6 +372,55 @@ struct CaptureCommandAnalysisTests {
         #expect(kept.calls.allSatisfy { $0.duration == 4_900_000_000 && $0.answerTime == 100_000_000 })
     }
 
+    @Test func manyCallsArriveInOrderThenTheFileError() throws {
+        // 800 calls, one every 100 ms, each over 40 ms: 3,772 messages, with settled calls
+        // retired (and the live calls moved about in their array) all along the 80 s.
+        var c = SyntheticCapture()
+        var recordEnds: [Int] = []
+        var answered = 0, rejected = 0
+        for i in 0..<800 {
+            let id = "many-\(i)@10.0.0.1", t = i * 100
+            c.add(S.request("INVITE", callID: id, cseq: 1, branch: "z9hG4bKm\(i)"), at: t, from: 1, to: 2)
+            recordEnds.append(c.bytes.count)
+            if i % 7 == 3 {
+                c.add(S.response(486, "Busy Here", callID: id, cseq: 1, method: "INVITE", branch: "z9hG4bKm\(i)"), at: t + 10, from: 2, to: 1)
+                recordEnds.append(c.bytes.count)
+                c.add(S.request("ACK", callID: id, cseq: 1, branch: "z9hG4bKm\(i)", toTag: "b"), at: t + 20, from: 1, to: 2)
+                recordEnds.append(c.bytes.count)
+                rejected += 1
+                continue
+            }
+            c.add(S.response(200, "OK", callID: id, cseq: 1, method: "INVITE", branch: "z9hG4bKm\(i)"), at: t + 10, from: 2, to: 1)
+            c.add(S.request("ACK", callID: id, cseq: 1, branch: "z9hG4bKa\(i)", toTag: "b"), at: t + 20, from: 1, to: 2)
+            c.add(S.request("BYE", callID: id, cseq: 2, branch: "z9hG4bKb\(i)", toTag: "b"), at: t + 30, from: 1, to: 2)
+            c.add(S.response(200, "OK", callID: id, cseq: 2, method: "BYE", branch: "z9hG4bKb\(i)"), at: t + 40, from: 2, to: 1)
+            recordEnds.append(contentsOf: Array(repeating: c.bytes.count, count: 4))
+            answered += 1
+        }
+        let path = try ToolPaths.temp("capture-many-calls.pcap", c.bytes)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+
+        let calls = CaptureCommand.run(path: path, view: .calls)
+        #expect(calls.error == nil)
+        #expect(calls.analysis.summary.messages == recordEnds.count)
+        #expect(calls.analysis.calls.map(\.callID) == (0..<800).map { "many-\($0)@10.0.0.1" })
+        #expect(calls.analysis.summary.callsByOutcome == [.answered: answered, .rejected(486): rejected])
+        let summary = CaptureCommand.run(path: path, view: .summary).analysis.summary
+        #expect(summary.callsByOutcome == calls.analysis.summary.callsByOutcome)
+        #expect(summary.requestsByMethod == ["INVITE": 800, "ACK": 800, "BYE": answered])
+        #expect(summary.responsesByCode == [200: 2 * answered, 486: rejected])
+        #expect(summary.retransmissions == 0)
+
+        // Cut in the middle of a record: every message before it, then the error.
+        let cutLength = recordEnds[recordEnds.count / 2] + 30
+        let cut = try ToolPaths.temp("capture-many-calls-cut.pcap", Array(c.bytes.prefix(cutLength)))
+        defer { try? FileManager.default.removeItem(atPath: cut) }
+        let t = CaptureCommand.run(path: cut, view: .summary)
+        #expect(t.error?.rule == .truncatedRecord)
+        #expect(t.analysis.summary.messages == recordEnds.filter { $0 <= cutLength }.count)
+        #expect(t.exitCode == 65)
+    }
+
     @Test func secondsFormatting() {
         #expect(CaptureCommand.seconds(0) == "0.000")
         #expect(CaptureCommand.seconds(1_234_567_890) == "1.235")
