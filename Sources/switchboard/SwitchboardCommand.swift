@@ -175,16 +175,7 @@ struct Serve: AsyncParsableCommand {
         defer { sink?.close() }
         let serve = try ServeCommand(listen: points, answer: answer, tls: tls, capture: sink)
         for p in serve.endpoint.localAddresses { print("listening on \(p)") }
-        let stop = StopSignal()
-        var previous = serve.snapshot()
-        var elapsed = 0
-        while !stop.requested {
-            try await Task.sleep(for: .seconds(1))
-            elapsed += 1
-            print(serve.line(since: previous, seconds: 1, elapsed: elapsed))
-            previous = serve.snapshot()
-            if let d = duration, elapsed >= d { break }
-        }
+        try await report(snapshot: { serve.snapshot() }, line: { serve.line(since: $0, seconds: 1, elapsed: $1) })
         print(serve.summary())
         serve.endpoint.close()
     }
@@ -192,18 +183,23 @@ struct Serve: AsyncParsableCommand {
     private func runDialogs(_ points: [SIPEndpoint.ListenPoint], tls: TLSConfiguration) async throws {
         let serve = try DialogServeCommand(listen: points, ringing: !noRinging, tls: tls)
         for p in serve.server.endpoint.localAddresses { print("listening on \(p) (dialogs)") }
+        try await report(snapshot: { serve.snapshot() }, line: { serve.line(since: $0, seconds: 1, elapsed: $1) })
+        print(serve.summary())
+        serve.server.close()
+    }
+
+    /// Prints a line a second until SIGINT/SIGTERM or `--duration`.
+    private func report<Snapshot>(snapshot: () -> Snapshot, line: (Snapshot, Int) -> String) async throws {
         let stop = StopSignal()
-        var previous = serve.snapshot()
+        var previous = snapshot()
         var elapsed = 0
         while !stop.requested {
             try await Task.sleep(for: .seconds(1))
             elapsed += 1
-            print(serve.line(since: previous, seconds: 1, elapsed: elapsed))
-            previous = serve.snapshot()
+            print(line(previous, elapsed))
+            previous = snapshot()
             if let d = duration, elapsed >= d { break }
         }
-        print(serve.summary())
-        serve.server.close()
     }
 }
 

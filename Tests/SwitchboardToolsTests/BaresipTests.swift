@@ -89,14 +89,7 @@ enum Baresip {
 
 @Suite("Calls with baresip", .enabled(if: Baresip.available || TestPaths.isCI, "baresip is not installed: baresip interop skipped"))
 struct BaresipTests {
-    final class Lines: Sendable {
-        private let list = Mutex<[String]>([])
-        func append(_ l: String) { list.withLock { $0.append(l) } }
-        var all: [String] { list.withLock { $0 } }
-        func contains(_ l: String) -> Bool { all.contains(l) }
-        /// Lines that start with `prefix` (report lines end with details such as the codec).
-        func count(_ prefix: String) -> Int { all.filter { $0.hasPrefix(prefix) }.count }
-    }
+    typealias Lines = ReportLines
 
     static func phone(_ lines: Lines, autoAnswer: Bool = true) throws -> Phone {
         let config = SIPUserAgent.Configuration(endpoint: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))]),

@@ -13,15 +13,7 @@ import SIPTransport
 /// routing, and with WITH_INVITE_AUTH a 407 for INVITEs), between two Switchboard phones.
 @Suite("Calls through Kamailio", .enabled(if: Kamailio.available || TestPaths.isCI, "kamailio is not installed: Kamailio interop skipped"))
 struct KamailioCallTests {
-    /// The phones' report lines.
-    final class Lines: Sendable {
-        private let list = Mutex<[String]>([])
-        func append(_ l: String) { list.withLock { $0.append(l) } }
-        var all: [String] { list.withLock { $0 } }
-        func contains(_ l: String) -> Bool { all.contains(l) }
-        /// Lines that start with `prefix` (report lines end with details such as the codec).
-        func count(_ prefix: String) -> Int { all.filter { $0.hasPrefix(prefix) }.count }
-    }
+    typealias Lines = ReportLines
 
     static func phone(_ user: String, _ password: String, kamailio port: UInt16, transport: String, lines: Lines? = nil) throws -> Phone {
         let listen = try ListenSpec.parse("\(transport):127.0.0.1:0")
