@@ -22,22 +22,11 @@ enum Baresip {
         var rundir: String
     }
 
-    /// A free port whose successor is free too (baresip takes SIP port + 1 for TLS).
-    static func freePair() throws -> UInt16 {
-        for _ in 0..<20 {
-            let p = try SIPpPort.free()
-            guard p < 65000 else { continue }
-            if let probe = try? TCPTransport(listeningOn: try SocketAddress(ip: "127.0.0.1", port: p + 1), configuration: .init(), handler: { _ in }) {
-                probe.close()
-                return p
-            }
-        }
-        throw ToolError("no free port pair")
-    }
-
     static func start(options: String? = nil) async throws -> Instance {
-        let sip = try freePair()
-        let ctrl = try SIPpPort.free()
+        // baresip takes its SIP port on UDP and TCP, and the next one for TLS.
+        let sip = try PeerPorts.free(count: 2)
+        var ctrl = try PeerPorts.free()
+        while ctrl == sip || ctrl == sip + 1 { ctrl = try PeerPorts.free() }
         let rundir = NSTemporaryDirectory() + "sb-baresip-\(UUID().uuidString)"
         try await run(TestPaths.repoRoot + "/scripts/peers/baresip-start", [String(sip), String(ctrl), rundir] + (options.map { [$0] } ?? []), timeout: .seconds(30))
         let text = (try? String(contentsOfFile: rundir + "/pid", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""

@@ -15,7 +15,7 @@ enum Kamailio {
 
     /// Starts it on a free port; returns (pid, port, run folder).
     static func start(define: String? = nil) async throws -> (Int32, UInt16, String) {
-        let port = try SIPpPort.free()
+        let port = try PeerPorts.free()
         let rundir = NSTemporaryDirectory() + "sb-kamailio-\(UUID().uuidString)"
         let p = Process()
         p.executableURL = URL(fileURLWithPath: TestPaths.repoRoot + "/scripts/peers/kamailio-start")
@@ -66,6 +66,39 @@ enum SIPpPort {
         let probe = try UDPTransport(bindingTo: try SocketAddress(ip: "127.0.0.1", port: 0)) { _ in }
         defer { probe.close() }
         return probe.localAddress.port
+    }
+}
+
+/// Ports for peers that listen on UDP and TCP at once (Kamailio, baresip): taken from
+/// 10000–19999, below the kernel's ephemeral range (32768–60999 here), so that no outgoing
+/// connection of an earlier test can hold one in TIME_WAIT, and checked free for UDP and TCP
+/// with plain binds (no SO_REUSEADDR, as the peers bind).
+enum PeerPorts {
+    /// `count` consecutive free ports, the first one returned.
+    static func free(count: Int = 1) throws -> UInt16 {
+        var rng = SystemRandomNumberGenerator()
+        for _ in 0..<200 {
+            let first = UInt16.random(in: 10000...(19999 - UInt16(count)), using: &rng)
+            if (0..<count).allSatisfy({ bindable(first + UInt16($0)) }) { return first }
+        }
+        throw ToolError("no free port range in 10000-19999")
+    }
+
+    static func bindable(_ port: UInt16) -> Bool {
+        for kind in [Int32(SOCK_DGRAM.rawValue), Int32(SOCK_STREAM.rawValue)] {
+            let fd = socket(AF_INET, kind, 0)
+            guard fd >= 0 else { return false }
+            defer { close(fd) }
+            var a = sockaddr_in()
+            a.sin_family = sa_family_t(AF_INET)
+            a.sin_port = port.bigEndian
+            a.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let rc = withUnsafePointer(to: &a) { p in
+                p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            if rc != 0 { return false }
+        }
+        return true
     }
 }
 
