@@ -267,8 +267,7 @@ public struct InviteSession: Sendable {
         case .none:
             if localBody == nil {
                 // Delayed offer: ours goes in the 2xx, the answer in the ACK.
-                guard let b = answerBody else { throw .badRequest("the INVITE had no offer: accept needs ours") }
-                _ = b
+                guard answerBody != nil else { throw .badRequest("the INVITE had no offer: accept needs ours") }
                 offer = .local(.invite)
             }
         case .local:
@@ -279,7 +278,7 @@ public struct InviteSession: Sendable {
         appendContact(&r)
         appendCapabilities(&r)
         appendSessionTimer(toResponse: &r, for: si.request)
-        if let b = answerBody ?? (localBody == nil ? nil : nil) { r.setBody(b.bytes, contentType: b.contentType) }
+        if let b = answerBody { r.setBody(b.bytes, contentType: b.contentType) }
         if dialog == nil {
             dialog = try? Dialog(uasRequest: si.request, response: r)
         } else {
@@ -338,7 +337,7 @@ public struct InviteSession: Sendable {
 
     /// Sends an UPDATE (RFC 3311) carrying a new offer, or none for a session refresh.
     public mutating func update(body: SessionBody?) throws(SessionError) -> [Action] {
-        guard state == .confirmed || state == .early || state == .proceeding(183) || isProceeding else {
+        guard state == .confirmed || state == .early || isProceeding else {
             throw .invalidState(operation: "UPDATE", state: state)
         }
         if body != nil {

@@ -231,9 +231,7 @@ public final class ProxyServer: Sendable {
         var out = resp
         out.removeFirstElement(.via)
         let next = vias[1]
-        let host = next.parameters["received"].flatMap { $0 } ?? next.host.address
-        let port = next.parameters["rport"].flatMap { $0 }.flatMap { UInt16($0) } ?? next.port ?? 5060
-        guard let a = try? SocketAddress(ip: host, port: port) else { return }
+        guard let a = next.responseAddress else { return }
         let kind: TransportKind = next.transport.uppercased() == "TCP" ? .tcp : .udp
         endpoint.sendStateless(out, to: SIPPeer(transport: kind, address: a))
     }
@@ -259,12 +257,11 @@ public final class ProxyServer: Sendable {
         try? m.prepend(.via, "SIP/2.0/\(transport.viaToken) \(local.address);branch=\(branch);rport")
     }
 
+    /// The transport a URI names, else the one the request came over. The proxy has no TLS
+    /// client: a URI naming TLS is treated as naming none, and TLS falls back to UDP.
     private func transportOf(_ u: SIPURI, default kind: TransportKind) -> TransportKind {
-        switch u.parameters["transport"]??.lowercased() {
-        case "tcp"?: return .tcp
-        case "udp"?: return .udp
-        default: return kind == .tls ? .udp : kind
-        }
+        let named = TransportKind(transportParameterOf: u).flatMap { $0 == .tls ? nil : $0 } ?? kind
+        return named == .tls ? .udp : named
     }
 
     private func isOurDomain(_ m: SIPMessage) -> Bool {

@@ -484,19 +484,11 @@ public final class SIPUserAgent: Sendable {
     }
 
     private func transport(of u: SIPURI) -> TransportKind {
-        switch u.parameters["transport"]??.lowercased() {
-        case "tcp"?: return .tcp
-        case "tls"?: return .tls
-        case "udp"?: return .udp
-        default: return u.secure ? .tls : configuration.transport
-        }
+        TransportKind(transportParameterOf: u) ?? (u.secure ? .tls : configuration.transport)
     }
 
     private func peerForResponse(_ m: SIPMessage) -> SIPPeer? {
-        guard let v = try? m.topVia() else { return nil }
-        let port = v.parameters["rport"].flatMap { $0 }.flatMap { UInt16($0) } ?? v.port ?? 5060
-        let host = v.parameters["received"].flatMap { $0 } ?? v.host.address
-        guard let a = try? SocketAddress(ip: host, port: port) else { return nil }
+        guard let a = (try? m.topVia())?.responseAddress else { return nil }
         return SIPPeer(transport: configuration.transport, address: a)
     }
 
