@@ -88,7 +88,7 @@ let package = Package(
         // Opus+SRTP send/receive cost per frame and G.711 throughput; run through scripts/bench-media.
         .executableTarget(name: "MediaCodecsBench", dependencies: ["MediaCodecs", "SRTP"]),
         // Concurrent calls of MediaSessions on 127.0.0.1: CPU per call and tick lateness; run through scripts/bench-media-session.
-        .executableTarget(name: "MediaSessionBench", dependencies: ["MediaRuntime", "Media", "SDP"]),
+        .executableTarget(name: "MediaSessionBench", dependencies: ["MediaRuntime", "Media", "MediaCodecs", "SDP", "SRTP", "RTP", "CSocket"]),
         .testTarget(name: "MediaCodecsTests", dependencies: ["SwitchboardTestSupport", "MediaCodecs", "SDP", "RTP", "PacketCapture"]),
         .testTarget(name: "SRTPTests", dependencies: ["SwitchboardTestSupport", "SRTP", "SDP", "RTP"]),
         .testTarget(name: "MediaRuntimeTests", dependencies: ["SwitchboardTestSupport", "MediaRuntime", "Media", "MediaCodecs", "SDP", "SRTP", "RTP"]),

@@ -10,9 +10,14 @@
 #include <net/if.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#ifdef __linux__
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#endif
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -194,6 +199,56 @@ int cs_eventfd_drain(int fd) {
     return (r == (ssize_t)sizeof value || (r < 0 && errno == EAGAIN)) ? 0 : -1;
 }
 
+#ifdef __linux__
+int cs_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
+
+int cs_epoll_add(int ep, int fd, uint64_t tag) {
+    struct epoll_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.events = EPOLLIN;
+    ev.data.u64 = tag;
+    return epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+}
+
+int cs_epoll_remove(int ep, int fd) {
+    struct epoll_event ev;
+    memset(&ev, 0, sizeof ev);
+    return epoll_ctl(ep, EPOLL_CTL_DEL, fd, &ev);
+}
+
+#define CS_MAX_EPOLL 512
+int cs_epoll_wait(int ep, uint64_t *tags, int max, int timeout_ms) {
+    struct epoll_event events[CS_MAX_EPOLL];
+    if (max > CS_MAX_EPOLL) max = CS_MAX_EPOLL;
+    if (max <= 0) return 0;
+    int n = epoll_wait(ep, events, max, timeout_ms);
+    if (n < 0) return errno == EINTR ? 0 : -1;
+    for (int i = 0; i < n; i++) tags[i] = events[i].data.u64;
+    return n;
+}
+
+int cs_timerfd_create(void) { return timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC); }
+
+int cs_timerfd_arm(int fd, int64_t seconds, int64_t nanoseconds) {
+    struct itimerspec spec;
+    memset(&spec, 0, sizeof spec);
+    if (seconds >= 0) {
+        spec.it_value.tv_sec = (time_t)seconds;
+        spec.it_value.tv_nsec = (long)nanoseconds;
+        /* An all-zero it_value disarms: the earliest representable time instead. */
+        if (seconds == 0 && nanoseconds == 0) spec.it_value.tv_nsec = 1;
+    }
+    return timerfd_settime(fd, TFD_TIMER_ABSTIME, &spec, NULL);
+}
+#else
+int cs_epoll_create(void) { errno = ENOSYS; return -1; }
+int cs_epoll_add(int ep, int fd, uint64_t tag) { (void)ep; (void)fd; (void)tag; errno = ENOSYS; return -1; }
+int cs_epoll_remove(int ep, int fd) { (void)ep; (void)fd; errno = ENOSYS; return -1; }
+int cs_epoll_wait(int ep, uint64_t *tags, int max, int timeout_ms) { (void)ep; (void)tags; (void)max; (void)timeout_ms; errno = ENOSYS; return -1; }
+int cs_timerfd_create(void) { errno = ENOSYS; return -1; }
+int cs_timerfd_arm(int fd, int64_t seconds, int64_t nanoseconds) { (void)fd; (void)seconds; (void)nanoseconds; errno = ENOSYS; return -1; }
+#endif
+
 int cs_sockaddr_from_text(const char *ip, uint16_t port, struct sockaddr_storage *out,
                           socklen_t *outlen) {
     memset(out, 0, sizeof *out);
@@ -296,6 +351,13 @@ void cs_strerror(int err, char *buf, size_t buflen) {
 }
 
 int cs_errno(void) { return errno; }
+
+int cs_set_thread_realtime(int priority) {
+    struct sched_param param;
+    memset(&param, 0, sizeof param);
+    param.sched_priority = priority;
+    return pthread_setschedparam(pthread_self(), SCHED_FIFO, &param);
+}
 
 void cs_set_thread_name(const char *name) {
     char shortened[16];

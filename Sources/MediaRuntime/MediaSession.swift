@@ -8,20 +8,21 @@ import SRTP
 import Synchronization
 
 /// The media of one call: an RTP socket (and RTCP on the next port), the codec, SRTP, the
-/// jitter buffer, DTMF and the statistics, driven by two threads of its own.
+/// jitter buffer, DTMF and the statistics, run by a ``MediaEngine`` worker thread.
 ///
 /// Life cycle: create it before the offer/answer (it binds its ports), put
 /// ``streamCapabilities()`` into the `OfferAnswer` capabilities, then ``apply(_:)`` every
 /// `NegotiatedMedia` the engine produces (the first starts the media; later ones update codec,
 /// ptime, address, direction and SRTP keys), and ``stop()`` when the call ends.
 ///
-/// Threads: a receive thread polls the sockets (recvmmsg batches), unprotects SRTP, latches the
-/// peer's address (symmetric RTP, RFC 4961), and feeds the jitter buffer and the DTMF receiver;
-/// a media thread ticks every ptime on absolute monotonic deadlines: it encodes one frame from
-/// the source (or sends due DTMF events), decodes one frame from the jitter buffer (PLC or Opus
-/// FEC for a missing one) into the sink, and sends RTCP SR/RR every ``MediaSessionConfiguration/rtcpInterval``.
-/// Both share one lock held for a packet's worth of work; no actor hop, no allocation growth:
-/// the jitter buffer and the DTMF queue are bounded. The threads keep the session alive once
+/// Work: the engine's worker receives the session's datagrams as they come (recvmmsg batches),
+/// unprotects SRTP, latches the peer's address (symmetric RTP, RFC 4961), and feeds the jitter
+/// buffer and the DTMF receiver; every ptime, on absolute monotonic deadlines, it ticks the
+/// session: one frame encoded from the source (or due DTMF events sent), one frame decoded from
+/// the jitter buffer (PLC or Opus FEC for a missing one) into the sink, and RTCP SR/RR every
+/// ``MediaSessionConfiguration/rtcpInterval``. The session's state sits behind one lock held
+/// for a packet's worth of work; no actor hop, no thread per session, no allocation growth:
+/// the jitter buffer and the DTMF queue are bounded. The engine keeps the session alive once
 /// media was applied: call ``stop()`` when the call ends.
 public final class MediaSession: Sendable {
     /// The configuration given at creation.
@@ -35,7 +36,8 @@ public final class MediaSession: Sendable {
     private let rtcp: MediaSocket
     private let state: Mutex<SessionState>
     private let running = Atomic<Bool>(true)
-    private let threads = Mutex<[MediaThread]>([])
+    /// The worker running the session and the session's identifier there, once started.
+    private let attachment = Mutex<(worker: MediaWorker, id: UInt64)?>(nil)
     private let events: @Sendable (MediaSessionEvent) -> Void
     private let origin: Duration
 
@@ -44,7 +46,8 @@ public final class MediaSession: Sendable {
     ///   - configuration: address, port range, codecs, SRTP policy.
     ///   - input: what to send.
     ///   - output: where received audio goes.
-    ///   - events: called on the session's threads with DTMF, latching and quality events.
+    ///   - events: called on the engine worker running the session with DTMF, latching and
+    ///     quality events, in order; it must return quickly.
     public init(
         configuration: MediaSessionConfiguration = MediaSessionConfiguration(), input: MediaAudioInput = .silence,
         output: MediaAudioOutput = .discard, events: @escaping @Sendable (MediaSessionEvent) -> Void = { _ in }
@@ -192,22 +195,34 @@ public final class MediaSession: Sendable {
     /// The digits received so far (ended events, in order).
     public var receivedDigits: String { state.withLock { $0.digits } }
 
-    /// Stops the threads, sends an RTCP BYE, closes the sockets and the recording. Idempotent.
+    /// Stops the media, sends an RTCP BYE, closes the sockets and the recording. Idempotent.
+    /// When it returns, no more of the session's events will be delivered (except when it is
+    /// called from another session's event callback, where the sockets close a moment later).
     public func stop() {
         guard running.exchange(false, ordering: .sequentiallyConsistent) else { return }
-        for thread in threads.withLock({ t -> [MediaThread] in defer { t = [] }; return t }) { thread.join() }
         let now = MonotonicClock.now() - origin
         let wall = MonotonicClock.wallClock()
-        let bye = state.withLock { $0.byePacket(now: now, wallClock: wall) }
+        // Ticks and receives check `running` under the lock: none runs after this one.
+        let bye = state.withLock { s -> ([UInt8], MediaEndpoint, Bool)? in
+            defer { s.closeSink() }
+            return s.byePacket(now: now, wallClock: wall)
+        }
         if let (bytes, destination, mux) = bye {
             (mux ? rtp : rtcp).send(bytes, to: destination)
         }
-        state.withLock { $0.closeSink() }
-        rtp.close()
-        rtcp.close()
+        if let (worker, id) = attachment.withLock({ $0 }) {
+            worker.detach(id, closing: [rtp.fd, rtcp.fd])
+        } else {
+            rtp.close()
+            rtcp.close()
+        }
     }
 
-    // MARK: threads
+    // MARK: the engine's side
+
+    var isRunning: Bool { running.load(ordering: .relaxed) }
+
+    var socketDescriptors: (rtp: Int32, rtcp: Int32) { (rtp.fd, rtcp.fd) }
 
     private func start() throws(MediaSessionError) {
         // Datagrams queued before the media was negotiated (early media while the answer was on
@@ -219,47 +234,36 @@ public final class MediaSession: Sendable {
                 if n < 0 { break }
             }
         }
-        let receiver = try MediaThread(name: "media-rx") { [self] in receiveLoop() }
-        let ticker: MediaThread
-        do throws(MediaSessionError) {
-            ticker = try MediaThread(name: "media-tick") { [self] in tickLoop() }
-        } catch {
-            running.store(false, ordering: .sequentiallyConsistent)
-            receiver.join()
-            throw error
-        }
-        threads.withLock { $0 = [receiver, ticker] }
+        let worker = try configuration.engine.worker()
+        let id = worker.attach(self)
+        attachment.withLock { $0 = (worker, id) }
     }
 
-    private func receiveLoop() {
-        let slot = 2048
-        let batch = 16
-        var buffer = [UInt8](repeating: 0, count: slot * batch)
-        var addresses = [sockaddr_storage](repeating: sockaddr_storage(), count: batch)
-        var lengths = [socklen_t](repeating: 0, count: batch)
-        var sizes = [Int](repeating: 0, count: batch)
-        var fds = [pollfd(fd: rtp.fd, events: Int16(POLLIN), revents: 0), pollfd(fd: rtcp.fd, events: Int16(POLLIN), revents: 0)]
-        while running.load(ordering: .relaxed) {
-            let ready = poll(&fds, 2, 20)
-            guard ready > 0 else { continue }
-            for (index, fd) in [rtp.fd, rtcp.fd].enumerated() where fds[index].revents != 0 {
-                fds[index].revents = 0
-                while true {
-                    for i in 0..<batch { lengths[i] = socklen_t(MemoryLayout<sockaddr_storage>.size) }
-                    let count = buffer.withUnsafeMutableBufferPointer { b in
-                        cs_recv_batch(fd, b.baseAddress, slot, Int32(batch), &addresses, &lengths, &sizes, nil, Int32(MSG_DONTWAIT))
-                    }
-                    guard count > 0 else { break }
-                    let arrival = MonotonicClock.now() - origin
-                    for i in 0..<Int(count) {
-                        guard let source = MediaEndpoint(storage: addresses[i], length: lengths[i]) else { continue }
-                        let datagram = Array(buffer[(i * slot)..<(i * slot + min(sizes[i], slot))])
-                        handle(datagram, from: source, onRTCPPort: index == 1, arrival: arrival)
-                    }
-                    if count < batch { break }
-                }
+    /// Reads what is queued on one socket (at most two batches, so one busy session does not
+    /// hold up the others: the socket stays readable and comes back in the next round).
+    /// Returns the number of datagrams read.
+    func receive(onRTCPSocket: Bool, scratch: ReceiveScratch) -> Int {
+        let fd = onRTCPSocket ? rtcp.fd : rtp.fd
+        let slot = ReceiveScratch.slot
+        let batch = ReceiveScratch.batch
+        var total = 0
+        for _ in 0..<2 {
+            guard running.load(ordering: .relaxed) else { break }
+            for i in 0..<batch { scratch.lengths[i] = socklen_t(MemoryLayout<sockaddr_storage>.size) }
+            let count = scratch.buffer.withUnsafeMutableBufferPointer { b in
+                cs_recv_batch(fd, b.baseAddress, slot, Int32(batch), &scratch.addresses, &scratch.lengths, &scratch.sizes, nil, Int32(MSG_DONTWAIT))
             }
+            guard count > 0 else { break }
+            total += Int(count)
+            let arrival = MonotonicClock.now() - origin
+            for i in 0..<Int(count) {
+                guard let source = MediaEndpoint(storage: scratch.addresses[i], length: scratch.lengths[i]) else { continue }
+                let datagram = Array(scratch.buffer[(i * slot)..<(i * slot + min(scratch.sizes[i], slot))])
+                handle(datagram, from: source, onRTCPPort: onRTCPSocket, arrival: arrival)
+            }
+            if count < batch { break }
         }
+        return total
     }
 
     private func handle(_ datagram: [UInt8], from source: MediaEndpoint, onRTCPPort: Bool, arrival: Duration) {
@@ -279,38 +283,40 @@ public final class MediaSession: Sendable {
         if isRTCP {
             guard let compound = try? RTCPCompoundPacket(parsing: bytes, requireLeadingReport: false) else { return }
             let wall = MonotonicClock.wallClock()
-            output = state.withLock { $0.receiveRTCP(compound, from: source, arrival: arrival, wallClock: wall) }
+            output = state.withLock { s in
+                running.load(ordering: .relaxed) ? s.receiveRTCP(compound, from: source, arrival: arrival, wallClock: wall) : []
+            }
         } else {
             guard let packet = try? RTPPacket(parsing: bytes) else {
                 state.withLock { $0.refused += 1 }
                 return
             }
-            output = state.withLock { $0.receiveRTP(packet, from: source, size: datagram.count, arrival: arrival) }
+            output = state.withLock { s in
+                running.load(ordering: .relaxed) ? s.receiveRTP(packet, from: source, size: datagram.count, arrival: arrival) : []
+            }
         }
-        for event in output { events(event) }
+        deliver(output)
     }
 
-    private func tickLoop() {
-        var deadline = MonotonicClock.now()
-        while running.load(ordering: .relaxed) {
-            let ptime = state.withLock { $0.ptime }
-            deadline += ptime
-            MonotonicClock.sleep(until: deadline)
-            let now = MonotonicClock.now()
-            let lateness = now - deadline
-            // After a long stall (a suspended process), skip the missed ticks instead of bursting.
-            if now - deadline > .milliseconds(200) { deadline = now }
-            let elapsed = now - origin
-            let wall = MonotonicClock.wallClock()
-            var out: [(bytes: [UInt8], destination: MediaEndpoint, rtcp: Bool)] = []
-            let output = state.withLock { s in
-                s.recordLateness(lateness)
-                return s.tick(at: elapsed, wallClock: wall, outgoing: &out)
-            }
-            for packet in out {
-                (packet.rtcp ? rtcp : rtp).send(packet.bytes, to: packet.destination)
-            }
-            for event in output { events(event) }
+    /// One ptime tick at the monotonic time `now`, `lateness` after its deadline; returns the
+    /// ptime until the next.
+    func tick(at now: Duration, lateness: Duration) -> Duration {
+        let elapsed = now - origin
+        let wall = MonotonicClock.wallClock()
+        var out: [(bytes: [UInt8], destination: MediaEndpoint, rtcp: Bool)] = []
+        let (output, ptime) = state.withLock { s -> ([MediaSessionEvent], Duration) in
+            guard running.load(ordering: .relaxed) else { return ([], s.ptime) }
+            s.recordLateness(lateness)
+            return (s.tick(at: elapsed, wallClock: wall, outgoing: &out), s.ptime)
         }
+        for packet in out {
+            (packet.rtcp ? rtcp : rtp).send(packet.bytes, to: packet.destination)
+        }
+        deliver(output)
+        return ptime
+    }
+
+    private func deliver(_ output: [MediaSessionEvent]) {
+        for event in output where running.load(ordering: .relaxed) { events(event) }
     }
 }

@@ -165,6 +165,13 @@ enum MonotonicClock {
         return .seconds(ts.tv_sec) + .nanoseconds(ts.tv_nsec)
     }
 
+    /// CLOCK_MONOTONIC in nanoseconds.
+    static func nanoseconds() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
+    }
+
     /// Wall-clock time since the Unix epoch (for RTCP NTP timestamps).
     static func wallClock() -> Duration {
         var ts = timespec()

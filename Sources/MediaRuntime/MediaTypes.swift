@@ -70,7 +70,7 @@ public enum MediaAudioOutput: Sendable {
     case callback(sampleRate: Int, @Sendable ([Int16]) -> Void)
 }
 
-/// What a media session reports as it runs (delivered on its threads, in order per thread).
+/// What a media session reports as it runs (delivered on its engine worker thread, in order).
 public enum MediaSessionEvent: Sendable, Hashable {
     /// An RFC 4733 event began.
     case dtmfBegan(ReceivedDTMF)
@@ -108,6 +108,8 @@ public struct MediaSessionConfiguration: Sendable {
     public var maxJitterDelay: Duration
     /// Opus encoder complexity 0–10 (nil: libopus's default, 10); lower trades quality for CPU.
     public var opusComplexity: Int?
+    /// The threads that run the session (``MediaEngine/shared`` unless given).
+    public var engine: MediaEngine
 
     /// A configuration; defaults: Opus, PCMU, PCMA and telephone-event at 20 ms, no SRTP.
     public init(
@@ -115,9 +117,10 @@ public struct MediaSessionConfiguration: Sendable {
         codecs: [Codec] = [.opus, .pcmu, .pcma, .telephoneEvent], ptime: UInt32 = 20, rtcpMux: Bool = false,
         srtpPolicy: SRTPPolicy = .off, srtpProfiles: [SRTPProfile] = [.aesCM128HMACSHA1_80, .aesCM128HMACSHA1_32],
         rtcpInterval: Duration = .seconds(5), minJitterDelay: Duration = .milliseconds(20), maxJitterDelay: Duration = .milliseconds(200),
-        opusComplexity: Int? = nil
+        opusComplexity: Int? = nil, engine: MediaEngine = .shared
     ) {
         self.opusComplexity = opusComplexity
+        self.engine = engine
         self.localAddress = localAddress
         self.portRange = portRange
         self.codecs = codecs

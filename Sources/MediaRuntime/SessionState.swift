@@ -92,7 +92,7 @@ struct FramedSource {
     }
 }
 
-/// Everything the two threads share, behind the session's lock.
+/// Everything the engine worker and the API calls share, behind the session's lock.
 struct SessionState {
     // Audio ends.
     var input: FramedSource?

@@ -1,11 +1,22 @@
-// MediaSessionBench: N concurrent calls (2N MediaSessions on 127.0.0.1, each side encoding,
-// sending, receiving and decoding every 20 ms) for a given time; prints the process CPU time per
-// call, the p99 and worst tick lateness over all sessions, and the packets carried and lost.
+// MediaSessionBench: N concurrent calls carried by Switchboard MediaSessions on the shared media
+// engine, each talking to a cheap far end for a given time. Every session encodes, protects and
+// sends one frame per 20 ms and receives, unprotects, jitter-buffers and decodes the far end's
+// (or, with --echo, decodes what arrives and sends it back re-encoded). The far end is one
+// thread of this process with one socket: it replays pre-encoded frames (encoded once, SRTP-
+// protected per packet), spread over the 20 ms period as independent phones would be, and
+// counts what comes back (authenticated, for SRTP). Printed: CPU of the sessions (process CPU
+// minus the far end's thread), the engine's tick lateness (p99, worst) and utilization, and
+// packets sent, received and lost each way.
 // Run through scripts/bench-media-session (release build).
+import CSocket
 import Glibc
 import Media
+import MediaCodecs
 import MediaRuntime
+import RTP
 import SDP
+import SRTP
+import Synchronization
 
 func argument(_ name: String, _ fallback: String) -> String {
     let args = CommandLine.arguments
@@ -16,59 +27,293 @@ func argument(_ name: String, _ fallback: String) -> String {
 let calls = Int(argument("--calls", "10")) ?? 10
 let seconds = Double(argument("--seconds", "10")) ?? 10
 let codecName = argument("--codec", "opus")
-let srtp = SRTPPolicy(rawValue: argument("--srtp", "mandatory")) ?? .mandatory
+let srtpPolicy = SRTPPolicy(rawValue: argument("--srtp", "mandatory")) ?? .mandatory
 let codec: Codec = codecName == "pcmu" ? .pcmu : (codecName == "pcma" ? .pcma : .opus)
+let complexity = Int(argument("--complexity", ""))
+let echo = CommandLine.arguments.contains("--echo")
+let threads = Int(argument("--threads", "")) ?? MediaEngine.onlineProcessors
 
-func cpuSeconds() -> Double {
+func die(_ message: String) -> Never {
+    print("error: \(message)")
+    exit(1)
+}
+
+func cpuSeconds(_ who: Int32) -> Double {
     var usage = rusage()
-    getrusage(RUSAGE_SELF.rawValue, &usage)
+    getrusage(__rusage_who_t(who), &usage)
     return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
 }
 
-let complexity = Int(argument("--complexity", ""))
-let config = MediaSessionConfiguration(portRange: 30000...39999, codecs: [codec, .telephoneEvent], srtpPolicy: srtp,
-                                       opusComplexity: complexity)
+func nowNanoseconds() -> Int64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
+}
+
+// Two sockets per session and the far end's: raise the descriptor limit to the hard one.
+var limit = rlimit()
+getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
+if limit.rlim_cur < limit.rlim_max {
+    limit.rlim_cur = limit.rlim_max
+    setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
+}
+guard Int(limit.rlim_cur) > calls * 2 + 64 else { die("the descriptor limit \(limit.rlim_cur) is too low for \(calls) calls") }
+
+// The far end's socket.
+var farAddress = sockaddr_storage()
+var farLength = socklen_t(0)
+_ = cs_sockaddr_from_text("127.0.0.1", 0, &farAddress, &farLength)
+let farSocket = cs_socket(AF_INET, CS_KIND_UDP, 1)
+guard farSocket >= 0, cs_bind(farSocket, &farAddress, farLength) == 0 else { die("far end socket") }
+_ = cs_set_buffer_size(farSocket, 0, 8 * 1024 * 1024)
+_ = cs_set_buffer_size(farSocket, 1, 8 * 1024 * 1024)
+_ = cs_getsockname(farSocket, &farAddress, &farLength)
+var farPort: UInt16 = 0
+var scope: UInt32 = 0
+var raw = [UInt8](repeating: 0, count: 16)
+_ = cs_sockaddr_parts(&farAddress, farLength, &raw, &farPort, &scope)
+
+// The far end's frames: one second of a 1 kHz tone, encoded once.
+let frames: [[UInt8]] = {
+    let rate = codec.name == "opus" ? 48000 : 8000
+    let tone = ToneGenerator(frequency: 1000, amplitude: 0.3, sampleRate: rate)
+    var source: any AudioSource = tone
+    do {
+        if codec.name == "opus" {
+            let encoder = try OpusEncoder(OpusEncoder.Configuration(sampleRate: 48000, channels: 1, application: .voip))
+            return try (0..<50).map { _ in try encoder.encode(source.nextFrame(count: 960) ?? []) }
+        }
+        var encoder = try G711Encoder(law: codec.name == "pcma" ? .aLaw : .muLaw, frameMilliseconds: 20)
+        return try (0..<50).map { _ in try encoder.encode(source.nextFrame(count: 160) ?? []) }
+    } catch {
+        die("encoding the far end's frames: \(error)")
+    }
+}()
+
+/// One call's far end: where to send, its SRTP, its RTP header state, what it received.
+final class FarEnd: @unchecked Sendable {
+    let destination: (sockaddr_storage, socklen_t)
+    let srtp: SRTPContext?
+    let ssrc = UInt32.random(in: .min ... .max)
+    let payloadType: UInt8
+    var sequence = UInt16.random(in: .min ... .max)
+    var timestamp = UInt32.random(in: .min ... .max)
+    var sent: UInt64 = 0
+    var received: UInt64 = 0
+    var rejected: UInt64 = 0
+    var frame = 0
+
+    init(port: UInt16, srtp: SRTPContext?, payloadType: UInt8) {
+        var storage = sockaddr_storage()
+        var length = socklen_t(0)
+        _ = cs_sockaddr_from_text("127.0.0.1", port, &storage, &length)
+        destination = (storage, length)
+        self.srtp = srtp
+        self.payloadType = payloadType
+    }
+}
+
+let realtimePriority = Int32(argument("--realtime", "")) 
+let engine = MediaEngine(threads: threads, scheduling: realtimePriority.map { .realtime(priority: $0) } ?? .normal)
+let config = MediaSessionConfiguration(
+    portRange: 30000...45999, codecs: [codec, .telephoneEvent], rtcpMux: true, srtpPolicy: srtpPolicy, opusComplexity: complexity,
+    engine: engine)
 var sessions: [MediaSession] = []
+var farEnds: [FarEnd] = []
+var farEndByPort: [UInt16: Int] = [:]
 do {
     for i in 0..<calls {
-        let a = try MediaSession(configuration: config, input: .tone(frequency: 440 + Double(i % 50)))
-        let b = try MediaSession(configuration: config, input: .tone(frequency: 1000))
-        var oaA = OfferAnswer(capabilities: MediaCapabilities(address: "127.0.0.1", streams: [a.streamCapabilities()]), sessionID: 1)
-        var oaB = OfferAnswer(capabilities: MediaCapabilities(address: "127.0.0.1", streams: [b.streamCapabilities()]), sessionID: 2)
-        let answer = try oaB.receiveOffer(oaA.makeOffer())
-        guard let na = try oaA.receiveAnswer(answer.sdp).audio, let nb = answer.negotiated.audio else { fatalError("no audio negotiated") }
-        try b.apply(nb)
-        try a.apply(na)
-        sessions += [a, b]
+        let session = try MediaSession(configuration: config, input: echo ? .echo : .tone(frequency: 440 + Double(i % 50)))
+        let key = SRTPMasterKey.random(for: .aesCM128HMACSHA1_80)
+        let farKeys = srtpPolicy == .off ? [] : [SRTPKey(suite: SRTPProfile.aesCM128HMACSHA1_80.suite, keySaltBytes: key.key + key.salt)]
+        let farStream = StreamCapabilities(
+            mediaType: .audio, port: farPort, codecs: [codec, .telephoneEvent], ptime: 20, rtcpMux: true,
+            srtp: SRTPCapabilities(policy: srtpPolicy, keys: farKeys))
+        var far = OfferAnswer(capabilities: MediaCapabilities(address: "127.0.0.1", streams: [farStream]), sessionID: 1)
+        var near = OfferAnswer(capabilities: MediaCapabilities(address: "127.0.0.1", streams: [session.streamCapabilities()]), sessionID: 2)
+        let answer = try near.receiveOffer(far.makeOffer())
+        guard let farMedia = try far.receiveAnswer(answer.sdp).audio, let nearMedia = answer.negotiated.audio else { die("no audio negotiated") }
+        var context: SRTPContext?
+        if let s = farMedia.srtp {
+            context = try SRTPContext(
+                local: CryptoAttribute(tag: s.tag, suite: s.suite, keyParameters: s.localKeys),
+                remote: CryptoAttribute(tag: s.tag, suite: s.suite, keyParameters: s.remoteKeys))
+        }
+        try session.apply(nearMedia)
+        sessions.append(session)
+        farEndByPort[session.localPort] = farEnds.count
+        farEnds.append(FarEnd(port: session.localPort, srtp: context, payloadType: farMedia.sendCodec.payloadType))
     }
 } catch {
-    print("error: \(error)")
-    exit(1)
+    die("\(error)")
 }
-let cpuStart = cpuSeconds()
-let wallStart = ContinuousClock.now
+
+/// The far end's thread: sends each call's next frame at its own phase of the 20 ms period and
+/// reads what comes back between sends.
+final class FarEndThread: @unchecked Sendable {
+    let ends: [FarEnd]
+    let byPort: [UInt16: Int]
+    let stop = Atomic<Bool>(false)
+    var cpu: Double = 0
+
+    init(ends: [FarEnd], byPort: [UInt16: Int]) {
+        self.ends = ends
+        self.byPort = byPort
+    }
+
+    func run() {
+        let period: Int64 = 20_000_000
+        let count = max(1, ends.count)
+        var next = [Int64](repeating: 0, count: ends.count)
+        let start = nowNanoseconds() + 5_000_000
+        for i in ends.indices { next[i] = start + period * Int64(i) / Int64(count) }
+        let slot = 2048, batch = 64
+        var buffer = [UInt8](repeating: 0, count: slot * batch)
+        var addresses = [sockaddr_storage](repeating: sockaddr_storage(), count: batch)
+        var lengths = [socklen_t](repeating: 0, count: batch)
+        var sizes = [Int](repeating: 0, count: batch)
+        var cursor = 0
+        var fds = [pollfd(fd: farSocket, events: Int16(POLLIN), revents: 0)]
+        while !stop.load(ordering: .relaxed) {
+            // Send what is due (calls' phases are in index order, so a cursor walks them).
+            var now = nowNanoseconds()
+            var sentThisRound = 0
+            while next[cursor] <= now && sentThisRound < count {
+                send(ends[cursor])
+                next[cursor] += period
+                if now - next[cursor] > 200_000_000 { next[cursor] = now + period }
+                cursor = (cursor + 1) % count
+                sentThisRound += 1
+            }
+            // Receive until the next send is due.
+            while true {
+                for i in 0..<batch { lengths[i] = socklen_t(MemoryLayout<sockaddr_storage>.size) }
+                let n = buffer.withUnsafeMutableBufferPointer { b in
+                    cs_recv_batch(farSocket, b.baseAddress, slot, Int32(batch), &addresses, &lengths, &sizes, nil, Int32(MSG_DONTWAIT))
+                }
+                guard n > 0 else { break }
+                for i in 0..<Int(n) { receive(Array(buffer[(i * slot)..<(i * slot + min(sizes[i], slot))]), from: addresses[i], length: lengths[i]) }
+            }
+            now = nowNanoseconds()
+            let wait = max(0, next[cursor] - now)
+            if wait >= 1_000_000 {
+                _ = poll(&fds, 1, Int32(min(wait / 1_000_000, 20)))
+            } else if wait > 0 {
+                var timeout = timespec(tv_sec: 0, tv_nsec: Int(wait))
+                _ = nanosleep(&timeout, nil)
+            }
+        }
+        cpu = cpuSeconds(1)  // RUSAGE_THREAD
+    }
+
+    func send(_ end: FarEnd) {
+        let payload = frames[end.frame % frames.count]
+        end.frame += 1
+        let packet = RTPPacket(payloadType: end.payloadType, sequenceNumber: end.sequence, timestamp: end.timestamp, ssrc: end.ssrc, payload: payload[...])
+        end.sequence &+= 1
+        end.timestamp &+= codec.name == "opus" ? 960 : 160
+        guard var bytes = packet.serialized() else { return }
+        if let srtp = end.srtp {
+            do throws(SRTPError) { try srtp.protectRTP(&bytes) } catch { return }
+        }
+        var (storage, length) = end.destination
+        if bytes.withUnsafeBufferPointer({ cs_sendto(farSocket, $0.baseAddress, $0.count, 0, &storage, length) }) == bytes.count {
+            end.sent += 1
+        }
+    }
+
+    func receive(_ datagram: [UInt8], from storage: sockaddr_storage, length: socklen_t) {
+        var storage = storage
+        var port: UInt16 = 0
+        var scope: UInt32 = 0
+        var raw = [UInt8](repeating: 0, count: 16)
+        _ = cs_sockaddr_parts(&storage, length, &raw, &port, &scope)
+        guard let index = byPort[port] else { return }
+        let end = ends[index]
+        // Only RTP counts (RTCP shares the port: rtcp-mux).
+        guard RTPDemultiplexer.classify(datagram) == .rtp else { return }
+        var bytes = datagram
+        if let srtp = end.srtp {
+            do throws(SRTPError) { try srtp.unprotectRTP(&bytes) } catch {
+                end.rejected += 1
+                return
+            }
+        }
+        end.received += 1
+    }
+}
+
+let farThread = FarEndThread(ends: farEnds, byPort: farEndByPort)
+final class Box: Sendable {
+    let body: @Sendable () -> Void
+    init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+}
+
+/// Starts a joinable thread (outside the main actor: the body runs on its own thread).
+nonisolated func startThread(_ body: @escaping @Sendable () -> Void) -> pthread_t {
+    var tid = pthread_t()
+    let box = Unmanaged.passRetained(Box(body)).toOpaque()
+    guard pthread_create(&tid, nil, { arg in
+        Unmanaged<Box>.fromOpaque(arg!).takeRetainedValue().body()
+        return nil
+    }, box) == 0 else { die("pthread_create") }
+    return tid
+}
+
+let tid = startThread { farThread.run() }
+
+// Warm-up (jitter buffers fill, SRTP contexts see their first packets), then the measured window.
+usleep(1_000_000)
+let engineStart = engine.statistics()
+let sentStart = farEnds.map(\.sent), receivedStart = farEnds.map(\.received)
+let sessionStart = sessions.map { $0.stats() }
+let cpuStart = cpuSeconds(RUSAGE_SELF.rawValue)
+let wallStart = nowNanoseconds()
 usleep(UInt32(seconds * 1_000_000))
-let cpu = cpuSeconds() - cpuStart
-let wall = ContinuousClock.now - wallStart
-let stats = sessions.map { $0.stats() }
+let cpuEnd = cpuSeconds(RUSAGE_SELF.rawValue)
+let wallEnd = nowNanoseconds()
+let engineEnd = engine.statistics()
+let sessionEnd = sessions.map { $0.stats() }
+farThread.stop.store(true, ordering: .sequentiallyConsistent)
+pthread_join(tid, nil)
+let sentWindow = zip(farEnds.map(\.sent), sentStart).reduce(0) { $0 + $1.0 - $1.1 }
+let receivedWindow = zip(farEnds.map(\.received), receivedStart).reduce(0) { $0 + $1.0 - $1.1 }
+let rejected = farEnds.reduce(0) { $0 + $1.rejected }
 sessions.forEach { $0.stop() }
-func ms(_ d: Duration) -> Double { Double(d.components.seconds) * 1000 + Double(d.components.attoseconds) / 1e15 }
-let p99s = stats.compactMap { $0.sendLatenessP99 }.map(ms).sorted()
-let worstP99 = p99s.last ?? 0
-let medianP99 = p99s.isEmpty ? 0 : p99s[p99s.count / 2]
-let maxLate = stats.map { ms($0.sendLatenessMax) }.max() ?? 0
-let sent = stats.reduce(0) { $0 + $1.call.sent.packets }
-let received = stats.reduce(0) { $0 + $1.call.received.packets }
-let lost = stats.reduce(0) { $0 + $1.call.packetsLost }
-let wallSeconds = ms(wall) / 1000
+engine.shutdown()
+
+let wallSeconds = Double(wallEnd - wallStart) / 1e9
+// The far end's thread CPU covers its whole life (warm-up included): scale it to the window.
+let farShare = farThread.cpu * wallSeconds / (wallSeconds + 1)
+let sessionsCPU = max(0, cpuEnd - cpuStart - farShare)
+var window = engineEnd
+window.ticks -= engineStart.ticks
+window.datagrams -= engineStart.datagrams
+for i in window.latenessHistogram.indices { window.latenessHistogram[i] -= engineStart.latenessHistogram[i] }
+window.busy -= engineStart.busy
+window.elapsed -= engineStart.elapsed
+func ms(_ d: Duration?) -> Double { guard let d else { return 0 }; return Double(d.components.seconds) * 1000 + Double(d.components.attoseconds) / 1e15 }
 func f(_ x: Double, _ digits: Int) -> String {
     let scale = Double([1, 10, 100, 1000][min(3, digits)])
     return String((x * scale).rounded() / scale)
 }
-let perCall = cpu / wallSeconds * 100 / Double(calls)
-let total = cpu / wallSeconds * 100
-var line = "calls=\(calls) codec=\(codecName) complexity=\(complexity.map(String.init) ?? "default") srtp=\(srtp.rawValue) seconds=\(f(wallSeconds, 1))"
-line += " cpu_percent_per_call=\(f(perCall, 3)) cpu_percent_total=\(f(total, 1))"
-line += " p99_lateness_ms_median_session=\(f(medianP99, 1)) p99_lateness_ms_worst_session=\(f(worstP99, 1))"
-line += " max_lateness_ms=\(f(maxLate, 1)) packets_sent=\(sent) packets_received=\(received) lost=\(lost)"
+let nearSent = zip(sessionEnd, sessionStart).reduce(UInt64(0)) { $0 + $1.0.call.sent.packets - $1.1.call.sent.packets }
+let nearReceived = zip(sessionEnd, sessionStart).reduce(UInt64(0)) { $0 + $1.0.call.received.packets - $1.1.call.received.packets }
+let expected = Double(calls) * wallSeconds * 50
+let lossToUs = max(0, 1 - Double(nearReceived) / max(1, Double(sentWindow)))
+let lossFromUs = max(0, 1 - Double(receivedWindow) / max(1, Double(nearSent)))
+let shortfall = max(0, 1 - Double(nearSent) / max(1, expected))
+var line = "calls=\(calls) codec=\(codecName) complexity=\(complexity.map(String.init) ?? "default") srtp=\(srtpPolicy.rawValue) echo=\(echo)"
+line += " threads=\(threads) realtime_threads=\(engineEnd.realtimeThreads) seconds=\(f(wallSeconds, 1))"
+line += " sessions_cpu_percent=\(f(sessionsCPU / wallSeconds * 100, 1)) cpu_percent_per_call=\(f(sessionsCPU / wallSeconds * 100 / Double(calls), 3))"
+line += " far_end_cpu_percent=\(f(farShare / wallSeconds * 100, 1)) engine_busy_percent=\(f(window.utilization * 100, 1))"
+line += " p99_lateness_ms=\(f(ms(window.latenessQuantile(0.99)), 2)) p999_lateness_ms=\(f(ms(window.latenessQuantile(0.999)), 2))"
+line += " max_lateness_ms=\(f(ms(engineEnd.maxLateness), 1))"
+line += " sent_by_us=\(nearSent) send_shortfall_percent=\(f(shortfall * 100, 2)) received_by_us=\(nearReceived) loss_to_us_percent=\(f(lossToUs * 100, 2))"
+line += " received_by_far_end=\(receivedWindow) loss_from_us_percent=\(f(lossFromUs * 100, 2)) srtp_rejected=\(rejected)"
 print(line)
+if CommandLine.arguments.contains("--histogram") {
+    let buckets = window.latenessHistogram.enumerated().filter { $0.element > 0 }.map { "\(Double($0.offset) / 10)ms:\($0.element)" }
+    print("lateness histogram (lower bounds): " + buckets.joined(separator: " "))
+    print("engine window: \(window)")
+}

@@ -83,6 +83,22 @@ int cs_eventfd_signal(int fd);
 /* Resets the eventfd counter to zero; returns 0 or -1. */
 int cs_eventfd_drain(int fd);
 
+/* An epoll instance (close-on-exec), or -1. Linux only; elsewhere -1 with errno ENOSYS. */
+int cs_epoll_create(void);
+/* Watches `fd` for input (level-triggered) with `tag` handed back by cs_epoll_wait. 0 or -1. */
+int cs_epoll_add(int ep, int fd, uint64_t tag);
+/* Stops watching `fd`. 0 or -1. */
+int cs_epoll_remove(int ep, int fd);
+/* Waits up to `timeout_ms` (-1: forever) for at most `max` ready descriptors (capped at 512)
+ * and writes their tags; returns how many (0 on timeout or EINTR) or -1. */
+int cs_epoll_wait(int ep, uint64_t *tags, int max, int timeout_ms);
+
+/* A non-blocking, close-on-exec CLOCK_MONOTONIC timerfd, or -1 (ENOSYS off Linux). */
+int cs_timerfd_create(void);
+/* Arms the timer to fire once at the absolute CLOCK_MONOTONIC time seconds + nanoseconds
+ * (a time in the past fires at once); seconds < 0 disarms it. 0 or -1. */
+int cs_timerfd_arm(int fd, int64_t seconds, int64_t nanoseconds);
+
 /* Parses a numeric IPv4 or IPv6 address (no brackets; an IPv6 address may end in %scope, an
  * interface name or number) into `out`, with `port`. Returns AF_INET or AF_INET6, or -1
  * (errno EINVAL) when the text is not a numeric address. */
@@ -107,6 +123,10 @@ void cs_strerror(int err, char *buf, size_t buflen);
 
 /* The calling thread's errno. */
 int cs_errno(void);
+
+/* Puts the calling thread in SCHED_FIFO at `priority` (1-99). Returns 0 or an errno value
+ * (EPERM without CAP_SYS_NICE or an RLIMIT_RTPRIO allowance). */
+int cs_set_thread_realtime(int priority);
 
 /* Names the calling thread (at most 15 bytes are kept). */
 void cs_set_thread_name(const char *name);

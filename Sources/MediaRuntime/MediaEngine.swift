@@ -1,0 +1,476 @@
+import CSocket
+import Dispatch
+import Glibc
+import Synchronization
+
+/// The threads that run media sessions: a fixed set of workers (by default one per CPU), each
+/// owning many sessions.
+///
+/// A worker waits in one `epoll` set on its sessions' RTP and RTCP sockets, a `timerfd` armed
+/// for the earliest ptime tick due, and an `eventfd` for commands. It receives datagrams
+/// (`recvmmsg` batches) as they come and runs each session's tick (encode and send one frame,
+/// play one frame from the jitter buffer, RTCP) on absolute monotonic deadlines kept in a heap.
+/// Sessions are spread over the workers (the least loaded takes the next one) and their ticks
+/// over the ptime period (each session is given the least loaded of ``phases`` phase slots), so
+/// that a burst of calls set up together does not put all their encoding on the same instant.
+///
+/// A session's event callback runs on its worker: it must return quickly, since the worker's
+/// other sessions wait meanwhile.
+public final class MediaEngine: Sendable {
+    /// The engine used by sessions that do not name one: one worker per online CPU (1 to 16),
+    /// started when the first session starts.
+    public static let shared = MediaEngine(threads: MediaEngine.onlineProcessors)
+
+    /// The number of online processors (1 to 16).
+    public static var onlineProcessors: Int { max(1, min(16, sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
+
+    /// The number of worker threads.
+    public let threadCount: Int
+    /// Phase slots per 20 ms period over which sessions' ticks are spread.
+    public let phases: Int
+    /// How the workers are scheduled.
+    public let scheduling: Scheduling
+
+    /// How the worker threads are scheduled by the kernel.
+    public enum Scheduling: Sendable, Hashable {
+        /// Like any other thread (the default): other busy processes on the machine delay ticks.
+        case normal
+        /// `SCHED_FIFO` at `priority` (1–99), as audio engines do, so that ticks preempt
+        /// ordinary work; needs CAP_SYS_NICE or an RLIMIT_RTPRIO allowance, and falls back to
+        /// normal scheduling (see ``MediaEngineStatistics/realtimeThreads``) when refused. The
+        /// kernel's real-time throttling (sched_rt_runtime_us) still leaves the rest of the
+        /// system a share of each CPU.
+        case realtime(priority: Int32)
+    }
+
+    private let workers: Mutex<[MediaWorker]?> = Mutex(nil)
+
+    /// An engine with `threads` workers (started with its first session).
+    /// - Parameters:
+    ///   - threads: worker threads, at least 1.
+    ///   - phases: slots of the 20 ms period that session ticks are spread over (1 to 200).
+    ///   - scheduling: normal, or real-time priority for the workers.
+    public init(threads: Int, phases: Int = 40, scheduling: Scheduling = .normal) {
+        threadCount = max(1, threads)
+        self.phases = max(1, min(200, phases))
+        self.scheduling = scheduling
+    }
+
+    /// What the workers did so far, summed over all of them.
+    public func statistics() -> MediaEngineStatistics {
+        let current = workers.withLock { $0 } ?? []
+        var total = MediaEngineStatistics(threads: threadCount)
+        for worker in current {
+            let s = worker.snapshot()
+            total.merge(s)
+            if total.phaseLoad.count < s.phaseLoad.count { total.phaseLoad += [Int](repeating: 0, count: s.phaseLoad.count - total.phaseLoad.count) }
+            for (i, n) in s.phaseLoad.enumerated() { total.phaseLoad[i] += n }
+        }
+        return total
+    }
+
+    /// Stops the workers once no session is attached to them (sessions started later start
+    /// them again). The shared engine need not be shut down.
+    public func shutdown() {
+        let current = workers.withLock { w -> [MediaWorker] in
+            defer { w = nil }
+            return w ?? []
+        }
+        for worker in current { worker.shutdown() }
+    }
+
+    /// The worker with the fewest sessions (workers are started on first use).
+    func worker() throws(MediaSessionError) -> MediaWorker {
+        try workers.withLock { w throws(MediaSessionError) -> MediaWorker in
+            if w == nil {
+                var started: [MediaWorker] = []
+                for index in 0..<threadCount {
+                    do throws(MediaSessionError) {
+                        started.append(try MediaWorker(index: index, phases: phases, scheduling: scheduling))
+                    } catch {
+                        for s in started { s.shutdown() }
+                        throw error
+                    }
+                }
+                w = started
+            }
+            let all = w!
+            return all.min { $0.load.load(ordering: .relaxed) < $1.load.load(ordering: .relaxed) }!
+        }
+    }
+}
+
+/// Counters of an engine's workers.
+public struct MediaEngineStatistics: Sendable, Hashable, CustomStringConvertible {
+    /// Worker threads.
+    public var threads: Int
+    /// Sessions attached now.
+    public var sessions = 0
+    /// Ticks run (one per session per ptime).
+    public var ticks: UInt64 = 0
+    /// Datagrams received.
+    public var datagrams: UInt64 = 0
+    /// Tick lateness in 0.1 ms buckets (the last one: 20 ms or more).
+    public var latenessHistogram = [UInt64](repeating: 0, count: 201)
+    /// The latest tick.
+    public var maxLateness: Duration = .zero
+    /// Time the workers spent working (not waiting), summed.
+    public var busy: Duration = .zero
+    /// Time since the workers started, summed.
+    public var elapsed: Duration = .zero
+    /// Workers running with real-time priority (see ``MediaEngine/Scheduling/realtime(priority:)``).
+    public var realtimeThreads = 0
+    /// Sessions per phase slot of the 20 ms period, summed over the workers (as of the
+    /// workers' last report, at most 100 ms old).
+    public var phaseLoad: [Int] = []
+
+    /// The `q` quantile of tick lateness (bucket upper bound), nil before any tick.
+    public func latenessQuantile(_ q: Double) -> Duration? {
+        let total = latenessHistogram.reduce(0, +)
+        guard total > 0 else { return nil }
+        let rank = UInt64((Double(total) * q).rounded(.up))
+        var seen: UInt64 = 0
+        for (i, n) in latenessHistogram.enumerated() {
+            seen += n
+            if seen >= rank { return i == latenessHistogram.count - 1 ? maxLateness : .microseconds(100 * (i + 1)) }
+        }
+        return maxLateness
+    }
+
+    /// The share of the workers' time spent working, 0 to 1.
+    public var utilization: Double {
+        let e = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        guard e > 0 else { return 0 }
+        return (Double(busy.components.seconds) + Double(busy.components.attoseconds) / 1e18) / e
+    }
+
+    mutating func merge(_ other: MediaEngineStatistics) {
+        sessions += other.sessions
+        ticks += other.ticks
+        datagrams += other.datagrams
+        for i in latenessHistogram.indices { latenessHistogram[i] += other.latenessHistogram[i] }
+        maxLateness = max(maxLateness, other.maxLateness)
+        busy += other.busy
+        elapsed += other.elapsed
+        realtimeThreads += other.realtimeThreads
+    }
+
+    /// One line: sessions, ticks, p99 and worst lateness, utilization.
+    public var description: String {
+        let p99 = latenessQuantile(0.99).map { MediaSessionStatistics.ms($0) } ?? "-"
+        return "\(threads) media threads: \(sessions) sessions, \(ticks) ticks, \(datagrams) datagrams, "
+            + "tick lateness p99 \(p99) ms max \(MediaSessionStatistics.ms(maxLateness)) ms, "
+            + "busy \(Int((utilization * 1000).rounded()) / 10)%"
+    }
+}
+
+/// A min-heap of tick deadlines (nanoseconds of CLOCK_MONOTONIC) and session identifiers.
+struct TickHeap {
+    private(set) var items: [(deadline: Int64, id: UInt64)] = []
+
+    var first: (deadline: Int64, id: UInt64)? { items.first }
+    var count: Int { items.count }
+
+    mutating func push(_ deadline: Int64, _ id: UInt64) {
+        items.append((deadline, id))
+        var i = items.count - 1
+        while i > 0 {
+            let parent = (i - 1) / 2
+            guard items[parent].deadline > items[i].deadline else { break }
+            items.swapAt(parent, i)
+            i = parent
+        }
+    }
+
+    mutating func pop() -> (deadline: Int64, id: UInt64)? {
+        guard !items.isEmpty else { return nil }
+        let top = items[0]
+        let last = items.removeLast()
+        guard !items.isEmpty else { return top }
+        items[0] = last
+        var i = 0
+        while true {
+            let l = 2 * i + 1, r = l + 1
+            var m = i
+            if l < items.count && items[l].deadline < items[m].deadline { m = l }
+            if r < items.count && items[r].deadline < items[m].deadline { m = r }
+            guard m != i else { break }
+            items.swapAt(i, m)
+            i = m
+        }
+        return top
+    }
+}
+
+/// Buffers a worker lends to the session it is receiving for.
+final class ReceiveScratch {
+    static let slot = 2048
+    static let batch = 8
+    var buffer = [UInt8](repeating: 0, count: ReceiveScratch.slot * ReceiveScratch.batch)
+    var addresses = [sockaddr_storage](repeating: sockaddr_storage(), count: ReceiveScratch.batch)
+    var lengths = [socklen_t](repeating: 0, count: ReceiveScratch.batch)
+    var sizes = [Int](repeating: 0, count: ReceiveScratch.batch)
+}
+
+/// One media thread and the sessions it runs. Fields marked "worker" are touched only on the
+/// worker's thread; the rest are locks and atomics.
+final class MediaWorker: @unchecked Sendable {
+    enum Command {
+        case add(MediaSession, id: UInt64)
+        case remove(id: UInt64, done: DispatchSemaphore?, close: [Int32])
+    }
+
+    private struct Entry {
+        let session: MediaSession
+        let phase: Int
+    }
+
+    private static let wakeTag = UInt64.max
+    private static let timerTag = UInt64.max - 1
+    private static let period: Int64 = 20_000_000
+    private static let nextID = Atomic<UInt64>(1)
+
+    let index: Int
+    /// Sessions attached (added and not yet removed), for load balancing.
+    let load = Atomic<Int>(0)
+    private let epoll: Int32
+    private let timer: Int32
+    private let wake: Int32
+    private let phases: Int
+    private let inbox = Mutex<[Command]>([])
+    private let stopping = Atomic<Bool>(false)
+    private let stats: Mutex<MediaEngineStatistics>
+    private let threadID = Mutex<pthread_t?>(nil)
+    private let thread = Mutex<MediaThread?>(nil)
+    private let epoch: Int64
+    private let scheduling: MediaEngine.Scheduling
+    private let realtime = Atomic<Bool>(false)
+
+    // worker
+    private var entries: [UInt64: Entry] = [:]
+    private var heap = TickHeap()
+    private var phaseLoad: [Int]
+    private var armed: Int64 = -1
+    private var local = MediaEngineStatistics(threads: 0)
+    private var lastPublished: Int64 = 0
+
+    init(index: Int, phases: Int, scheduling: MediaEngine.Scheduling) throws(MediaSessionError) {
+        self.index = index
+        self.scheduling = scheduling
+        self.phases = phases
+        phaseLoad = [Int](repeating: 0, count: phases)
+        stats = Mutex(MediaEngineStatistics(threads: 0))
+        epoch = MonotonicClock.nanoseconds()
+        lastPublished = epoch
+        epoll = cs_epoll_create()
+        guard epoll >= 0 else { throw .system("epoll_create1", errno: cs_errno()) }
+        timer = cs_timerfd_create()
+        wake = cs_eventfd()
+        guard timer >= 0, wake >= 0, cs_epoll_add(epoll, timer, Self.timerTag) == 0, cs_epoll_add(epoll, wake, Self.wakeTag) == 0 else {
+            let code = cs_errno()
+            for fd in [epoll, timer, wake] where fd >= 0 { _ = Glibc.close(fd) }
+            throw .system("timerfd/eventfd", errno: code)
+        }
+        let t = try MediaThread(name: "media-\(index)") { [self] in run() }
+        thread.withLock { $0 = t }
+    }
+
+    /// Attaches a session; its ticks start at its phase slot's next instant.
+    func attach(_ session: MediaSession) -> UInt64 {
+        let id = Self.nextID.add(1, ordering: .relaxed).oldValue
+        load.add(1, ordering: .relaxed)
+        post(.add(session, id: id))
+        return id
+    }
+
+    /// Detaches a session and closes its sockets `fds` once no tick or receive of it can run.
+    /// On this worker's thread that is at once. On another thread that is not a media worker,
+    /// the call waits for the worker; on another worker's thread (a session stopped from
+    /// another session's event) it does not wait (two workers waiting for each other would
+    /// never wake), and the worker closes the sockets when it gets to the command.
+    func detach(_ id: UInt64, closing fds: [Int32]) {
+        if stopping.load(ordering: .sequentiallyConsistent) {
+            // A shut-down worker runs nothing any more.
+            for fd in fds { _ = Glibc.close(fd) }
+            return
+        }
+        if isCurrentThread {
+            remove(id)
+            for fd in fds { _ = Glibc.close(fd) }
+            return
+        }
+        if Self.onWorkerThread {
+            post(.remove(id: id, done: nil, close: fds))
+            return
+        }
+        let done = DispatchSemaphore(value: 0)
+        post(.remove(id: id, done: done, close: fds))
+        done.wait()
+    }
+
+    /// Whether the caller runs on this worker's thread.
+    var isCurrentThread: Bool {
+        guard let tid = threadID.withLock({ $0 }) else { return false }
+        return pthread_equal(tid, pthread_self()) != 0
+    }
+
+    /// Whether the caller runs on any media worker thread.
+    static var onWorkerThread: Bool { current != nil }
+
+    func snapshot() -> MediaEngineStatistics {
+        var s = stats.withLock { $0 }
+        s.sessions = load.load(ordering: .relaxed)
+        s.realtimeThreads = realtime.load(ordering: .relaxed) ? 1 : 0
+        return s
+    }
+
+    func shutdown() {
+        stopping.store(true, ordering: .sequentiallyConsistent)
+        _ = cs_eventfd_signal(wake)
+        if let t = thread.withLock({ t -> MediaThread? in defer { t = nil }; return t }) { t.join() }
+        for fd in [epoll, timer, wake] { _ = Glibc.close(fd) }
+    }
+
+    private func post(_ command: Command) {
+        inbox.withLock { $0.append(command) }
+        _ = cs_eventfd_signal(wake)
+    }
+
+    // MARK: the worker's thread
+
+    private static let currentKey: pthread_key_t = {
+        var key = pthread_key_t()
+        pthread_key_create(&key, nil)
+        return key
+    }()
+
+    private static var current: UnsafeMutableRawPointer? { pthread_getspecific(currentKey) }
+
+    private func run() {
+        threadID.withLock { $0 = pthread_self() }
+        pthread_setspecific(Self.currentKey, Unmanaged.passUnretained(self).toOpaque())
+        if case .realtime(let priority) = scheduling {
+            realtime.store(cs_set_thread_realtime(max(1, min(99, priority))) == 0, ordering: .relaxed)
+        }
+        var tags = [UInt64](repeating: 0, count: 256)
+        let scratch = ReceiveScratch()
+        var expirations: UInt64 = 0
+        var start = MonotonicClock.nanoseconds()
+        while !stopping.load(ordering: .relaxed) {
+            processCommands()
+            runDueTicks()
+            arm()
+            local.busy += .nanoseconds(MonotonicClock.nanoseconds() - start)
+            let n = tags.withUnsafeMutableBufferPointer { cs_epoll_wait(epoll, $0.baseAddress, Int32($0.count), 1000) }
+            start = MonotonicClock.nanoseconds()
+            if n > 0 {
+                for i in 0..<Int(n) {
+                    switch tags[i] {
+                    case Self.wakeTag: _ = cs_eventfd_drain(wake)
+                    case Self.timerTag:
+                        _ = withUnsafeMutableBytes(of: &expirations) { Glibc.read(timer, $0.baseAddress, 8) }
+                        armed = -1
+                    default:
+                        let tag = tags[i]
+                        if let entry = entries[tag >> 1] {
+                            local.datagrams &+= UInt64(entry.session.receive(onRTCPSocket: tag & 1 == 1, scratch: scratch))
+                        }
+                        // Ticks come first: a long burst of datagrams does not delay them.
+                        if i & 15 == 15 { runDueTicks() }
+                    }
+                }
+            }
+        }
+        entries = [:]
+    }
+
+    private func processCommands() {
+        let commands = inbox.withLock { c -> [Command] in
+            defer { c.removeAll(keepingCapacity: true) }
+            return c
+        }
+        for command in commands {
+            switch command {
+            case .add(let session, let id):
+                guard session.isRunning else {
+                    // Stopped before the worker got to it (from this very thread).
+                    load.add(-1, ordering: .relaxed)
+                    continue
+                }
+                var phase = 0
+                for p in 1..<max(1, phases) where phaseLoad[p] < phaseLoad[phase] { phase = p }
+                if phases > 1 { phaseLoad[phase] += 1 }
+                entries[id] = Entry(session: session, phase: phase)
+                let fds = session.socketDescriptors
+                _ = cs_epoll_add(epoll, fds.rtp, id << 1)
+                _ = cs_epoll_add(epoll, fds.rtcp, id << 1 | 1)
+                // The first tick: the next instant of the phase slot at least 1 ms away.
+                let now = MonotonicClock.nanoseconds()
+                let offset = Self.period * Int64(phase) / Int64(phases)
+                let earliest = now + 1_000_000 - epoch - offset
+                let periods = (earliest + Self.period - 1) / Self.period
+                heap.push(epoch + offset + max(0, periods) * Self.period, id)
+            case .remove(let id, let done, let fds):
+                remove(id)
+                for fd in fds { _ = Glibc.close(fd) }
+                done?.signal()
+            }
+        }
+        if !commands.isEmpty { publish(MonotonicClock.nanoseconds()) }
+    }
+
+    private func remove(_ id: UInt64) {
+        guard let entry = entries.removeValue(forKey: id) else { return }
+        let fds = entry.session.socketDescriptors
+        _ = cs_epoll_remove(epoll, fds.rtp)
+        _ = cs_epoll_remove(epoll, fds.rtcp)
+        if phases > 1 { phaseLoad[entry.phase] -= 1 }
+        load.add(-1, ordering: .relaxed)
+    }
+
+    private func runDueTicks() {
+        // Deadlines within 50 µs are run now rather than after another wake-up.
+        var now = MonotonicClock.nanoseconds()
+        while let top = heap.first, top.deadline <= now + 50_000 {
+            _ = heap.pop()
+            guard let entry = entries[top.id] else { continue }
+            let late = max(0, now - top.deadline)
+            recordLateness(late)
+            let ptime = entry.session.tick(at: .nanoseconds(now), lateness: .nanoseconds(late))
+            let step = max(Int64(1_000_000), Int64(ptime.components.seconds) * 1_000_000_000 + Int64(ptime.components.attoseconds / 1_000_000_000))
+            var next = top.deadline + step
+            // After a long stall (a suspended process), skip the missed ticks instead of bursting.
+            if now - next > 200_000_000 { next = now + step }
+            heap.push(next, top.id)
+            local.ticks &+= 1
+            now = MonotonicClock.nanoseconds()
+        }
+        if now - lastPublished > 100_000_000 { publish(now) }
+    }
+
+    private func recordLateness(_ nanoseconds: Int64) {
+        let bucket = min(Int(nanoseconds / 100_000), local.latenessHistogram.count - 1)
+        local.latenessHistogram[bucket] &+= 1
+        if nanoseconds > 0 { local.maxLateness = max(local.maxLateness, .nanoseconds(nanoseconds)) }
+    }
+
+    /// Folds the thread's counters into the shared statistics (every 100 ms).
+    private func publish(_ now: Int64) {
+        local.elapsed = .nanoseconds(now - lastPublished)
+        let delta = local
+        let phases = phaseLoad
+        stats.withLock {
+            $0.merge(delta)
+            $0.phaseLoad = phases
+        }
+        local = MediaEngineStatistics(threads: 0)
+        lastPublished = now
+    }
+
+    private func arm() {
+        guard let top = heap.first else { return }
+        guard top.deadline != armed else { return }
+        armed = top.deadline
+        _ = cs_timerfd_arm(timer, top.deadline / 1_000_000_000, top.deadline % 1_000_000_000)
+    }
+}

@@ -1,0 +1,147 @@
+import Glibc
+import Media
+import SDP
+import Synchronization
+import Testing
+
+@testable import MediaRuntime
+
+/// A call between two sessions of `engine`, negotiated and started.
+private func startCall(engine: MediaEngine, codec: Codec = .pcmu, events: @escaping @Sendable (MediaSessionEvent) -> Void = { _ in })
+    throws -> (MediaSession, MediaSession) {
+    let config = MediaSessionConfiguration(portRange: 10000...19999, codecs: [codec, .telephoneEvent], engine: engine)
+    let a = try MediaSession(configuration: config, input: .tone(frequency: 440), events: events)
+    let b = try MediaSession(configuration: config, input: .tone(frequency: 1000))
+    var oaA = OfferAnswer(capabilities: MediaCapabilities(address: "127.0.0.1", streams: [a.streamCapabilities()]), sessionID: 1)
+    var oaB = OfferAnswer(capabilities: MediaCapabilities(address: "127.0.0.1", streams: [b.streamCapabilities()]), sessionID: 2)
+    let answer = try oaB.receiveOffer(oaA.makeOffer())
+    let negotiated = try oaA.receiveAnswer(answer.sdp)
+    try b.apply(#require(answer.negotiated.audio))
+    try a.apply(#require(negotiated.audio))
+    return (a, b)
+}
+
+/// Whether `port` on 127.0.0.1 can be bound again (the session closed its socket).
+private func portIsFree(_ port: UInt16) -> Bool {
+    guard let socket = try? MediaSocket.bind(ip: "127.0.0.1", port: port) else { return false }
+    socket.close()
+    return true
+}
+
+@Suite(.serialized) struct MediaEngineTests {
+    @Test func tickHeapPopsInDeadlineOrder() {
+        var heap = TickHeap()
+        var rng = SystemRandomNumberGenerator()
+        var pushed: [Int64] = []
+        for i in 0..<500 {
+            let d = Int64.random(in: 0..<1_000_000, using: &rng)
+            pushed.append(d)
+            heap.push(d, UInt64(i))
+        }
+        var popped: [Int64] = []
+        while let top = heap.pop() { popped.append(top.deadline) }
+        #expect(popped == pushed.sorted())
+        #expect(heap.pop() == nil)
+    }
+
+    @Test func sessionsSpreadOverWorkersAndPhaseSlots() async throws {
+        let engine = MediaEngine(threads: 2, phases: 4)
+        defer { engine.shutdown() }
+        var sessions: [MediaSession] = []
+        defer { sessions.forEach { $0.stop() } }
+        for _ in 0..<4 {
+            let (a, b) = try startCall(engine: engine)
+            sessions += [a, b]
+        }
+        // Eight sessions, two workers of four phase slots: one session per slot per worker.
+        #expect(await waitUntil { engine.statistics().phaseLoad == [2, 2, 2, 2] }, "\(engine.statistics().phaseLoad)")
+        #expect(engine.statistics().sessions == 8)
+        #expect(await waitUntil { sessions.allSatisfy { $0.stats().call.received.packets > 20 } })
+        // The workers report their counters every 100 ms.
+        #expect(await waitUntil { engine.statistics().ticks > 160 && engine.statistics().datagrams > 160 }, "\(engine.statistics())")
+        #expect(engine.statistics().latenessQuantile(0.5) != nil)
+        // Stopped sessions leave the workers and their slots.
+        for s in sessions.prefix(4) { s.stop() }
+        #expect(await waitUntil { engine.statistics().sessions == 4 && engine.statistics().phaseLoad.reduce(0, +) == 4 })
+    }
+
+    @Test func stopFromTheSessionsOwnEventCallbackClosesItsSockets() async throws {
+        let engine = MediaEngine(threads: 1)
+        defer { engine.shutdown() }
+        // The session stops itself from its own worker thread when it latches onto the peer.
+        let holder = Mutex<MediaSession?>(nil)
+        let stopped = Atomic<Bool>(false)
+        let (a, b) = try startCall(engine: engine, events: { event in
+            guard case .latched = event, let session = holder.withLock({ $0 }) else { return }
+            session.stop()
+            stopped.store(true, ordering: .sequentiallyConsistent)
+        })
+        holder.withLock { $0 = a }
+        defer { b.stop() }
+        #expect(await waitUntil { stopped.load(ordering: .sequentiallyConsistent) })
+        #expect(await waitUntil { portIsFree(a.localPort) && portIsFree(a.localPort + 1) })
+        // The worker goes on running the other session.
+        let before = b.stats().call.sent.packets
+        #expect(await waitUntil { b.stats().call.sent.packets > before + 10 })
+        #expect(engine.statistics().sessions == 1)
+    }
+
+    @Test func stopFromAnotherSessionsCallbackOnAnotherWorker() async throws {
+        let engine = MediaEngine(threads: 2)
+        defer { engine.shutdown() }
+        let target = Mutex<MediaSession?>(nil)
+        let done = Atomic<Bool>(false)
+        // A's callback (on one worker) stops C, whose worker may be the other one.
+        let (a, b) = try startCall(engine: engine, events: { event in
+            guard case .latched = event, let victim = target.withLock({ v -> MediaSession? in defer { v = nil }; return v }) else { return }
+            victim.stop()
+            done.store(true, ordering: .sequentiallyConsistent)
+        })
+        let (c, d) = try startCall(engine: engine)
+        target.withLock { $0 = c }
+        defer { [a, b, c, d].forEach { $0.stop() } }
+        #expect(await waitUntil { done.load(ordering: .sequentiallyConsistent) })
+        #expect(await waitUntil { portIsFree(c.localPort) && portIsFree(c.localPort + 1) })
+        #expect(await waitUntil { engine.statistics().sessions == 3 })
+    }
+
+    @Test func shutDownEngineRestartsForNewSessions() async throws {
+        let engine = MediaEngine(threads: 1)
+        do {
+            let (a, b) = try startCall(engine: engine)
+            #expect(await waitUntil { a.stats().call.received.packets > 5 })
+            a.stop()
+            b.stop()
+        }
+        engine.shutdown()
+        #expect(engine.statistics().sessions == 0)
+        let (a, b) = try startCall(engine: engine, codec: .opus)
+        defer {
+            a.stop()
+            b.stop()
+            engine.shutdown()
+        }
+        #expect(await waitUntil { a.stats().call.received.packets > 10 && b.stats().call.received.packets > 10 })
+    }
+
+    @Test func fiftySessionsOnTwoWorkersCarryEveryPacket() async throws {
+        let engine = MediaEngine(threads: 2)
+        defer { engine.shutdown() }
+        var sessions: [MediaSession] = []
+        defer { sessions.forEach { $0.stop() } }
+        for _ in 0..<25 {
+            let (a, b) = try startCall(engine: engine)
+            sessions += [a, b]
+        }
+        #expect(await waitUntil { sessions.allSatisfy { $0.stats().call.received.packets >= 50 } })
+        let before = sessions.map { $0.stats().call }
+        try await Task.sleep(for: .milliseconds(500))
+        let after = sessions.map { $0.stats().call }
+        for (x, y) in zip(before, after) {
+            // 25 packets are due in 500 ms; none is lost on loopback.
+            #expect(y.sent.packets - x.sent.packets >= 15, "\(y)")
+            #expect(y.packetsLost == 0, "\(y)")
+        }
+        #expect(engine.statistics().sessions == 50)
+    }
+}
