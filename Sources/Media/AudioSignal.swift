@@ -14,6 +14,12 @@ public struct ToneGenerator: Sendable, Hashable {
     /// Samples per second.
     public let sampleRate: Int
     private var phases: [Double]
+    /// Samples generated so far, modulo ``Self/block``: the sine is evaluated exactly at each
+    /// block start of the absolute sample count (and at each call's first sample) and rotated in
+    /// between (one multiply-add per sample instead of a `sin`); frames that are multiples of the
+    /// block give exactly the samples of one long call.
+    private var position = 0
+    private static let block = 32
 
     /// A tone of one or more frequencies; each sine has the given peak `amplitude` (the sum is
     /// clipped to full scale).
@@ -31,19 +37,35 @@ public struct ToneGenerator: Sendable, Hashable {
 
     /// The next `count` samples.
     public mutating func next(_ count: Int) -> [Int16] {
-        var out = [Int16](repeating: 0, count: max(0, count))
+        let count = max(0, count)
+        var out = [Int16](repeating: 0, count: count)
+        guard count > 0 else { return out }
         let scale = amplitude * 32767
-        for (k, f) in frequencies.enumerated() {
-            let step = f / Double(sampleRate)
-            var phase = phases[k]
-            for n in out.indices {
-                let v = Double(out[n]) + scale * sin(2 * Double.pi * phase)
-                out[n] = Int16(clamping: Int(v.rounded()))
-                phase += step
-                if phase >= 1 { phase -= phase.rounded(.down) }
+        out.withUnsafeMutableBufferPointer { out in
+            for (k, f) in frequencies.enumerated() {
+                let step = f / Double(sampleRate)
+                let (rotationSin, rotationCos) = (sin(2 * Double.pi * step), cos(2 * Double.pi * step))
+                var phase = phases[k]
+                var at = position
+                var (s, c) = (sin(2 * Double.pi * phase), cos(2 * Double.pi * phase))
+                for n in 0..<count {
+                    if at == 0 {
+                        s = sin(2 * Double.pi * phase)
+                        c = cos(2 * Double.pi * phase)
+                    }
+                    let v = Double(out[n]) + scale * s
+                    // Rounded half away from zero, as `rounded()`.
+                    out[n] = Int16(clamping: Int(v >= 0 ? v + 0.5 : v - 0.5))
+                    (s, c) = (s * rotationCos + c * rotationSin, c * rotationCos - s * rotationSin)
+                    phase += step
+                    if phase >= 1 { phase -= phase.rounded(.down) }
+                    at += 1
+                    if at == Self.block { at = 0 }
+                }
+                phases[k] = phase
             }
-            phases[k] = phase
         }
+        position = (position + count) % Self.block
         return out
     }
 }
