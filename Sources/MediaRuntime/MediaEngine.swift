@@ -375,8 +375,9 @@ final class MediaWorker: @unchecked Sendable {
                         if let entry = entries[tag >> 1] {
                             local.datagrams &+= UInt64(entry.session.receive(onRTCPSocket: tag & 1 == 1, scratch: scratch))
                         }
-                        // Ticks come first: a long burst of datagrams does not delay them.
-                        if i & 15 == 15 { runDueTicks() }
+                        // Ticks come first: a long burst of datagrams does not delay them (a
+                        // bounded number, so that an overloaded worker still reads its sockets).
+                        if i & 15 == 15 { runDueTicks(limit: 64) }
                     }
                 }
             }
@@ -428,15 +429,17 @@ final class MediaWorker: @unchecked Sendable {
         load.add(-1, ordering: .relaxed)
     }
 
-    private func runDueTicks() {
+    private func runDueTicks(limit: Int = .max) {
         // Deadlines within 50 µs are run now rather than after another wake-up.
         var now = MonotonicClock.nanoseconds()
-        while let top = heap.first, top.deadline <= now + 50_000 {
+        var ran = 0
+        while ran < limit, let top = heap.first, top.deadline <= now + 50_000 {
+            ran += 1
             _ = heap.pop()
             guard let entry = entries[top.id] else { continue }
             let late = max(0, now - top.deadline)
             recordLateness(late)
-            let ptime = entry.session.tick(at: .nanoseconds(now), lateness: .nanoseconds(late))
+            let ptime = entry.session.tick(at: .nanoseconds(now), lateness: late)
             let step = max(Int64(1_000_000), Int64(ptime.components.seconds) * 1_000_000_000 + Int64(ptime.components.attoseconds / 1_000_000_000))
             var next = top.deadline + step
             // After a long stall (a suspended process), skip the missed ticks instead of bursting.

@@ -298,15 +298,15 @@ public final class MediaSession: Sendable {
         deliver(output)
     }
 
-    /// One ptime tick at the monotonic time `now`, `lateness` after its deadline; returns the
-    /// ptime until the next.
-    func tick(at now: Duration, lateness: Duration) -> Duration {
+    /// One ptime tick at the monotonic time `now`, `lateness` nanoseconds after its deadline;
+    /// returns the ptime until the next.
+    func tick(at now: Duration, lateness: Int64) -> Duration {
         let elapsed = now - origin
         let wall = MonotonicClock.wallClock()
         var out: [(bytes: [UInt8], destination: MediaEndpoint, rtcp: Bool)] = []
         let (output, ptime) = state.withLock { s -> ([MediaSessionEvent], Duration) in
             guard running.load(ordering: .relaxed) else { return ([], s.ptime) }
-            s.recordLateness(lateness)
+            s.recordLateness(nanoseconds: lateness)
             return (s.tick(at: elapsed, wallClock: wall, outgoing: &out), s.ptime)
         }
         for packet in out {

@@ -76,9 +76,8 @@ struct FramedSource {
         while pending.count < count && guardCount < 4 {
             guardCount += 1
             guard let input = source.nextFrame(count: inputCount) else { break }
-            if var r = resampler {
-                pending += r.process(input)
-                resampler = r
+            if resampler != nil {
+                pending += resampler!.process(input)
             } else if source.sampleRate == outputRate {
                 pending += input
             } else {
@@ -90,6 +89,15 @@ struct FramedSource {
         pending.removeFirst(count)
         return out
     }
+}
+
+/// The negotiated facts a tick or a received packet needs.
+struct Flow {
+    var sends: Bool
+    var receives: Bool
+    var rtcpMux: Bool
+    var telephoneEvent: UInt8?
+    var impairment: CodecImpairment
 }
 
 /// Everything the engine worker and the API calls share, behind the session's lock.
@@ -107,6 +115,9 @@ struct SessionState {
 
     // Negotiation.
     var negotiated: NegotiatedMedia?
+    /// What the ticks and the receive path need of ``negotiated``, without its arrays and
+    /// strings (copying those on every packet costs more than the packet's work).
+    var flow: Flow?
     var ptime: Duration = .milliseconds(20)
     var srtp: SRTPContext?
     var remoteRTCP: MediaEndpoint?
@@ -149,6 +160,7 @@ struct SessionState {
     /// Tick lateness in 0.1 ms buckets (the last one: 20 ms or more).
     var lateness = [UInt32](repeating: 0, count: 201)
     var maxLateness: Duration = .zero
+    var maxLatenessNanoseconds: Int64 = 0
     var lastSnapshot = CallStatistics()
 
     init(source: any AudioSource, sink: Sink, ssrcSeed: UInt32) {
@@ -170,6 +182,8 @@ struct SessionState {
                             configuration: MediaSessionConfiguration, now: Duration) {
         let old = negotiated
         negotiated = media
+        flow = Flow(sends: media.sends, receives: media.receives, rtcpMux: media.rtcpMux,
+                    telephoneEvent: media.telephoneEvent?.payloadType, impairment: CodecFactory.impairment(media.sendCodec))
         srtp = newSRTP
         remoteRTCP = newRemoteRTCP
         rtcpInterval = configuration.rtcpInterval
@@ -246,7 +260,7 @@ struct SessionState {
     // MARK: receiving
 
     mutating func receiveRTP(_ packet: RTPPacket, from address: MediaEndpoint, size: Int, arrival: Duration) -> [MediaSessionEvent] {
-        guard let media = negotiated, var latch else {
+        guard let media = flow, var latch else {
             refused += 1
             return []
         }
@@ -267,7 +281,7 @@ struct SessionState {
             source = SourceState(ssrc: packet.ssrc, firstSequence: packet.sequenceNumber)
         }
         _ = source?.update(sequence: packet.sequenceNumber)
-        let isEvent = media.telephoneEvent?.payloadType == packet.payloadType
+        let isEvent = media.telephoneEvent == packet.payloadType
         // Events repeat one timestamp per digit: only audio feeds the jitter estimate.
         if !isEvent { source?.updateJitter(timestamp: packet.timestamp, arrival: arrival, clockRate: receiveClockRate) }
         guard media.receives else { return events }
@@ -325,58 +339,51 @@ struct SessionState {
     // MARK: the tick
 
     mutating func tick(at now: Duration, wallClock: Duration, outgoing: inout [(bytes: [UInt8], destination: MediaEndpoint, rtcp: Bool)]) -> [MediaSessionEvent] {
-        guard let media = negotiated else { return [] }
+        guard let media = flow else { return [] }
         var events: [MediaSessionEvent] = []
         let destination = latch?.destination
-        // Sending: due DTMF events replace audio; otherwise one audio frame.
-        if media.sends, var packetizer, let destination {
+        // Sending: due DTMF events replace audio; otherwise one audio frame. (Everything is
+        // mutated in place: copying a codec, the source or the jitter buffer out of `self` and
+        // back would copy their buffers on every tick.)
+        if media.sends, packetizer != nil, let destination {
             var sentEvent = false
             while let first = dtmfQueue.first, first.due <= now, let te = media.telephoneEvent {
                 dtmfQueue.removeFirst()
-                let packet = packetizer.packet(first.packet, payloadType: te.payloadType, timestampBase: first.base)
-                if let bytes = protect(packet) { outgoing.append((bytes, destination, false)) }
+                let packet = packetizer!.packet(first.packet, payloadType: te, timestampBase: first.base)
+                if let bytes = Self.protect(packet, srtp) { outgoing.append((bytes, destination, false)) }
                 sentPackets += 1
                 sentBytes += UInt64(packet.payload.count)
                 sentEvent = true
             }
             if sentEvent || !dtmfQueue.isEmpty {
-                packetizer.skip(frames: 1)
+                packetizer!.skip(frames: 1)
                 _ = input?.frame(encoder?.samplesPerFrame ?? 0)
-            } else if var enc = encoder, var src = input {
+            } else if let n = encoder?.samplesPerFrame, input != nil {
                 var frame: [Int16]
                 if echo {
-                    let n = enc.samplesPerFrame
                     frame = Array(echoBuffer.prefix(n))
                     echoBuffer.removeFirst(frame.count)
                     if frame.count < n { frame += AudioSamples.silence(n - frame.count) }
                 } else {
-                    frame = src.frame(enc.samplesPerFrame)
+                    frame = input!.frame(n)
                 }
-                input = src
                 if muted { frame = AudioSamples.silence(frame.count) }
-                if let payload = try? enc.encode(frame) {
-                    let packet = packetizer.packetize(payload)
+                if let payload = try? encoder!.encode(frame) {
+                    let packet = packetizer!.packetize(payload)
                     lastRTPTimestamp = packet.timestamp
                     lastSendTime = now
-                    if let bytes = protect(packet) { outgoing.append((bytes, destination, false)) }
+                    if let bytes = Self.protect(packet, srtp) { outgoing.append((bytes, destination, false)) }
                     sentPackets += 1
                     sentBytes += UInt64(payload.count)
                 }
-                encoder = enc
             }
-            self.packetizer = packetizer
-        } else if var packetizer {
+        } else if packetizer != nil {
             // Not sending (hold): the clock still runs, so the timestamps stay true to time.
-            packetizer.skip(frames: 1)
-            self.packetizer = packetizer
+            packetizer!.skip(frames: 1)
             dtmfQueue = []
         }
         // Playing.
-        if var jb = jitter {
-            let frame = jb.pull(at: now)
-            jitter = jb
-            if media.receives { play(frame) }
-        }
+        if let frame = jitter?.pull(at: now), media.receives { play(frame) }
         events += dtmfEvents(dtmfReceiver.tick(at: now))
         // RTCP.
         if now >= nextRTCP {
@@ -387,7 +394,7 @@ struct SessionState {
                 rtcpSent += 1
             }
             let snapshot = statistics().call
-            let codec = CodecFactory.impairment(media.sendCodec)
+            let codec = media.impairment
             if snapshot.received.packets > lastSnapshot.received.packets {
                 let sample = QualitySample(from: lastSnapshot, to: snapshot, codec: codec, packetization: ptime, muted: muted)
                 events += monitor.add(sample).map { .quality($0) }
@@ -402,24 +409,15 @@ struct SessionState {
         var pcm: [Int16]?
         switch frame {
         case .audio(let packet):
-            if var decoder = decoders[packet.payloadType] {
-                pcm = try? decoder.decode(packet.payload)
-                decoders[packet.payloadType] = decoder
-            }
+            pcm = try? decoders[packet.payloadType]?.decode(packet.payload)
         case .missing(let missing):
             let pt = missing.next?.payloadType ?? decoders.keys.first ?? 0
             if let opus = decoders[pt] as? OpusDecoder, let next = missing.next {
                 pcm = try? opus.decodeFEC(from: next.payload, samplesPerChannel: samples)
             }
-            if pcm == nil, var decoder = decoders[pt] {
-                pcm = try? decoder.concealLoss(samplesPerChannel: samples)
-                decoders[pt] = decoder
-            }
+            if pcm == nil { pcm = try? decoders[pt]?.concealLoss(samplesPerChannel: samples) }
         case .stretch:
-            if let pt = decoders.keys.first, var decoder = decoders[pt] {
-                pcm = try? decoder.concealLoss(samplesPerChannel: samples)
-                decoders[pt] = decoder
-            }
+            if let pt = decoders.keys.first { pcm = try? decoders[pt]?.concealLoss(samplesPerChannel: samples) }
         case .silence:
             pcm = AudioSamples.silence(samples)
         case .empty:
@@ -432,18 +430,12 @@ struct SessionState {
                 if echoResampler?.inputRate != receiveClockRate || echoResampler?.outputRate != rate {
                     echoResampler = Resampler(from: receiveClockRate, to: rate)
                 }
-                if var r = echoResampler {
-                    back = r.process(back)
-                    echoResampler = r
-                }
+                if echoResampler != nil { back = echoResampler!.process(back) }
             }
             echoBuffer += back
             if echoBuffer.count > rate { echoBuffer.removeFirst(echoBuffer.count - rate) }
         }
-        if var r = sinkResampler {
-            out = r.process(out)
-            sinkResampler = r
-        }
+        if sinkResampler != nil { out = sinkResampler!.process(out) }
         switch sink {
         case .discard: break
         case .wav(let writer): try? writer.write(out)
@@ -451,7 +443,7 @@ struct SessionState {
         }
     }
 
-    func protect(_ packet: RTPPacket) -> [UInt8]? {
+    static func protect(_ packet: RTPPacket, _ srtp: SRTPContext?) -> [UInt8]? {
         guard var bytes = packet.serialized() else { return nil }
         if let srtp {
             do throws(SRTPError) { try srtp.protectRTP(&bytes) } catch { return nil }
@@ -511,10 +503,13 @@ struct SessionState {
         sink = .discard
     }
 
-    mutating func recordLateness(_ late: Duration) {
-        let tenths = max(0, Int(late / .microseconds(100)))
+    mutating func recordLateness(nanoseconds late: Int64) {
+        let tenths = max(0, Int(late / 100_000))
         lateness[min(tenths, lateness.count - 1)] &+= 1
-        maxLateness = max(maxLateness, late)
+        if late > maxLatenessNanoseconds {
+            maxLatenessNanoseconds = late
+            maxLateness = .nanoseconds(late)
+        }
     }
 
     /// The `q` quantile of the tick lateness (bucket upper bound), nil before any tick.
