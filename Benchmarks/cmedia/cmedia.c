@@ -4,7 +4,7 @@
  * opus_decode), calling libopus and libsrtp2 directly. Sources/MediaBench does the same through
  * Switchboard's Swift wrappers; scripts/bench-media runs both and compares.
  *
- *   cmedia --frames N --rounds R
+ *   cmedia --frames N --rounds R [--complexity 0-10]
  *
  * Output (one line):
  *   c send_ns=<best ns/frame> recv_ns=<best ns/frame> bytes=<payload bytes per round> checksum=<sum>
@@ -50,10 +50,11 @@ static void die(const char *what, int code) {
 }
 
 int main(int argc, char **argv) {
-    int frames = 3000, rounds = 5;
+    int frames = 3000, rounds = 5, complexity = -1;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--frames")) frames = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--rounds")) rounds = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--complexity")) complexity = atoi(argv[i + 1]);
     }
     if (frames <= 0 || rounds <= 0) die("arguments", 0);
 
@@ -67,6 +68,7 @@ int main(int argc, char **argv) {
     opus_encoder_ctl(enc, OPUS_SET_BITRATE(32000));
     opus_encoder_ctl(enc, OPUS_SET_INBAND_FEC(1));
     opus_encoder_ctl(enc, OPUS_SET_PACKET_LOSS_PERC(10));
+    if (complexity >= 0) opus_encoder_ctl(enc, OPUS_SET_COMPLEXITY(complexity));
     OpusDecoder *dec = opus_decoder_create(48000, 1, &err);
     if (!dec) die("opus_decoder_create", err);
 
