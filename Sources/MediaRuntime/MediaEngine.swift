@@ -56,6 +56,22 @@ public final class MediaEngine: Sendable {
         self.scheduling = scheduling
     }
 
+    /// Raises the process's soft limit of open descriptors to its hard limit (each session
+    /// holds two sockets; the usual soft limit of 1,024 stops at about 500 sessions). Returns
+    /// the soft limit in force afterwards. For programs that carry many calls; a library
+    /// embedding Switchboard decides this itself.
+    @discardableResult
+    public static func raiseDescriptorLimit() -> Int {
+        var limit = rlimit()
+        guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 0 }
+        if limit.rlim_cur < limit.rlim_max {
+            var raised = limit
+            raised.rlim_cur = limit.rlim_max
+            if setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &raised) == 0 { limit = raised }
+        }
+        return Int(clamping: limit.rlim_cur)
+    }
+
     /// What the workers did so far, summed over all of them.
     public func statistics() -> MediaEngineStatistics {
         let current = workers.withLock { $0 } ?? []

@@ -51,13 +51,8 @@ func nowNanoseconds() -> Int64 {
 }
 
 // Two sockets per session and the far end's: raise the descriptor limit to the hard one.
-var limit = rlimit()
-getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
-if limit.rlim_cur < limit.rlim_max {
-    limit.rlim_cur = limit.rlim_max
-    setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
-}
-guard Int(limit.rlim_cur) > calls * 2 + 64 else { die("the descriptor limit \(limit.rlim_cur) is too low for \(calls) calls") }
+let descriptors = MediaEngine.raiseDescriptorLimit()
+guard descriptors > calls * 2 + 64 else { die("the descriptor limit \(descriptors) is too low for \(calls) calls") }
 
 // The far end's socket.
 var farAddress = sockaddr_storage()

@@ -145,3 +145,15 @@ private func portIsFree(_ port: UInt16) -> Bool {
         #expect(engine.statistics().sessions == 50)
     }
 }
+
+@Suite struct DescriptorLimitTests {
+    @Test func raisingTheLimitReachesTheHardLimit() {
+        let soft = MediaEngine.raiseDescriptorLimit()
+        var limit = rlimit()
+        #expect(getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0)
+        #expect(soft == Int(clamping: limit.rlim_cur))
+        #expect(limit.rlim_cur == limit.rlim_max)
+        // Idempotent.
+        #expect(MediaEngine.raiseDescriptorLimit() == soft)
+    }
+}
