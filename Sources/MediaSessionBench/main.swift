@@ -157,6 +157,10 @@ final class FarEndThread: @unchecked Sendable {
     }
 
     func run() {
+        // With real-time workers the far end must not be starved by other work on the machine;
+        // one step below the workers, so that it never holds a core they need (SCHED_FIFO
+        // threads of equal priority do not share a core).
+        if let priority = realtimePriority, priority > 1 { _ = cs_set_thread_realtime(priority - 1) }
         let period: Int64 = 20_000_000
         let count = max(1, ends.count)
         var next = [Int64](repeating: 0, count: ends.count)
