@@ -175,15 +175,19 @@ final class FarEndThread: @unchecked Sendable {
         var fds = [pollfd(fd: farSocket, events: Int16(POLLIN), revents: 0)]
         while !stop.load(ordering: .relaxed) {
             // Send what is due (calls' phases are in index order, so a cursor walks them).
+            // Due packets leave in sendmmsg batches of up to 64 (one socket, many destinations).
             var now = nowNanoseconds()
             var sentThisRound = 0
+            var pending: [(bytes: [UInt8], end: FarEnd)] = []
             while next[cursor] <= now && sentThisRound < count {
-                send(ends[cursor])
+                if let bytes = packet(for: ends[cursor]) { pending.append((bytes, ends[cursor])) }
+                if pending.count == 64 { flush(&pending) }
                 next[cursor] += period
                 if now - next[cursor] > 200_000_000 { next[cursor] = now + period }
                 cursor = (cursor + 1) % count
                 sentThisRound += 1
             }
+            flush(&pending)
             // Receive until the next send is due.
             while true {
                 for i in 0..<batch { lengths[i] = socklen_t(MemoryLayout<sockaddr_storage>.size) }
@@ -205,20 +209,34 @@ final class FarEndThread: @unchecked Sendable {
         cpu = cpuSeconds(1)  // RUSAGE_THREAD
     }
 
-    func send(_ end: FarEnd) {
+    func packet(for end: FarEnd) -> [UInt8]? {
         let payload = frames[end.frame % frames.count]
         end.frame += 1
         let packet = RTPPacket(payloadType: end.payloadType, sequenceNumber: end.sequence, timestamp: end.timestamp, ssrc: end.ssrc, payload: payload[...])
         end.sequence &+= 1
         end.timestamp &+= codec.name == "opus" ? 960 : 160
-        guard var bytes = packet.serialized() else { return }
+        guard var bytes = packet.serialized() else { return nil }
         if let srtp = end.srtp {
-            do throws(SRTPError) { try srtp.protectRTP(&bytes) } catch { return }
+            do throws(SRTPError) { try srtp.protectRTP(&bytes) } catch { return nil }
         }
-        var (storage, length) = end.destination
-        if bytes.withUnsafeBufferPointer({ cs_sendto(farSocket, $0.baseAddress, $0.count, 0, &storage, length) }) == bytes.count {
-            end.sent += 1
+        return bytes
+    }
+
+    func flush(_ pending: inout [(bytes: [UInt8], end: FarEnd)]) {
+        guard !pending.isEmpty else { return }
+        defer { pending.removeAll(keepingCapacity: true) }
+        var lengths = pending.map { $0.bytes.count }
+        var addresses = pending.map { $0.end.destination.0 }
+        var addressLengths = pending.map { $0.end.destination.1 }
+        let buffers = pending.map { p -> UnsafeMutablePointer<UInt8> in
+            let b = UnsafeMutablePointer<UInt8>.allocate(capacity: p.bytes.count)
+            b.initialize(from: p.bytes, count: p.bytes.count)
+            return b
         }
+        defer { buffers.forEach { $0.deallocate() } }
+        var pointers: [UnsafePointer<UInt8>?] = buffers.map { UnsafePointer($0) }
+        let sent = cs_send_batch(farSocket, &pointers, &lengths, Int32(pending.count), &addresses, &addressLengths, 0)
+        for i in 0..<max(0, Int(sent)) { pending[i].end.sent += 1 }
     }
 
     func receive(_ datagram: [UInt8], from storage: sockaddr_storage, length: socklen_t) {
