@@ -235,8 +235,9 @@ public final class MediaSession: Sendable {
             }
         }
         let worker = try configuration.engine.worker()
-        let id = worker.attach(self)
-        attachment.withLock { $0 = (worker, id) }
+        // Attached under the lock that stop() reads it with: a stop() racing this either sees
+        // the attachment, or comes first and the worker then drops the stopped session.
+        attachment.withLock { $0 = (worker, worker.attach(self)) }
     }
 
     /// Reads what is queued on one socket (at most two batches, so one busy session does not
