@@ -26,11 +26,12 @@ import Testing
         func count(_ prefix: String) -> Int { list.withLock { $0.filter { $0.1.hasPrefix(prefix) }.count } }
     }
 
-    static func phone(_ name: String, _ lines: TimedLines, reliable: Bool, media: PhoneMediaOptions, autoAnswer: Duration? = nil) throws -> Phone {
+    static func phone(_ name: String, _ lines: TimedLines, reliable: Bool, media: PhoneMediaOptions, autoAnswer: Duration? = nil,
+                      codecs: [Codec] = [.pcmu, .telephoneEvent]) throws -> Phone {
         let config = SIPUserAgent.Configuration(endpoint: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))]),
                                                 identity: try SIPURI("sip:\(name)@127.0.0.1"),
                                                 reliableProvisional: reliable ? .supported : .unsupported, sessionTimer: nil)
-        return try Phone(name: name, configuration: config, autoAnswer: autoAnswer, codecs: [.pcmu, .telephoneEvent], media: media,
+        return try Phone(name: name, configuration: config, autoAnswer: autoAnswer, codecs: codecs, media: media,
                          report: { lines.append($0) }, trace: { m, outgoing, _ in lines.append("\(name) \(outgoing ? "sent" : "got") \(LadderPrinter.label(m))") })
     }
 
@@ -90,5 +91,70 @@ import Testing
         #expect(abs(length - Self.seconds(hungUp - early)) < 0.3, "recording of \(length) s for \(Self.seconds(hungUp - early)) s of media")
         let stats = try #require(caller.mediaStatistics(key))
         #expect(stats.call.packetsLost == 0 && stats.call.received.packets > 130, "\(stats)")
+    }
+}
+
+/// SIPp as a UAS with early media (`Fixtures/sipp/uas_early_media.xml`): 183 with SDP, the
+/// A-law pcap played at once, the 200 2.5 s later. Skipped without sipp, except under CI.
+@Suite("SIPp early media", .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/sipp") || TestPaths.isCI, "sipp is not installed: SIPp early media skipped"))
+struct SIPpEarlyMediaTests {
+    @Test("we call SIPp, which answers in a 183 and plays A-law: the audio before its 200 is recorded, and goes on after it", .timeLimit(.minutes(1)))
+    func earlyMediaFromSIPp() async throws {
+        let dir = NSTemporaryDirectory() + "sb-sipp-early-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try FileManager.default.createSymbolicLink(atPath: dir + "/pcap", withDestinationPath: "/usr/share/sip-tester")
+        let record = dir + "/rec.wav"
+        let lines = EarlyMediaTests.TimedLines()
+        let caller = try EarlyMediaTests.phone("caller", lines, reliable: true, media: PhoneMediaOptions(
+            configuration: MediaSessionConfiguration(localAddress: "127.0.0.1", portRange: 10000...19999), input: .tone(frequency: 600),
+            recordPath: record), codecs: [.pcma, .telephoneEvent])
+        defer { caller.close() }
+        let sipPort = try SIPpPort.free()
+        let mediaPort = try SIPpPort.free()
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/sipp")
+        p.arguments = ["-sf", TestPaths.repoRoot + "/Fixtures/sipp/uas_early_media.xml", "-i", "127.0.0.1", "-p", String(sipPort),
+                       "-mp", String(mediaPort), "-m", "1", "-nostdin", "-timeout", "30"]
+        p.currentDirectoryURL = URL(fileURLWithPath: dir)
+        p.standardInput = FileHandle.nullDevice
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        defer {
+            if p.isRunning {
+                p.terminate()
+                p.waitUntilExit()
+            }
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        let key = await caller.call(try SIPURI("sip:sipp@127.0.0.1:\(sipPort)"))
+        try #require(await caller.wait(key, timeout: .seconds(10)) { $0 == .confirmed }, "\(lines.all)")
+        try await Task.sleep(for: .milliseconds(1500))
+        try await caller.agent.perform(key) { s throws(SessionError) in try s.bye() }
+        try #require(await caller.wait(key, timeout: .seconds(10)) { $0 == .terminated(.localHangup) }, "\(lines.all)")
+        let clock = ContinuousClock(), deadline = clock.now + .seconds(20)
+        while p.isRunning && clock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(!p.isRunning && p.terminationStatus == 0, "\(lines.all)")
+
+        #expect(lines.count("caller got 183 INVITE (sdp)") == 1 && lines.count("caller: peer answers sendrecv (PCMA/8000)") == 1, "\(lines.all)")
+        let early = try #require(lines.first("caller: peer answers"))
+        let answered = try #require(lines.first("caller: confirmed"))
+        let answerAt = EarlyMediaTests.seconds(answered - early)
+        #expect(answerAt > 2, "the 200 came \(answerAt) s after the 183")
+        let file = try WAVFile(path: record)
+        guard case .pcm16(let samples) = file.samples else {
+            Issue.record("recording is not PCM")
+            return
+        }
+        let rate = file.sampleRate
+        let before = samples[..<min(samples.count, Int((answerAt - 0.2) * Double(rate)))]
+        #expect(Double(before.count) > (answerAt - 0.5) * Double(rate), "\(before.count) samples before the answer")
+        #expect(AudioSamples.rmsLevel(before) > -40, "level before the answer \(AudioSamples.rmsLevel(before)) dBFS")
+        let after = samples[min(samples.count, Int((answerAt + 0.2) * Double(rate)))...]
+        #expect(after.count > rate, "\(after.count) samples after the answer")
+        #expect(AudioSamples.rmsLevel(after) > -40, "level after the answer \(AudioSamples.rmsLevel(after)) dBFS")
+        let stats = try #require(caller.mediaStatistics(key))
+        #expect(stats.call.codec.contains("PCMA") && stats.call.received.packets > 100, "\(stats)")
     }
 }
