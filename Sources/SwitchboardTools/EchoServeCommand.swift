@@ -57,10 +57,11 @@ public final class EchoServeCommand: Sendable {
         public var noPort = 0
         /// Calls ended by the media timeout.
         public var mediaTimeouts = 0
-        /// RTP packets received and sent back (ended calls plus the live ones at the last tick).
+        /// RTP packets received, and sent back (one every ptime while the call is up: silence when
+        /// nothing arrived), over the ended calls plus the live ones at the last tick.
         public var packetsReceived: UInt64 = 0
         public var packetsEchoed: UInt64 = 0
-        /// Packets lost on the way to us (RTP sequence gaps).
+        /// Packets lost on the way to us (RTP sequence gaps; a call with duplicates counts 0).
         public var packetsLost: Int64 = 0
         /// SRTP calls answered.
         public var secureCalls = 0
@@ -120,7 +121,7 @@ public final class EchoServeCommand: Sendable {
             let st = m.stats()
             live.received &+= st.call.received.packets
             live.echoed &+= st.call.sent.packets
-            live.lost &+= st.call.packetsLost
+            live.lost &+= max(0, st.call.packetsLost)
             received.append((key, st.call.received.packets))
         }
         let stats = table.state.withLock { s -> Statistics in
@@ -282,7 +283,8 @@ final class CallTable: Sendable {
         state.withLock { s in
             s.ended.received &+= stats.call.received.packets
             s.ended.echoed &+= stats.call.sent.packets
-            s.ended.lost &+= stats.call.packetsLost
+            // RFC 3550's cumulative loss goes negative with duplicates (a replayed pcap): none lost.
+            s.ended.lost &+= max(0, stats.call.packetsLost)
         }
     }
 }
