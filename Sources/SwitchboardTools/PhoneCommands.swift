@@ -189,6 +189,10 @@ public final class Phone: Sendable {
     private let finalStatistics = Mutex<[SessionKey: MediaSessionStatistics]>([:])
     private let mediaCount = Mutex(0)
     private let infoDigits = Mutex<[SessionKey: String]>([:])
+    /// Our calls' engines as they were after the INVITE's offer, until the call is up: a 2xx
+    /// whose answer differs from an unreliable 18x's is taken on this copy (RFC 6337 §3.1 asks
+    /// for the same answer, not every peer obeys), and so is a later fork's early answer.
+    private let offerEngines = Mutex<[SessionKey: OfferAnswer]>([:])
 
     /// - Parameters:
     ///   - autoAnswer: answer incoming calls after ringing this long (nil: leave them ringing).
@@ -314,6 +318,7 @@ public final class Phone: Sendable {
         return await agent.call(target, offer: offer) { key in
             if let media { self.mediaSessions.withLock { $0[key] = media } }
             self.engines.withLock { $0[key] = ready }
+            self.offerEngines.withLock { $0[key] = ready }
         }
     }
 
@@ -403,6 +408,7 @@ public final class Phone: Sendable {
                     _ = engines.withLock { $0.removeValue(forKey: key) }
                     stopMedia(key)
                 }
+                if s.isTerminated || s == .confirmed { _ = offerEngines.withLock { $0.removeValue(forKey: key) } }
                 // Reported before it is recorded: whoever waits for the state sees the lines first.
                 report("\(name): \(s.label)")
                 states.withLock { $0[key, default: []].append(s) }
@@ -424,7 +430,14 @@ public final class Phone: Sendable {
                     try? await agent.perform(key) { s throws(SessionError) in try s.answer(.sdp(sdp.serialized())) }
                 }
             case .remoteAnswer(let b):
-                switch withEngine(key, { (e: inout OfferAnswer) throws(OfferAnswerError) in try e.receiveAnswer(bytes: b.bytes) }) {
+                let beforeAnswer = offerEngines.withLock { $0[key] }
+                switch withEngine(key, { (e: inout OfferAnswer) throws(OfferAnswerError) in
+                    // A second answer to the INVITE's offer (early, then a different one in the 2xx):
+                    // taken on the engine as it was after the offer; the media session is updated,
+                    // not restarted.
+                    if e.state != .localOfferPending, let first = beforeAnswer { e = first }
+                    return try e.receiveAnswer(bytes: b.bytes)
+                }) {
                 case .success(let n):
                     applyMedia(key, n)
                     let codec = n.audio.map { "\($0.sendCodec.name)/\($0.sendCodec.clockRate)" } ?? "none"

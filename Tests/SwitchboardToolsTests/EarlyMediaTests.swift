@@ -98,8 +98,9 @@ import Testing
 /// A-law pcap played at once, the 200 2.5 s later. Skipped without sipp, except under CI.
 @Suite("SIPp early media", .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/sipp") || TestPaths.isCI, "sipp is not installed: SIPp early media skipped"))
 struct SIPpEarlyMediaTests {
-    @Test("we call SIPp, which answers in a 183 and plays A-law: the audio before its 200 is recorded, and goes on after it", .timeLimit(.minutes(1)))
-    func earlyMediaFromSIPp() async throws {
+    @Test("we call SIPp, which answers in a 183 and plays A-law: the audio before its 200 is recorded, and goes on after it (a 200 with a new answer, 30 ms packets, updates the stream)",
+          .timeLimit(.minutes(1)), arguments: [false, true])
+    func earlyMediaFromSIPp(newAnswerIn200: Bool) async throws {
         let dir = NSTemporaryDirectory() + "sb-sipp-early-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
@@ -114,7 +115,8 @@ struct SIPpEarlyMediaTests {
         let mediaPort = try SIPpPort.free()
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/sipp")
-        p.arguments = ["-sf", TestPaths.repoRoot + "/Fixtures/sipp/uas_early_media.xml", "-i", "127.0.0.1", "-p", String(sipPort),
+        let scenario = newAnswerIn200 ? "uas_early_media_new_answer.xml" : "uas_early_media.xml"
+        p.arguments = ["-sf", TestPaths.repoRoot + "/Fixtures/sipp/" + scenario, "-i", "127.0.0.1", "-p", String(sipPort),
                        "-mp", String(mediaPort), "-m", "1", "-nostdin", "-timeout", "30"]
         p.currentDirectoryURL = URL(fileURLWithPath: dir)
         p.standardInput = FileHandle.nullDevice
@@ -130,14 +132,26 @@ struct SIPpEarlyMediaTests {
         try await Task.sleep(for: .milliseconds(300))
         let key = await caller.call(try SIPURI("sip:sipp@127.0.0.1:\(sipPort)"))
         try #require(await caller.wait(key, timeout: .seconds(10)) { $0 == .confirmed }, "\(lines.all)")
-        try await Task.sleep(for: .milliseconds(1500))
+        // Our packet rate after the 200: 50/s at 20 ms, 33/s once the new answer asks for 30 ms.
+        try await Task.sleep(for: .milliseconds(300))
+        let sentBefore = caller.mediaStatistics(key)?.call.sent.packets ?? 0
+        try await Task.sleep(for: .milliseconds(1200))
+        let sentAfter = caller.mediaStatistics(key)?.call.sent.packets ?? 0
+        let packetRate = Double(sentAfter - sentBefore) / 1.2
+        if newAnswerIn200 {
+            #expect((28...38).contains(packetRate), "\(packetRate) packets/s after the 200")
+        } else {
+            #expect((45...55).contains(packetRate), "\(packetRate) packets/s after the 200")
+        }
         try await caller.agent.perform(key) { s throws(SessionError) in try s.bye() }
         try #require(await caller.wait(key, timeout: .seconds(10)) { $0 == .terminated(.localHangup) }, "\(lines.all)")
         let clock = ContinuousClock(), deadline = clock.now + .seconds(20)
         while p.isRunning && clock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
         #expect(!p.isRunning && p.terminationStatus == 0, "\(lines.all)")
 
-        #expect(lines.count("caller got 183 INVITE (sdp)") == 1 && lines.count("caller: peer answers sendrecv (PCMA/8000)") == 1, "\(lines.all)")
+        #expect(lines.count("caller got 183 INVITE (sdp)") == 1, "\(lines.all)")
+        #expect(lines.count("caller: peer answers sendrecv (PCMA/8000)") == (newAnswerIn200 ? 2 : 1), "\(lines.all)")
+        #expect(lines.count("caller: bad answer") == 0, "\(lines.all)")
         let early = try #require(lines.first("caller: peer answers"))
         let answered = try #require(lines.first("caller: confirmed"))
         let answerAt = EarlyMediaTests.seconds(answered - early)

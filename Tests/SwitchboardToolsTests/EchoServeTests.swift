@@ -133,6 +133,31 @@ import Testing
         }
     }
 
+    @Test("a hold (re-INVITE sendonly) is answered recvonly by the call's engine and the echo stops; resuming brings it back",
+          .timeLimit(.minutes(1)))
+    func holdAndResume() async throws {
+        let server = try Self.server()
+        defer { server.close() }
+        let lines = ReportLines()
+        let phone = try Self.caller(lines, tone: 700, record: nil)
+        defer { phone.close() }
+        let key = await phone.call(try Self.target(server))
+        try #require(await phone.wait(key, timeout: .seconds(10)) { $0 == .confirmed }, "\(lines.all)")
+        try #require(await phone.wait(timeout: .seconds(10)) { (phone.mediaStatistics(key)?.call.received.packets ?? 0) > 20 })
+        try await phone.hold(key, true)
+        #expect(await phone.wait(timeout: .seconds(10)) { lines.count("caller: peer answers recvonly") == 1 }, "\(lines.all)")
+        try await Task.sleep(for: .milliseconds(300))
+        let held = phone.mediaStatistics(key)?.call.received.packets ?? 0
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(phone.mediaStatistics(key)?.call.received.packets == held, "the echo goes on while held")
+        try await phone.hold(key, false)
+        #expect(await phone.wait(timeout: .seconds(10)) { lines.count("caller: peer answers sendrecv") == 2 }, "\(lines.all)")
+        #expect(await phone.wait(timeout: .seconds(5)) { (phone.mediaStatistics(key)?.call.received.packets ?? 0) > held + 20 })
+        #expect(server.statistics.callsUp == 1 && server.statistics.answered == 1)
+        try await phone.agent.perform(key) { s throws(SessionError) in try s.bye() }
+        #expect(await phone.wait(key, timeout: .seconds(10)) { $0 == .terminated(.localHangup) })
+    }
+
     @Test("a call whose media carries nothing is ended with BYE after the media timeout; an offer without a common codec gets 488",
           .timeLimit(.minutes(1)))
     func mediaTimeoutAndRefusedOffer() async throws {
