@@ -186,6 +186,49 @@ import Testing
     }
 }
 
+/// SIPp's `uac_pcap` (A-law and an RFC 2833 digit replayed from Debian's sip-tester pcaps, the
+/// same sequence numbers in every call) against `serve --echo`. Skipped without sipp, except under CI.
+@Suite("serve --echo with SIPp uac_pcap", .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/sipp") || TestPaths.isCI, "sipp is not installed: SIPp echo skipped"))
+struct SIPpEchoTests {
+    @Test("10 SIPp uac_pcap calls at once: every call succeeds, each one's packets are received and echoed, none lost", .timeLimit(.minutes(1)))
+    func sippCallsTheEchoLine() async throws {
+        let server = try EchoServeTests.server(srtp: .off)
+        defer { server.close() }
+        let dir = NSTemporaryDirectory() + "sb-sipp-echo-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try FileManager.default.createSymbolicLink(atPath: dir + "/pcap", withDestinationPath: "/usr/share/sip-tester")
+        let port = server.server.endpoint.localAddresses[0].address.port
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/sipp")
+        p.arguments = ["127.0.0.1:\(port)", "-sn", "uac_pcap", "-i", "127.0.0.1", "-p", String(try SIPpPort.free()), "-mp", String(try SIPpPort.free()),
+                       "-m", "10", "-r", "20", "-l", "10", "-nostdin", "-timeout", "40"]
+        p.currentDirectoryURL = URL(fileURLWithPath: dir)
+        p.standardInput = FileHandle.nullDevice
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        defer {
+            if p.isRunning {
+                p.terminate()
+                p.waitUntilExit()
+            }
+        }
+        var peak = 0
+        let clock = ContinuousClock(), deadline = clock.now + .seconds(45)
+        while p.isRunning && clock.now < deadline {
+            peak = max(peak, server.tick().callsUp)
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        #expect(!p.isRunning && p.terminationStatus == 0, "sipp: \(p.isRunning ? "still running" : "exit \(p.terminationStatus)")")
+        #expect(await Phone.waitUntil(timeout: .seconds(5)) { server.statistics.callsUp == 0 })
+        let s = server.tick()
+        #expect(peak == 10 && s.answered == 10 && server.server.statistics.remoteHangups == 10, "\(s)")
+        // 8 s of 30 ms A-law and a digit per call: 246 packets each; the echo sends one every 20 ms.
+        #expect(s.packetsReceived >= 10 * 240 && s.packetsEchoed >= 10 * 400 && s.packetsLost == 0, "\(s)")
+    }
+}
+
 /// baresip calls `serve --echo`: its RTCP reports show that it receives our echo.
 @Suite("serve --echo with baresip", .enabled(if: Baresip.available || TestPaths.isCI, "baresip is not installed: baresip echo interop skipped"))
 struct BaresipEchoTests {
