@@ -45,21 +45,24 @@ public final class EchoServeCommand: Sendable {
 
     /// Counters since the start.
     public struct Statistics: Sendable, Hashable {
-        /// Calls with media up now, and the most at once.
+        /// Calls with media up now.
         public var callsUp = 0
+        /// The most calls up at once.
         public var peakCallsUp = 0
         /// Calls answered with echo media.
         public var answered = 0
         /// Calls refused over the limit.
         public var overLimit = 0
-        /// Calls refused because their offer could not be answered (488) or no port was free (503).
+        /// Calls refused because their offer could not be answered (488).
         public var refusedOffers = 0
+        /// Calls refused because no RTP port pair was free (503).
         public var noPort = 0
         /// Calls ended by the media timeout.
         public var mediaTimeouts = 0
-        /// RTP packets received, and sent back (one every ptime while the call is up: silence when
-        /// nothing arrived), over the ended calls plus the live ones at the last tick.
+        /// RTP packets received, over the ended calls plus the live ones at the last tick.
         public var packetsReceived: UInt64 = 0
+        /// RTP packets sent back, counted the same way (one every ptime while the call is up:
+        /// silence when nothing arrived).
         public var packetsEchoed: UInt64 = 0
         /// Packets lost on the way to us (RTP sequence gaps; a call with duplicates counts 0).
         public var packetsLost: Int64 = 0
@@ -88,7 +91,9 @@ public final class EchoServeCommand: Sendable {
         var lost: Int64 = 0
     }
 
+    /// The options given at creation.
     public let options: Options
+    /// The SIP side (its endpoint's listen points, its dialog statistics).
     public let server: DialogServer
     private let table: CallTable
 

@@ -158,6 +158,23 @@ import Testing
         #expect(await phone.wait(key, timeout: .seconds(10)) { $0 == .terminated(.localHangup) })
     }
 
+    @Test("an INVITE without an offer gets our offer in the 200; the answer in the ACK starts the echo", .timeLimit(.minutes(1)))
+    func offerlessInvite() async throws {
+        let server = try Self.server()
+        defer { server.close() }
+        let lines = ReportLines()
+        let phone = try Self.caller(lines, tone: 900, record: nil)
+        defer { phone.close() }
+        // The phone answers the 2xx's offer (its media session is made then) in the ACK.
+        let key = await phone.agent.call(try Self.target(server), offer: nil)
+        try #require(await phone.wait(key, timeout: .seconds(10)) { $0 == .confirmed }, "\(lines.all)")
+        #expect(lines.count("caller: peer offers sendrecv in INVITE") == 1, "\(lines.all)")
+        #expect(await phone.wait(timeout: .seconds(10)) { (phone.mediaStatistics(key)?.call.received.packets ?? 0) > 50 }, "\(lines.all)")
+        #expect(server.tick().packetsReceived > 30)
+        try await phone.agent.perform(key) { s throws(SessionError) in try s.bye() }
+        #expect(await phone.wait(key, timeout: .seconds(10)) { $0 == .terminated(.localHangup) })
+    }
+
     @Test("a call whose media carries nothing is ended with BYE after the media timeout; an offer without a common codec gets 488",
           .timeLimit(.minutes(1)))
     func mediaTimeoutAndRefusedOffer() async throws {
