@@ -253,15 +253,18 @@ struct Serve: AsyncParsableCommand {
                                         mediaTimeout: mediaTimeout > 0 ? .seconds(mediaTimeout) : nil, ringing: !noRinging)
     }
 
-    /// Prints a line every `every` seconds until SIGINT/SIGTERM or `--duration`.
+    /// Prints a line every `every` seconds until SIGINT/SIGTERM or `--duration`; `t=` is the
+    /// wall-clock time since the start (an overloaded process sleeps longer than asked).
     private func report<Snapshot>(every: Int = 1, snapshot: () -> Snapshot, line: (Snapshot, Int) -> String) async throws {
         let stop = StopSignal()
         var previous = snapshot()
-        var elapsed = 0
+        let clock = ContinuousClock(), start = clock.now
+        var ticks = 0
         while !stop.requested {
             try await Task.sleep(for: .seconds(1))
-            elapsed += 1
-            if elapsed % every == 0 {
+            ticks += 1
+            let elapsed = Int((clock.now - start).components.seconds)
+            if ticks % every == 0 {
                 print(line(previous, elapsed))
                 previous = snapshot()
             }
