@@ -41,7 +41,8 @@ public final class DialogServer: Sendable {
         public var offer: @Sendable (SessionKey, SessionBody?) -> SessionBody?
         /// The peer's answer to an offer of ours (in the ACK of an offerless INVITE's 2xx).
         public var answer: @Sendable (SessionKey, SessionBody) -> Void
-        /// The call is over (every call `incoming` saw ends here exactly once).
+        /// The call is over (every call `incoming` saw ends here exactly once, unless the server
+        /// is closed first).
         public var ended: @Sendable (SessionKey, SessionEndReason) -> Void
 
         /// Hooks; the defaults refuse in-dialog offers and ignore answers and ends.

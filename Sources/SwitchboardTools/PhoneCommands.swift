@@ -127,7 +127,8 @@ public struct PhoneMediaOptions: Sendable {
     /// The recording's sample rate.
     public var recordRate: Int
     /// Answering: send early media for this long before the 200 (a 183 Session Progress with the
-    /// SDP answer instead of 180; reliable when the caller supports 100rel); nil rings as usual.
+    /// SDP answer instead of 180; reliable when the caller supports 100rel); nil rings as usual,
+    /// and so does a call whose INVITE has no offer.
     public var earlyMedia: Duration?
     /// Answering with ``earlyMedia``: what to send before the 200 (a ringback tone, an
     /// announcement), after which ``input`` takes over in the same stream; nil sends ``input``

@@ -37,21 +37,24 @@ import Testing
         try SIPURI("sip:echo@127.0.0.1:\(server.server.endpoint.localAddresses[0].address.port)")
     }
 
-    /// The recording's last second: `frequency` must dominate it.
-    static func expectTone(_ path: String, _ frequency: Double, sourceLocation: SourceLocation = #_sourceLocation) throws {
+    /// The recording (without its first half second and its last 0.3 s): `frequency` must
+    /// dominate it, well above `other` (the other caller's tone).
+    static func expectTone(_ path: String, _ frequency: Double, not other: Double, sourceLocation: SourceLocation = #_sourceLocation) throws {
         let file = try WAVFile(path: path)
         guard case .pcm16(let samples) = file.samples else {
             Issue.record("recording is not PCM", sourceLocation: sourceLocation)
             return
         }
-        try #require(samples.count >= file.sampleRate, "\(path): \(samples.count) samples", sourceLocation: sourceLocation)
-        let tail = Array(samples.suffix(file.sampleRate))
-        let dominant = ToneAnalysis.dominantFrequency(in: tail, sampleRate: file.sampleRate, range: 100...3500)
+        try #require(samples.count >= file.sampleRate * 3 / 2, "\(path): \(samples.count) samples", sourceLocation: sourceLocation)
+        let body = Array(samples[(file.sampleRate / 2)..<(samples.count - file.sampleRate * 3 / 10)])
+        let dominant = ToneAnalysis.dominantFrequency(in: body, sampleRate: file.sampleRate, range: 100...3500)
         #expect(abs((dominant?.frequency ?? 0) - frequency) < 8, "\(path): dominant \(String(describing: dominant))", sourceLocation: sourceLocation)
-        #expect(ToneAnalysis.amplitude(of: frequency, in: tail, sampleRate: file.sampleRate) > 0.05, sourceLocation: sourceLocation)
+        let own = ToneAnalysis.amplitude(of: frequency, in: body, sampleRate: file.sampleRate)
+        let foreign = ToneAnalysis.amplitude(of: other, in: body, sampleRate: file.sampleRate)
+        #expect(own > 0.02 && own > foreign * 10, "\(path): \(frequency) Hz at \(own), \(other) Hz at \(foreign)", sourceLocation: sourceLocation)
     }
 
-    @Test("20 calls to serve --echo: each caller hears its own tone back (600 Hz on PCMU, 1000 Hz on Opus with SRTP), then BYE",
+    @Test("20 calls to serve --echo: each caller hears its own tone back (600 Hz on PCMU, 1000 Hz on PCMA with SRTP), then BYE",
           .timeLimit(.minutes(1)))
     func twentyCallsHearTheirTone() async throws {
         let server = try Self.server()
@@ -61,8 +64,10 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let lines = ReportLines()
         // Two callers, ten calls each, with different tones, codecs and SRTP: no call hears another's.
+        // (G.711 keeps 40 sessions light enough for a debug build on a busy machine; Opus echo is
+        // proven with baresip below.)
         let low = try Self.caller(lines, tone: 600, record: dir + "/low.wav")
-        let high = try Self.caller(lines, tone: 1000, record: dir + "/high.wav", srtp: .mandatory, codecs: [.opus, .telephoneEvent])
+        let high = try Self.caller(lines, tone: 1000, record: dir + "/high.wav", srtp: .mandatory, codecs: [.pcma, .telephoneEvent])
         defer {
             low.close()
             high.close()
@@ -88,7 +93,7 @@ import Testing
         for (phone, key) in calls {
             let stats = try #require(phone.mediaStatistics(key))
             #expect(stats.call.packetsLost == 0, "\(stats)")
-            #expect(stats.call.codec.contains(phone === high ? "opus" : "PCMU") && stats.secure == (phone === high), "\(stats)")
+            #expect(stats.call.codec.contains(phone === high ? "PCMA" : "PCMU") && stats.secure == (phone === high), "\(stats)")
             try await phone.agent.perform(key) { s throws(SessionError) in try s.bye() }
         }
         for (phone, key) in calls {
@@ -101,8 +106,8 @@ import Testing
         // Every recording (call 1 is low.wav, call n is low-n.wav) holds its caller's tone.
         for n in 1...10 {
             let suffix = n == 1 ? "" : "-\(n)"
-            try Self.expectTone(dir + "/low\(suffix).wav", 600)
-            try Self.expectTone(dir + "/high\(suffix).wav", 1000)
+            try Self.expectTone(dir + "/low\(suffix).wav", 600, not: 1000)
+            try Self.expectTone(dir + "/high\(suffix).wav", 1000, not: 600)
         }
         #expect(server.summary().contains("answered=20 confirmed=20 remote-hangups=20"), "\(server.summary())")
     }
