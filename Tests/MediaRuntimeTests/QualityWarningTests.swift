@@ -78,7 +78,8 @@ import Testing
         #expect(await waitUntil(seconds: 5) { a.stats().call.received.packets > 50 })
         try await Task.sleep(for: .milliseconds(1000))
         #expect(!Self.qualityEvents(rec).contains(.raised(.highJitter)), "\(Self.qualityEvents(rec))")
-        #expect(a.stats().call.jitter < .milliseconds(10), "\(a.stats())")
+        // Below the warning's threshold (a loaded machine adds a few milliseconds of its own).
+        #expect(a.stats().call.jitter < .milliseconds(30), "\(a.stats())")
         relay.set(.delayEveryOther(.milliseconds(80)))
         #expect(await waitUntil(seconds: 10) { Self.qualityEvents(rec).contains(.raised(.highJitter)) }, "\(Self.qualityEvents(rec))")
         #expect(a.stats().call.jitter > .milliseconds(30), "\(a.stats())")
