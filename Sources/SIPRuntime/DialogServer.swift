@@ -20,6 +20,43 @@ public final class DialogServer: Sendable {
     /// answer comes in the ACK). Returning `nil` refuses the call with 488.
     public typealias Answerer = @Sendable (SessionBody?) -> SessionBody?
 
+    /// What to do with a new call (see ``Handlers/incoming``).
+    public enum CallDecision: Sendable {
+        /// Answer with `body` (the answer to the INVITE's offer, or our offer when it had none);
+        /// `then` runs once the server's lock is released, before the 200 leaves (start the
+        /// call's media there: it may take longer than the SIP work should hold the lock).
+        case accept(SessionBody, then: (@Sendable () -> Void)? = nil)
+        /// Refuse with a final status code (3xx–6xx) and extra headers (e.g. Retry-After).
+        case refuse(Int, headers: [(SIPHeaderName, String)] = [])
+    }
+
+    /// Per-call hooks for a server that keeps state per call (media, offer/answer engines).
+    /// `incoming`, `offer` and `answer` run under the server's lock (keep them short, O(1), and
+    /// never call back into the server); `ended` runs after it.
+    public struct Handlers: Sendable {
+        /// A new call: its key and the INVITE's offer (`nil` when it has none).
+        public var incoming: @Sendable (SessionKey, SessionBody?) -> CallDecision
+        /// An offer in a re-INVITE or UPDATE (`nil`: a re-INVITE without a body asks for our
+        /// offer); `nil` refuses it with 488 and the session goes on as it was.
+        public var offer: @Sendable (SessionKey, SessionBody?) -> SessionBody?
+        /// The peer's answer to an offer of ours (in the ACK of an offerless INVITE's 2xx).
+        public var answer: @Sendable (SessionKey, SessionBody) -> Void
+        /// The call is over (every call `incoming` saw ends here exactly once, unless the server
+        /// is closed first).
+        public var ended: @Sendable (SessionKey, SessionEndReason) -> Void
+
+        /// Hooks; the defaults refuse in-dialog offers and ignore answers and ends.
+        public init(incoming: @escaping @Sendable (SessionKey, SessionBody?) -> CallDecision,
+                    offer: @escaping @Sendable (SessionKey, SessionBody?) -> SessionBody? = { _, _ in nil },
+                    answer: @escaping @Sendable (SessionKey, SessionBody) -> Void = { _, _ in },
+                    ended: @escaping @Sendable (SessionKey, SessionEndReason) -> Void = { _, _ in }) {
+            self.incoming = incoming
+            self.offer = offer
+            self.answer = answer
+            self.ended = ended
+        }
+    }
+
     public struct Statistics: Sendable, Hashable {
         /// New calls (INVITEs that made a session).
         public var invites = 0
@@ -57,6 +94,7 @@ public final class DialogServer: Sendable {
     enum Work {
         case respond(SIPMessage, TransactionID)
         case send(SIPMessage, SessionKey)
+        case run(@Sendable () -> Void)
     }
 
     public let endpoint: SIPEndpoint
@@ -64,7 +102,7 @@ public final class DialogServer: Sendable {
     public let sessionConfiguration: InviteSessionConfiguration
     /// Whether 180 Ringing goes before the 200.
     public let ringing: Bool
-    private let answerer: Answerer
+    private let handlers: Handlers
     private let state: Mutex<State>
 
     /// Binds the endpoint and starts answering.
@@ -75,9 +113,21 @@ public final class DialogServer: Sendable {
     ///   - sessionTimer: RFC 4028 settings; `nil` (the default) asks for none, but a caller's
     ///     Session-Expires is still honoured.
     ///   - answer: makes the SDP answer (see ``Answerer``).
+    public convenience init(configuration: SIPEndpoint.Configuration, user: String = "switchboard", transport: TransportKind = .udp,
+                            ringing: Bool = true, sessionTimer: SessionTimerSettings? = nil, userAgent: String? = nil,
+                            answer: @escaping Answerer) throws(TransportError) {
+        let handlers = Handlers(incoming: { _, offer in
+            guard let body = answer(offer) else { return .refuse(488) }
+            return .accept(body)
+        }, offer: { _, offer in answer(offer) })
+        try self.init(configuration: configuration, user: user, transport: transport, ringing: ringing, sessionTimer: sessionTimer,
+                      userAgent: userAgent, handlers: handlers)
+    }
+
+    /// Binds the endpoint and starts answering, with per-call ``Handlers``.
     public init(configuration: SIPEndpoint.Configuration, user: String = "switchboard", transport: TransportKind = .udp,
                 ringing: Bool = true, sessionTimer: SessionTimerSettings? = nil, userAgent: String? = nil,
-                answer: @escaping Answerer) throws(TransportError) {
+                handlers: Handlers) throws(TransportError) {
         let box = ServerBox()
         endpoint = try SIPEndpoint(configuration: configuration) { event in box.server?.handle(event) }
         guard let local = endpoint.localAddress(transport) ?? endpoint.localAddresses.first else {
@@ -92,12 +142,29 @@ public final class DialogServer: Sendable {
             viaTransport: transport.viaToken, viaSentBy: local.address.description, timers: configuration.timers,
             reliableProvisional: .supported, sessionTimer: sessionTimer, userAgent: userAgent)
         self.ringing = ringing
-        answerer = answer
+        self.handlers = handlers
         state = Mutex(State(manager: SessionManager(configuration: sessionConfiguration, seed: UInt64.random(in: 0...UInt64.max))))
         box.server = self
     }
 
     public var statistics: Statistics { state.withLock { $0.stats } }
+
+    /// Ends a call: BYE when it is up, 603 (or `code`) while it is unanswered. Returns whether
+    /// the call was known and had something to end.
+    @discardableResult
+    public func hangUp(_ key: SessionKey, declineWith code: Int = 603) -> Bool {
+        let work = state.withLock { s -> [Work]? in
+            guard !s.closed, s.manager[key] != nil else { return nil }
+            var work: [Work] = []
+            let out = (try? s.manager.perform(key) { x throws(SessionError) in x.hangUp(declineWith: code) }) ?? []
+            guard !out.isEmpty else { return nil }
+            process(out, &s, &work)
+            return work
+        }
+        guard let work else { return false }
+        carryOut(work)
+        return true
+    }
 
     /// Stops the timers and closes the sockets.
     public func close() {
@@ -193,10 +260,15 @@ public final class DialogServer: Sendable {
     }
 
     private func answerCall(_ key: SessionKey, offer: SessionBody?, _ s: inout State, _ work: inout [Work]) {
-        guard let answer = answerer(offer) else {
-            let out = (try? s.manager.perform(key) { x throws(SessionError) in try x.reject(488) }) ?? []
+        let answer: SessionBody
+        switch handlers.incoming(key, offer) {
+        case .refuse(let code, let headers):
+            let out = (try? s.manager.perform(key) { x throws(SessionError) in try x.reject(code, headers: headers) }) ?? []
             process(out, &s, &work)
             return
+        case .accept(let body, let then):
+            answer = body
+            if let then { work.append(.run(then)) }
         }
         if ringing {
             process((try? s.manager.perform(key) { x throws(SessionError) in try x.provisional(180) }) ?? [], &s, &work)
@@ -210,7 +282,7 @@ public final class DialogServer: Sendable {
     /// offer the answerer refuses gets 488 and the session goes on as it was.
     private func answerInDialog(_ key: SessionKey, _ offer: SessionBody?, _ s: inout State, _ work: inout [Work]) {
         let out: [SessionManager.Output]?
-        if let answer = answerer(offer) {
+        if let answer = handlers.offer(key, offer) {
             out = try? s.manager.perform(key) { x throws(SessionError) in try x.answer(answer) }
         } else {
             out = try? s.manager.perform(key) { x throws(SessionError) in try x.rejectOffer(488) }
@@ -251,6 +323,10 @@ public final class DialogServer: Sendable {
                 for t in SessionTimer.allCases {
                     if let h = s.timers.removeValue(forKey: TimerKey(key: key, timer: t)) { endpoint.timerService.cancel(h) }
                 }
+                let ended = handlers.ended
+                work.append(.run { ended(key, reason) })
+            case .remoteAnswer(let body):
+                handlers.answer(key, body)
             case .remoteOffer(let offer, _) where s.manager[key]?.state == .confirmed:
                 // A re-INVITE or UPDATE with an offer (the initial one is answered by answerCall).
                 answerInDialog(key, offer, &s, &work)
@@ -273,6 +349,8 @@ public final class DialogServer: Sendable {
             switch w {
             case .respond(let m, let tx):
                 endpoint.respond(m, to: tx)
+            case .run(let body):
+                body()
             case .send(let m, let key):
                 guard let peer = destination(of: m) else { continue }
                 if m.method == .ack {

@@ -126,14 +126,38 @@ public struct PhoneMediaOptions: Sendable {
     public var recordPath: String?
     /// The recording's sample rate.
     public var recordRate: Int
+    /// Answering: send early media for this long before the 200 (a 183 Session Progress with the
+    /// SDP answer instead of 180; reliable when the caller supports 100rel); nil rings as usual,
+    /// and so does a call whose INVITE has no offer.
+    public var earlyMedia: Duration?
+    /// Answering with ``earlyMedia``: what to send before the 200 (a ringback tone, an
+    /// announcement), after which ``input`` takes over in the same stream; nil sends ``input``
+    /// throughout. Not with ``MediaAudioInput/echo`` as ``input``.
+    public var earlyInput: MediaAudioInput?
 
     /// Options: a 440 Hz tone, no recording, the session defaults (127.0.0.1, ports 20000–29999, no SRTP).
     public init(configuration: MediaSessionConfiguration = MediaSessionConfiguration(), input: MediaAudioInput = .tone(frequency: 440),
-                recordPath: String? = nil, recordRate: Int = 8000) {
+                recordPath: String? = nil, recordRate: Int = 8000, earlyMedia: Duration? = nil, earlyInput: MediaAudioInput? = nil) {
         self.configuration = configuration
         self.input = input
         self.recordPath = recordPath
         self.recordRate = recordRate
+        self.earlyMedia = earlyMedia
+        self.earlyInput = earlyInput
+    }
+
+    /// The audio source of an input (for a switch in a running session); nil for
+    /// ``MediaAudioInput/echo``, which only a new session can do.
+    static func source(_ input: MediaAudioInput) throws(WAVError) -> (any AudioSource)? {
+        switch input {
+        case .silence: return SilenceSource(sampleRate: 8000)
+        case .tone(let f, let a): return ToneGenerator(frequency: f, amplitude: a, sampleRate: 48000)
+        case .wav(let path, let loops):
+            let file = try WAVFile(path: path)
+            return try SamplesSource(file, sampleRate: file.sampleRate, loops: loops)
+        case .source(let s): return s
+        case .echo: return nil
+        }
     }
 
     func recordPath(forCall index: Int) -> String? {
@@ -166,6 +190,10 @@ public final class Phone: Sendable {
     private let finalStatistics = Mutex<[SessionKey: MediaSessionStatistics]>([:])
     private let mediaCount = Mutex(0)
     private let infoDigits = Mutex<[SessionKey: String]>([:])
+    /// Our calls' engines as they were after the INVITE's offer, until the call is up: a 2xx
+    /// whose answer differs from an unreliable 18x's is taken on this copy (RFC 6337 §3.1 asks
+    /// for the same answer, not every peer obeys), and so is a later fork's early answer.
+    private let offerEngines = Mutex<[SessionKey: OfferAnswer]>([:])
 
     /// - Parameters:
     ///   - autoAnswer: answer incoming calls after ringing this long (nil: leave them ringing).
@@ -203,18 +231,21 @@ public final class Phone: Sendable {
     private var sipAddress: String { agent.endpoint.localAddresses[0].address.ipString }
 
     /// A media session for a new call (nil without media options, or when no port is free).
-    private func newMedia() -> MediaSession? {
+    /// An incoming call with early media starts with the early input.
+    private func newMedia(incoming: Bool = false) -> MediaSession? {
         guard var options = mediaOptions else { return nil }
         options.configuration.codecs = codecs
         let index = mediaCount.withLock { n -> Int in n += 1; return n }
         let output: MediaAudioOutput = options.recordPath(forCall: index).map { .wav(path: $0, sampleRate: options.recordRate) } ?? .discard
         let report = self.report, name = self.name
+        let input = incoming && options.earlyMedia != nil ? options.earlyInput ?? options.input : options.input
         do {
-            return try MediaSession(configuration: options.configuration, input: options.input, output: output) { event in
+            return try MediaSession(configuration: options.configuration, input: input, output: output) { event in
                 switch event {
                 case .dtmf(let d): report("\(name): DTMF received \(d.character.map(String.init) ?? "event \(d.event)")")
                 case .latched(let e): report("\(name): media from \(e)")
-                case .quality(let q): report("\(name): quality \(q)")
+                case .quality(.raised(let w)): report("\(name): quality warning raised: \(w)")
+                case .quality(.cleared(let w)): report("\(name): quality warning cleared: \(w)")
                 case .bye: report("\(name): RTCP BYE")
                 case .dtmfBegan: break
                 }
@@ -234,7 +265,7 @@ public final class Phone: Sendable {
 
     /// The engine of a session not seen yet (an incoming call), with its media session.
     private func newEngine(for key: SessionKey) -> OfferAnswer {
-        let media = newMedia()
+        let media = newMedia(incoming: true)
         if let media { mediaSessions.withLock { $0[key] = media } }
         return newEngine(media: media)
     }
@@ -288,6 +319,7 @@ public final class Phone: Sendable {
         return await agent.call(target, offer: offer) { key in
             if let media { self.mediaSessions.withLock { $0[key] = media } }
             self.engines.withLock { $0[key] = ready }
+            self.offerEngines.withLock { $0[key] = ready }
         }
     }
 
@@ -338,10 +370,26 @@ public final class Phone: Sendable {
                     try? await agent.perform(key) { s throws(SessionError) in try s.reject(488, headers: [(.warning, warning)]) }
                     return
                 }
-                try? await agent.perform(key) { s throws(SessionError) in try s.provisional(180) }
+                let early = offer == nil ? nil : mediaOptions?.earlyMedia
+                if let early {
+                    // Early media: the answer goes in a 183 now, the same one in the 200 later.
+                    let answer = engines.withLock { $0[key]?.localDescription }.map { SessionBody.sdp($0.serialized()) }
+                    try? await agent.perform(key) { s throws(SessionError) in try s.provisional(183, body: answer) }
+                    report("\(name): early media for \(early)")
+                } else {
+                    try? await agent.perform(key) { s throws(SessionError) in try s.provisional(180) }
+                }
                 // Ring in a task of its own: this loop keeps handling events meanwhile.
                 Task { [agent] in
-                    try? await Task.sleep(for: delay)
+                    try? await Task.sleep(for: early ?? delay)
+                    if early != nil, let options = self.mediaOptions, options.earlyInput != nil, let media = self.media(key) {
+                        // The call's own input takes over from the early one, in the same stream.
+                        do {
+                            if let source = try PhoneMediaOptions.source(options.input) { media.setInput(source) }
+                        } catch {
+                            self.report("\(self.name): input not switched: \(error)")
+                        }
+                    }
                     let body: SessionBody?
                     if offer != nil {
                         body = self.engines.withLock { $0[key]?.localDescription }.map { SessionBody.sdp($0.serialized()) }
@@ -361,6 +409,7 @@ public final class Phone: Sendable {
                     _ = engines.withLock { $0.removeValue(forKey: key) }
                     stopMedia(key)
                 }
+                if s.isTerminated || s == .confirmed { _ = offerEngines.withLock { $0.removeValue(forKey: key) } }
                 // Reported before it is recorded: whoever waits for the state sees the lines first.
                 report("\(name): \(s.label)")
                 states.withLock { $0[key, default: []].append(s) }
@@ -382,7 +431,14 @@ public final class Phone: Sendable {
                     try? await agent.perform(key) { s throws(SessionError) in try s.answer(.sdp(sdp.serialized())) }
                 }
             case .remoteAnswer(let b):
-                switch withEngine(key, { (e: inout OfferAnswer) throws(OfferAnswerError) in try e.receiveAnswer(bytes: b.bytes) }) {
+                let beforeAnswer = offerEngines.withLock { $0[key] }
+                switch withEngine(key, { (e: inout OfferAnswer) throws(OfferAnswerError) in
+                    // A second answer to the INVITE's offer (early, then a different one in the 2xx):
+                    // taken on the engine as it was after the offer; the media session is updated,
+                    // not restarted.
+                    if e.state != .localOfferPending, let first = beforeAnswer { e = first }
+                    return try e.receiveAnswer(bytes: b.bytes)
+                }) {
                 case .success(let n):
                     applyMedia(key, n)
                     let codec = n.audio.map { "\($0.sendCodec.name)/\($0.sendCodec.clockRate)" } ?? "none"

@@ -221,7 +221,30 @@ struct Answer: AsyncParsableCommand {
     @Flag(name: .long, help: "Print every message sent and received.")
     var trace = false
 
+    @Option(name: .long, help: "Send early media for this many seconds before answering: 183 Session Progress with the SDP answer instead of 180, then the 200.")
+    var earlyMedia: Double?
+
+    @Option(name: .long, help: "With --early-media: send this tone (Hz) before the answer (ringback, announcement), then the call's own audio.")
+    var earlyTone: Double?
+
     @OptionGroup var media: MediaOptions
+
+    func phoneMedia(host: String) throws -> PhoneMediaOptions? {
+        guard var options = try media.phoneMedia(host: host) else {
+            if earlyMedia != nil { throw ValidationError("--early-media needs media (not --no-media)") }
+            return nil
+        }
+        if let e = earlyMedia {
+            guard e > 0 else { throw ValidationError("--early-media takes a positive number of seconds") }
+            options.earlyMedia = .milliseconds(Int64(e * 1000))
+        }
+        if let f = earlyTone {
+            guard earlyMedia != nil else { throw ValidationError("--early-tone needs --early-media") }
+            guard !media.echo else { throw ValidationError("--early-tone cannot be combined with --echo") }
+            options.earlyInput = .tone(frequency: f)
+        }
+        return options
+    }
 
     func run() async throws {
         let point = try ListenSpec.parse(listen)
@@ -237,7 +260,7 @@ struct Answer: AsyncParsableCommand {
         let config = SIPUserAgent.Configuration(endpoint: .init(listen: [point]), identity: identity, credentials: creds, transport: transport)
         let say = stamped(.now)
         let phone = try Phone(name: "answer", configuration: config, autoAnswer: .milliseconds(Int64(ring)),
-                              media: try media.phoneMedia(host: host), report: { say(String($0.dropFirst(8))) }, trace: traceLines(trace))
+                              media: try phoneMedia(host: host), report: { say(String($0.dropFirst(8))) }, trace: traceLines(trace))
         defer { phone.close() }
         say("listening on \(phone.agent.endpoint.localAddresses[0]) as \(identity)")
         if let r = register {

@@ -5,6 +5,8 @@ import SIPRuntime
 import SIPMessage
 import SIPDialog
 import SIPTransport
+import MediaRuntime
+import SDP
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -156,6 +158,33 @@ struct Serve: AsyncParsableCommand {
     @Flag(name: .long, help: "With --dialogs: answer with 200 at once, without 180 Ringing.")
     var noRinging = false
 
+    @Flag(name: .long, help: "An echo test line: answer every INVITE's SDP offer and send back the caller's audio (dialog layer, a media session per call).")
+    var echo = false
+
+    @Option(name: .long, help: "With --echo: the media address (default: the first listen address).")
+    var mediaAddress: String?
+
+    @Option(name: .long, help: "With --echo: RTP port range, LOW-HIGH (even RTP port, RTCP on the next).")
+    var rtpPorts: String = "20000-29999"
+
+    @Option(name: .long, help: "With --echo: codecs in preference order, from opus, pcmu, pcma, g722 and telephone-event.")
+    var codecs: String = "opus,pcmu,pcma,telephone-event"
+
+    @Option(name: .long, help: "With --echo: SDES-SRTP: off, optional (RTP/AVP with a=crypto) or mandatory (RTP/SAVP).")
+    var srtp: String = "optional"
+
+    @Option(name: .long, help: "With --echo: calls up at once; more are refused.")
+    var maxCalls: Int = 1000
+
+    @Option(name: .long, help: "With --echo: the refusal over --max-calls: 503 (with Retry-After) or 486.")
+    var overLimit: Int = 503
+
+    @Option(name: .long, help: "With --echo: end a call with BYE after this many seconds without RTP (0: never).")
+    var mediaTimeout: Int = 30
+
+    @Option(name: .long, help: "With --echo: seconds between statistics lines.")
+    var statsInterval: Int = 1
+
     func run() async throws {
         guard (200...699).contains(answer) else { throw ValidationError("--answer must be a final status code (200-699)") }
         let points = try listen.map(ListenSpec.parse)
@@ -163,6 +192,12 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("a tls: listen point needs --cert and --key")
         }
         let tls = TLSConfiguration(certificateChain: cert.map { .file($0) }, privateKey: key.map { .file($0) })
+        if echo {
+            guard answer == 200, !dialogs else { throw ValidationError("--echo is a dialog-layer server of its own (without --answer or --dialogs)") }
+            guard capture == nil else { throw ValidationError("--capture is not available with --echo yet") }
+            try await runEcho(points, tls: tls)
+            return
+        }
         if dialogs {
             guard answer == 200 else { throw ValidationError("--dialogs answers with 200 (--answer is for the transaction-level server)") }
             guard capture == nil else { throw ValidationError("--capture is not available with --dialogs yet") }
@@ -188,16 +223,51 @@ struct Serve: AsyncParsableCommand {
         serve.server.close()
     }
 
-    /// Prints a line a second until SIGINT/SIGTERM or `--duration`.
-    private func report<Snapshot>(snapshot: () -> Snapshot, line: (Snapshot, Int) -> String) async throws {
+    private func runEcho(_ points: [SIPEndpoint.ListenPoint], tls: TLSConfiguration) async throws {
+        let options = try echoOptions(points)
+        let serve = try EchoServeCommand(listen: points, options: options, tls: tls)
+        for p in serve.server.endpoint.localAddresses { print("listening on \(p) (echo, media on \(options.media.localAddress) ports \(rtpPorts))") }
+        try await report(every: max(1, statsInterval), snapshot: { () }, line: { _, t in serve.line(elapsed: t) })
+        print(serve.summary())
+        serve.close()
+    }
+
+    func echoOptions(_ points: [SIPEndpoint.ListenPoint]) throws -> EchoServeCommand.Options {
+        guard let policy = SRTPPolicy(rawValue: srtp) else { throw ValidationError("--srtp takes off, optional or mandatory") }
+        let bounds = rtpPorts.split(separator: "-").compactMap { UInt16($0) }
+        guard bounds.count == 2, bounds[0] < bounds[1] else { throw ValidationError("--rtp-ports takes LOW-HIGH") }
+        let table: [String: Codec] = ["opus": .opus, "pcmu": .pcmu, "pcma": .pcma, "g722": .g722, "telephone-event": .telephoneEvent]
+        var list: [Codec] = []
+        for name in codecs.split(separator: ",") {
+            guard let c = table[name.lowercased()] else { throw ValidationError("--codecs: unknown codec \(name) (opus, pcmu, pcma, g722, telephone-event)") }
+            list.append(c)
+        }
+        guard list.contains(where: { $0.name != "telephone-event" }) else { throw ValidationError("--codecs needs an audio codec") }
+        guard maxCalls > 0 else { throw ValidationError("--max-calls must be positive") }
+        guard overLimit == 503 || overLimit == 486 else { throw ValidationError("--over-limit takes 503 or 486") }
+        let host: String
+        switch points.first { case .udp(let a)?, .tcp(let a)?, .tls(let a)?: host = a.ipString; case nil: host = "127.0.0.1" }
+        let ip = mediaAddress ?? (host == "0.0.0.0" || host == "::" ? "127.0.0.1" : host)
+        let media = MediaSessionConfiguration(localAddress: ip, portRange: bounds[0]...bounds[1], codecs: list, srtpPolicy: policy)
+        return EchoServeCommand.Options(media: media, maxCalls: maxCalls, overLimitCode: overLimit,
+                                        mediaTimeout: mediaTimeout > 0 ? .seconds(mediaTimeout) : nil, ringing: !noRinging)
+    }
+
+    /// Prints a line every `every` seconds until SIGINT/SIGTERM or `--duration`; `t=` is the
+    /// wall-clock time since the start (an overloaded process sleeps longer than asked).
+    private func report<Snapshot>(every: Int = 1, snapshot: () -> Snapshot, line: (Snapshot, Int) -> String) async throws {
         let stop = StopSignal()
         var previous = snapshot()
-        var elapsed = 0
+        let clock = ContinuousClock(), start = clock.now
+        var ticks = 0
         while !stop.requested {
             try await Task.sleep(for: .seconds(1))
-            elapsed += 1
-            print(line(previous, elapsed))
-            previous = snapshot()
+            ticks += 1
+            let elapsed = Int((clock.now - start).components.seconds)
+            if ticks % every == 0 {
+                print(line(previous, elapsed))
+                previous = snapshot()
+            }
             if let d = duration, elapsed >= d { break }
         }
     }
