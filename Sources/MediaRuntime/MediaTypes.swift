@@ -174,6 +174,9 @@ public struct MediaSessionStatistics: Sendable, Hashable, CustomStringConvertibl
         return text
     }
 
+    /// Milliseconds with one decimal, as in ``description``.
+    public static func msText(_ d: Duration) -> String { ms(d) }
+
     static func ms(_ d: Duration) -> String {
         let value = Double(d.components.seconds) * 1000 + Double(d.components.attoseconds) / 1e15
         return String(Double(Int(value * 10)) / 10)

@@ -163,6 +163,14 @@ public final class EchoServeCommand: Sendable {
         return "t=\(elapsed)s calls-up=\(s.callsUp) peak=\(s.peakCallsUp) answered=\(s.answered) over-limit=\(s.overLimit) "
             + "refused=\(s.refusedOffers + s.noPort) media-timeouts=\(s.mediaTimeouts) packets-received=\(s.packetsReceived) "
             + "packets-echoed=\(s.packetsEchoed) lost=\(s.packetsLost) loss=\(String(format2: loss))% live-dialogs=\(sip.liveDialogs)"
+            + " " + Self.engineLine(options.media.engine.statistics())
+    }
+
+    /// The media engine's tick lateness (p99 since the start, 0.1 ms buckets) and how many of
+    /// its workers run with real-time priority.
+    static func engineLine(_ e: MediaEngineStatistics) -> String {
+        let p99 = e.latenessQuantile(0.99).map { MediaSessionStatistics.msText($0) } ?? "-"
+        return "media-threads=\(e.threads) realtime=\(e.realtimeThreads) tick-p99=\(p99)ms"
     }
 
     /// The totals line printed at the end.

@@ -185,6 +185,12 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .long, help: "With --echo: seconds between statistics lines.")
     var statsInterval: Int = 1
 
+    @Option(name: .long, help: "With --echo: media worker threads (default: one per core).")
+    var mediaThreads: Int?
+
+    @Option(name: .long, help: "With --echo: run the media workers in SCHED_FIFO at this priority (1-99; needs CAP_SYS_NICE, else normal scheduling).")
+    var realtime: Int32?
+
     func run() async throws {
         guard (200...699).contains(answer) else { throw ValidationError("--answer must be a final status code (200-699)") }
         let points = try listen.map(ListenSpec.parse)
@@ -248,7 +254,14 @@ struct Serve: AsyncParsableCommand {
         let host: String
         switch points.first { case .udp(let a)?, .tcp(let a)?, .tls(let a)?: host = a.ipString; case nil: host = "127.0.0.1" }
         let ip = mediaAddress ?? (host == "0.0.0.0" || host == "::" ? "127.0.0.1" : host)
-        let media = MediaSessionConfiguration(localAddress: ip, portRange: bounds[0]...bounds[1], codecs: list, srtpPolicy: policy)
+        if let n = mediaThreads, n < 1 { throw ValidationError("--media-threads must be positive") }
+        if let p = realtime, !(1...99).contains(p) { throw ValidationError("--realtime takes a priority from 1 to 99") }
+        let engine = mediaThreads == nil && realtime == nil
+            ? MediaEngine.shared
+            : MediaEngine(threads: mediaThreads ?? MediaEngine.onlineProcessors, scheduling: realtime.map { .realtime(priority: $0) } ?? .normal)
+        // Two sockets per call: the usual soft limit of 1,024 descriptors would stop at ~500 calls.
+        MediaEngine.raiseDescriptorLimit()
+        let media = MediaSessionConfiguration(localAddress: ip, portRange: bounds[0]...bounds[1], codecs: list, srtpPolicy: policy, engine: engine)
         return EchoServeCommand.Options(media: media, maxCalls: maxCalls, overLimitCode: overLimit,
                                         mediaTimeout: mediaTimeout > 0 ? .seconds(mediaTimeout) : nil, ringing: !noRinging)
     }
