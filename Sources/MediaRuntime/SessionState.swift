@@ -1,3 +1,4 @@
+import Glibc
 import Media
 import MediaCodecs
 import RTP
@@ -157,6 +158,10 @@ struct SessionState {
     var rtcpSent: UInt64 = 0
     var rtcpReceived: UInt64 = 0
     var monitor = QualityMonitor()
+    /// Energy and sample count of the unmuted input since the last quality sample (for the
+    /// constant-input-level warning).
+    var inputEnergy = 0.0
+    var inputSamples = 0
     /// Tick lateness in 0.1 ms buckets (the last one: 20 ms or more).
     var lateness = [UInt32](repeating: 0, count: 201)
     var maxLateness: Duration = .zero
@@ -367,6 +372,7 @@ struct SessionState {
                 } else {
                     frame = input!.frame(n)
                 }
+                if !muted { measureInput(frame) }
                 if muted { frame = AudioSamples.silence(frame.count) }
                 if let payload = try? encoder!.encode(frame) {
                     let packet = packetizer!.packetize(payload)
@@ -396,7 +402,8 @@ struct SessionState {
             let snapshot = statistics().call
             let codec = media.impairment
             if snapshot.received.packets > lastSnapshot.received.packets {
-                let sample = QualitySample(from: lastSnapshot, to: snapshot, codec: codec, packetization: ptime, muted: muted)
+                let sample = QualitySample(from: lastSnapshot, to: snapshot, codec: codec, packetization: ptime,
+                                           audioInputLevel: takeInputLevel(), muted: muted)
                 events += monitor.add(sample).map { .quality($0) }
             }
             lastSnapshot = snapshot
@@ -501,6 +508,27 @@ struct SessionState {
     mutating func closeSink() {
         if case .wav(let writer) = sink { try? writer.close() }
         sink = .discard
+    }
+
+    /// Adds an unmuted input frame to the interval's level.
+    mutating func measureInput(_ frame: [Int16]) {
+        var sum = 0.0
+        for x in frame { sum += Double(x) * Double(x) }
+        inputEnergy += sum
+        inputSamples += frame.count
+    }
+
+    /// The input's RMS level over the interval in dBFS (as `AudioSamples.rmsLevel`; −120 for
+    /// digital silence), nil when nothing unmuted was sent; starts the next interval.
+    mutating func takeInputLevel() -> Double? {
+        defer {
+            inputEnergy = 0
+            inputSamples = 0
+        }
+        guard inputSamples > 0 else { return nil }
+        let meanSquare = inputEnergy / Double(inputSamples)
+        guard meanSquare > 0 else { return -120 }
+        return max(-120, 10 * log10(meanSquare / (32768.0 * 32768.0)))
     }
 
     mutating func recordLateness(nanoseconds late: Int64) {

@@ -89,4 +89,51 @@ import Testing
         #expect(a.stats().call.jitter < .milliseconds(30), "\(a.stats())")
         #expect(relay.stats.delayed > 10, "\(relay.stats)")
     }
+
+    /// A tone switched on and off every `period` samples: its level changes from one quality
+    /// interval to the next, as speech does.
+    struct Interrupted: AudioSource {
+        var tone = ToneGenerator(frequency: 700, amplitude: 0.3, sampleRate: 8000)
+        var position = 0
+        let period = 2400
+        var sampleRate: Int { 8000 }
+        mutating func nextFrame(count: Int) -> [Int16]? {
+            var frame = tone.next(count)
+            for i in frame.indices where ((position + i) / period) % 2 == 1 { frame[i] = 0 }
+            position += count
+            return frame
+        }
+    }
+
+    @Test("a constant input level (silence or a steady tone) raises the constant-audio warning; a varying input or mute clears it", .timeLimit(.minutes(1)))
+    func constantInputLevel() async throws {
+        let config = MediaSessionConfiguration(localAddress: "127.0.0.1", portRange: 10000...19999, codecs: [.pcmu],
+                                               rtcpInterval: .milliseconds(100))
+        let rec = Recorder(rate: 8000)
+        let a = try MediaSession(configuration: config, input: .silence, events: rec.sink)
+        let b = try MediaSession(configuration: config, input: .tone(frequency: 1000))
+        defer {
+            a.stop()
+            b.stop()
+        }
+        var oaA = OfferAnswer(capabilities: MediaCapabilities(address: "127.0.0.1", streams: [a.streamCapabilities()]), sessionID: 1)
+        var oaB = OfferAnswer(capabilities: MediaCapabilities(address: "127.0.0.1", streams: [b.streamCapabilities()]), sessionID: 2)
+        let answer = try oaB.receiveOffer(oaA.makeOffer())
+        let negotiated = try oaA.receiveAnswer(answer.sdp)
+        try b.apply(#require(answer.negotiated.audio))
+        try a.apply(#require(negotiated.audio))
+        // Digital silence: ten intervals at -120 dBFS.
+        #expect(await waitUntil(seconds: 10) { Self.qualityEvents(rec).contains(.raised(.constantAudioInputLevel)) }, "\(Self.qualityEvents(rec))")
+        // Speech-like on/off: the levels spread over more than 3 dB.
+        a.setInput(Interrupted())
+        #expect(await waitUntil(seconds: 10) { Self.qualityEvents(rec).contains(.cleared(.constantAudioInputLevel)) }, "\(Self.qualityEvents(rec))")
+        // A steady tone is a constant level again.
+        a.setInput(ToneGenerator(frequency: 700, amplitude: 0.3, sampleRate: 8000))
+        #expect(await waitUntil(seconds: 10) { Self.qualityEvents(rec).filter { $0 == .raised(.constantAudioInputLevel) }.count == 2 },
+                "\(Self.qualityEvents(rec))")
+        // Muted, the input level means nothing: cleared.
+        a.setMuted(true)
+        #expect(await waitUntil(seconds: 10) { Self.qualityEvents(rec).filter { $0 == .cleared(.constantAudioInputLevel) }.count == 2 },
+                "\(Self.qualityEvents(rec))")
+    }
 }
