@@ -145,6 +145,25 @@ public enum CaptureEvent: Sendable {
     case message(CapturedSIPMessage)
     /// A non-fatal anomaly.
     case anomaly(CaptureAnomaly)
+    /// A SIP message's digest, from a decoder made with `digests: true` (in place of ``message(_:)``).
+    case digest(CapturedSIPDigest)
+}
+
+/// A SIP message found in a capture, as its ``SIPMessageDigest`` (what a summary counts).
+public struct CapturedSIPDigest: Sendable {
+    /// The capture time of the frame that carried (for TCP: completed) the message.
+    public var timestamp: CaptureTimestamp
+    /// Sender.
+    public var source: CaptureEndpoint
+    /// Receiver.
+    public var destination: CaptureEndpoint
+    /// UDP or TCP.
+    public var transport: CaptureTransport
+    /// The frame number (as in ``CapturedSIPMessage/frameNumber``).
+    public var frameNumber: Int
+    /// The digest. Its reason phrase is filled only for the first response of each status code
+    /// the decoder reports.
+    public var digest: SIPMessageDigest
 }
 
 /// Counts of what a ``CaptureDecoder`` has seen.
@@ -214,9 +233,18 @@ public struct CaptureDecoder: Sendable {
     private var flows: [FlowKey: TCPDirection] = [:]
     private var out: [CaptureEvent] = []
 
-    /// A decoder with the given limits.
-    public init(limits: Limits = Limits()) {
+    /// Present when the decoder reports digests (``CaptureEvent/digest(_:)``) instead of messages.
+    private var scanner: SIPDigestScanner?
+    /// Status codes (100–699) whose reason phrase a digest has already carried.
+    private var reasonReported = [UInt64](repeating: 0, count: 11)
+
+    /// A decoder with the given limits. With `digests`, SIP messages are reported as
+    /// ``CaptureEvent/digest(_:)`` (UDP datagrams scanned in place by a ``SIPDigestScanner``,
+    /// never copied nor indexed into a ``SIPMessage``); the same datagrams are accepted or
+    /// refused as without it.
+    public init(limits: Limits = Limits(), digests: Bool = false) {
         self.limits = limits
+        if digests { scanner = SIPDigestScanner() }
         reassembler = FragmentReassembler(maxDatagrams: limits.maxPendingDatagrams, maxBytes: limits.maxPendingFragmentBytes,
                                           timeoutNanoseconds: limits.fragmentTimeoutSeconds * 1_000_000_000)
     }
@@ -423,6 +451,14 @@ public struct CaptureDecoder: Sendable {
                 return
             }
             do throws(SIPParseError) {
+                if var sc = scanner.take() {
+                    defer { scanner = sc }
+                    let d = try sc.digest(datagram: payload) { code in firstReason(code) }
+                    counters.sipMessages += 1
+                    out.append(.digest(CapturedSIPDigest(timestamp: f.timestamp, source: source, destination: destination, transport: .udp,
+                                                         frameNumber: f.number, digest: d)))
+                    return
+                }
                 let m = try SIPMessage(bytes: Array(payload))
                 emit(CapturedSIPMessage(timestamp: f.timestamp, source: source, destination: destination, transport: .udp, frameNumber: f.number, message: m))
             } catch {
@@ -445,7 +481,23 @@ public struct CaptureDecoder: Sendable {
 
     private mutating func emit(_ m: CapturedSIPMessage) {
         counters.sipMessages += 1
-        out.append(.message(m))
+        if scanner != nil {
+            let d = SIPMessageDigest(m.message, reasonPhrase: m.message.statusCode.map { firstReason($0) } ?? false)
+            out.append(.digest(CapturedSIPDigest(timestamp: m.timestamp, source: m.source, destination: m.destination, transport: m.transport,
+                                                 frameNumber: m.frameNumber, digest: d)))
+        } else {
+            out.append(.message(m))
+        }
+    }
+
+    /// Whether `code`'s reason phrase is yet to be reported (and notes that it now is).
+    private mutating func firstReason(_ code: Int) -> Bool {
+        let bit = code - 100
+        guard bit >= 0, bit < 64 * reasonReported.count else { return false }
+        let mask: UInt64 = 1 << UInt64(bit % 64)
+        if reasonReported[bit / 64] & mask != 0 { return false }
+        reasonReported[bit / 64] |= mask
+        return true
     }
 
     // MARK: TCP stream reassembly (RFC 9293 §3.4, §3.10.7)

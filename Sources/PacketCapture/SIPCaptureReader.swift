@@ -15,9 +15,10 @@ public final class SIPCaptureReader {
 
     /// Opens the capture at `path`.
     /// - Throws: ``CaptureFileError`` when the file cannot be opened or its header is unreadable.
-    public init(path: String, limits: CaptureDecoder.Limits = .init()) throws(CaptureFileError) {
+    /// With `digests`, messages come as ``CaptureEvent/digest(_:)`` (see ``CaptureDecoder/init(limits:digests:)``).
+    public init(path: String, limits: CaptureDecoder.Limits = .init(), digests: Bool = false) throws(CaptureFileError) {
         reader = try CaptureFileReader(path: path)
-        decoder = CaptureDecoder(limits: limits)
+        decoder = CaptureDecoder(limits: limits, digests: digests)
     }
 
     /// Reads a capture held in memory.
@@ -73,6 +74,7 @@ public struct CaptureSummary: Sendable {
                 switch e {
                 case .message(let m): messages.append(m)
                 case .anomaly(let a): anomalies.append(a)
+                case .digest: break  // not made by this reader's decoder
                 }
             }
         } catch {
@@ -83,6 +85,7 @@ public struct CaptureSummary: Sendable {
                 switch e {
                 case .message(let m): messages.append(m)
                 case .anomaly(let a): anomalies.append(a)
+                case .digest: break  // not made by this reader's decoder
                 }
             }
             counters = d.counters

@@ -153,7 +153,7 @@ public struct CaptureAnalysis: Sendable {
     }
 
     /// Totals, like `tshark -q -z sip,stat`, and calls by outcome.
-    public struct Summary: Sendable {
+    public struct Summary: Sendable, Equatable {
         /// SIP messages seen.
         public var messages = 0
         /// Requests seen.
@@ -212,8 +212,8 @@ public struct CaptureAnalysis: Sendable {
     /// (removal moves the last call into the hole). The calls sit in an array so that growing
     /// the index moves small entries, not calls.
     private var liveCalls: [LiveCall] = []
-    private var liveKeys: [CallIDKey] = []
-    private var liveIndex: [CallIDKey: Int] = [:]
+    private var liveKeys: [SIPByteKey] = []
+    private var liveIndex: [SIPByteKey: Int] = [:]
     /// Where recent methods and codes sit in the summary's tables (valid until the next insertion).
     private var methodSlots: [(SIPMethod, [String: Int].Index)] = []
     private var codeSlots: [(Int, [Int: Int].Index)] = []
@@ -243,44 +243,60 @@ public struct CaptureAnalysis: Sendable {
 
     /// Takes in the next message (in capture order).
     public mutating func add(_ captured: CapturedSIPMessage) {
-        let m = captured.message, t = captured.timestamp
-        sweep(now: t)
-        summary.messages += 1
-        if summary.first == nil || t < summary.first! { summary.first = t }
-        if summary.last == nil || summary.last! < t { summary.last = t }
-        if let method = m.method {
-            summary.requests += 1
-            countRequest(method)
-        } else if let code = m.statusCode {
-            summary.responses += 1
-            countResponse(code, m)
-        }
-        // Calls are found by the Call-ID's bytes (compared byte for byte, RFC 3261 §20.8); the
-        // String is made once per call. The call is changed in place in its array: a LiveCall
-        // holds a dozen collections, and moving it out and back costs more than the rest.
-        let idBytes = m.callIDBytes ?? []
-        let i: Int
-        if let found = liveIndex[CallIDKey(idBytes)] {
-            i = found
-        } else {
-            i = liveCalls.count
-            let key = CallIDKey(ArraySlice(Array(idBytes)))  // its own bytes, not the message's
-            liveCalls.append(LiveCall(callID: m.callID ?? "", time: t))
-            liveKeys.append(key)
-            liveIndex[key] = i
-        }
+        let m = captured.message
+        let d = SIPMessageDigest(m, reasonPhrase: m.statusCode.map { summary.responsesByCode[$0] == nil } ?? false)
+        let (i, retransmission, counted) = take(d, time: captured.timestamp, source: captured.source)
         let recordArrows: Bool
         switch ladder {
         case .none: recordArrows = false
         case .all: recordArrows = true
         case .call(let id): recordArrows = id == liveCalls[i].callID
         }
-        let retransmission = liveCalls[i].absorb(captured, recordArrow: recordArrows, keepText: keepMessages, details: details)
-        if retransmission { summary.retransmissions += 1 }
+        liveCalls[i].note(captured, retransmission: retransmission, counted: counted, recordArrow: recordArrows, keepText: keepMessages, details: details)
         if !retransmission && details {
             let callID = liveCalls[i].callID
             for other in links(of: callID, m) where !liveCalls[i].linked.contains(other) { liveCalls[i].linked.append(other) }
         }
+    }
+
+    /// Takes in the next message as its digest (in capture order), from a decoder made with
+    /// `digests: true`: what the summary counts is the same as through ``add(_:)-(CapturedSIPMessage)``,
+    /// but a digest holds nothing of what only call records show (From, To, SDP, links, arrows).
+    public mutating func add(_ captured: CapturedSIPDigest) {
+        _ = take(captured.digest, time: captured.timestamp, source: captured.source)
+    }
+
+    /// Counts a message in the summary and its call; returns the call's position, whether the
+    /// message was a retransmission and whether it counted in its call's transactions.
+    private mutating func take(_ d: SIPMessageDigest, time t: CaptureTimestamp, source: CaptureEndpoint) -> (Int, Bool, Bool) {
+        sweep(now: t)
+        summary.messages += 1
+        if summary.first == nil || t < summary.first! { summary.first = t }
+        if summary.last == nil || summary.last! < t { summary.last = t }
+        if let method = d.method {
+            summary.requests += 1
+            countRequest(method)
+        } else if let code = d.statusCode {
+            summary.responses += 1
+            countResponse(code, reason: d.reasonPhrase)
+        }
+        // Calls are found by the Call-ID's bytes (compared byte for byte, RFC 3261 §20.8), held
+        // inline in the key (no allocation); the String is made once per call. The call is
+        // changed in place in its array: a LiveCall holds a dozen collections, and moving it out
+        // and back costs more than the rest.
+        let key = d.callID ?? SIPByteKey()
+        let i: Int
+        if let found = liveIndex[key] {
+            i = found
+        } else {
+            i = liveCalls.count
+            liveCalls.append(LiveCall(callID: key.string, time: t))
+            liveKeys.append(key)
+            liveIndex[key] = i
+        }
+        let (retransmission, counted) = liveCalls[i].absorb(d, time: t, source: source)
+        if retransmission { summary.retransmissions += 1 }
+        return (i, retransmission, counted)
     }
 
     /// Ends the analysis: every live call is finished, calls are ordered and links made mutual.
@@ -320,7 +336,7 @@ public struct CaptureAnalysis: Sendable {
 
     /// Counts a response in ``Summary/responsesByCode``, noting its reason phrase the first time
     /// the code appears.
-    private mutating func countResponse(_ code: Int, _ m: SIPMessage) {
+    private mutating func countResponse(_ code: Int, reason: String?) {
         for (known, slot) in codeSlots where known == code {
             summary.responsesByCode.values[slot] += 1
             return
@@ -329,7 +345,7 @@ public struct CaptureAnalysis: Sendable {
             summary.responsesByCode.values[slot] += 1
         } else {
             summary.responsesByCode[code] = 1
-            summary.reasonPhrases[code] = m.reasonPhrase ?? ""
+            summary.reasonPhrases[code] = reason ?? ""
             codeSlots.removeAll()
         }
         if codeSlots.count < 16, let slot = summary.responsesByCode.index(forKey: code) { codeSlots.append((code, slot)) }
@@ -422,21 +438,6 @@ public struct CaptureAnalysis: Sendable {
 }
 
 /// The state of a call still receiving messages.
-/// A Call-ID's bytes as a dictionary key: hashed in one pass over the bytes, compared with memcmp.
-private struct CallIDKey: Hashable, Sendable {
-    let bytes: ArraySlice<UInt8>
-    init(_ bytes: ArraySlice<UInt8>) { self.bytes = bytes }
-
-    static func == (a: Self, b: Self) -> Bool {
-        guard a.bytes.count == b.bytes.count else { return false }
-        return a.bytes.withUnsafeBytes { x in b.bytes.withUnsafeBytes { y in x.count == 0 || memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0 } }
-    }
-
-    func hash(into hasher: inout Hasher) {
-        bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
-    }
-}
-
 private struct LiveCall: Sendable {
     /// What makes a message a retransmission of another. The CSeq method, top Via branch and
     /// To tag are kept as 64-bit FNV-1a hashes of their bytes (no strings per message); two
@@ -451,18 +452,28 @@ private struct LiveCall: Sendable {
         var rseq: UInt32
     }
 
-    static func fnv(_ bytes: ArraySlice<UInt8>?) -> UInt64 {
-        guard let bytes else { return 0 }
-        var h: UInt64 = 0xcbf2_9ce4_8422_2325
-        for b in bytes { h = (h ^ UInt64(b)) &* 0x0000_0100_0000_01B3 }
-        return h
+    /// The CSeq method as a number: the well-known methods by position, others by the
+    /// FNV-1a hash of their token.
+    static func methodCode(_ m: SIPMethod) -> UInt64 {
+        switch m {
+        case .invite: return 1
+        case .ack: return 2
+        case .bye: return 3
+        case .cancel: return 4
+        case .register: return 5
+        case .options: return 6
+        case .info: return 7
+        case .update: return 8
+        case .prack: return 9
+        case .subscribe: return 10
+        case .notify: return 11
+        case .refer: return 12
+        case .message: return 13
+        case .publish: return 14
+        case .extension(let token): return SIPMessageDigest.fnv(Array(token.utf8)[...]) | 1 << 63
+        }
     }
 
-    static func fnv(_ s: String) -> UInt64 {
-        var h: UInt64 = 0xcbf2_9ce4_8422_2325
-        for b in s.utf8 { h = (h ^ UInt64(b)) &* 0x0000_0100_0000_01B3 }
-        return h
-    }
     struct TransactionKey: Hashable, Sendable {
         var cseq: UInt32
         var method: String
@@ -548,41 +559,26 @@ private struct LiveCall: Sendable {
         return i
     }
 
-    /// Takes in one message of this call; returns whether it was a retransmission.
-    mutating func absorb(_ captured: CapturedSIPMessage, recordArrow: Bool, keepText: Bool, details: Bool) -> Bool {
-        let m = captured.message, t = captured.timestamp
+    /// Counts one message of this call; returns whether it was a retransmission, and whether it
+    /// counted in the transactions (not a retransmission, and a CSeq or a request method).
+    mutating func absorb(_ d: SIPMessageDigest, time t: CaptureTimestamp, source: CaptureEndpoint) -> (Bool, Bool) {
         messageCount += 1
         if last < t { last = t }
-        if details, from == nil, let f = try? m.from() { from = f.uri.description }
-        if details, to == nil, let x = try? m.to() { to = x.uri.description }
-        let cseq = try? m.cseq()
-        let key = MessageKey(source: captured.source, cseq: cseq?.sequence ?? 0, cseqMethod: cseq.map { Self.fnv($0.method.token) } ?? 0,
-                             status: m.statusCode ?? 0, branch: Self.fnv(m.topViaBranchBytes), toTag: Self.fnv(m.toTagBytes),
-                             rseq: m.statusCode.map { (100...199).contains($0) } == true ? ((try? m.rseq()) ?? 0) : 0)
+        let cseq = d.cseq
+        let key = MessageKey(source: source, cseq: cseq?.sequence ?? 0, cseqMethod: cseq.map { Self.methodCode($0.method) } ?? 0,
+                             status: d.statusCode ?? 0, branch: d.branchHash, toTag: d.toTagHash, rseq: d.rseq)
         let retransmission = !insertSeen(key)
         if retransmission { retransmissions += 1 }
-        if recordArrow {
-            let label: String
-            if let method = m.method {
-                label = method.token
-            } else {
-                label = "\(m.statusCode ?? 0)" + ((m.reasonPhrase ?? "").isEmpty ? "" : " " + m.reasonPhrase!)
-            }
-            arrows.append(.init(time: t, source: captured.source, destination: captured.destination,
-                                label: retransmission ? label + " (rtx)" : label,
-                                frameNumber: captured.frameNumber, retransmission: retransmission,
-                                text: keepText ? String(decoding: m.serialized(), as: UTF8.self) : nil))
-        }
         // A request without a (parsable) CSeq still counts as a transaction of its method.
-        guard !retransmission, let cseq = cseq ?? m.method.map({ CSeq(0, $0) }) else { return retransmission }
+        guard !retransmission, let cseq = cseq ?? d.method.map({ CSeq(0, $0) }) else { return (retransmission, false) }
         let method = cseq.method.token
-        if let requestMethod = m.method {
+        if let requestMethod = d.method {
             if requestMethod != .ack, transaction(cseq.sequence, method) == nil {
                 addTransaction(cseq.sequence, method)
             }
             if requestMethod == .invite, inviteTime == nil { inviteTime = t }
             if requestMethod == .bye, byeTime == nil { byeTime = t }
-        } else if let code = m.statusCode {
+        } else if let code = d.statusCode {
             let i = transaction(cseq.sequence, method) ?? addTransaction(cseq.sequence, method)
             if code >= 200 {
                 if let old = transactions[i].finalCode {
@@ -596,8 +592,27 @@ private struct LiveCall: Sendable {
                 if (200...299).contains(code), answerTime == nil { answerTime = t }
             }
         }
-        if details { noteSDP(m, from: captured.source) }
-        return false
+        return (false, true)
+    }
+
+    /// Notes what only call records and ladders show of a message ``absorb(_:time:source:)`` counted.
+    mutating func note(_ captured: CapturedSIPMessage, retransmission: Bool, counted: Bool, recordArrow: Bool, keepText: Bool, details: Bool) {
+        let m = captured.message, t = captured.timestamp
+        if details, from == nil, let f = try? m.from() { from = f.uri.description }
+        if details, to == nil, let x = try? m.to() { to = x.uri.description }
+        if recordArrow {
+            let label: String
+            if let method = m.method {
+                label = method.token
+            } else {
+                label = "\(m.statusCode ?? 0)" + ((m.reasonPhrase ?? "").isEmpty ? "" : " " + m.reasonPhrase!)
+            }
+            arrows.append(.init(time: t, source: captured.source, destination: captured.destination,
+                                label: retransmission ? label + " (rtx)" : label,
+                                frameNumber: captured.frameNumber, retransmission: retransmission,
+                                text: keepText ? String(decoding: m.serialized(), as: UTF8.self) : nil))
+        }
+        if details && counted { noteSDP(m, from: captured.source) }
     }
 
     private mutating func noteSDP(_ m: SIPMessage, from source: CaptureEndpoint) {
@@ -696,7 +711,8 @@ public enum CaptureCommand {
         var report = Report(path: path, view: view, analysis: analysis, error: nil)
         let reader: SIPCaptureReader
         do {
-            reader = try SIPCaptureReader(path: path)
+            // The summary needs only what a digest holds: the datagrams are scanned in place.
+            reader = try SIPCaptureReader(path: path, digests: view == .summary)
         } catch {
             report.error = error
             analysis.finish()
@@ -707,6 +723,9 @@ public enum CaptureCommand {
             switch e {
             case .message(let m):
                 analysis.add(m)
+                if let progress, analysis.summary.messages % 10_000 == 0 { progress(analysis.summary.messages) }
+            case .digest(let d):
+                analysis.add(d)
                 if let progress, analysis.summary.messages % 10_000 == 0 { progress(analysis.summary.messages) }
             case .anomaly: analysis.noteAnomaly()
             }
