@@ -147,6 +147,43 @@ public enum CaptureEvent: Sendable {
     case anomaly(CaptureAnomaly)
     /// A SIP message's digest, from a decoder made with `digests: true` (in place of ``message(_:)``).
     case digest(CapturedSIPDigest)
+    /// A UDP datagram that carried no SIP, from a decoder made with `datagrams: true`.
+    case datagram(CapturedDatagram)
+}
+
+/// A UDP datagram that carried no SIP: where it went and whether it looks like RTP or RTCP.
+public struct CapturedDatagram: Sendable, Hashable {
+    /// What the payload looks like.
+    public enum Kind: Sendable, Hashable {
+        /// RTP: version 2, at least 12 bytes, second byte outside 192–223.
+        case rtp
+        /// RTCP: version 2, at least 8 bytes, second byte (packet type) 192–223.
+        case rtcp
+        /// Anything else.
+        case other
+    }
+    /// The capture time.
+    public var timestamp: CaptureTimestamp
+    /// Sender.
+    public var source: CaptureEndpoint
+    /// Receiver.
+    public var destination: CaptureEndpoint
+    /// The frame number (of the last fragment, for a reassembled datagram).
+    public var frameNumber: Int
+    /// The UDP payload's length.
+    public var length: Int
+    /// RTP, RTCP or other.
+    public var kind: Kind
+
+    /// Tells RTP from RTCP as RFC 5761 §4 does for a multiplexed port: both have version 2 in
+    /// the first two bits; RTCP packet types 192–223 (200–204 in use) fall where RTP payload
+    /// types 64–95 with the marker bit would, which RTP must not use.
+    public static func classify(_ payload: ArraySlice<UInt8>) -> Kind {
+        guard payload.count >= 8, payload[payload.startIndex] >> 6 == 2 else { return .other }
+        let second = payload[payload.startIndex + 1]
+        if (192...223).contains(second) { return .rtcp }
+        return payload.count >= 12 ? .rtp : .other
+    }
 }
 
 /// A SIP message found in a capture, as its ``SIPMessageDigest`` (what a summary counts).
@@ -235,6 +272,8 @@ public struct CaptureDecoder: Sendable {
 
     /// Present when the decoder reports digests (``CaptureEvent/digest(_:)``) instead of messages.
     private var scanner: SIPDigestScanner?
+    /// Whether non-SIP UDP datagrams are reported.
+    private let datagrams: Bool
     /// Status codes (100–699) whose reason phrase a digest has already carried.
     private var reasonReported = [UInt64](repeating: 0, count: 11)
 
@@ -242,8 +281,12 @@ public struct CaptureDecoder: Sendable {
     /// ``CaptureEvent/digest(_:)`` (UDP datagrams scanned in place by a ``SIPDigestScanner``,
     /// never copied nor indexed into a ``SIPMessage``); the same datagrams are accepted or
     /// refused as without it.
-    public init(limits: Limits = Limits(), digests: Bool = false) {
+    ///
+    /// With `datagrams`, UDP datagrams that carry no SIP are reported too
+    /// (``CaptureEvent/datagram(_:)``, classified RTP, RTCP or other; their bytes are not kept).
+    public init(limits: Limits = Limits(), digests: Bool = false, datagrams: Bool = false) {
         self.limits = limits
+        self.datagrams = datagrams
         if digests { scanner = SIPDigestScanner() }
         reassembler = FragmentReassembler(maxDatagrams: limits.maxPendingDatagrams, maxBytes: limits.maxPendingFragmentBytes,
                                           timeoutNanoseconds: limits.fragmentTimeoutSeconds * 1_000_000_000)
@@ -448,6 +491,10 @@ public struct CaptureDecoder: Sendable {
             let payload = p[(s + 8)..<(s + len)]
             guard SIPDetector.startsWithStartLine(payload) else {
                 counters.nonSIPPayloads += 1
+                if datagrams {
+                    out.append(.datagram(CapturedDatagram(timestamp: f.timestamp, source: source, destination: destination, frameNumber: f.number,
+                                                          length: payload.count, kind: CapturedDatagram.classify(payload))))
+                }
                 return
             }
             do throws(SIPParseError) {

@@ -15,10 +15,11 @@ public final class SIPCaptureReader {
 
     /// Opens the capture at `path`.
     /// - Throws: ``CaptureFileError`` when the file cannot be opened or its header is unreadable.
-    /// With `digests`, messages come as ``CaptureEvent/digest(_:)`` (see ``CaptureDecoder/init(limits:digests:)``).
-    public init(path: String, limits: CaptureDecoder.Limits = .init(), digests: Bool = false) throws(CaptureFileError) {
+    /// With `digests`, messages come as ``CaptureEvent/digest(_:)``; with `datagrams`, non-SIP
+    /// UDP datagrams come too (see ``CaptureDecoder/init(limits:digests:datagrams:)``).
+    public init(path: String, limits: CaptureDecoder.Limits = .init(), digests: Bool = false, datagrams: Bool = false) throws(CaptureFileError) {
         reader = try CaptureFileReader(path: path)
-        decoder = CaptureDecoder(limits: limits, digests: digests)
+        decoder = CaptureDecoder(limits: limits, digests: digests, datagrams: datagrams)
     }
 
     /// Reads a capture held in memory.
@@ -74,7 +75,7 @@ public struct CaptureSummary: Sendable {
                 switch e {
                 case .message(let m): messages.append(m)
                 case .anomaly(let a): anomalies.append(a)
-                case .digest: break  // not made by this reader's decoder
+                case .digest, .datagram: break  // not made by this reader's decoder
                 }
             }
         } catch {
@@ -85,7 +86,7 @@ public struct CaptureSummary: Sendable {
                 switch e {
                 case .message(let m): messages.append(m)
                 case .anomaly(let a): anomalies.append(a)
-                case .digest: break  // not made by this reader's decoder
+                case .digest, .datagram: break  // not made by this reader's decoder
                 }
             }
             counters = d.counters

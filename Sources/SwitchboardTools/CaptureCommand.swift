@@ -146,6 +146,13 @@ public struct CaptureAnalysis: Sendable {
         public var transactions: [Transaction]
         /// The RTP addresses announced in SDP bodies, in order, without repeats.
         public var rtp: [RTPAddress]
+        /// The media streams announced in SDP bodies, in order, without repeats, with their RTCP
+        /// addresses and the RTP and RTCP packets seen (counted for `--calls`; empty otherwise).
+        public var media: [MediaStream] = []
+        /// The dialogs, in order of creation.
+        public var dialogs: [Dialog] = []
+        /// Positions of ``media`` in the analysis's stream table (filled at ``CaptureAnalysis/finish()``).
+        var mediaRefs: [Int] = []
         /// Other Call-IDs tied to this one by Replaces (header or Refer-To) or a 3xx Contact.
         public var linked: [String]
         /// The messages as ladder arrows (only when the analysis was asked to record them).
@@ -221,6 +228,8 @@ public struct CaptureAnalysis: Sendable {
     /// 3xx Contact or Refer-To target (user@host:port) → the Call-ID that named it (bounded,
     /// oldest dropped first).
     private var redirects: [String: String] = [:]
+    /// The media streams of the calls, with their packet counts (only when call records are kept).
+    private var mediaCounter = MediaCounter()
     private var redirectOrder: [String] = []
     private static let maxRedirects = 4096
 
@@ -252,7 +261,11 @@ public struct CaptureAnalysis: Sendable {
         case .all: recordArrows = true
         case .call(let id): recordArrows = id == liveCalls[i].callID
         }
-        liveCalls[i].note(captured, retransmission: retransmission, counted: counted, recordArrow: recordArrows, keepText: keepMessages, details: details)
+        let announced = liveCalls[i].note(captured, retransmission: retransmission, counted: counted, recordArrow: recordArrows,
+                                          keepText: keepMessages, details: details)
+        for stream in announced where !liveCalls[i].mediaRefs.contains(where: { mediaCounter.streams[$0].sameStream(as: stream) }) {
+            liveCalls[i].mediaRefs.append(mediaCounter.add(stream))
+        }
         if !retransmission && details {
             let callID = liveCalls[i].callID
             for other in links(of: callID, m) where !liveCalls[i].linked.contains(other) { liveCalls[i].linked.append(other) }
@@ -264,6 +277,13 @@ public struct CaptureAnalysis: Sendable {
     /// but a digest holds nothing of what only call records show (From, To, SDP, links, arrows).
     public mutating func add(_ captured: CapturedSIPDigest) {
         _ = take(captured.digest, time: captured.timestamp, source: captured.source)
+    }
+
+    /// Takes in a UDP datagram that carried no SIP (from a decoder made with `datagrams: true`):
+    /// counted as RTP or RTCP in the media streams of the calls whose SDP announced its source or
+    /// destination (only when call records are kept).
+    public mutating func add(_ datagram: CapturedDatagram) {
+        if details { mediaCounter.count(datagram) }
     }
 
     /// Counts a message in the summary and its call; returns the call's position, whether the
@@ -308,6 +328,7 @@ public struct CaptureAnalysis: Sendable {
         liveKeys.removeAll()
         liveIndex.removeAll()
         calls.sort { ($0.first, $0.callID) < ($1.first, $1.callID) }
+        for i in calls.indices { calls[i].media = calls[i].mediaRefs.map { mediaCounter.streams[$0] } }
         var index: [String: Int] = [:]
         for (i, c) in calls.enumerated() { index[c.callID] = i }
         for i in calls.indices {
@@ -399,9 +420,16 @@ public struct CaptureAnalysis: Sendable {
         if wanted { calls.append(liveCalls[i].finished()) }
     }
 
+    /// The URI of a message's Referred-By header (RFC 3892), if it has one that parses.
+    static func referredBy(_ m: SIPMessage) -> URI? {
+        guard let v = m[.referredBy] else { return nil }
+        return (try? NameAddress(v))?.uri
+    }
+
     /// Ties Call-IDs together: Replaces (header or in Refer-To), and an initial INVITE sent to a
     /// URI that a 3xx of another Call-ID redirected to, or that a REFER of another Call-ID named
-    /// in Refer-To (blind transfer: the transferee's new call; it usually carries Referred-By).
+    /// in Refer-To (blind transfer: the transferee's new call), or whose Referred-By names the
+    /// referrer of another Call-ID's REFER (the INVITE a REFER triggered, RFC 3892 §3).
     /// URIs are compared by user, host (case-insensitive) and port.
     private mutating func links(of callID: String, _ m: SIPMessage) -> [String] {
         var found: [String] = []
@@ -412,8 +440,8 @@ public struct CaptureAnalysis: Sendable {
             guard case .sip(let u) = uri else { return uri.description }
             return "\(u.user ?? "")@\(u.host.description.lowercased()):\(u.port ?? 0)"
         }
-        func remember(_ uri: URI) {
-            let key = target(uri)
+        func remember(_ uri: URI) { remember(key: target(uri)) }
+        func remember(key: String) {
             if redirects.updateValue(callID, forKey: key) == nil { redirectOrder.append(key) }
             if redirectOrder.count > CaptureAnalysis.maxRedirects {
                 let drop = redirectOrder.count - CaptureAnalysis.maxRedirects
@@ -425,6 +453,11 @@ public struct CaptureAnalysis: Sendable {
         if m.method == .refer {
             if let r = try? m.referToReplaces() { add(r.callID) }
             if let to = try? m.referTo() { remember(to.uri) }
+            // The Referred-By of a REFER is copied into the INVITE it triggers (RFC 3892 §3).
+            if let by = CaptureAnalysis.referredBy(m) { remember(key: "referred-by " + target(by)) }
+        }
+        if m.method == .invite, m.toTag == nil, let by = CaptureAnalysis.referredBy(m), let other = redirects["referred-by " + target(by)] {
+            add(other)
         }
         if m.method == .invite, m.toTag == nil, let uri = try? m.requestURI(), let other = redirects[target(uri)] {
             add(other)
@@ -501,6 +534,9 @@ private struct LiveCall: Sendable {
     var rtp: [CaptureAnalysis.RTPAddress] = []
     var linked: [String] = []
     var arrows: [CaptureAnalysis.Arrow] = []
+    var dialogs = DialogTracker()
+    /// Positions of the call's streams in the analysis's ``MediaCounter``.
+    var mediaRefs: [Int] = []
 
     init(callID: String, time: CaptureTimestamp) {
         self.callID = callID
@@ -595,8 +631,10 @@ private struct LiveCall: Sendable {
         return (false, true)
     }
 
-    /// Notes what only call records and ladders show of a message ``absorb(_:time:source:)`` counted.
-    mutating func note(_ captured: CapturedSIPMessage, retransmission: Bool, counted: Bool, recordArrow: Bool, keepText: Bool, details: Bool) {
+    /// Notes what only call records and ladders show of a message ``absorb(_:time:source:)``
+    /// counted; returns the media streams its SDP announces.
+    mutating func note(_ captured: CapturedSIPMessage, retransmission: Bool, counted: Bool, recordArrow: Bool, keepText: Bool,
+                       details: Bool) -> [CaptureAnalysis.MediaStream] {
         let m = captured.message, t = captured.timestamp
         if details, from == nil, let f = try? m.from() { from = f.uri.description }
         if details, to == nil, let x = try? m.to() { to = x.uri.description }
@@ -612,17 +650,19 @@ private struct LiveCall: Sendable {
                                 frameNumber: captured.frameNumber, retransmission: retransmission,
                                 text: keepText ? String(decoding: m.serialized(), as: UTF8.self) : nil))
         }
-        if details && counted { noteSDP(m, from: captured.source) }
+        if details && !retransmission { dialogs.note(m) }
+        return details && counted ? noteSDP(m, from: captured.source) : []
     }
 
-    private mutating func noteSDP(_ m: SIPMessage, from source: CaptureEndpoint) {
+    private mutating func noteSDP(_ m: SIPMessage, from source: CaptureEndpoint) -> [CaptureAnalysis.MediaStream] {
         guard !m.body.isEmpty, let type = try? m.contentType(), type.essence.lowercased() == "application/sdp",
-              let sdp = try? SessionDescription.parse(m.body) else { return }
+              let sdp = try? SessionDescription.parse(m.body) else { return [] }
         for media in sdp.media where media.port != 0 {
             guard let c = sdp.connection(for: media) else { continue }
             let a = CaptureAnalysis.RTPAddress(media: media.media.rawValue, address: c.address, port: media.port, announcedBy: source)
             if !rtp.contains(a) { rtp.append(a) }
         }
+        return MediaCounter.streams(in: sdp, announcedBy: source)
     }
 
     var outcome: CaptureAnalysis.Outcome {
@@ -642,7 +682,7 @@ private struct LiveCall: Sendable {
         return .init(callID: callID, first: first, last: last, from: from, to: to, outcome: outcome,
                      setupTime: span(inviteTime, earlyTime), answerTime: span(inviteTime, answerTime),
                      duration: span(answerTime, byeTime), messageCount: messageCount, retransmissions: retransmissions,
-                     transactions: transactions, rtp: rtp, linked: linked, arrows: arrows)
+                     transactions: transactions, rtp: rtp, dialogs: dialogs.dialogs, mediaRefs: mediaRefs, linked: linked, arrows: arrows)
     }
 }
 
@@ -712,7 +752,7 @@ public enum CaptureCommand {
         let reader: SIPCaptureReader
         do {
             // The summary needs only what a digest holds: the datagrams are scanned in place.
-            reader = try SIPCaptureReader(path: path, digests: view == .summary)
+            reader = try SIPCaptureReader(path: path, digests: view == .summary, datagrams: view == .calls)
         } catch {
             report.error = error
             analysis.finish()
@@ -727,6 +767,7 @@ public enum CaptureCommand {
             case .digest(let d):
                 analysis.add(d)
                 if let progress, analysis.summary.messages % 10_000 == 0 { progress(analysis.summary.messages) }
+            case .datagram(let d): analysis.add(d)
             case .anomaly: analysis.noteAnomaly()
             }
         }
@@ -835,6 +876,8 @@ public enum CaptureCommand {
             if !addresses.contains(a) { addresses.append(a) }
         }
         if !addresses.isEmpty { parts.append("rtp=" + addresses.joined(separator: ",")) }
+        if !c.media.isEmpty { parts.append("media=" + c.media.map(\.description).joined(separator: "; ")) }
+        if !c.dialogs.isEmpty { parts.append("dialogs=" + c.dialogs.map(\.description).joined(separator: "; ")) }
         if !c.linked.isEmpty { parts.append("linked=" + c.linked.joined(separator: ",")) }
         return parts.joined(separator: "  ") + "\n"
     }
@@ -853,7 +896,9 @@ public enum CaptureCommand {
         let margin = 12
         let width = margin + gap * max(hosts.count, 1)
         func center(_ i: Int) -> Int { margin + gap / 2 + i * gap }
-        var out = "Call-ID: \(c.callID.isEmpty ? "(none)" : c.callID)  (\(c.outcome))\n"
+        var out = "Call-ID: \(c.callID.isEmpty ? "(none)" : c.callID)  (\(c.outcome))"
+        for d in c.dialogs { out += "  dialog \(d)" }
+        out += "\n"
         var header = [Character](repeating: " ", count: width)
         for (i, n) in names.enumerated() {
             let start = max(0, center(i) - n.count / 2)
@@ -947,8 +992,21 @@ public enum CaptureCommand {
                 .object([("media", .string($0.media)), ("address", .string($0.address)), ("port", .int(Int($0.port))),
                          ("announcedBy", endpointJSON($0.announcedBy))])
             })),
+            ("media", .array(c.media.map {
+                .object([("media", .string($0.media)), ("address", .string($0.address)), ("port", .int(Int($0.port))),
+                         ("rtcpAddress", .string($0.rtcpAddress)), ("rtcpPort", .int(Int($0.rtcpPort))), ("rtcpMux", .bool($0.rtcpMux)),
+                         ("announcedBy", endpointJSON($0.announcedBy)), ("rtpPackets", .int($0.rtpPackets)), ("rtcpPackets", .int($0.rtcpPackets))])
+            })),
+            ("dialogs", dialogsJSON(c.dialogs)),
             ("linked", .array(c.linked.map { .string($0) })),
         ])
+    }
+
+    static func dialogsJSON(_ d: [CaptureAnalysis.Dialog]) -> JSONValue {
+        .array(d.map {
+            .object([("localTag", .string($0.localTag)), ("remoteTag", .string($0.remoteTag)), ("state", .string($0.state.rawValue)),
+                     ("method", .string($0.method)), ("cseq", .int(Int($0.cseq)))])
+        })
     }
 
     static func ladderJSON(_ c: CaptureAnalysis.Call) -> JSONValue {
@@ -959,6 +1017,7 @@ public enum CaptureCommand {
         }
         return .object([
             ("callID", .string(c.callID)), ("outcome", .string(c.outcome.key)),
+            ("dialogs", dialogsJSON(c.dialogs)),
             ("hosts", .array(hosts.map(endpointJSON))),
             ("arrows", .array(c.arrows.map {
                 .object([("time", secondsJSON($0.time.totalNanoseconds - c.first.totalNanoseconds)),

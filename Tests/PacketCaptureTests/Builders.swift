@@ -109,7 +109,7 @@ func decodeAll(_ frames: [CaptureFrame], limits: CaptureDecoder.Limits = .init()
         switch e {
         case .message(let x): m.append(x)
         case .anomaly(let x): a.append(x)
-        case .digest: Issue.record("a decoder made without digests reported one")
+        case .digest, .datagram: Issue.record("a decoder made without digests or datagrams reported one")
         }
     }
     return (m, a, d.counters)

@@ -122,7 +122,7 @@ import Glibc
                     switch e {
                     case .digest(let d): digests.append(d)
                     case .anomaly: anomalies += 1
-                    case .message: Issue.record("\(path): a digest decoder yielded a message")
+                    case .message, .datagram: Issue.record("\(path): a digest decoder yielded a message or datagram")
                     }
                 }
             } catch {
