@@ -35,6 +35,10 @@ public struct IPAddress: Sendable, Hashable, CustomStringConvertible {
     /// The number of bytes: 4 or 16.
     public var byteCount: Int { Int(length) }
 
+    /// The address as two big-endian words (bytes 0–7 and 8–15, zero-filled) and its length,
+    /// for hashing without an array.
+    public var packed: (high: UInt64, low: UInt64, length: UInt8) { (high, low, length) }
+
     private func byte(_ i: Int) -> UInt8 {
         i < 8 ? UInt8(truncatingIfNeeded: high >> (56 - 8 * UInt64(i))) : UInt8(truncatingIfNeeded: low >> (56 - 8 * UInt64(i - 8)))
     }

@@ -21,7 +21,7 @@ public struct SIPByteKey: Sendable, Hashable {
     /// A key holding a copy of `bytes`.
     public init(_ bytes: UnsafeRawBufferPointer) {
         length = bytes.count
-        mixed = SIPMessageDigest.fnv(bytes)
+        mixed = SIPMessageDigest.hash64(bytes)
         guard length <= Self.inlineCapacity else {
             spill = Array(bytes)
             return
@@ -75,9 +75,9 @@ public struct SIPMessageDigest: Sendable, Hashable {
     public var callID: SIPByteKey?
     /// The CSeq, or `nil` when it is missing or does not parse (as ``SIPMessage/cseq()``).
     public var cseq: CSeq?
-    /// The 64-bit FNV-1a hash of the top Via's branch bytes (``SIPMessage/topViaBranchBytes``); 0 without.
+    /// ``hash64(_:)`` of the top Via's branch bytes (``SIPMessage/topViaBranchBytes``); 0 without.
     public var branchHash: UInt64
-    /// The 64-bit FNV-1a hash of the To tag's bytes (``SIPMessage/toTagBytes``); 0 without.
+    /// ``hash64(_:)`` of the To tag's bytes (``SIPMessage/toTagBytes``); 0 without.
     public var toTagHash: UInt64
     /// Whether the To header carries a tag.
     public var hasToTag: Bool
@@ -122,7 +122,7 @@ public struct SIPMessageDigest: Sendable, Hashable {
         if let v = viaValue {
             let via = UnsafeBufferPointer(rebasing: p[v])
             if let b = findParameter(via, from: 0, name: "branch"), !b.isEmpty {
-                branchHash = Self.fnv(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: via[b])))
+                branchHash = Self.hash64(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: via[b])))
             }
         }
         toTagHash = 0
@@ -130,7 +130,7 @@ public struct SIPMessageDigest: Sendable, Hashable {
         if let v = toValue {
             let to = UnsafeBufferPointer(rebasing: p[v])
             if let t = SIPMessage.tagParameter(to) {
-                toTagHash = Self.fnv(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: to[t])))
+                toTagHash = Self.hash64(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: to[t])))
                 hasToTag = true
             }
         }
@@ -176,17 +176,35 @@ public struct SIPMessageDigest: Sendable, Hashable {
         return CSeq(n, m)
     }
 
-    /// 64-bit FNV-1a of the bytes.
-    public static func fnv(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
+    /// A 64-bit hash of the bytes, eight at a time (multiply and xor-shift per word; the length
+    /// mixed in last). Not cryptographic: the digest compares branches and tags by this hash,
+    /// where two different values colliding is a 2⁻⁶⁴ event.
+    public static func hash64(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
+        @inline(__always) func mix(_ h: UInt64, _ w: UInt64) -> UInt64 {
+            let x = (h ^ w) &* 0x9E37_79B9_7F4A_7C15
+            return x ^ (x >> 29)
+        }
         var h: UInt64 = 0xcbf2_9ce4_8422_2325
-        for b in bytes { h = (h ^ UInt64(b)) &* 0x0000_0100_0000_01B3 }
-        return h
+        let n = bytes.count
+        var k = 0
+        if let base = bytes.baseAddress {
+            while n - k >= 8 {
+                h = mix(h, base.loadUnaligned(fromByteOffset: k, as: UInt64.self))
+                k &+= 8
+            }
+            if k < n {
+                var tail: UInt64 = 0
+                for t in 0..<(n - k) { tail |= UInt64(base.load(fromByteOffset: k + t, as: UInt8.self)) << (8 * UInt64(t)) }
+                h = mix(h, tail)
+            }
+        }
+        return mix(h, UInt64(n))
     }
 
-    /// 64-bit FNV-1a of the bytes; 0 for `nil`.
-    public static func fnv(_ bytes: ArraySlice<UInt8>?) -> UInt64 {
+    /// ``hash64(_:)`` of the bytes; 0 for `nil`.
+    public static func hash64(_ bytes: ArraySlice<UInt8>?) -> UInt64 {
         guard let bytes else { return 0 }
-        return bytes.withUnsafeBytes { fnv($0) }
+        return bytes.withUnsafeBytes { hash64($0) }
     }
 }
 

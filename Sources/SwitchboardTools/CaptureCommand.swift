@@ -472,17 +472,25 @@ public struct CaptureAnalysis: Sendable {
 
 /// The state of a call still receiving messages.
 private struct LiveCall: Sendable {
-    /// What makes a message a retransmission of another. The CSeq method, top Via branch and
-    /// To tag are kept as 64-bit FNV-1a hashes of their bytes (no strings per message); two
-    /// different values colliding is a 2⁻⁶⁴ event.
-    struct MessageKey: Hashable, Sendable {
-        var source: CaptureEndpoint
-        var cseq: UInt32
-        var cseqMethod: UInt64
-        var status: Int
-        var branch: UInt64
-        var toTag: UInt64
-        var rseq: UInt32
+    /// What makes a message a retransmission of another — its source, CSeq number and method,
+    /// status code (or 0), top Via branch, To tag and RSeq — mixed into one 64-bit word, so a
+    /// call's seen-list is a few words (the branch and tag are already ``SIPMessageDigest/hash64(_:)``
+    /// hashes; two different keys colliding within a call is a 2⁻⁶⁴ event).
+    static func messageKey(source: CaptureEndpoint, cseq: UInt32, cseqMethod: UInt64, status: Int, branch: UInt64, toTag: UInt64,
+                           rseq: UInt32) -> UInt64 {
+        @inline(__always) func mix(_ h: UInt64, _ w: UInt64) -> UInt64 {
+            let x = (h ^ w) &* 0x9E37_79B9_7F4A_7C15
+            return x ^ (x >> 29)
+        }
+        let a = source.address.packed
+        var h = mix(0x243F_6A88_85A3_08D3, a.high)
+        h = mix(h, a.low)
+        h = mix(h, UInt64(a.length) << 16 | UInt64(source.port))
+        h = mix(h, UInt64(cseq) << 32 | UInt64(rseq))
+        h = mix(h, cseqMethod)
+        h = mix(h, UInt64(bitPattern: Int64(status)))
+        h = mix(h, branch)
+        return mix(h, toTag)
     }
 
     /// The CSeq method as a number: the well-known methods by position, others by the
@@ -503,7 +511,7 @@ private struct LiveCall: Sendable {
         case .refer: return 12
         case .message: return 13
         case .publish: return 14
-        case .extension(let token): return SIPMessageDigest.fnv(Array(token.utf8)[...]) | 1 << 63
+        case .extension(let token): return SIPMessageDigest.hash64(Array(token.utf8)[...]) | 1 << 63
         }
     }
 
@@ -521,8 +529,8 @@ private struct LiveCall: Sendable {
     var retransmissions = 0
     /// Messages seen: a short list searched linearly (calls have a handful of messages), moved
     /// into a set past ``smallLimit`` entries, so big Call-IDs stay linear in time.
-    var seenList: [MessageKey] = []
-    var seenSet: Set<MessageKey>?
+    var seenList: [UInt64] = []
+    var seenSet: Set<UInt64>?
     static let smallLimit = 16
     var transactions: [CaptureAnalysis.Transaction] = []
     /// Built only once a call has more than ``smallLimit`` transactions; before that the list is searched.
@@ -564,7 +572,7 @@ private struct LiveCall: Sendable {
     }
 
     /// Whether `key` is new (and notes it).
-    private mutating func insertSeen(_ key: MessageKey) -> Bool {
+    private mutating func insertSeen(_ key: UInt64) -> Bool {
         if seenSet != nil { return seenSet!.insert(key).inserted }
         if seenList.contains(key) { return false }
         if seenList.isEmpty { seenList.reserveCapacity(8) }
@@ -601,7 +609,7 @@ private struct LiveCall: Sendable {
         messageCount += 1
         if last < t { last = t }
         let cseq = d.cseq
-        let key = MessageKey(source: source, cseq: cseq?.sequence ?? 0, cseqMethod: cseq.map { Self.methodCode($0.method) } ?? 0,
+        let key = Self.messageKey(source: source, cseq: cseq?.sequence ?? 0, cseqMethod: cseq.map { Self.methodCode($0.method) } ?? 0,
                              status: d.statusCode ?? 0, branch: d.branchHash, toTag: d.toTagHash, rseq: d.rseq)
         let retransmission = !insertSeen(key)
         if retransmission { retransmissions += 1 }
