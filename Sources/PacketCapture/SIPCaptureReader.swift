@@ -45,6 +45,25 @@ public final class SIPCaptureReader {
         }
         return queue.popLast()
     }
+
+    /// The events of the next frame (or of the end of the capture) in order, replacing the
+    /// contents of `events` (a buffer the caller reuses); `false`, with `events` empty, once
+    /// the capture is done. Frames that yield nothing are skipped. For a caller that reads the
+    /// events in place: nothing is reversed or moved out one by one. Not to be mixed with
+    /// ``next()`` (which may hold events this does not return).
+    public func nextEvents(into events: inout [CaptureEvent]) throws(CaptureFileError) -> Bool {
+        events.removeAll(keepingCapacity: true)
+        while events.isEmpty {
+            if finished { return false }
+            if let (frame, bytes) = try reader.nextFrameInPlace() {
+                decoder.decode(frame, bytes: bytes, into: &events)
+            } else {
+                events = decoder.finish()
+                finished = true
+            }
+        }
+        return true
+    }
 }
 
 /// Everything a capture holds, read at once (for tests and small captures).

@@ -780,7 +780,10 @@ public enum CaptureCommand {
             }
         }
         do throws(CaptureFileError) {
-            while let e = try reader.next() { take(e) }
+            var events: [CaptureEvent] = []
+            while try reader.nextEvents(into: &events) {
+                for e in events { take(e) }
+            }
         } catch {
             report.error = error
             var decoder = reader.decoder
