@@ -740,24 +740,43 @@ enum SIPDetector {
     /// Whether the bytes begin (after optional CR/LF) with a SIP request or status line:
     /// `token SP non-space… SP SIP/2.0 CRLF` or `SIP/2.0 SP 3DIGIT SP`.
     static func startsWithStartLine(_ b: ArraySlice<UInt8>) -> Bool {
-        var i = b.startIndex
-        while i < b.endIndex, b[i] == 0x0D || b[i] == 0x0A { i += 1 }
-        let lineEnd = b[i...].prefix(1024).firstIndex(of: 0x0A) ?? min(b.endIndex, i + 1024)
-        var line = b[i..<lineEnd]
-        if line.last == 0x0D { line = line.dropLast() }
-        if line.starts(with: version) {
-            let r = line.dropFirst(version.count)
-            guard r.count >= 4 else { return false }
-            let s = r.startIndex
-            return r[s] == 0x20 && (1...3).allSatisfy { (0x30...0x39).contains(r[s + $0]) } && (r.count == 4 || r[s + 4] == 0x20)
+        b.withUnsafeBufferPointer { startsWithStartLine($0) }
+    }
+
+    /// The same over a buffer (scanned without slicing: this runs on every UDP payload and TCP segment).
+    static func startsWithStartLine(_ p: UnsafeBufferPointer<UInt8>) -> Bool {
+        let end = p.count
+        var i = 0
+        while i < end, p[i] == 0x0D || p[i] == 0x0A { i += 1 }
+        let limit = min(end, i + 1024)
+        var lineEnd = i
+        while lineEnd < limit, p[lineEnd] != 0x0A { lineEnd += 1 }
+        if lineEnd < end, p[lineEnd] != 0x0A { lineEnd = limit }
+        var e = lineEnd
+        if e > i, p[e - 1] == 0x0D { e -= 1 }
+        let n = version.count
+        @inline(__always) func versionAt(_ k: Int) -> Bool {
+            guard k >= 0, k + n <= e else { return false }
+            for t in 0..<n where p[k + t] != version[t] { return false }
+            return true
         }
-        // token SP uri SP SIP/2.0, exactly two spaces (scanned without splitting: this runs on
-        // every UDP payload and TCP segment).
-        guard line.count > version.count + 3, line.suffix(version.count).elementsEqual(version),
-              let sp1 = line.firstIndex(of: 0x20), sp1 > line.startIndex else { return false }
-        let sp2 = line.endIndex - version.count - 1
-        guard line[sp2] == 0x20, sp2 > sp1 + 1, line[(sp1 + 1)..<sp2].firstIndex(of: 0x20) == nil else { return false }
-        return line[line.startIndex..<sp1].allSatisfy(isTokenByte)
+        if versionAt(i) {
+            // SIP/2.0 SP 3DIGIT, then the end or SP.
+            let r = i + n
+            guard e - r >= 4, p[r] == 0x20 else { return false }
+            for t in 1...3 where !(0x30...0x39).contains(p[r + t]) { return false }
+            return e - r == 4 || p[r + 4] == 0x20
+        }
+        // token SP uri SP SIP/2.0, exactly two spaces.
+        guard e - i > n + 3, versionAt(e - n) else { return false }
+        var sp1 = i
+        while sp1 < e, p[sp1] != 0x20 { sp1 += 1 }
+        guard sp1 < e, sp1 > i else { return false }
+        let sp2 = e - n - 1
+        guard p[sp2] == 0x20, sp2 > sp1 + 1 else { return false }
+        for k in (sp1 + 1)..<sp2 where p[k] == 0x20 { return false }
+        for k in i..<sp1 where !isTokenByte(p[k]) { return false }
+        return true
     }
 
     /// Whether stream bytes start with a SIP start line or hold "SIP/2.0" (a capture begun
