@@ -242,7 +242,8 @@ public struct SIPDigestScanner: Sendable {
     }
 
     /// The digest of the SIP message in a datagram's bytes. `reasonPhrase` is asked, for a
-    /// response, whether to copy its reason phrase.
+    /// response, whether to copy its reason phrase: once, and only for a message that is
+    /// returned (so a caller may note the codes it was asked for).
     /// - Throws: the ``SIPParseError`` that ``SIPMessage/init(bytes:limits:)`` throws for the same bytes.
     public mutating func digest(datagram bytes: ArraySlice<UInt8>, reasonPhrase: (Int) -> Bool) throws(SIPParseError) -> SIPMessageDigest {
         let limits = self.limits
@@ -278,13 +279,10 @@ public struct SIPDigestScanner: Sendable {
         guard end > 0, end <= limits.maxLineLength, end <= limits.maxMessageSize, end <= limits.maxBodySize,
               p[0] != 0x0D, p[0] != 0x0A, let firstLF = SIPMessage.findLF(p, 0, end), firstLF > 0, p[firstLF - 1] == 0x0D,
               let start = try? SIPMessage.parseStartLine(p, 0..<(firstLF - 1)) else { return nil }
-        let method: SIPMethod?, statusCode: Int?, reason: String?
+        let method: SIPMethod?, statusCode: Int?
         switch start {
-        case .request(let m, _, _): method = m; statusCode = nil; reason = nil
-        case .response(_, let code, let r):
-            method = nil
-            statusCode = code
-            reason = wanted(code) ? String(sipBytes: UnsafeBufferPointer(rebasing: p[r])) : nil
+        case .request(let m, _, _): method = m; statusCode = nil
+        case .response(_, let code, _): method = nil; statusCode = code
         }
         let provisional = statusCode.map { (100...199).contains($0) } ?? false
         var f = HeaderRanges()
@@ -326,6 +324,9 @@ public struct SIPDigestScanner: Sendable {
         if let cl = contentLength {
             guard cl <= limits.maxBodySize, headerEnd + cl <= end, headerEnd + cl <= limits.maxMessageSize else { return nil }
         }
+        // Asked only now that the message is taken (the caller may note that it was asked).
+        var reason: String?
+        if case .response(_, let code, let r) = start, wanted(code) { reason = String(sipBytes: UnsafeBufferPointer(rebasing: p[r])) }
         return SIPMessageDigest(p, method: method, statusCode: statusCode, reasonPhrase: reason, fields: f)
     }
 

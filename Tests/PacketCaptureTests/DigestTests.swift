@@ -96,6 +96,22 @@ import Glibc
         #expect(long.callID == SIPByteKey(Array((String(repeating: "0123456789", count: 12) + "@long").utf8)[...]))
     }
 
+    /// The reason-phrase question is asked once, for taken messages only — also when the quick
+    /// pass gives up and the full parse decides.
+    @Test func reasonPhraseIsAskedOnceForTakenMessagesOnly() throws {
+        var scanner = SIPDigestScanner()
+        var asked: [Int] = []
+        let bareLF = Self.text("SIP/2.0 404 Not Here\nCall-ID: x\nCSeq: 1 INVITE\n\n")
+        let d = try scanner.digest(datagram: bareLF[...]) { asked.append($0); return true }
+        #expect(d.reasonPhrase == "Not Here" && asked == [404])
+        let truncated = Self.text("SIP/2.0 500 Oops\r\nCall-ID: x\r\nContent-Length: 9\r\n\r\nshort")
+        #expect(throws: SIPParseError.self) { try scanner.digest(datagram: truncated[...]) { asked.append($0); return true } }
+        let quick = Self.text("SIP/2.0 180 Ringing\r\nCall-ID: x\r\nCSeq: 1 INVITE\r\n\r\n")
+        let r = try scanner.digest(datagram: quick[...]) { asked.append($0); return false }
+        #expect(r.reasonPhrase == nil && r.statusCode == 180)
+        #expect(asked == [404, 180])
+    }
+
     @Test func callIDKeysCompareByteForByte() {
         let a = SIPByteKey(Array("abc@x".utf8)[...]), b = SIPByteKey(Array("abc@x".utf8)[...]), c = SIPByteKey(Array("abC@x".utf8)[...])
         #expect(a == b && a.hashValue == b.hashValue)
