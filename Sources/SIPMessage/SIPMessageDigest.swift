@@ -42,6 +42,9 @@ public struct SIPByteKey: Sendable, Hashable {
     /// Hashes the bytes (through their precomputed hash).
     public func hash(into hasher: inout Hasher) { hasher.combine(mixed) }
 
+    /// The bytes' ``SIPMessageDigest/hash64(_:)``, computed once (for tables that hash by it).
+    public var hashWord: UInt64 { mixed }
+
     /// The number of bytes.
     public var count: Int { length }
 

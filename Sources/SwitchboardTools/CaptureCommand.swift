@@ -220,7 +220,7 @@ public struct CaptureAnalysis: Sendable {
     /// the index moves small entries, not calls.
     private var liveCalls: [LiveCall] = []
     private var liveKeys: [SIPByteKey] = []
-    private var liveIndex: [SIPByteKey: Int] = [:]
+    private var liveIndex = CallIndex()
     /// Where recent methods and codes sit in the summary's tables (valid until the next insertion).
     private var methodSlots: [(SIPMethod, [String: Int].Index)] = []
     private var codeSlots: [(Int, [Int: Int].Index)] = []
@@ -306,13 +306,13 @@ public struct CaptureAnalysis: Sendable {
         // and back costs more than the rest.
         let key = d.callID ?? SIPByteKey()
         let i: Int
-        if let found = liveIndex[key] {
+        if let found = liveIndex.find(key, in: liveKeys) {
             i = found
         } else {
             i = liveCalls.count
             liveCalls.append(LiveCall(callID: key.string, time: t))
             liveKeys.append(key)
-            liveIndex[key] = i
+            liveIndex.insert(i, in: liveKeys)
         }
         let (retransmission, counted) = liveCalls[i].absorb(d, time: t, source: source)
         if retransmission { summary.retransmissions += 1 }
@@ -326,7 +326,7 @@ public struct CaptureAnalysis: Sendable {
         for i in order { retire(at: i) }
         liveCalls.removeAll()
         liveKeys.removeAll()
-        liveIndex.removeAll()
+        liveIndex = CallIndex()
         calls.sort { ($0.first, $0.callID) < ($1.first, $1.callID) }
         for i in calls.indices { calls[i].media = calls[i].mediaRefs.map { mediaCounter.streams[$0] } }
         var index: [String: Int] = [:]
@@ -394,12 +394,12 @@ public struct CaptureAnalysis: Sendable {
     }
 
     private mutating func removeLive(at i: Int) {
-        liveIndex[liveKeys[i]] = nil
+        liveIndex.remove(i, in: liveKeys)
         let last = liveCalls.count - 1
         if i != last {
+            liveIndex.move(last, to: i, in: liveKeys)
             liveCalls.swapAt(i, last)
             liveKeys.swapAt(i, last)
-            liveIndex[liveKeys[i]] = i
         }
         liveCalls.removeLast()
         liveKeys.removeLast()
@@ -467,6 +467,77 @@ public struct CaptureAnalysis: Sendable {
             for c in contacts { remember(c.uri) }
         }
         return found
+    }
+}
+
+/// Positions of the live calls by Call-ID: an open-addressing table (linear probing,
+/// backward-shift deletion) of positions in the keys array, hashed by the keys' precomputed
+/// ``SIPByteKey/hashWord`` — no hashing per lookup, unlike a `Dictionary`.
+private struct CallIndex {
+    private var slots = [Int32](repeating: -1, count: 1024)
+    private var count = 0
+    private var mask: Int { slots.count - 1 }
+
+    @inline(__always) private func home(_ k: SIPByteKey) -> Int { Int(truncatingIfNeeded: k.hashWord ^ (k.hashWord >> 32)) & mask }
+
+    /// The position of `key` in `keys`, if present.
+    func find(_ key: SIPByteKey, in keys: [SIPByteKey]) -> Int? {
+        var i = home(key)
+        while true {
+            let p = slots[i]
+            if p < 0 { return nil }
+            if keys[Int(p)] == key { return Int(p) }
+            i = (i + 1) & mask
+        }
+    }
+
+    /// The slot holding position `position`.
+    private func slot(of position: Int, in keys: [SIPByteKey]) -> Int {
+        var i = home(keys[position])
+        while Int(slots[i]) != position { i = (i + 1) & mask }
+        return i
+    }
+
+    /// Adds `keys[position]` (not present).
+    mutating func insert(_ position: Int, in keys: [SIPByteKey]) {
+        if (count + 1) * 2 > slots.count {
+            slots = [Int32](repeating: -1, count: slots.count * 2)
+            count = 0
+            for p in keys.indices where p != position { place(p, keys) }
+        }
+        place(position, keys)
+    }
+
+    private mutating func place(_ position: Int, _ keys: [SIPByteKey]) {
+        var i = home(keys[position])
+        while slots[i] >= 0 { i = (i + 1) & mask }
+        slots[i] = Int32(position)
+        count += 1
+    }
+
+    /// Removes `keys[position]`, shifting back the entries that probed past it.
+    mutating func remove(_ position: Int, in keys: [SIPByteKey]) {
+        var hole = slot(of: position, in: keys)
+        var j = hole
+        while true {
+            j = (j + 1) & mask
+            let p = slots[j]
+            if p < 0 { break }
+            let h = home(keys[Int(p)])
+            // The entry at j may move to the hole when its home is not cyclically in (hole, j].
+            let between = hole <= j ? (h > hole && h <= j) : (h > hole || h <= j)
+            if !between {
+                slots[hole] = p
+                hole = j
+            }
+        }
+        slots[hole] = -1
+        count -= 1
+    }
+
+    /// Notes that `keys[from]` is about to move to position `to`.
+    mutating func move(_ from: Int, to: Int, in keys: [SIPByteKey]) {
+        slots[slot(of: from, in: keys)] = Int32(to)
     }
 }
 
