@@ -9,7 +9,7 @@ import SwitchboardTestSupport
 
 /// `SIPEndpoint.Configuration.capture` over TLS: the capture holds the plaintext SIP (as TCP
 /// segments on the TLS port), which our reader and tshark (decoding that port as SIP) read back
-/// with every message of every call in order.
+/// with every message of every call in the order recorded, each with its recorded time.
 @Suite("capture recording over TLS", .serialized,
        .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl") || TestPaths.isCI,
                 "the openssl tool is missing: TLS capture test skipped"))
@@ -50,8 +50,13 @@ struct CaptureTLSRecordingTests {
             }
             let expected = perCall(recorded.map(Self.line))
             #expect(expected.count == calls)
-            for (id, seq) in expected {
-                // INVITE first, BYE's 200 last (a provisional may precede the 200 to INVITE).
+            // By their times, each call's messages are causal: INVITE first, the BYE's 200 last
+            // (a provisional may precede the 200 to INVITE). The recording order may differ: a
+            // sender records its message once its write returned, which can come after the
+            // answer was received and recorded; the file keeps the recording order, with the
+            // times taken before each write.
+            let byTime = perCall(zip(records, recorded).sorted { $0.0.time < $1.0.time }.map { Self.line($0.1) })
+            for (id, seq) in byTime {
                 #expect(seq.first?.hasSuffix(" INVITE") == true && seq.contains { $0.hasSuffix(" ACK") } && seq.last?.hasSuffix(" 200") == true,
                         "\(name) \(id): \(seq)")
             }
@@ -63,6 +68,10 @@ struct CaptureTLSRecordingTests {
             #expect(s.messages.map { $0.message.serialized() }.sorted { $0.lexicographicallyPrecedes($1) }
                     == records.map(\.bytes).sorted { $0.lexicographicallyPrecedes($1) })
             #expect(perCall(s.messages.map { Self.line($0.message) }) == expected, "\(name)")
+            // And the frames carry the recorded times.
+            #expect(s.messages.map { $0.timestamp.totalNanoseconds } == records.map {
+                $0.time.components.seconds * 1_000_000_000 + $0.time.components.attoseconds / 1_000_000_000
+            }, "\(name)")
 
             // tshark, decoding the TLS port as SIP: the same messages per call in the same order.
             #expect(Tshark.available || !TestPaths.isCI, "tshark must be installed under CI (scripts/test installs it)")
