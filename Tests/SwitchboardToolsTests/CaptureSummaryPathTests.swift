@@ -83,17 +83,4 @@ struct CaptureSummaryPathTests {
         #expect(s.callsByOutcome == [.answered: 1, .rejected(486): 1, .noInvite: 1] && s.calls == 2)
         #expect(s.anomalies == 1)
     }
-
-    /// The benchmark's capture (120,000 messages), when `scripts/bench-capture` has made it.
-    @Test func benchmarkCaptureWhenPresent() {
-        let path = "/var/cache/switchboard/sipp-20000-calls.pcapng"
-        guard FileManager.default.fileExists(atPath: path) else {
-            print("benchmark capture absent (made by scripts/bench-capture): its summary comparison skipped")
-            return
-        }
-        let fast = CaptureCommand.run(path: path, view: .summary)
-        let full = CaptureCommand.run(path: path, view: .calls)
-        #expect(fast.analysis.summary == full.analysis.summary)
-        #expect(fast.analysis.summary.messages > 0)
-    }
 }
