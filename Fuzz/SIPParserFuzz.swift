@@ -1,9 +1,22 @@
 // libFuzzer entry point for the SIP parser: parse, decode every header, validate, serialize,
-// re-parse. Compiled together with Sources/SIPMessage by scripts/fuzz (one module, no import).
+// re-parse; and the digest scanner of capture summaries against the parser. Compiled together with Sources/SIPMessage by scripts/fuzz (one module, no import).
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzSIPParser(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     let bytes = Array(UnsafeBufferPointer(start: data, count: size))
-    guard let m = try? SIPMessage(bytes: bytes) else { return 0 }
+    // The capture summary's scanner must take and refuse what the parser does (same error), with
+    // the fields of the parsed message.
+    var parsed: SIPMessage?
+    var parseError: SIPParseError?
+    do throws(SIPParseError) { parsed = try SIPMessage(bytes: bytes) } catch { parseError = error }
+    var scanner = SIPDigestScanner()
+    do throws(SIPParseError) {
+        let d = try scanner.digest(datagram: bytes[...]) { _ in true }
+        guard let p = parsed else { fatalError("the digest scanner took what the parser refused: \(String(describing: parseError))") }
+        if d != SIPMessageDigest(p) { fatalError("the digest scanner's fields differ from the message's") }
+    } catch {
+        if error != parseError { fatalError("the digest scanner refused with \(error), the parser with \(String(describing: parseError))") }
+    }
+    guard let m = parsed else { return 0 }
     _ = try? m.validate()
     _ = try? m.via(); _ = try? m.from(); _ = try? m.to(); _ = try? m.contact(); _ = try? m.route()
     _ = try? m.recordRoute(); _ = try? m.wwwAuthenticate(); _ = try? m.authorization()

@@ -107,6 +107,7 @@ public func fuzzTCPReassembly(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int3
         switch e {
         case .message(let m): got.append(m.message)
         case .anomaly(let a): fatalError("clean stream reported \(a)")
+        case .digest, .datagram: fatalError("a plain decoder reported a digest or a datagram")
         }
     }
     if got.count != streamMessages { fatalError("clean stream gave \(got.count) messages, wanted \(streamMessages)") }

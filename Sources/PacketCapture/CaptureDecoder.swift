@@ -35,6 +35,10 @@ public struct IPAddress: Sendable, Hashable, CustomStringConvertible {
     /// The number of bytes: 4 or 16.
     public var byteCount: Int { Int(length) }
 
+    /// The address as two big-endian words (bytes 0–7 and 8–15, zero-filled) and its length,
+    /// for hashing without an array.
+    public var packed: (high: UInt64, low: UInt64, length: UInt8) { (high, low, length) }
+
     private func byte(_ i: Int) -> UInt8 {
         i < 8 ? UInt8(truncatingIfNeeded: high >> (56 - 8 * UInt64(i))) : UInt8(truncatingIfNeeded: low >> (56 - 8 * UInt64(i - 8)))
     }
@@ -145,6 +149,62 @@ public enum CaptureEvent: Sendable {
     case message(CapturedSIPMessage)
     /// A non-fatal anomaly.
     case anomaly(CaptureAnomaly)
+    /// A SIP message's digest, from a decoder made with `digests: true` (in place of ``message(_:)``).
+    case digest(CapturedSIPDigest)
+    /// A UDP datagram that carried no SIP, from a decoder made with `datagrams: true`.
+    case datagram(CapturedDatagram)
+}
+
+/// A UDP datagram that carried no SIP: where it went and whether it looks like RTP or RTCP.
+public struct CapturedDatagram: Sendable, Hashable {
+    /// What the payload looks like.
+    public enum Kind: Sendable, Hashable {
+        /// RTP: version 2, at least 12 bytes, second byte outside 192–223.
+        case rtp
+        /// RTCP: version 2, at least 8 bytes, second byte (packet type) 192–223.
+        case rtcp
+        /// Anything else.
+        case other
+    }
+    /// The capture time.
+    public var timestamp: CaptureTimestamp
+    /// Sender.
+    public var source: CaptureEndpoint
+    /// Receiver.
+    public var destination: CaptureEndpoint
+    /// The frame number (of the last fragment, for a reassembled datagram).
+    public var frameNumber: Int
+    /// The UDP payload's length.
+    public var length: Int
+    /// RTP, RTCP or other.
+    public var kind: Kind
+
+    /// Tells RTP from RTCP as RFC 5761 §4 does for a multiplexed port: both have version 2 in
+    /// the first two bits; RTCP packet types 192–223 (200–204 in use) fall where RTP payload
+    /// types 64–95 with the marker bit would, which RTP must not use.
+    public static func classify(_ payload: ArraySlice<UInt8>) -> Kind {
+        guard payload.count >= 8, payload[payload.startIndex] >> 6 == 2 else { return .other }
+        let second = payload[payload.startIndex + 1]
+        if (192...223).contains(second) { return .rtcp }
+        return payload.count >= 12 ? .rtp : .other
+    }
+}
+
+/// A SIP message found in a capture, as its ``SIPMessageDigest`` (what a summary counts).
+public struct CapturedSIPDigest: Sendable {
+    /// The capture time of the frame that carried (for TCP: completed) the message.
+    public var timestamp: CaptureTimestamp
+    /// Sender.
+    public var source: CaptureEndpoint
+    /// Receiver.
+    public var destination: CaptureEndpoint
+    /// UDP or TCP.
+    public var transport: CaptureTransport
+    /// The frame number (as in ``CapturedSIPMessage/frameNumber``).
+    public var frameNumber: Int
+    /// The digest. Its reason phrase is filled only for the first response of each status code
+    /// the decoder reports.
+    public var digest: SIPMessageDigest
 }
 
 /// Counts of what a ``CaptureDecoder`` has seen.
@@ -214,9 +274,24 @@ public struct CaptureDecoder: Sendable {
     private var flows: [FlowKey: TCPDirection] = [:]
     private var out: [CaptureEvent] = []
 
-    /// A decoder with the given limits.
-    public init(limits: Limits = Limits()) {
+    /// Present when the decoder reports digests (``CaptureEvent/digest(_:)``) instead of messages.
+    private var scanner: SIPDigestScanner?
+    /// Whether non-SIP UDP datagrams are reported.
+    private let datagrams: Bool
+    /// Status codes (100–699) whose reason phrase a digest has already carried.
+    private var reasonReported = [UInt64](repeating: 0, count: 11)
+
+    /// A decoder with the given limits. With `digests`, SIP messages are reported as
+    /// ``CaptureEvent/digest(_:)`` (UDP datagrams scanned in place by a ``SIPDigestScanner``,
+    /// never copied nor indexed into a ``SIPMessage``); the same datagrams are accepted or
+    /// refused as without it.
+    ///
+    /// With `datagrams`, UDP datagrams that carry no SIP are reported too
+    /// (``CaptureEvent/datagram(_:)``, classified RTP, RTCP or other; their bytes are not kept).
+    public init(limits: Limits = Limits(), digests: Bool = false, datagrams: Bool = false) {
         self.limits = limits
+        self.datagrams = datagrams
+        if digests { scanner = SIPDigestScanner() }
         reassembler = FragmentReassembler(maxDatagrams: limits.maxPendingDatagrams, maxBytes: limits.maxPendingFragmentBytes,
                                           timeoutNanoseconds: limits.fragmentTimeoutSeconds * 1_000_000_000)
     }
@@ -420,9 +495,21 @@ public struct CaptureDecoder: Sendable {
             let payload = p[(s + 8)..<(s + len)]
             guard SIPDetector.startsWithStartLine(payload) else {
                 counters.nonSIPPayloads += 1
+                if datagrams {
+                    out.append(.datagram(CapturedDatagram(timestamp: f.timestamp, source: source, destination: destination, frameNumber: f.number,
+                                                          length: payload.count, kind: CapturedDatagram.classify(payload))))
+                }
                 return
             }
             do throws(SIPParseError) {
+                if var sc = scanner.take() {
+                    defer { scanner = sc }
+                    let d = try sc.digest(datagram: payload) { code in firstReason(code) }
+                    counters.sipMessages += 1
+                    out.append(.digest(CapturedSIPDigest(timestamp: f.timestamp, source: source, destination: destination, transport: .udp,
+                                                         frameNumber: f.number, digest: d)))
+                    return
+                }
                 let m = try SIPMessage(bytes: Array(payload))
                 emit(CapturedSIPMessage(timestamp: f.timestamp, source: source, destination: destination, transport: .udp, frameNumber: f.number, message: m))
             } catch {
@@ -445,7 +532,23 @@ public struct CaptureDecoder: Sendable {
 
     private mutating func emit(_ m: CapturedSIPMessage) {
         counters.sipMessages += 1
-        out.append(.message(m))
+        if scanner != nil {
+            let d = SIPMessageDigest(m.message, reasonPhrase: m.message.statusCode.map { firstReason($0) } ?? false)
+            out.append(.digest(CapturedSIPDigest(timestamp: m.timestamp, source: m.source, destination: m.destination, transport: m.transport,
+                                                 frameNumber: m.frameNumber, digest: d)))
+        } else {
+            out.append(.message(m))
+        }
+    }
+
+    /// Whether `code`'s reason phrase is yet to be reported (and notes that it now is).
+    private mutating func firstReason(_ code: Int) -> Bool {
+        let bit = code - 100
+        guard bit >= 0, bit < 64 * reasonReported.count else { return false }
+        let mask: UInt64 = 1 << UInt64(bit % 64)
+        if reasonReported[bit / 64] & mask != 0 { return false }
+        reasonReported[bit / 64] |= mask
+        return true
     }
 
     // MARK: TCP stream reassembly (RFC 9293 §3.4, §3.10.7)
@@ -637,24 +740,43 @@ enum SIPDetector {
     /// Whether the bytes begin (after optional CR/LF) with a SIP request or status line:
     /// `token SP non-space… SP SIP/2.0 CRLF` or `SIP/2.0 SP 3DIGIT SP`.
     static func startsWithStartLine(_ b: ArraySlice<UInt8>) -> Bool {
-        var i = b.startIndex
-        while i < b.endIndex, b[i] == 0x0D || b[i] == 0x0A { i += 1 }
-        let lineEnd = b[i...].prefix(1024).firstIndex(of: 0x0A) ?? min(b.endIndex, i + 1024)
-        var line = b[i..<lineEnd]
-        if line.last == 0x0D { line = line.dropLast() }
-        if line.starts(with: version) {
-            let r = line.dropFirst(version.count)
-            guard r.count >= 4 else { return false }
-            let s = r.startIndex
-            return r[s] == 0x20 && (1...3).allSatisfy { (0x30...0x39).contains(r[s + $0]) } && (r.count == 4 || r[s + 4] == 0x20)
+        b.withUnsafeBufferPointer { startsWithStartLine($0) }
+    }
+
+    /// The same over a buffer (scanned without slicing: this runs on every UDP payload and TCP segment).
+    static func startsWithStartLine(_ p: UnsafeBufferPointer<UInt8>) -> Bool {
+        let end = p.count
+        var i = 0
+        while i < end, p[i] == 0x0D || p[i] == 0x0A { i += 1 }
+        let limit = min(end, i + 1024)
+        var lineEnd = i
+        while lineEnd < limit, p[lineEnd] != 0x0A { lineEnd += 1 }
+        if lineEnd < end, p[lineEnd] != 0x0A { lineEnd = limit }
+        var e = lineEnd
+        if e > i, p[e - 1] == 0x0D { e -= 1 }
+        let n = version.count
+        @inline(__always) func versionAt(_ k: Int) -> Bool {
+            guard k >= 0, k + n <= e else { return false }
+            for t in 0..<n where p[k + t] != version[t] { return false }
+            return true
         }
-        // token SP uri SP SIP/2.0, exactly two spaces (scanned without splitting: this runs on
-        // every UDP payload and TCP segment).
-        guard line.count > version.count + 3, line.suffix(version.count).elementsEqual(version),
-              let sp1 = line.firstIndex(of: 0x20), sp1 > line.startIndex else { return false }
-        let sp2 = line.endIndex - version.count - 1
-        guard line[sp2] == 0x20, sp2 > sp1 + 1, line[(sp1 + 1)..<sp2].firstIndex(of: 0x20) == nil else { return false }
-        return line[line.startIndex..<sp1].allSatisfy(isTokenByte)
+        if versionAt(i) {
+            // SIP/2.0 SP 3DIGIT, then the end or SP.
+            let r = i + n
+            guard e - r >= 4, p[r] == 0x20 else { return false }
+            for t in 1...3 where !(0x30...0x39).contains(p[r + t]) { return false }
+            return e - r == 4 || p[r + 4] == 0x20
+        }
+        // token SP uri SP SIP/2.0, exactly two spaces.
+        guard e - i > n + 3, versionAt(e - n) else { return false }
+        var sp1 = i
+        while sp1 < e, p[sp1] != 0x20 { sp1 += 1 }
+        guard sp1 < e, sp1 > i else { return false }
+        let sp2 = e - n - 1
+        guard p[sp2] == 0x20, sp2 > sp1 + 1 else { return false }
+        for k in (sp1 + 1)..<sp2 where p[k] == 0x20 { return false }
+        for k in i..<sp1 where !isTokenByte(p[k]) { return false }
+        return true
     }
 
     /// Whether stream bytes start with a SIP start line or hold "SIP/2.0" (a capture begun

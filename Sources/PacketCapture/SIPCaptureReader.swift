@@ -15,9 +15,11 @@ public final class SIPCaptureReader {
 
     /// Opens the capture at `path`.
     /// - Throws: ``CaptureFileError`` when the file cannot be opened or its header is unreadable.
-    public init(path: String, limits: CaptureDecoder.Limits = .init()) throws(CaptureFileError) {
+    /// With `digests`, messages come as ``CaptureEvent/digest(_:)``; with `datagrams`, non-SIP
+    /// UDP datagrams come too (see ``CaptureDecoder/init(limits:digests:datagrams:)``).
+    public init(path: String, limits: CaptureDecoder.Limits = .init(), digests: Bool = false, datagrams: Bool = false) throws(CaptureFileError) {
         reader = try CaptureFileReader(path: path)
-        decoder = CaptureDecoder(limits: limits)
+        decoder = CaptureDecoder(limits: limits, digests: digests, datagrams: datagrams)
     }
 
     /// Reads a capture held in memory.
@@ -42,6 +44,25 @@ public final class SIPCaptureReader {
             if queue.count > 1 { queue.reverse() }
         }
         return queue.popLast()
+    }
+
+    /// The events of the next frame (or of the end of the capture) in order, replacing the
+    /// contents of `events` (a buffer the caller reuses); `false`, with `events` empty, once
+    /// the capture is done. Frames that yield nothing are skipped. For a caller that reads the
+    /// events in place: nothing is reversed or moved out one by one. Not to be mixed with
+    /// ``next()`` (which may hold events this does not return).
+    public func nextEvents(into events: inout [CaptureEvent]) throws(CaptureFileError) -> Bool {
+        events.removeAll(keepingCapacity: true)
+        while events.isEmpty {
+            if finished { return false }
+            if let (frame, bytes) = try reader.nextFrameInPlace() {
+                decoder.decode(frame, bytes: bytes, into: &events)
+            } else {
+                events = decoder.finish()
+                finished = true
+            }
+        }
+        return true
     }
 }
 
@@ -73,6 +94,7 @@ public struct CaptureSummary: Sendable {
                 switch e {
                 case .message(let m): messages.append(m)
                 case .anomaly(let a): anomalies.append(a)
+                case .digest, .datagram: break  // not made by this reader's decoder
                 }
             }
         } catch {
@@ -83,6 +105,7 @@ public struct CaptureSummary: Sendable {
                 switch e {
                 case .message(let m): messages.append(m)
                 case .anomaly(let a): anomalies.append(a)
+                case .digest, .datagram: break  // not made by this reader's decoder
                 }
             }
             counters = d.counters

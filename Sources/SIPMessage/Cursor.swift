@@ -176,9 +176,16 @@ struct Cursor {
 /// Returns an empty slice for a parameter without a value, `nil` when absent. The search stops
 /// at a comma outside quotes (the next list element).
 func findParameter(_ bytes: ArraySlice<UInt8>, from: Int, name: StaticString) -> ArraySlice<UInt8>? {
-    let found: Range<Int>? = bytes.withUnsafeBufferPointer { p -> Range<Int>? in
+    let found: Range<Int>? = bytes.withUnsafeBufferPointer { p in findParameter(p, from: from - bytes.startIndex, name: name) }
+    guard let r = found else { return nil }
+    return bytes[(bytes.startIndex + r.lowerBound)..<(bytes.startIndex + r.upperBound)]
+}
+
+/// ``findParameter(_:from:name:)`` over a buffer: the value's range in `p`.
+func findParameter(_ p: UnsafeBufferPointer<UInt8>, from: Int, name: StaticString) -> Range<Int>? {
+    do {
         let end = p.count
-        var i = from - bytes.startIndex
+        var i = from
         let nameLength = name.utf8CodeUnitCount
         let namePtr = name.utf8Start
         while i < end {
@@ -229,8 +236,6 @@ func findParameter(_ bytes: ArraySlice<UInt8>, from: Int, name: StaticString) ->
         }
         return nil
     }
-    guard let r = found else { return nil }
-    return bytes[(bytes.startIndex + r.lowerBound)..<(bytes.startIndex + r.upperBound)]
 }
 
 /// Byte-level helpers for hot paths in the layers above.

@@ -10,8 +10,11 @@ extension SIPMessage {
     public var callID: String? { callIDBytes.map { String(sipBytes: $0) } }
 
     /// The top Via's `branch` parameter, found without decoding the Via.
-    public var topViaBranchBytes: ArraySlice<UInt8>? {
-        guard let v = firstValueBytes(.via), let b = findParameter(v, from: v.startIndex, name: "branch"), !b.isEmpty else { return nil }
+    public var topViaBranchBytes: ArraySlice<UInt8>? { firstValueBytes(.via).flatMap(SIPMessage.branchParameter) }
+
+    /// The `branch` parameter of the first Via value in a Via line's bytes.
+    static func branchParameter(_ v: ArraySlice<UInt8>) -> ArraySlice<UInt8>? {
+        guard let b = findParameter(v, from: v.startIndex, name: "branch"), !b.isEmpty else { return nil }
         return b
     }
 
@@ -21,10 +24,18 @@ extension SIPMessage {
     /// The To tag, found without decoding the whole To header.
     public var toTagBytes: ArraySlice<UInt8>? { tagBytes(.to) }
 
-    func tagBytes(_ h: KnownHeader) -> ArraySlice<UInt8>? {
-        guard let v = firstValueBytes(h) else { return nil }
+    func tagBytes(_ h: KnownHeader) -> ArraySlice<UInt8>? { firstValueBytes(h).flatMap(SIPMessage.tagParameter) }
+
+    /// The `tag` parameter in a From or To value's bytes.
+    static func tagParameter(_ v: ArraySlice<UInt8>) -> ArraySlice<UInt8>? {
+        guard let r = v.withUnsafeBufferPointer({ tagParameter($0) }) else { return nil }
+        return v[(v.startIndex + r.lowerBound)..<(v.startIndex + r.upperBound)]
+    }
+
+    /// The `tag` parameter's range in a From or To value's bytes (`nil` when absent or empty).
+    static func tagParameter(_ p: UnsafeBufferPointer<UInt8>) -> Range<Int>? {
         // The header's parameters start after '>' when the URI is bracketed.
-        let from: Int = v.withUnsafeBufferPointer { p in
+        let from: Int = {
             // Fast path: a '>' with no quote before it.
             if let gt = memchrIndex(p, 0x3E, 0, p.count), memchrIndex(p, 0x22, 0, gt) == nil { return gt + 1 }
             if memchrIndex(p, 0x3E, 0, p.count) == nil { return 0 }
@@ -41,8 +52,8 @@ extension SIPMessage {
                 i &+= 1
             }
             return 0
-        }
-        guard let t = findParameter(v, from: v.startIndex + from, name: "tag"), !t.isEmpty else { return nil }
+        }()
+        guard let t = findParameter(p, from: from, name: "tag"), !t.isEmpty else { return nil }
         return t
     }
 
@@ -316,6 +327,10 @@ extension SIPMessage {
     /// RSeq (RFC 3262).
     public func rseq() throws(SIPParseError) -> UInt32? {
         guard let v = try single(.rseq) else { return nil }
+        return try SIPMessage.parseRSeq(v)
+    }
+
+    static func parseRSeq(_ v: ArraySlice<UInt8>) throws(SIPParseError) -> UInt32 {
         var c = Cursor(v)
         c.skipWS()
         let n = try c.number(max: UInt64(UInt32.max), .number, "RSeq")

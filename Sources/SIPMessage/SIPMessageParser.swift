@@ -35,6 +35,19 @@ enum ParseStep {
     case needMore(until: Int?)
 }
 
+/// A parsed layout without its header index (which ``SIPMessage/parseLayout(_:from:mode:limits:entries:folded:)`` fills apart).
+struct LayoutCore {
+    var start: StartLineIndex
+    var messageStart: Int
+    var headerEnd: Int
+    var bodyEnd: Int
+}
+
+enum LayoutStep {
+    case complete(LayoutCore)
+    case needMore(until: Int?)
+}
+
 extension SIPMessage {
     /// Parses one message from a datagram's bytes.
     ///
@@ -113,6 +126,22 @@ extension SIPMessage {
 
     @usableFromInline
     static func parseLayout(_ p: UnsafeBufferPointer<UInt8>, from offset: Int, mode: FramingMode, limits: SIPParserLimits) throws(SIPParseError) -> ParseStep {
+        var entries: [HeaderEntry] = []
+        entries.reserveCapacity(24)
+        var folded: [Int] = []
+        switch try parseLayout(p, from: offset, mode: mode, limits: limits, entries: &entries, folded: &folded) {
+        case .complete(let c):
+            return .complete(ParsedLayout(entries: entries, start: c.start, messageStart: c.messageStart, headerEnd: c.headerEnd,
+                                          bodyEnd: c.bodyEnd, foldedEntries: folded))
+        case .needMore(let until):
+            return .needMore(until: until)
+        }
+    }
+
+    /// The parse itself, filling `entries` and `folded` (which the caller hands in empty, so a
+    /// scanner can reuse its buffers from message to message).
+    static func parseLayout(_ p: UnsafeBufferPointer<UInt8>, from offset: Int, mode: FramingMode, limits: SIPParserLimits,
+                            entries: inout [HeaderEntry], folded: inout [Int]) throws(SIPParseError) -> LayoutStep {
         let end = p.count
         var i = offset
         // RFC 3261 §7.5: CRLFs before the start line are ignored (within the size limit).
@@ -140,9 +169,6 @@ extension SIPMessage {
         let start = try parseStartLine(p, i..<contentEnd)
         i = lineEnd + 1
 
-        var entries: [HeaderEntry] = []
-        entries.reserveCapacity(24)
-        var folded: [Int] = []
         var contentLength: Int? = nil
         var headerEnd = -1
         while true {
@@ -254,7 +280,7 @@ extension SIPMessage {
             guard end - messageStart <= limits.maxMessageSize else { throw SIPParseError(offset: messageStart, rule: .messageTooLarge, detail: "more than \(limits.maxMessageSize) bytes") }
             bodyEnd = end
         }
-        return .complete(ParsedLayout(entries: entries, start: start, messageStart: messageStart, headerEnd: headerEnd, bodyEnd: bodyEnd, foldedEntries: folded))
+        return .complete(LayoutCore(start: start, messageStart: messageStart, headerEnd: headerEnd, bodyEnd: bodyEnd))
     }
 
     /// Counts CR bytes, sixteen at a time.

@@ -146,6 +146,13 @@ public struct CaptureAnalysis: Sendable {
         public var transactions: [Transaction]
         /// The RTP addresses announced in SDP bodies, in order, without repeats.
         public var rtp: [RTPAddress]
+        /// The media streams announced in SDP bodies, in order, without repeats, with their RTCP
+        /// addresses and the RTP and RTCP packets seen (counted for `--calls`; empty otherwise).
+        public var media: [MediaStream] = []
+        /// The dialogs, in order of creation.
+        public var dialogs: [Dialog] = []
+        /// Positions of ``media`` in the analysis's stream table (filled at ``CaptureAnalysis/finish()``).
+        var mediaRefs: [Int] = []
         /// Other Call-IDs tied to this one by Replaces (header or Refer-To) or a 3xx Contact.
         public var linked: [String]
         /// The messages as ladder arrows (only when the analysis was asked to record them).
@@ -153,7 +160,7 @@ public struct CaptureAnalysis: Sendable {
     }
 
     /// Totals, like `tshark -q -z sip,stat`, and calls by outcome.
-    public struct Summary: Sendable {
+    public struct Summary: Sendable, Equatable {
         /// SIP messages seen.
         public var messages = 0
         /// Requests seen.
@@ -212,8 +219,8 @@ public struct CaptureAnalysis: Sendable {
     /// (removal moves the last call into the hole). The calls sit in an array so that growing
     /// the index moves small entries, not calls.
     private var liveCalls: [LiveCall] = []
-    private var liveKeys: [CallIDKey] = []
-    private var liveIndex: [CallIDKey: Int] = [:]
+    private var liveKeys: [SIPByteKey] = []
+    private var liveIndex = CallIndex()
     /// Where recent methods and codes sit in the summary's tables (valid until the next insertion).
     private var methodSlots: [(SIPMethod, [String: Int].Index)] = []
     private var codeSlots: [(Int, [Int: Int].Index)] = []
@@ -221,6 +228,8 @@ public struct CaptureAnalysis: Sendable {
     /// 3xx Contact or Refer-To target (user@host:port) → the Call-ID that named it (bounded,
     /// oldest dropped first).
     private var redirects: [String: String] = [:]
+    /// The media streams of the calls, with their packet counts (only when call records are kept).
+    private var mediaCounter = MediaCounter()
     private var redirectOrder: [String] = []
     private static let maxRedirects = 4096
 
@@ -243,44 +252,71 @@ public struct CaptureAnalysis: Sendable {
 
     /// Takes in the next message (in capture order).
     public mutating func add(_ captured: CapturedSIPMessage) {
-        let m = captured.message, t = captured.timestamp
-        sweep(now: t)
-        summary.messages += 1
-        if summary.first == nil || t < summary.first! { summary.first = t }
-        if summary.last == nil || summary.last! < t { summary.last = t }
-        if let method = m.method {
-            summary.requests += 1
-            countRequest(method)
-        } else if let code = m.statusCode {
-            summary.responses += 1
-            countResponse(code, m)
-        }
-        // Calls are found by the Call-ID's bytes (compared byte for byte, RFC 3261 §20.8); the
-        // String is made once per call. The call is changed in place in its array: a LiveCall
-        // holds a dozen collections, and moving it out and back costs more than the rest.
-        let idBytes = m.callIDBytes ?? []
-        let i: Int
-        if let found = liveIndex[CallIDKey(idBytes)] {
-            i = found
-        } else {
-            i = liveCalls.count
-            let key = CallIDKey(ArraySlice(Array(idBytes)))  // its own bytes, not the message's
-            liveCalls.append(LiveCall(callID: m.callID ?? "", time: t))
-            liveKeys.append(key)
-            liveIndex[key] = i
-        }
+        let m = captured.message
+        let d = SIPMessageDigest(m, reasonPhrase: m.statusCode.map { summary.responsesByCode[$0] == nil } ?? false)
+        let (i, retransmission, counted) = take(d, time: captured.timestamp, source: captured.source)
         let recordArrows: Bool
         switch ladder {
         case .none: recordArrows = false
         case .all: recordArrows = true
         case .call(let id): recordArrows = id == liveCalls[i].callID
         }
-        let retransmission = liveCalls[i].absorb(captured, recordArrow: recordArrows, keepText: keepMessages, details: details)
-        if retransmission { summary.retransmissions += 1 }
+        let announced = liveCalls[i].note(captured, retransmission: retransmission, counted: counted, recordArrow: recordArrows,
+                                          keepText: keepMessages, details: details)
+        for stream in announced where !liveCalls[i].mediaRefs.contains(where: { mediaCounter.streams[$0].sameStream(as: stream) }) {
+            liveCalls[i].mediaRefs.append(mediaCounter.add(stream))
+        }
         if !retransmission && details {
             let callID = liveCalls[i].callID
             for other in links(of: callID, m) where !liveCalls[i].linked.contains(other) { liveCalls[i].linked.append(other) }
         }
+    }
+
+    /// Takes in the next message as its digest (in capture order), from a decoder made with
+    /// `digests: true`: what the summary counts is the same as through ``add(_:)-(CapturedSIPMessage)``,
+    /// but a digest holds nothing of what only call records show (From, To, SDP, links, arrows).
+    public mutating func add(_ captured: CapturedSIPDigest) {
+        _ = take(captured.digest, time: captured.timestamp, source: captured.source)
+    }
+
+    /// Takes in a UDP datagram that carried no SIP (from a decoder made with `datagrams: true`):
+    /// counted as RTP or RTCP in the media streams of the calls whose SDP announced its source or
+    /// destination (only when call records are kept).
+    public mutating func add(_ datagram: CapturedDatagram) {
+        if details { mediaCounter.count(datagram) }
+    }
+
+    /// Counts a message in the summary and its call; returns the call's position, whether the
+    /// message was a retransmission and whether it counted in its call's transactions.
+    private mutating func take(_ d: SIPMessageDigest, time t: CaptureTimestamp, source: CaptureEndpoint) -> (Int, Bool, Bool) {
+        sweep(now: t)
+        summary.messages += 1
+        if summary.first == nil || t < summary.first! { summary.first = t }
+        if summary.last == nil || summary.last! < t { summary.last = t }
+        if let method = d.method {
+            summary.requests += 1
+            countRequest(method)
+        } else if let code = d.statusCode {
+            summary.responses += 1
+            countResponse(code, reason: d.reasonPhrase)
+        }
+        // Calls are found by the Call-ID's bytes (compared byte for byte, RFC 3261 §20.8), held
+        // inline in the key (no allocation); the String is made once per call. The call is
+        // changed in place in its array: a LiveCall holds a dozen collections, and moving it out
+        // and back costs more than the rest.
+        let key = d.callID ?? SIPByteKey()
+        let i: Int
+        if let found = liveIndex.find(key, in: liveKeys) {
+            i = found
+        } else {
+            i = liveCalls.count
+            liveCalls.append(LiveCall(callID: key.string, time: t))
+            liveKeys.append(key)
+            liveIndex.insert(i, in: liveKeys)
+        }
+        let (retransmission, counted) = liveCalls[i].absorb(d, time: t, source: source)
+        if retransmission { summary.retransmissions += 1 }
+        return (i, retransmission, counted)
     }
 
     /// Ends the analysis: every live call is finished, calls are ordered and links made mutual.
@@ -290,8 +326,9 @@ public struct CaptureAnalysis: Sendable {
         for i in order { retire(at: i) }
         liveCalls.removeAll()
         liveKeys.removeAll()
-        liveIndex.removeAll()
+        liveIndex = CallIndex()
         calls.sort { ($0.first, $0.callID) < ($1.first, $1.callID) }
+        for i in calls.indices { calls[i].media = calls[i].mediaRefs.map { mediaCounter.streams[$0] } }
         var index: [String: Int] = [:]
         for (i, c) in calls.enumerated() { index[c.callID] = i }
         for i in calls.indices {
@@ -320,7 +357,7 @@ public struct CaptureAnalysis: Sendable {
 
     /// Counts a response in ``Summary/responsesByCode``, noting its reason phrase the first time
     /// the code appears.
-    private mutating func countResponse(_ code: Int, _ m: SIPMessage) {
+    private mutating func countResponse(_ code: Int, reason: String?) {
         for (known, slot) in codeSlots where known == code {
             summary.responsesByCode.values[slot] += 1
             return
@@ -329,7 +366,7 @@ public struct CaptureAnalysis: Sendable {
             summary.responsesByCode.values[slot] += 1
         } else {
             summary.responsesByCode[code] = 1
-            summary.reasonPhrases[code] = m.reasonPhrase ?? ""
+            summary.reasonPhrases[code] = reason ?? ""
             codeSlots.removeAll()
         }
         if codeSlots.count < 16, let slot = summary.responsesByCode.index(forKey: code) { codeSlots.append((code, slot)) }
@@ -357,12 +394,12 @@ public struct CaptureAnalysis: Sendable {
     }
 
     private mutating func removeLive(at i: Int) {
-        liveIndex[liveKeys[i]] = nil
+        liveIndex.remove(i, in: liveKeys)
         let last = liveCalls.count - 1
         if i != last {
+            liveIndex.move(last, to: i, in: liveKeys)
             liveCalls.swapAt(i, last)
             liveKeys.swapAt(i, last)
-            liveIndex[liveKeys[i]] = i
         }
         liveCalls.removeLast()
         liveKeys.removeLast()
@@ -383,9 +420,16 @@ public struct CaptureAnalysis: Sendable {
         if wanted { calls.append(liveCalls[i].finished()) }
     }
 
+    /// The URI of a message's Referred-By header (RFC 3892), if it has one that parses.
+    static func referredBy(_ m: SIPMessage) -> URI? {
+        guard let v = m[.referredBy] else { return nil }
+        return (try? NameAddress(v))?.uri
+    }
+
     /// Ties Call-IDs together: Replaces (header or in Refer-To), and an initial INVITE sent to a
     /// URI that a 3xx of another Call-ID redirected to, or that a REFER of another Call-ID named
-    /// in Refer-To (blind transfer: the transferee's new call; it usually carries Referred-By).
+    /// in Refer-To (blind transfer: the transferee's new call), or whose Referred-By names the
+    /// referrer of another Call-ID's REFER (the INVITE a REFER triggered, RFC 3892 §3).
     /// URIs are compared by user, host (case-insensitive) and port.
     private mutating func links(of callID: String, _ m: SIPMessage) -> [String] {
         var found: [String] = []
@@ -396,8 +440,8 @@ public struct CaptureAnalysis: Sendable {
             guard case .sip(let u) = uri else { return uri.description }
             return "\(u.user ?? "")@\(u.host.description.lowercased()):\(u.port ?? 0)"
         }
-        func remember(_ uri: URI) {
-            let key = target(uri)
+        func remember(_ uri: URI) { remember(key: target(uri)) }
+        func remember(key: String) {
             if redirects.updateValue(callID, forKey: key) == nil { redirectOrder.append(key) }
             if redirectOrder.count > CaptureAnalysis.maxRedirects {
                 let drop = redirectOrder.count - CaptureAnalysis.maxRedirects
@@ -409,6 +453,11 @@ public struct CaptureAnalysis: Sendable {
         if m.method == .refer {
             if let r = try? m.referToReplaces() { add(r.callID) }
             if let to = try? m.referTo() { remember(to.uri) }
+            // The Referred-By of a REFER is copied into the INVITE it triggers (RFC 3892 §3).
+            if let by = CaptureAnalysis.referredBy(m) { remember(key: "referred-by " + target(by)) }
+        }
+        if m.method == .invite, m.toTag == nil, let by = CaptureAnalysis.referredBy(m), let other = redirects["referred-by " + target(by)] {
+            add(other)
         }
         if m.method == .invite, m.toTag == nil, let uri = try? m.requestURI(), let other = redirects[target(uri)] {
             add(other)
@@ -421,48 +470,122 @@ public struct CaptureAnalysis: Sendable {
     }
 }
 
-/// The state of a call still receiving messages.
-/// A Call-ID's bytes as a dictionary key: hashed in one pass over the bytes, compared with memcmp.
-private struct CallIDKey: Hashable, Sendable {
-    let bytes: ArraySlice<UInt8>
-    init(_ bytes: ArraySlice<UInt8>) { self.bytes = bytes }
+/// Positions of the live calls by Call-ID: an open-addressing table (linear probing,
+/// backward-shift deletion) of positions in the keys array, hashed by the keys' precomputed
+/// ``SIPByteKey/hashWord`` — no hashing per lookup, unlike a `Dictionary`.
+private struct CallIndex {
+    private var slots = [Int32](repeating: -1, count: 1024)
+    private var count = 0
+    private var mask: Int { slots.count - 1 }
 
-    static func == (a: Self, b: Self) -> Bool {
-        guard a.bytes.count == b.bytes.count else { return false }
-        return a.bytes.withUnsafeBytes { x in b.bytes.withUnsafeBytes { y in x.count == 0 || memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0 } }
+    @inline(__always) private func home(_ k: SIPByteKey) -> Int { Int(truncatingIfNeeded: k.hashWord ^ (k.hashWord >> 32)) & mask }
+
+    /// The position of `key` in `keys`, if present.
+    func find(_ key: SIPByteKey, in keys: [SIPByteKey]) -> Int? {
+        var i = home(key)
+        while true {
+            let p = slots[i]
+            if p < 0 { return nil }
+            if keys[Int(p)] == key { return Int(p) }
+            i = (i + 1) & mask
+        }
     }
 
-    func hash(into hasher: inout Hasher) {
-        bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+    /// The slot holding position `position`.
+    private func slot(of position: Int, in keys: [SIPByteKey]) -> Int {
+        var i = home(keys[position])
+        while Int(slots[i]) != position { i = (i + 1) & mask }
+        return i
+    }
+
+    /// Adds `keys[position]` (not present).
+    mutating func insert(_ position: Int, in keys: [SIPByteKey]) {
+        if (count + 1) * 2 > slots.count {
+            slots = [Int32](repeating: -1, count: slots.count * 2)
+            count = 0
+            for p in keys.indices where p != position { place(p, keys) }
+        }
+        place(position, keys)
+    }
+
+    private mutating func place(_ position: Int, _ keys: [SIPByteKey]) {
+        var i = home(keys[position])
+        while slots[i] >= 0 { i = (i + 1) & mask }
+        slots[i] = Int32(position)
+        count += 1
+    }
+
+    /// Removes `keys[position]`, shifting back the entries that probed past it.
+    mutating func remove(_ position: Int, in keys: [SIPByteKey]) {
+        var hole = slot(of: position, in: keys)
+        var j = hole
+        while true {
+            j = (j + 1) & mask
+            let p = slots[j]
+            if p < 0 { break }
+            let h = home(keys[Int(p)])
+            // The entry at j may move to the hole when its home is not cyclically in (hole, j].
+            let between = hole <= j ? (h > hole && h <= j) : (h > hole || h <= j)
+            if !between {
+                slots[hole] = p
+                hole = j
+            }
+        }
+        slots[hole] = -1
+        count -= 1
+    }
+
+    /// Notes that `keys[from]` is about to move to position `to`.
+    mutating func move(_ from: Int, to: Int, in keys: [SIPByteKey]) {
+        slots[slot(of: from, in: keys)] = Int32(to)
     }
 }
 
+/// The state of a call still receiving messages.
 private struct LiveCall: Sendable {
-    /// What makes a message a retransmission of another. The CSeq method, top Via branch and
-    /// To tag are kept as 64-bit FNV-1a hashes of their bytes (no strings per message); two
-    /// different values colliding is a 2⁻⁶⁴ event.
-    struct MessageKey: Hashable, Sendable {
-        var source: CaptureEndpoint
-        var cseq: UInt32
-        var cseqMethod: UInt64
-        var status: Int
-        var branch: UInt64
-        var toTag: UInt64
-        var rseq: UInt32
+    /// What makes a message a retransmission of another — its source, CSeq number and method,
+    /// status code (or 0), top Via branch, To tag and RSeq — mixed into one 64-bit word, so a
+    /// call's seen-list is a few words (the branch and tag are already ``SIPMessageDigest/hash64(_:)``
+    /// hashes; two different keys colliding within a call is a 2⁻⁶⁴ event).
+    static func messageKey(source: CaptureEndpoint, cseq: UInt32, cseqMethod: UInt64, status: Int, branch: UInt64, toTag: UInt64,
+                           rseq: UInt32) -> UInt64 {
+        @inline(__always) func mix(_ h: UInt64, _ w: UInt64) -> UInt64 {
+            let x = (h ^ w) &* 0x9E37_79B9_7F4A_7C15
+            return x ^ (x >> 29)
+        }
+        let a = source.address.packed
+        var h = mix(0x243F_6A88_85A3_08D3, a.high)
+        h = mix(h, a.low)
+        h = mix(h, UInt64(a.length) << 16 | UInt64(source.port))
+        h = mix(h, UInt64(cseq) << 32 | UInt64(rseq))
+        h = mix(h, cseqMethod)
+        h = mix(h, UInt64(bitPattern: Int64(status)))
+        h = mix(h, branch)
+        return mix(h, toTag)
     }
 
-    static func fnv(_ bytes: ArraySlice<UInt8>?) -> UInt64 {
-        guard let bytes else { return 0 }
-        var h: UInt64 = 0xcbf2_9ce4_8422_2325
-        for b in bytes { h = (h ^ UInt64(b)) &* 0x0000_0100_0000_01B3 }
-        return h
+    /// The CSeq method as a number: the well-known methods by position, others by the
+    /// FNV-1a hash of their token.
+    static func methodCode(_ m: SIPMethod) -> UInt64 {
+        switch m {
+        case .invite: return 1
+        case .ack: return 2
+        case .bye: return 3
+        case .cancel: return 4
+        case .register: return 5
+        case .options: return 6
+        case .info: return 7
+        case .update: return 8
+        case .prack: return 9
+        case .subscribe: return 10
+        case .notify: return 11
+        case .refer: return 12
+        case .message: return 13
+        case .publish: return 14
+        case .extension(let token): return SIPMessageDigest.hash64(Array(token.utf8)[...]) | 1 << 63
+        }
     }
 
-    static func fnv(_ s: String) -> UInt64 {
-        var h: UInt64 = 0xcbf2_9ce4_8422_2325
-        for b in s.utf8 { h = (h ^ UInt64(b)) &* 0x0000_0100_0000_01B3 }
-        return h
-    }
     struct TransactionKey: Hashable, Sendable {
         var cseq: UInt32
         var method: String
@@ -477,8 +600,8 @@ private struct LiveCall: Sendable {
     var retransmissions = 0
     /// Messages seen: a short list searched linearly (calls have a handful of messages), moved
     /// into a set past ``smallLimit`` entries, so big Call-IDs stay linear in time.
-    var seenList: [MessageKey] = []
-    var seenSet: Set<MessageKey>?
+    var seenList: [UInt64] = []
+    var seenSet: Set<UInt64>?
     static let smallLimit = 16
     var transactions: [CaptureAnalysis.Transaction] = []
     /// Built only once a call has more than ``smallLimit`` transactions; before that the list is searched.
@@ -490,6 +613,9 @@ private struct LiveCall: Sendable {
     var rtp: [CaptureAnalysis.RTPAddress] = []
     var linked: [String] = []
     var arrows: [CaptureAnalysis.Arrow] = []
+    var dialogs = DialogTracker()
+    /// Positions of the call's streams in the analysis's ``MediaCounter``.
+    var mediaRefs: [Int] = []
 
     init(callID: String, time: CaptureTimestamp) {
         self.callID = callID
@@ -517,7 +643,7 @@ private struct LiveCall: Sendable {
     }
 
     /// Whether `key` is new (and notes it).
-    private mutating func insertSeen(_ key: MessageKey) -> Bool {
+    private mutating func insertSeen(_ key: UInt64) -> Bool {
         if seenSet != nil { return seenSet!.insert(key).inserted }
         if seenList.contains(key) { return false }
         if seenList.isEmpty { seenList.reserveCapacity(8) }
@@ -548,41 +674,26 @@ private struct LiveCall: Sendable {
         return i
     }
 
-    /// Takes in one message of this call; returns whether it was a retransmission.
-    mutating func absorb(_ captured: CapturedSIPMessage, recordArrow: Bool, keepText: Bool, details: Bool) -> Bool {
-        let m = captured.message, t = captured.timestamp
+    /// Counts one message of this call; returns whether it was a retransmission, and whether it
+    /// counted in the transactions (not a retransmission, and a CSeq or a request method).
+    mutating func absorb(_ d: SIPMessageDigest, time t: CaptureTimestamp, source: CaptureEndpoint) -> (Bool, Bool) {
         messageCount += 1
         if last < t { last = t }
-        if details, from == nil, let f = try? m.from() { from = f.uri.description }
-        if details, to == nil, let x = try? m.to() { to = x.uri.description }
-        let cseq = try? m.cseq()
-        let key = MessageKey(source: captured.source, cseq: cseq?.sequence ?? 0, cseqMethod: cseq.map { Self.fnv($0.method.token) } ?? 0,
-                             status: m.statusCode ?? 0, branch: Self.fnv(m.topViaBranchBytes), toTag: Self.fnv(m.toTagBytes),
-                             rseq: m.statusCode.map { (100...199).contains($0) } == true ? ((try? m.rseq()) ?? 0) : 0)
+        let cseq = d.cseq
+        let key = Self.messageKey(source: source, cseq: cseq?.sequence ?? 0, cseqMethod: cseq.map { Self.methodCode($0.method) } ?? 0,
+                             status: d.statusCode ?? 0, branch: d.branchHash, toTag: d.toTagHash, rseq: d.rseq)
         let retransmission = !insertSeen(key)
         if retransmission { retransmissions += 1 }
-        if recordArrow {
-            let label: String
-            if let method = m.method {
-                label = method.token
-            } else {
-                label = "\(m.statusCode ?? 0)" + ((m.reasonPhrase ?? "").isEmpty ? "" : " " + m.reasonPhrase!)
-            }
-            arrows.append(.init(time: t, source: captured.source, destination: captured.destination,
-                                label: retransmission ? label + " (rtx)" : label,
-                                frameNumber: captured.frameNumber, retransmission: retransmission,
-                                text: keepText ? String(decoding: m.serialized(), as: UTF8.self) : nil))
-        }
         // A request without a (parsable) CSeq still counts as a transaction of its method.
-        guard !retransmission, let cseq = cseq ?? m.method.map({ CSeq(0, $0) }) else { return retransmission }
+        guard !retransmission, let cseq = cseq ?? d.method.map({ CSeq(0, $0) }) else { return (retransmission, false) }
         let method = cseq.method.token
-        if let requestMethod = m.method {
+        if let requestMethod = d.method {
             if requestMethod != .ack, transaction(cseq.sequence, method) == nil {
                 addTransaction(cseq.sequence, method)
             }
             if requestMethod == .invite, inviteTime == nil { inviteTime = t }
             if requestMethod == .bye, byeTime == nil { byeTime = t }
-        } else if let code = m.statusCode {
+        } else if let code = d.statusCode {
             let i = transaction(cseq.sequence, method) ?? addTransaction(cseq.sequence, method)
             if code >= 200 {
                 if let old = transactions[i].finalCode {
@@ -596,18 +707,41 @@ private struct LiveCall: Sendable {
                 if (200...299).contains(code), answerTime == nil { answerTime = t }
             }
         }
-        if details { noteSDP(m, from: captured.source) }
-        return false
+        return (false, true)
     }
 
-    private mutating func noteSDP(_ m: SIPMessage, from source: CaptureEndpoint) {
+    /// Notes what only call records and ladders show of a message ``absorb(_:time:source:)``
+    /// counted; returns the media streams its SDP announces.
+    mutating func note(_ captured: CapturedSIPMessage, retransmission: Bool, counted: Bool, recordArrow: Bool, keepText: Bool,
+                       details: Bool) -> [CaptureAnalysis.MediaStream] {
+        let m = captured.message, t = captured.timestamp
+        if details, from == nil, let f = try? m.from() { from = f.uri.description }
+        if details, to == nil, let x = try? m.to() { to = x.uri.description }
+        if recordArrow {
+            let label: String
+            if let method = m.method {
+                label = method.token
+            } else {
+                label = "\(m.statusCode ?? 0)" + ((m.reasonPhrase ?? "").isEmpty ? "" : " " + m.reasonPhrase!)
+            }
+            arrows.append(.init(time: t, source: captured.source, destination: captured.destination,
+                                label: retransmission ? label + " (rtx)" : label,
+                                frameNumber: captured.frameNumber, retransmission: retransmission,
+                                text: keepText ? String(decoding: m.serialized(), as: UTF8.self) : nil))
+        }
+        if details && !retransmission { dialogs.note(m) }
+        return details && counted ? noteSDP(m, from: captured.source) : []
+    }
+
+    private mutating func noteSDP(_ m: SIPMessage, from source: CaptureEndpoint) -> [CaptureAnalysis.MediaStream] {
         guard !m.body.isEmpty, let type = try? m.contentType(), type.essence.lowercased() == "application/sdp",
-              let sdp = try? SessionDescription.parse(m.body) else { return }
+              let sdp = try? SessionDescription.parse(m.body) else { return [] }
         for media in sdp.media where media.port != 0 {
             guard let c = sdp.connection(for: media) else { continue }
             let a = CaptureAnalysis.RTPAddress(media: media.media.rawValue, address: c.address, port: media.port, announcedBy: source)
             if !rtp.contains(a) { rtp.append(a) }
         }
+        return MediaCounter.streams(in: sdp, announcedBy: source)
     }
 
     var outcome: CaptureAnalysis.Outcome {
@@ -627,7 +761,7 @@ private struct LiveCall: Sendable {
         return .init(callID: callID, first: first, last: last, from: from, to: to, outcome: outcome,
                      setupTime: span(inviteTime, earlyTime), answerTime: span(inviteTime, answerTime),
                      duration: span(answerTime, byeTime), messageCount: messageCount, retransmissions: retransmissions,
-                     transactions: transactions, rtp: rtp, linked: linked, arrows: arrows)
+                     transactions: transactions, rtp: rtp, dialogs: dialogs.dialogs, mediaRefs: mediaRefs, linked: linked, arrows: arrows)
     }
 }
 
@@ -696,7 +830,8 @@ public enum CaptureCommand {
         var report = Report(path: path, view: view, analysis: analysis, error: nil)
         let reader: SIPCaptureReader
         do {
-            reader = try SIPCaptureReader(path: path)
+            // The summary needs only what a digest holds: the datagrams are scanned in place.
+            reader = try SIPCaptureReader(path: path, digests: view == .summary, datagrams: view == .calls)
         } catch {
             report.error = error
             analysis.finish()
@@ -708,11 +843,18 @@ public enum CaptureCommand {
             case .message(let m):
                 analysis.add(m)
                 if let progress, analysis.summary.messages % 10_000 == 0 { progress(analysis.summary.messages) }
+            case .digest(let d):
+                analysis.add(d)
+                if let progress, analysis.summary.messages % 10_000 == 0 { progress(analysis.summary.messages) }
+            case .datagram(let d): analysis.add(d)
             case .anomaly: analysis.noteAnomaly()
             }
         }
         do throws(CaptureFileError) {
-            while let e = try reader.next() { take(e) }
+            var events: [CaptureEvent] = []
+            while try reader.nextEvents(into: &events) {
+                for e in events { take(e) }
+            }
         } catch {
             report.error = error
             var decoder = reader.decoder
@@ -816,6 +958,8 @@ public enum CaptureCommand {
             if !addresses.contains(a) { addresses.append(a) }
         }
         if !addresses.isEmpty { parts.append("rtp=" + addresses.joined(separator: ",")) }
+        if !c.media.isEmpty { parts.append("media=" + c.media.map(\.description).joined(separator: "; ")) }
+        if !c.dialogs.isEmpty { parts.append("dialogs=" + c.dialogs.map(\.description).joined(separator: "; ")) }
         if !c.linked.isEmpty { parts.append("linked=" + c.linked.joined(separator: ",")) }
         return parts.joined(separator: "  ") + "\n"
     }
@@ -834,7 +978,9 @@ public enum CaptureCommand {
         let margin = 12
         let width = margin + gap * max(hosts.count, 1)
         func center(_ i: Int) -> Int { margin + gap / 2 + i * gap }
-        var out = "Call-ID: \(c.callID.isEmpty ? "(none)" : c.callID)  (\(c.outcome))\n"
+        var out = "Call-ID: \(c.callID.isEmpty ? "(none)" : c.callID)  (\(c.outcome))"
+        for d in c.dialogs { out += "  dialog \(d)" }
+        out += "\n"
         var header = [Character](repeating: " ", count: width)
         for (i, n) in names.enumerated() {
             let start = max(0, center(i) - n.count / 2)
@@ -928,8 +1074,21 @@ public enum CaptureCommand {
                 .object([("media", .string($0.media)), ("address", .string($0.address)), ("port", .int(Int($0.port))),
                          ("announcedBy", endpointJSON($0.announcedBy))])
             })),
+            ("media", .array(c.media.map {
+                .object([("media", .string($0.media)), ("address", .string($0.address)), ("port", .int(Int($0.port))),
+                         ("rtcpAddress", .string($0.rtcpAddress)), ("rtcpPort", .int(Int($0.rtcpPort))), ("rtcpMux", .bool($0.rtcpMux)),
+                         ("announcedBy", endpointJSON($0.announcedBy)), ("rtpPackets", .int($0.rtpPackets)), ("rtcpPackets", .int($0.rtcpPackets))])
+            })),
+            ("dialogs", dialogsJSON(c.dialogs)),
             ("linked", .array(c.linked.map { .string($0) })),
         ])
+    }
+
+    static func dialogsJSON(_ d: [CaptureAnalysis.Dialog]) -> JSONValue {
+        .array(d.map {
+            .object([("localTag", .string($0.localTag)), ("remoteTag", .string($0.remoteTag)), ("state", .string($0.state.rawValue)),
+                     ("method", .string($0.method)), ("cseq", .int(Int($0.cseq)))])
+        })
     }
 
     static func ladderJSON(_ c: CaptureAnalysis.Call) -> JSONValue {
@@ -940,6 +1099,7 @@ public enum CaptureCommand {
         }
         return .object([
             ("callID", .string(c.callID)), ("outcome", .string(c.outcome.key)),
+            ("dialogs", dialogsJSON(c.dialogs)),
             ("hosts", .array(hosts.map(endpointJSON))),
             ("arrows", .array(c.arrows.map {
                 .object([("time", secondsJSON($0.time.totalNanoseconds - c.first.totalNanoseconds)),

@@ -128,7 +128,7 @@ struct CaptureCommandTests {
         #expect(list.count == 5)
         let first = try #require(list.first)
         #expect(Set(first.keys) == ["callID", "first", "last", "from", "to", "outcome", "code", "setupTime", "answerTime",
-                                    "duration", "messages", "retransmissions", "transactions", "rtp", "linked"])
+                                    "duration", "messages", "retransmissions", "transactions", "rtp", "media", "dialogs", "linked"])
         #expect(first["outcome"] as? String == "answered")
         #expect((first["transactions"] as? [[String: Any]])?.first?["final"] as? Int == 200)
         #expect((first["rtp"] as? [[String: Any]])?.first?["port"] as? Int == 6004)
@@ -145,7 +145,7 @@ struct CaptureCommandTests {
         let r = CaptureCommand.run(path: CaptureCorpus.path("sip-capture/sip-tcp.pcap"), view: .ladder("1-2550@127.0.0.1"))
         #expect(r.exitCode == 0)
         let lines = r.text.split(separator: "\n").map(String.init)
-        #expect(lines[0] == "Call-ID: 1-2550@127.0.0.1  (answered)")
+        #expect(lines[0] == "Call-ID: 1-2550@127.0.0.1  (answered)  dialog 2550SIPpTag001/656SIPpTag0131 terminated (INVITE 1)")
         #expect(lines[1].contains("127.0.0.1:36959") && lines[1].contains("127.0.0.1:5060"))
         #expect(lines[1].range(of: "127.0.0.1:36959")!.lowerBound < lines[1].range(of: "127.0.0.1:5060")!.lowerBound)
         let arrows = lines.filter { $0.contains("─") }
