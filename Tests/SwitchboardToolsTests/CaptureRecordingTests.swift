@@ -80,6 +80,33 @@ struct CaptureRecordingTests {
         }
     }
 
+    /// Records reported out of order (a stream write or a TLS handshake finishing after a later
+    /// message) are written in timestamp order; one reported later than the window is not held.
+    @Test func recordsAreWrittenInTimestampOrder() throws {
+        let path = Self.tempPath("order")
+        defer { _ = unlink(path) }
+        let sink = try CaptureFileSink(path: path, reorderWindow: .milliseconds(100))
+        let local = try SocketAddress(ip: "127.0.0.1", port: 5060), remote = try SocketAddress(ip: "127.0.0.1", port: 5070)
+        func message(_ n: Int) -> [UInt8] {
+            Array("OPTIONS sip:x@127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:5060;branch=z9hG4bK\(n)\r\nFrom: <sip:a@127.0.0.1>;tag=1\r\nTo: <sip:x@127.0.0.1>\r\nCall-ID: order-\(n)\r\nCSeq: \(n) OPTIONS\r\nContent-Length: 0\r\n\r\n".utf8)
+        }
+        func record(_ n: Int, at ms: Int) {
+            sink.record(SIPTrafficRecord(direction: .sent, transport: .udp, local: local, remote: remote, bytes: message(n), time: .milliseconds(1_000_000 + ms)))
+        }
+        record(2, at: 20)
+        record(1, at: 10)   // stamped first, reported second
+        record(4, at: 40)
+        record(3, at: 30)
+        record(5, at: 300)  // pushes 1-4 past the window: written, in order
+        record(0, at: 0)    // later than the window: written at once, out of order
+        record(6, at: 310)
+        sink.close()
+        let s = try CaptureSummary(path: path)
+        #expect(s.fileError == nil)
+        let order = s.messages.compactMap { $0.message.callID.flatMap { Int($0.dropFirst("order-".count)) } }
+        #expect(order == [1, 2, 3, 4, 0, 5, 6], "\(order)")
+    }
+
     @Test func unwritablePathIsATypedError() {
         #expect(throws: CaptureWriteError.self) { try CaptureFileSink(path: "/nonexistent-dir/x.pcapng") }
     }

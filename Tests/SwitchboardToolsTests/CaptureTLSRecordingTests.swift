@@ -9,7 +9,7 @@ import SwitchboardTestSupport
 
 /// `SIPEndpoint.Configuration.capture` over TLS: the capture holds the plaintext SIP (as TCP
 /// segments on the TLS port), which our reader and tshark (decoding that port as SIP) read back
-/// with every message of every call in the order recorded, each with its recorded time.
+/// with every message of every call in the order of their times, each with its recorded time.
 @Suite("capture recording over TLS", .serialized,
        .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl") || TestPaths.isCI,
                 "the openssl tool is missing: TLS capture test skipped"))
@@ -53,9 +53,10 @@ struct CaptureTLSRecordingTests {
             // By their times, each call's messages are causal: INVITE first, the BYE's 200 last
             // (a provisional may precede the 200 to INVITE). The recording order may differ: a
             // sender records its message once its write returned, which can come after the
-            // answer was received and recorded; the file keeps the recording order, with the
-            // times taken before each write.
-            let byTime = perCall(zip(records, recorded).sorted { $0.0.time < $1.0.time }.map { Self.line($0.1) })
+            // answer was received and recorded; the sink writes the file in time order (the
+            // times are taken before each write).
+            let inTimeOrder = zip(records, recorded).sorted { $0.0.time < $1.0.time }
+            let byTime = perCall(inTimeOrder.map { Self.line($0.1) })
             for (id, seq) in byTime {
                 #expect(seq.first?.hasSuffix(" INVITE") == true && seq.contains { $0.hasSuffix(" ACK") } && seq.last?.hasSuffix(" 200") == true,
                         "\(name) \(id): \(seq)")
@@ -67,10 +68,10 @@ struct CaptureTLSRecordingTests {
             #expect(s.messages.allSatisfy { $0.transport == .tcp && ($0.source.port == port || $0.destination.port == port) })
             #expect(s.messages.map { $0.message.serialized() }.sorted { $0.lexicographicallyPrecedes($1) }
                     == records.map(\.bytes).sorted { $0.lexicographicallyPrecedes($1) })
-            #expect(perCall(s.messages.map { Self.line($0.message) }) == expected, "\(name)")
-            // And the frames carry the recorded times.
-            #expect(s.messages.map { $0.timestamp.totalNanoseconds } == records.map {
-                $0.time.components.seconds * 1_000_000_000 + $0.time.components.attoseconds / 1_000_000_000
+            #expect(perCall(s.messages.map { Self.line($0.message) }) == byTime, "\(name)")
+            // And the frames carry the recorded times, in order.
+            #expect(s.messages.map { $0.timestamp.totalNanoseconds } == inTimeOrder.map {
+                $0.0.time.components.seconds * 1_000_000_000 + $0.0.time.components.attoseconds / 1_000_000_000
             }, "\(name)")
 
             // tshark, decoding the TLS port as SIP: the same messages per call in the same order.
@@ -84,7 +85,7 @@ struct CaptureTLSRecordingTests {
                 let f = l.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
                 return "\(f[0]) \(f.count > 1 ? f[1] : "") \(f.count > 2 && !f[2].isEmpty ? f[2] : (f.count > 3 ? f[3] : ""))"
             }
-            #expect(perCall(lines) == expected, "\(name): tshark saw \(lines)")
+            #expect(perCall(lines) == byTime, "\(name): tshark saw \(lines)")
         }
     }
 }
