@@ -339,7 +339,12 @@ func f(_ x: Double, _ digits: Int) -> String {
 let nearSent = zip(sessionEnd, sessionStart).reduce(UInt64(0)) { $0 + $1.0.call.sent.packets - $1.1.call.sent.packets }
 let nearReceived = zip(sessionEnd, sessionStart).reduce(UInt64(0)) { $0 + $1.0.call.received.packets - $1.1.call.received.packets }
 let expected = Double(calls) * wallSeconds * 50
-let lossToUs = max(0, 1 - Double(nearReceived) / max(1, Double(sentWindow)))
+// Loss toward us from the sessions' own sequence-number gaps (RFC 3550 cumulative loss): the
+// far end's sent count minus what arrived also counts packets still queued when the window
+// closes, which at thousands of streams is itself a percent.
+let nearLost = zip(sessionEnd, sessionStart).reduce(Int64(0)) { $0 + $1.0.call.packetsLost - $1.1.call.packetsLost }
+let lossToUs = Double(max(0, nearLost)) / max(1, Double(nearReceived) + Double(max(0, nearLost)))
+let undelivered = max(0, 1 - Double(nearReceived) / max(1, Double(sentWindow)))
 let lossFromUs = max(0, 1 - Double(receivedWindow) / max(1, Double(nearSent)))
 let shortfall = max(0, 1 - Double(nearSent) / max(1, expected))
 var line = "calls=\(calls) codec=\(codecName) complexity=\(complexity.map(String.init) ?? "default") srtp=\(srtpPolicy.rawValue) echo=\(echo)"
@@ -349,6 +354,9 @@ line += " far_end_cpu_percent=\(f(farShare / wallSeconds * 100, 1)) engine_busy_
 line += " p99_lateness_ms=\(f(ms(window.latenessQuantile(0.99)), 2)) p999_lateness_ms=\(f(ms(window.latenessQuantile(0.999)), 2))"
 line += " max_lateness_ms=\(f(ms(engineEnd.maxLateness), 1))"
 line += " sent_by_us=\(nearSent) send_shortfall_percent=\(f(shortfall * 100, 2)) received_by_us=\(nearReceived) loss_to_us_percent=\(f(lossToUs * 100, 2))"
+line += " not_yet_received_percent=\(f(undelivered * 100, 2))"
+// When the far end (on the same cores) cannot send every frame, the sessions were not fully loaded.
+line += " far_end_shortfall_percent=\(f(max(0, 1 - Double(sentWindow) / max(1, expected)) * 100, 2))"
 line += " received_by_far_end=\(receivedWindow) loss_from_us_percent=\(f(lossFromUs * 100, 2)) srtp_rejected=\(rejected)"
 print(line)
 if CommandLine.arguments.contains("--histogram") {
