@@ -246,7 +246,11 @@ func expectTone(_ samples: [Int16], frequency: Double, notFrequency other: Doubl
         #expect(call.a.receivedDigits.isEmpty)
         // The events' sequence numbers are not audio loss.
         #expect(call.b.stats().call.packetsLost == 0)
-        #expect((call.b.stats().call.mos ?? 0) > 4, "\(call.b.stats())")
+        // Nor jitter-buffer loss. (Not MOS: the jitter buffer may count an audio packet or two
+        // right after the digits' gap as late — it re-anchors its playout on the gap, not yet on
+        // the marker bit — which moved the MOS under 4 once in a CI run.)
+        let jb = try #require(call.b.stats().call.jitterBuffer)
+        #expect(jb.lost == 0, "\(call.b.stats())")
         // Audio resumes after the digits.
         let sent = call.a.stats().call.sent.packets
         #expect(await waitUntil { call.a.stats().call.sent.packets > sent + 10 })
