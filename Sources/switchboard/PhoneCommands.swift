@@ -37,9 +37,8 @@ struct MediaOptions: ParsableArguments {
 
     func phoneMedia(host: String) throws -> PhoneMediaOptions? {
         guard !noMedia else { return nil }
-        guard let policy = SRTPPolicy(rawValue: srtp) else { throw ValidationError("--srtp takes off, optional or mandatory") }
-        let bounds = rtpPorts.split(separator: "-").compactMap { UInt16($0) }
-        guard bounds.count == 2, bounds[0] < bounds[1] else { throw ValidationError("--rtp-ports takes LOW-HIGH") }
+        let policy = try MediaArguments.srtpPolicy(srtp)
+        let ports = try MediaArguments.portRange(rtpPorts)
         let input: MediaAudioInput
         if echo {
             input = .echo
@@ -48,10 +47,30 @@ struct MediaOptions: ParsableArguments {
         } else {
             input = .tone(frequency: tone ?? 440)
         }
-        let ip = host == "0.0.0.0" || host == "::" ? "127.0.0.1" : host
         return PhoneMediaOptions(
-            configuration: MediaSessionConfiguration(localAddress: ip, portRange: bounds[0]...bounds[1], srtpPolicy: policy),
+            configuration: MediaSessionConfiguration(localAddress: MediaArguments.address(forListenHost: host), portRange: ports, srtpPolicy: policy),
             input: input, recordPath: record)
+    }
+}
+
+/// The parsing of the media options that `call`/`answer` and `serve --echo` share.
+enum MediaArguments {
+    /// `--srtp`: off, optional or mandatory.
+    static func srtpPolicy(_ text: String) throws -> SRTPPolicy {
+        guard let policy = SRTPPolicy(rawValue: text) else { throw ValidationError("--srtp takes off, optional or mandatory") }
+        return policy
+    }
+
+    /// `--rtp-ports LOW-HIGH`.
+    static func portRange(_ text: String) throws -> ClosedRange<UInt16> {
+        let bounds = text.split(separator: "-").compactMap { UInt16($0) }
+        guard bounds.count == 2, bounds[0] < bounds[1] else { throw ValidationError("--rtp-ports takes LOW-HIGH") }
+        return bounds[0]...bounds[1]
+    }
+
+    /// The media address for a listen host: a wildcard listen address sends media from 127.0.0.1.
+    static func address(forListenHost host: String) -> String {
+        host == "0.0.0.0" || host == "::" ? "127.0.0.1" : host
     }
 }
 

@@ -239,9 +239,8 @@ struct Serve: AsyncParsableCommand {
     }
 
     func echoOptions(_ points: [SIPEndpoint.ListenPoint]) throws -> EchoServeCommand.Options {
-        guard let policy = SRTPPolicy(rawValue: srtp) else { throw ValidationError("--srtp takes off, optional or mandatory") }
-        let bounds = rtpPorts.split(separator: "-").compactMap { UInt16($0) }
-        guard bounds.count == 2, bounds[0] < bounds[1] else { throw ValidationError("--rtp-ports takes LOW-HIGH") }
+        let policy = try MediaArguments.srtpPolicy(srtp)
+        let ports = try MediaArguments.portRange(rtpPorts)
         let table: [String: Codec] = ["opus": .opus, "pcmu": .pcmu, "pcma": .pcma, "g722": .g722, "telephone-event": .telephoneEvent]
         var list: [Codec] = []
         for name in codecs.split(separator: ",") {
@@ -253,7 +252,7 @@ struct Serve: AsyncParsableCommand {
         guard overLimit == 503 || overLimit == 486 else { throw ValidationError("--over-limit takes 503 or 486") }
         let host: String
         switch points.first { case .udp(let a)?, .tcp(let a)?, .tls(let a)?: host = a.ipString; case nil: host = "127.0.0.1" }
-        let ip = mediaAddress ?? (host == "0.0.0.0" || host == "::" ? "127.0.0.1" : host)
+        let ip = mediaAddress ?? MediaArguments.address(forListenHost: host)
         if let n = mediaThreads, n < 1 { throw ValidationError("--media-threads must be positive") }
         if let p = realtime, !(1...99).contains(p) { throw ValidationError("--realtime takes a priority from 1 to 99") }
         let engine = mediaThreads == nil && realtime == nil
@@ -261,7 +260,7 @@ struct Serve: AsyncParsableCommand {
             : MediaEngine(threads: mediaThreads ?? MediaEngine.onlineProcessors, scheduling: realtime.map { .realtime(priority: $0) } ?? .normal)
         // Two sockets per call: the usual soft limit of 1,024 descriptors would stop at ~500 calls.
         MediaEngine.raiseDescriptorLimit()
-        let media = MediaSessionConfiguration(localAddress: ip, portRange: bounds[0]...bounds[1], codecs: list, srtpPolicy: policy, engine: engine)
+        let media = MediaSessionConfiguration(localAddress: ip, portRange: ports, codecs: list, srtpPolicy: policy, engine: engine)
         return EchoServeCommand.Options(media: media, maxCalls: maxCalls, overLimitCode: overLimit,
                                         mediaTimeout: mediaTimeout > 0 ? .seconds(mediaTimeout) : nil, ringing: !noRinging)
     }
