@@ -49,7 +49,7 @@ public struct ToneGenerator: Sendable, Hashable {
                 var at = position
                 var (s, c) = (sin(2 * Double.pi * phase), cos(2 * Double.pi * phase))
                 for n in 0..<count {
-                    if at == 0 {
+                    if at == 0 && n > 0 {
                         s = sin(2 * Double.pi * phase)
                         c = cos(2 * Double.pi * phase)
                     }

@@ -173,9 +173,9 @@ public struct MediaEngineStatistics: Sendable, Hashable, CustomStringConvertible
 
     /// One line: sessions, ticks, p99 and worst lateness, utilization.
     public var description: String {
-        let p99 = latenessQuantile(0.99).map { MediaSessionStatistics.ms($0) } ?? "-"
+        let p99 = latenessQuantile(0.99).map { MediaSessionStatistics.msText($0) } ?? "-"
         return "\(threads) media threads: \(sessions) sessions, \(ticks) ticks, \(datagrams) datagrams, "
-            + "tick lateness p99 \(p99) ms max \(MediaSessionStatistics.ms(maxLateness)) ms, "
+            + "tick lateness p99 \(p99) ms max \(MediaSessionStatistics.msText(maxLateness)) ms, "
             + "busy \(Int((utilization * 1000).rounded()) / 10)%"
     }
 }
@@ -256,7 +256,6 @@ final class MediaWorker: @unchecked Sendable {
     private let inbox = Mutex<[Command]>([])
     private let stopping = Atomic<Bool>(false)
     private let stats: Mutex<MediaEngineStatistics>
-    private let threadID = Mutex<pthread_t?>(nil)
     private let thread = Mutex<MediaThread?>(nil)
     private let epoch: Int64
     private let scheduling: MediaEngine.Scheduling
@@ -325,10 +324,7 @@ final class MediaWorker: @unchecked Sendable {
     }
 
     /// Whether the caller runs on this worker's thread.
-    var isCurrentThread: Bool {
-        guard let tid = threadID.withLock({ $0 }) else { return false }
-        return pthread_equal(tid, pthread_self()) != 0
-    }
+    var isCurrentThread: Bool { Self.current == Unmanaged.passUnretained(self).toOpaque() }
 
     /// Whether the caller runs on any media worker thread.
     static var onWorkerThread: Bool { current != nil }
@@ -363,7 +359,6 @@ final class MediaWorker: @unchecked Sendable {
     private static var current: UnsafeMutableRawPointer? { pthread_getspecific(currentKey) }
 
     private func run() {
-        threadID.withLock { $0 = pthread_self() }
         pthread_setspecific(Self.currentKey, Unmanaged.passUnretained(self).toOpaque())
         if case .realtime(let priority) = scheduling {
             realtime.store(cs_set_thread_realtime(max(1, min(99, priority))) == 0, ordering: .relaxed)

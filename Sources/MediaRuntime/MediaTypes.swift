@@ -161,11 +161,11 @@ public struct MediaSessionStatistics: Sendable, Hashable, CustomStringConvertibl
         let c = call
         var text = "codec \(c.codec)\(secure ? " (SRTP)" : ""): sent \(c.sent.packets) packets/\(c.sent.bytes) bytes, "
             + "received \(c.received.packets) packets/\(c.received.bytes) bytes, lost \(c.packetsLost), "
-            + "jitter \(Self.ms(c.jitter)) ms"
-        if let rtt = c.roundTripTime { text += ", RTT \(Self.ms(rtt)) ms" }
+            + "jitter \(Self.msText(c.jitter)) ms"
+        if let rtt = c.roundTripTime { text += ", RTT \(Self.msText(rtt)) ms" }
         if let mos = c.mos { text += ", MOS " + String(Double(Int(mos * 100)) / 100) }
         if let jb = c.jitterBuffer {
-            text += ", jitter buffer \(Self.ms(jb.currentDelay)) ms (late \(jb.late), lost \(jb.lost), concealed \(jb.concealed), dropped \(jb.dropped))"
+            text += ", jitter buffer \(Self.msText(jb.currentDelay)) ms (late \(jb.late), lost \(jb.lost), concealed \(jb.concealed), dropped \(jb.dropped))"
         }
         text += ", RTCP \(rtcpSent) sent/\(rtcpReceived) received"
         if refused > 0 { text += ", \(refused) refused" }
@@ -175,9 +175,7 @@ public struct MediaSessionStatistics: Sendable, Hashable, CustomStringConvertibl
     }
 
     /// Milliseconds with one decimal, as in ``description``.
-    public static func msText(_ d: Duration) -> String { ms(d) }
-
-    static func ms(_ d: Duration) -> String {
+    public static func msText(_ d: Duration) -> String {
         let value = Double(d.components.seconds) * 1000 + Double(d.components.attoseconds) / 1e15
         return String(Double(Int(value * 10)) / 10)
     }

@@ -174,9 +174,6 @@ struct SessionState {
         ssrc = ssrcSeed
     }
 
-    var sends: Bool { negotiated?.sends ?? false }
-    var receives: Bool { negotiated?.receives ?? false }
-
     mutating func setSource(_ source: any AudioSource) {
         rawSource = source
         if let rate = encoder?.sampleRate { input = FramedSource(source, outputRate: rate) }
