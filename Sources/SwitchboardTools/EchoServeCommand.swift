@@ -285,15 +285,14 @@ final class CallTable: Sendable {
     }
 
     func ended(_ key: SessionKey) {
-        guard let call = state.withLock({ s -> Call? in
-            let c = s.calls.removeValue(forKey: key)
-            s.stats.callsUp = s.calls.count
-            return c
-        }) else { return }
-        let media = call.media
+        // The call stays in the table (and in tick()'s live totals) until its final counters
+        // are in `ended`: removing it first let a tick in between miss its packets.
+        guard let media = state.withLock({ $0.calls[key]?.media }) else { return }
         media.stop()
         let stats = media.stats()
         state.withLock { s in
+            guard s.calls.removeValue(forKey: key) != nil else { return }
+            s.stats.callsUp = s.calls.count
             s.ended.received &+= stats.call.received.packets
             s.ended.echoed &+= stats.call.sent.packets
             // RFC 3550's cumulative loss goes negative with duplicates (a replayed pcap): none lost.
