@@ -308,6 +308,41 @@ import Testing
         #expect(r.count { $0 == .silence } >= 95)
     }
 
+    /// RFC 4733 digits in the middle of continuous audio: the events take sequence numbers but
+    /// never reach the audio buffer, and the three end packets leave in one 20 ms tick, so the
+    /// sequence gap is two more than the frames that passed. The audio after them starts a
+    /// talkspurt (marker bit): it plays on time, nothing is late, and only the events' numbers
+    /// count as missing.
+    @Test(arguments: [2, 4, 8, 20])
+    func audioAfterTelephoneEventsStartsATalkspurt(eventTicks: Int) {
+        var arrivals: [Arrival] = []
+        var seq: UInt16 = 500
+        var tick = 0
+        func audio(marker: Bool) {
+            let p = JitterBufferPacket(sequenceNumber: seq, timestamp: 3000 + UInt32(tick) * 160, ssrc: 5, marker: marker, payload: [2])
+            arrivals.append(Arrival(packet: p, time: Self.at(Double(tick) * 20 + 30 + Double((tick * 7) % 5))))
+            seq &+= 1
+            tick += 1
+        }
+        var eventNumbers = 0
+        for round in 0..<3 {
+            for i in 0..<50 { audio(marker: round == 0 && i == 0) }
+            // Events: one packet per tick, the last tick three end packets; audio's timestamp
+            // moves on by a frame per tick all the same.
+            eventNumbers += eventTicks + 2
+            seq &+= UInt16(eventTicks + 2)
+            tick += eventTicks
+            audio(marker: true)
+        }
+        let r = replay(arrivals, pulls: tick + 20)
+        #expect(r.stats.late == 0, "\(r.stats)")
+        #expect(r.stats.lost == eventNumbers, "\(r.stats)")
+        #expect(r.played.count + r.stats.dropped == 153, "\(r.stats)")
+        // Every audio packet after the events plays (none is skipped as late).
+        let after = Set(r.played)
+        #expect(arrivals.filter { $0.packet.marker }.allSatisfy { after.contains($0.packet.sequenceNumber) }, "\(r.played)")
+    }
+
     @Test func nextPacketAndPrebuffering() {
         var b = JitterBuffer()
         #expect(b.pull(at: Self.at(10)) == .empty)
