@@ -50,7 +50,7 @@ public enum G711 {
 
     /// The µ-law decoder: the midpoint of each code's interval, scaled to 16 bits.
     @usableFromInline
-    static let muLawTable: [Int16] = (0..<256).map { muLawDecodeComputed(UInt8($0)) }
+    nonisolated(unsafe) static let muLawTable = table(256) { muLawDecodeComputed(UInt8($0)) }
 
     /// The decoding rule itself: (2·step + 33) · 2^segment − 33 in 14-bit units, times 4.
     static func muLawDecodeComputed(_ code: UInt8) -> Int16 {
@@ -98,7 +98,7 @@ public enum G711 {
     public static func aLawDecode(_ code: UInt8) -> Int16 { aLawTable[Int(code)] }
 
     @usableFromInline
-    static let aLawTable: [Int16] = (0..<256).map { aLawDecodeComputed(UInt8($0)) }
+    nonisolated(unsafe) static let aLawTable = table(256) { aLawDecodeComputed(UInt8($0)) }
 
     /// The decoding rule: the midpoint of the code's interval, in 13-bit units times 8.
     static func aLawDecodeComputed(_ code: UInt8) -> Int16 {
@@ -117,11 +117,30 @@ public enum G711 {
     @discardableResult
     public static func encode(_ law: Law, _ pcm: UnsafeBufferPointer<Int16>, into codes: UnsafeMutableRawBufferPointer) -> Int {
         let count = min(pcm.count, codes.count)
-        switch law {
-        case .muLaw: for i in 0..<count { codes[i] = muLawEncode(pcm[i]) }
-        case .aLaw: for i in 0..<count { codes[i] = aLawEncode(pcm[i]) }
-        }
+        // A code depends only on the sample's top 14 (µ-law) or 13 (A-law) bits: one table
+        // load per sample instead of the segment search.
+        let shift = law == .muLaw ? 2 : 3
+        let table = law == .muLaw ? muLawEncodeTable : aLawEncodeTable
+        let offset = law == .muLaw ? 8192 : 4096
+        for i in 0..<count { codes[i] = table[(Int(pcm[i]) >> shift) + offset] }
         return count
+    }
+
+    /// µ-law codes of every 14-bit sample value (the sample's top 14 bits + 8192).
+    @usableFromInline
+    nonisolated(unsafe) static let muLawEncodeTable = table(16384) { muLawEncode(Int16(truncatingIfNeeded: ($0 - 8192) << 2)) }
+
+    /// A-law codes of every 13-bit sample value (the sample's top 13 bits + 4096).
+    @usableFromInline
+    nonisolated(unsafe) static let aLawEncodeTable = table(8192) { aLawEncode(Int16(truncatingIfNeeded: ($0 - 4096) << 3)) }
+
+    /// A table filled once and never freed or written again. A plain pointer, not an array: an
+    /// array read from a static is retained, and two media threads retaining one array contend
+    /// for its reference count's cache line on every frame.
+    static func table<T>(_ count: Int, _ value: (Int) -> T) -> UnsafePointer<T> {
+        let p = UnsafeMutablePointer<T>.allocate(capacity: count)
+        for i in 0..<count { (p + i).initialize(to: value(i)) }
+        return UnsafePointer(p)
     }
 
     /// Decodes `codes` into `pcm`, as many as both hold; returns that count.
@@ -130,9 +149,7 @@ public enum G711 {
     public static func decode(_ law: Law, _ codes: UnsafeRawBufferPointer, into pcm: UnsafeMutableBufferPointer<Int16>) -> Int {
         let count = min(pcm.count, codes.count)
         let table = law == .muLaw ? muLawTable : aLawTable
-        table.withUnsafeBufferPointer { t in
-            for i in 0..<count { pcm[i] = t[Int(codes[i])] }
-        }
+        for i in 0..<count { pcm[i] = table[Int(codes[i])] }
         return count
     }
 }

@@ -76,6 +76,18 @@ import Testing
         }
     }
 
+    /// The buffer encoder (table lookups) agrees with the per-sample rule on all 65,536 inputs.
+    @Test(arguments: [G711.Law.muLaw, .aLaw])
+    func bufferEncodingMatchesThePerSampleRule(law: G711.Law) {
+        let pcm = (Int(Int16.min)...Int(Int16.max)).map { Int16($0) }
+        var codes = [UInt8](repeating: 0, count: pcm.count)
+        let n = pcm.withUnsafeBufferPointer { p in codes.withUnsafeMutableBytes { G711.encode(law, p, into: $0) } }
+        #expect(n == pcm.count)
+        let expected = pcm.map { law == .muLaw ? G711.muLawEncode($0) : G711.aLawEncode($0) }
+        let mismatches = zip(pcm, zip(codes, expected)).filter { $0.1.0 != $0.1.1 }
+        #expect(mismatches.isEmpty, "\(mismatches.prefix(5))")
+    }
+
     @Test func codecObjects() throws {
         var encoder = try G711Encoder(law: .aLaw)
         var decoder = try G711Decoder(law: .aLaw)
