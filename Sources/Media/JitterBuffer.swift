@@ -405,10 +405,13 @@ public struct JitterBuffer: Sendable {
                 return .late
             }
         }
-        if let i = entries.lastIndex(where: { $0.seq < seq }) {
-            entries.insert(Entry(seq: seq, ts: ts, packet: packet), at: i + 1)
+        // After the last entry with a lower number (the end, for a packet in order).
+        var position = entries.count
+        while position > 0 && entries[position - 1].seq >= seq { position -= 1 }
+        if position == entries.count {
+            entries.append(Entry(seq: seq, ts: ts, packet: packet))
         } else {
-            entries.insert(Entry(seq: seq, ts: ts, packet: packet), at: 0)
+            entries.insert(Entry(seq: seq, ts: ts, packet: packet), at: position)
         }
         if entries.count > max(1, configuration.capacity) {
             let dropped = entries.removeFirst()
@@ -582,42 +585,55 @@ public struct JitterBuffer: Sendable {
         estimated = true
         guard transitCount > 0 else { return }
         let n = transitCount
-        let start = n < transits.count ? 0 : transitIndex  // the oldest entry
+        let capacity = transits.count
+        let start = n < capacity ? 0 : transitIndex  // the oldest entry
+        // The window in age order is at most two contiguous runs of the ring (no modulo per entry).
+        let first = n < capacity ? 0..<n : start..<capacity, second = n < capacity ? 0..<0 : 0..<start
         var slope = 0.0
-        if n >= 20 {
-            var min1 = Double.infinity, min2 = Double.infinity, t1 = 0.0, t2 = 0.0
-            for k in 0..<n {
-                let i = (start + k) % transits.count
-                if k < n / 2 { min1 = min(min1, transits[i]); t1 += arrivals[i] } else { min2 = min(min2, transits[i]); t2 += arrivals[i] }
-            }
-            t1 /= Double(n / 2)
-            t2 /= Double(n - n / 2)
-            if t2 - t1 > rate / 10 { slope = min(max((min2 - min1) / (t2 - t1), -0.03), 0.03) }
-        }
-        statistics.clockDrift = slope
-        // The minimum and the quantile of the projected transits. The quantile is the m-th
-        // largest value (m small for the usual quantiles): kept in a small sorted array in one
-        // pass, without sorting the window or allocating.
         let q = configuration.jitterQuantile.isNaN ? 0.97 : min(max(configuration.jitterQuantile, 0), 1)
         let index = Int((Double(n - 1) * q).rounded(.up))
         let m = min(n - index, top.count)
         var count = 0
         var smallest = Double.infinity
-        for k in 0..<n {
-            let i = (start + k) % transits.count
-            let v = transits[i] + slope * (now - arrivals[i])
-            smallest = min(smallest, v)
-            if count < m {
-                var j = count
-                while j > 0 && top[j - 1] > v { top[j] = top[j - 1]; j -= 1 }
-                top[j] = v
-                count += 1
-            } else if v > top[0] {
-                var j = 0
-                while j + 1 < m && top[j + 1] < v { top[j] = top[j + 1]; j += 1 }
-                top[j] = v
+        transits.withUnsafeBufferPointer { transits in
+            arrivals.withUnsafeBufferPointer { arrivals in
+                if n >= 20 {
+                    var min1 = Double.infinity, min2 = Double.infinity, t1 = 0.0, t2 = 0.0
+                    var k = 0
+                    for r in 0..<2 {
+                        for i in r == 0 ? first : second {
+                            if k < n / 2 { min1 = min(min1, transits[i]); t1 += arrivals[i] } else { min2 = min(min2, transits[i]); t2 += arrivals[i] }
+                            k += 1
+                        }
+                    }
+                    t1 /= Double(n / 2)
+                    t2 /= Double(n - n / 2)
+                    if t2 - t1 > rate / 10 { slope = min(max((min2 - min1) / (t2 - t1), -0.03), 0.03) }
+                }
+                // The minimum and the quantile of the projected transits. The quantile is the
+                // m-th largest value (m small for the usual quantiles): kept in a small sorted
+                // array in one pass, without sorting the window or allocating.
+                top.withUnsafeMutableBufferPointer { top in
+                    for r in 0..<2 {
+                        for i in r == 0 ? first : second {
+                            let v = transits[i] + slope * (now - arrivals[i])
+                            smallest = min(smallest, v)
+                            if count < m {
+                                var j = count
+                                while j > 0 && top[j - 1] > v { top[j] = top[j - 1]; j -= 1 }
+                                top[j] = v
+                                count += 1
+                            } else if v > top[0] {
+                                var j = 0
+                                while j + 1 < m && top[j + 1] < v { top[j] = top[j + 1]; j += 1 }
+                                top[j] = v
+                            }
+                        }
+                    }
+                }
             }
         }
+        statistics.clockDrift = slope
         minTransit = smallest
         let low = Self.seconds(configuration.minDelay) * rate
         let high = max(low, Self.seconds(configuration.maxDelay) * rate)
