@@ -111,7 +111,10 @@ struct SessionState {
     var muted = false
     /// Echo mode: played frames (at the receive clock rate) wait here to be sent back.
     var echo = false
-    var echoBuffer: [Int16] = []
+    /// Frames played and waiting to go back, oldest first (whole frames: when the send and
+    /// receive frames have one size, a frame goes back as it came, without copying).
+    var echoFrames: [[Int16]] = []
+    var echoQueued = 0
     var echoResampler: Resampler?
 
     // Negotiation.
@@ -262,21 +265,20 @@ struct SessionState {
     // MARK: receiving
 
     mutating func receiveRTP(_ packet: RTPPacket, from address: MediaEndpoint, size: Int, arrival: Duration) -> [MediaSessionEvent] {
-        guard let media = flow, var latch else {
+        // The latch is observed in place (copying it out and back cost a retain per packet).
+        guard let media = flow, let decision = latch?.observe(packet, from: address, at: arrival) else {
             refused += 1
             return []
         }
         var events: [MediaSessionEvent] = []
-        switch latch.observe(packet, from: address, at: arrival) {
+        switch decision {
         case .refuse:
             refused += 1
-            self.latch = latch
             return []
         case .latched(let endpoint):
             events.append(.latched(endpoint))
         case .accept: break
         }
-        self.latch = latch
         receivedPackets += 1
         receivedBytes += UInt64(packet.payload.count)
         if source?.ssrc != packet.ssrc {
@@ -360,12 +362,10 @@ struct SessionState {
             if sentEvent || !dtmfQueue.isEmpty {
                 packetizer!.skip(frames: 1)
                 _ = input?.frame(encoder?.samplesPerFrame ?? 0)
-            } else if let n = encoder?.samplesPerFrame, input != nil {
+            } else if let n = encoder?.samplesPerFrame, case .some = input {
                 var frame: [Int16]
                 if echo {
-                    frame = Array(echoBuffer.prefix(n))
-                    echoBuffer.removeFirst(frame.count)
-                    if frame.count < n { frame += AudioSamples.silence(n - frame.count) }
+                    frame = takeEcho(n)
                 } else {
                     frame = input!.frame(n)
                 }
@@ -436,8 +436,10 @@ struct SessionState {
                 }
                 if echoResampler != nil { back = echoResampler!.process(back) }
             }
-            echoBuffer += back
-            if echoBuffer.count > rate { echoBuffer.removeFirst(echoBuffer.count - rate) }
+            echoQueued += back.count
+            echoFrames.append(back)
+            // At most a second waits; the oldest goes first.
+            while echoQueued > rate, echoFrames.count > 1 { echoQueued -= echoFrames.removeFirst().count }
         }
         if sinkResampler != nil { out = sinkResampler!.process(out) }
         switch sink {
@@ -507,11 +509,35 @@ struct SessionState {
         sink = .discard
     }
 
+    /// The next `n` samples to echo: the oldest queued frame as it is when it has that size,
+    /// else assembled from the queue (silence when it runs short).
+    mutating func takeEcho(_ n: Int) -> [Int16] {
+        if echoFrames.first?.count == n {
+            echoQueued -= n
+            return echoFrames.removeFirst()
+        }
+        var out: [Int16] = []
+        out.reserveCapacity(n)
+        while out.count < n, !echoFrames.isEmpty {
+            let need = n - out.count
+            if echoFrames[0].count <= need {
+                out += echoFrames.removeFirst()
+            } else {
+                out += echoFrames[0].prefix(need)
+                echoFrames[0].removeFirst(need)
+            }
+        }
+        echoQueued -= out.count
+        if out.count < n { out += AudioSamples.silence(n - out.count) }
+        return out
+    }
+
     /// Adds an unmuted input frame to the interval's level.
     mutating func measureInput(_ frame: [Int16]) {
-        var sum = 0.0
-        for x in frame { sum += Double(x) * Double(x) }
-        inputEnergy += sum
+        // Integer squares (exact; 2^30 per sample, so a frame cannot overflow).
+        var sum: Int64 = 0
+        for x in frame { sum &+= Int64(x) * Int64(x) }
+        inputEnergy += Double(sum)
         inputSamples += frame.count
     }
 
