@@ -140,6 +140,60 @@ int cs_recv_batch(int fd, uint8_t *buf, size_t slot_size, int count,
     return n;
 }
 
+int cs_enable_receive_timestamps(int fd) {
+#ifdef SO_TIMESTAMPNS
+    int on = 1;
+    return setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on);
+#else
+    (void)fd;
+    errno = ENOPROTOOPT;
+    return -1;
+#endif
+}
+
+int cs_recv_batch_stamped(int fd, uint8_t *buf, size_t slot_size, int count,
+                          struct sockaddr_storage *addrs, socklen_t *addrlens, size_t *lengths,
+                          int64_t *stamps, int flags) {
+    if (count <= 0) return 0;
+    if (count > 64) count = 64;
+    struct mmsghdr msgs[64];
+    struct iovec iovs[64];
+    union {
+        char buf[CMSG_SPACE(sizeof(struct timespec))];
+        struct cmsghdr align;
+    } control[64];
+    memset(msgs, 0, sizeof(struct mmsghdr) * (size_t)count);
+    for (int i = 0; i < count; i++) {
+        iovs[i].iov_base = buf + (size_t)i * slot_size;
+        iovs[i].iov_len = slot_size;
+        msgs[i].msg_hdr.msg_iov = &iovs[i];
+        msgs[i].msg_hdr.msg_iovlen = 1;
+        msgs[i].msg_hdr.msg_name = &addrs[i];
+        msgs[i].msg_hdr.msg_namelen = sizeof(struct sockaddr_storage);
+        msgs[i].msg_hdr.msg_control = control[i].buf;
+        msgs[i].msg_hdr.msg_controllen = sizeof control[i].buf;
+    }
+    int n;
+    do {
+        n = recvmmsg(fd, msgs, (unsigned int)count, flags, NULL);
+    } while (n < 0 && errno == EINTR);
+    for (int i = 0; i < n; i++) {
+        lengths[i] = msgs[i].msg_len;
+        addrlens[i] = msgs[i].msg_hdr.msg_namelen;
+        stamps[i] = 0;
+#ifdef SCM_TIMESTAMPNS
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&msgs[i].msg_hdr); c; c = CMSG_NXTHDR(&msgs[i].msg_hdr, c)) {
+            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+                struct timespec ts;
+                memcpy(&ts, CMSG_DATA(c), sizeof ts);
+                stamps[i] = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+            }
+        }
+#endif
+    }
+    return n;
+}
+
 int cs_send_batch(int fd, const uint8_t *const *bufs, const size_t *lengths, int count,
                   const struct sockaddr_storage *addrs, const socklen_t *addrlens, int flags) {
     struct mmsghdr msgs[64];

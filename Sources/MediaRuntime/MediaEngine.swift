@@ -6,10 +6,13 @@ import Synchronization
 /// The threads that run media sessions: a fixed set of workers (by default one per CPU), each
 /// owning many sessions.
 ///
-/// A worker waits in one `epoll` set on its sessions' RTP and RTCP sockets, a `timerfd` armed
-/// for the earliest ptime tick due, and an `eventfd` for commands. It receives datagrams
-/// (`recvmmsg` batches) as they come and runs each session's tick (encode and send one frame,
-/// play one frame from the jitter buffer, RTCP) on absolute monotonic deadlines kept in a heap.
+/// A worker waits in one `epoll` set on a `timerfd` armed for the earliest ptime tick due, an
+/// `eventfd` for commands and its sessions' RTCP sockets. It runs each session's tick on
+/// absolute monotonic deadlines kept in a heap: read what the RTP socket holds (`recvmmsg`;
+/// each datagram's arrival time is the kernel's `SO_TIMESTAMPNS` stamp, so reading once per
+/// ptime loses no timing), play one frame from the jitter buffer, encode and send one frame,
+/// RTCP. Reading at the tick costs one wake-up and one visit of the session's state per ptime
+/// instead of two.
 /// Sessions are spread over the workers (the least loaded takes the next one) and their ticks
 /// over the ptime period (each session is given the least loaded of ``phases`` phase slots), so
 /// that a burst of calls set up together does not put all their encoding on the same instant.
@@ -226,6 +229,7 @@ final class ReceiveScratch {
     var addresses = [sockaddr_storage](repeating: sockaddr_storage(), count: ReceiveScratch.batch)
     var lengths = [socklen_t](repeating: 0, count: ReceiveScratch.batch)
     var sizes = [Int](repeating: 0, count: ReceiveScratch.batch)
+    var stamps = [Int64](repeating: 0, count: ReceiveScratch.batch)
 }
 
 /// One media thread and the sessions it runs. Fields marked "worker" are touched only on the
@@ -268,6 +272,7 @@ final class MediaWorker: @unchecked Sendable {
     private var armed: Int64 = -1
     private var local = MediaEngineStatistics(threads: 0)
     private var lastPublished: Int64 = 0
+    private let scratch = ReceiveScratch()
 
     init(index: Int, phases: Int, scheduling: MediaEngine.Scheduling) throws(MediaSessionError) {
         self.index = index
@@ -364,7 +369,6 @@ final class MediaWorker: @unchecked Sendable {
             realtime.store(cs_set_thread_realtime(max(1, min(99, priority))) == 0, ordering: .relaxed)
         }
         var tags = [UInt64](repeating: 0, count: 256)
-        let scratch = ReceiveScratch()
         var expirations: UInt64 = 0
         var start = MonotonicClock.nanoseconds()
         while !stopping.load(ordering: .relaxed) {
@@ -414,7 +418,9 @@ final class MediaWorker: @unchecked Sendable {
                 if phases > 1 { phaseLoad[phase] += 1 }
                 entries[id] = Entry(session: session, phase: phase)
                 let fds = session.socketDescriptors
-                _ = cs_epoll_add(epoll, fds.rtp, id << 1)
+                // The RTP socket is read at each tick (datagrams carry the kernel's arrival
+                // time), not through epoll: one wake-up and one visit of the session's state per
+                // ptime instead of two. The RTCP port (a packet every few seconds) is polled.
                 _ = cs_epoll_add(epoll, fds.rtcp, id << 1 | 1)
                 // The first tick: the next instant of the phase slot at least 1 ms away.
                 let now = MonotonicClock.nanoseconds()
@@ -434,7 +440,6 @@ final class MediaWorker: @unchecked Sendable {
     private func remove(_ id: UInt64) {
         guard let entry = entries.removeValue(forKey: id) else { return }
         let fds = entry.session.socketDescriptors
-        _ = cs_epoll_remove(epoll, fds.rtp)
         _ = cs_epoll_remove(epoll, fds.rtcp)
         if phases > 1 { phaseLoad[entry.phase] -= 1 }
         load.add(-1, ordering: .relaxed)
@@ -450,6 +455,7 @@ final class MediaWorker: @unchecked Sendable {
             guard let entry = entries[top.id] else { continue }
             let late = max(0, now - top.deadline)
             recordLateness(late)
+            local.datagrams &+= UInt64(entry.session.receive(onRTCPSocket: false, scratch: scratch))
             let ptime = entry.session.tick(at: .nanoseconds(now), lateness: late)
             let step = max(Int64(1_000_000), Int64(ptime.components.seconds) * 1_000_000_000 + Int64(ptime.components.attoseconds / 1_000_000_000))
             var next = top.deadline + step

@@ -252,15 +252,22 @@ public final class MediaSession: Sendable {
             guard running.load(ordering: .relaxed) else { break }
             for i in 0..<batch { scratch.lengths[i] = socklen_t(MemoryLayout<sockaddr_storage>.size) }
             let count = scratch.buffer.withUnsafeMutableBufferPointer { b in
-                cs_recv_batch(fd, b.baseAddress, slot, Int32(batch), &scratch.addresses, &scratch.lengths, &scratch.sizes, nil, Int32(MSG_DONTWAIT))
+                cs_recv_batch_stamped(fd, b.baseAddress, slot, Int32(batch), &scratch.addresses, &scratch.lengths, &scratch.sizes,
+                                      &scratch.stamps, Int32(MSG_DONTWAIT))
             }
             guard count > 0 else { break }
             total += Int(count)
-            let arrival = MonotonicClock.now() - origin
+            // Datagrams are read when the session ticks, up to a ptime after they came: their
+            // arrival is the kernel's stamp (wall clock), carried over to the monotonic clock
+            // (never in the future, never more than a second back).
+            let now = MonotonicClock.now() - origin
+            let wall = MonotonicClock.wallClock()
             for i in 0..<Int(count) {
                 guard let source = MediaEndpoint(storage: scratch.addresses[i], length: scratch.lengths[i]) else { continue }
+                let stamp = scratch.stamps[i]
+                let age = stamp > 0 ? min(max(.zero, wall - .nanoseconds(stamp)), .seconds(1)) : .zero
                 let datagram = Array(scratch.buffer[(i * slot)..<(i * slot + min(scratch.sizes[i], slot))])
-                handle(datagram, from: source, onRTCPPort: onRTCPSocket, arrival: arrival)
+                handle(datagram, from: source, onRTCPPort: onRTCPSocket, arrival: now - age)
             }
             if count < batch { break }
         }

@@ -99,6 +99,8 @@ final class MediaSocket: Sendable {
             throw .system("bind", errno: code)
         }
         _ = cs_set_buffer_size(fd, 0, 256 * 1024)
+        // Arrival times come from the kernel: the engine reads a session's sockets when it ticks.
+        _ = cs_enable_receive_timestamps(fd)
         return MediaSocket(fd: fd, port: port)
     }
 

@@ -69,6 +69,16 @@ int cs_recv_batch(int fd, uint8_t *buf, size_t slot_size, int count,
                   struct sockaddr_storage *addrs, socklen_t *addrlens, size_t *lengths,
                   int *msg_flags, int flags);
 
+/* Asks the kernel to stamp each received datagram with its arrival time (SO_TIMESTAMPNS,
+ * CLOCK_REALTIME); 0 or -1 with errno (ENOPROTOOPT where the option does not exist). */
+int cs_enable_receive_timestamps(int fd);
+
+/* cs_recv_batch with each datagram's kernel arrival time (ns since the Unix epoch,
+ * CLOCK_REALTIME) in stamps[i], 0 when the socket gave none. `count` is capped at 64. */
+int cs_recv_batch_stamped(int fd, uint8_t *buf, size_t slot_size, int count,
+                          struct sockaddr_storage *addrs, socklen_t *addrlens, size_t *lengths,
+                          int64_t *stamps, int flags);
+
 /* Sends `count` datagrams (bufs[i], lengths[i]) to (addrs[i], addrlens[i]) with sendmmsg(2),
  * looping until all are sent or one fails. `count` is not capped. Returns the number sent
  * before the first failure (errno tells why when it is less than count), or -1 with errno set
