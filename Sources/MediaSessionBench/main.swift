@@ -100,7 +100,8 @@ final class FarEnd: @unchecked Sendable {
     var frame = 0
     /// The packets to send, protected before the run (a far end stands in for remote phones,
     /// whose CPU is not ours to spend); when they run out, packets are made as they go.
-    var prepared: [[UInt8]] = []
+    /// (Each in its own buffer, allocated once and never freed: the far end's sends copy nothing.)
+    var prepared: [(pointer: UnsafeMutablePointer<UInt8>, count: Int)] = []
     /// Received packets so far: every 16th is authenticated (SRTP unprotect), the rest counted.
     var seen = 0
 
@@ -153,20 +154,31 @@ do {
 /// reads what comes back between sends.
 final class FarEndThread: @unchecked Sendable {
     let ends: [FarEnd]
-    let byPort: [UInt16: Int]
+    /// The call of each local port (index + 1; 0: none): one load per received packet.
+    var byPort = [Int32](repeating: 0, count: 65536)
     let stop = Atomic<Bool>(false)
     var cpu: Double = 0
+    // A sendmmsg batch being gathered (reused: nothing is allocated per packet).
+    var pendingPointers: [UnsafePointer<UInt8>?] = []
+    var pendingLengths: [Int] = []
+    var pendingAddresses: [sockaddr_storage] = []
+    var pendingAddressLengths: [socklen_t] = []
+    var pendingEnds: [FarEnd] = []
 
     init(ends: [FarEnd], byPort: [UInt16: Int]) {
         self.ends = ends
-        self.byPort = byPort
+        for (port, index) in byPort { self.byPort[Int(port)] = Int32(index + 1) }
+        pendingPointers.reserveCapacity(64)
+        pendingLengths.reserveCapacity(64)
+        pendingAddresses.reserveCapacity(64)
+        pendingAddressLengths.reserveCapacity(64)
+        pendingEnds.reserveCapacity(64)
     }
 
     func run() {
-        // With real-time workers the far end must not be starved by other work on the machine;
-        // one step below the workers, so that it never holds a core they need (SCHED_FIFO
-        // threads of equal priority do not share a core).
-        if let priority = realtimePriority, priority > 1 { _ = cs_set_thread_realtime(priority - 1) }
+        // The far end keeps normal scheduling even when the workers are real-time: real-time
+        // threads together may use 95% of each core per second (sched_rt_runtime_us), and a
+        // real-time far end busy beside them got the workers throttled for tens of ms.
         let period: Int64 = 20_000_000
         let count = max(1, ends.count)
         var next = [Int64](repeating: 0, count: ends.count)
@@ -184,16 +196,15 @@ final class FarEndThread: @unchecked Sendable {
             // Due packets leave in sendmmsg batches of up to 64 (one socket, many destinations).
             var now = nowNanoseconds()
             var sentThisRound = 0
-            var pending: [(bytes: [UInt8], end: FarEnd)] = []
             while next[cursor] <= now && sentThisRound < count {
-                if let bytes = packet(for: ends[cursor]) { pending.append((bytes, ends[cursor])) }
-                if pending.count == 64 { flush(&pending) }
+                if let packet = packet(for: ends[cursor]) { queue(packet, ends[cursor]) }
+                if pendingEnds.count == 64 { flush() }
                 next[cursor] += period
                 if now - next[cursor] > 200_000_000 { next[cursor] = now + period }
                 cursor = (cursor + 1) % count
                 sentThisRound += 1
             }
-            flush(&pending)
+            flush()
             // Receive until the next send is due.
             while true {
                 for i in 0..<batch { lengths[i] = socklen_t(MemoryLayout<sockaddr_storage>.size) }
@@ -201,7 +212,11 @@ final class FarEndThread: @unchecked Sendable {
                     cs_recv_batch(farSocket, b.baseAddress, slot, Int32(batch), &addresses, &lengths, &sizes, nil, Int32(MSG_DONTWAIT))
                 }
                 guard n > 0 else { break }
-                for i in 0..<Int(n) { receive(Array(buffer[(i * slot)..<(i * slot + min(sizes[i], slot))]), from: addresses[i], length: lengths[i]) }
+                buffer.withUnsafeBytes { b in
+                    for i in 0..<Int(n) {
+                        receive(UnsafeRawBufferPointer(rebasing: b[(i * slot)..<(i * slot + min(sizes[i], slot))]), from: addresses[i], length: lengths[i])
+                    }
+                }
             }
             now = nowNanoseconds()
             let wait = max(0, next[cursor] - now)
@@ -215,12 +230,24 @@ final class FarEndThread: @unchecked Sendable {
         cpu = cpuSeconds(1)  // RUSAGE_THREAD
     }
 
-    func packet(for end: FarEnd) -> [UInt8]? {
+    func packet(for end: FarEnd) -> (pointer: UnsafeMutablePointer<UInt8>, count: Int)? {
         if end.frame < end.prepared.count {
             defer { end.frame += 1 }
             return end.prepared[end.frame]
         }
-        return makePacket(for: end)
+        // Past the prepared ones (a run longer than planned): made now, kept like them.
+        guard let bytes = makePacket(for: end) else { return nil }
+        let p = Self.keep(bytes)
+        end.prepared.append(p)
+        end.frame = end.prepared.count
+        return p
+    }
+
+    /// A packet copied into a buffer of its own that lives as long as the process.
+    static func keep(_ bytes: [UInt8]) -> (pointer: UnsafeMutablePointer<UInt8>, count: Int) {
+        let b = UnsafeMutablePointer<UInt8>.allocate(capacity: max(1, bytes.count))
+        b.initialize(from: bytes, count: bytes.count)
+        return (b, bytes.count)
     }
 
     func makePacket(for end: FarEnd) -> [UInt8]? {
@@ -236,36 +263,37 @@ final class FarEndThread: @unchecked Sendable {
         return bytes
     }
 
-    func flush(_ pending: inout [(bytes: [UInt8], end: FarEnd)]) {
-        guard !pending.isEmpty else { return }
-        defer { pending.removeAll(keepingCapacity: true) }
-        var lengths = pending.map { $0.bytes.count }
-        var addresses = pending.map { $0.end.destination.0 }
-        var addressLengths = pending.map { $0.end.destination.1 }
-        let buffers = pending.map { p -> UnsafeMutablePointer<UInt8> in
-            let b = UnsafeMutablePointer<UInt8>.allocate(capacity: p.bytes.count)
-            b.initialize(from: p.bytes, count: p.bytes.count)
-            return b
-        }
-        defer { buffers.forEach { $0.deallocate() } }
-        var pointers: [UnsafePointer<UInt8>?] = buffers.map { UnsafePointer($0) }
-        let sent = cs_send_batch(farSocket, &pointers, &lengths, Int32(pending.count), &addresses, &addressLengths, 0)
-        for i in 0..<max(0, Int(sent)) { pending[i].end.sent += 1 }
+    func queue(_ packet: (pointer: UnsafeMutablePointer<UInt8>, count: Int), _ end: FarEnd) {
+        pendingPointers.append(UnsafePointer(packet.pointer))
+        pendingLengths.append(packet.count)
+        pendingAddresses.append(end.destination.0)
+        pendingAddressLengths.append(end.destination.1)
+        pendingEnds.append(end)
     }
 
-    func receive(_ datagram: [UInt8], from storage: sockaddr_storage, length: socklen_t) {
-        var storage = storage
-        var port: UInt16 = 0
-        var scope: UInt32 = 0
-        var raw = [UInt8](repeating: 0, count: 16)
-        _ = cs_sockaddr_parts(&storage, length, &raw, &port, &scope)
-        guard let index = byPort[port] else { return }
-        let end = ends[index]
+    func flush() {
+        guard !pendingEnds.isEmpty else { return }
+        let sent = cs_send_batch(farSocket, &pendingPointers, &pendingLengths, Int32(pendingEnds.count), &pendingAddresses, &pendingAddressLengths, 0)
+        for i in 0..<max(0, Int(sent)) { pendingEnds[i].sent += 1 }
+        pendingPointers.removeAll(keepingCapacity: true)
+        pendingLengths.removeAll(keepingCapacity: true)
+        pendingAddresses.removeAll(keepingCapacity: true)
+        pendingAddressLengths.removeAll(keepingCapacity: true)
+        pendingEnds.removeAll(keepingCapacity: true)
+    }
+
+    func receive(_ datagram: UnsafeRawBufferPointer, from storage: sockaddr_storage, length: socklen_t) {
+        // IPv4 on loopback: the source port is bytes 2-3 of the sockaddr_in, network order.
+        guard Int32(storage.ss_family) == AF_INET else { return }
+        let port = withUnsafeBytes(of: storage) { Int($0[2]) << 8 | Int($0[3]) }
+        let slot = byPort[port]
+        guard slot > 0 else { return }
+        let end = ends[Int(slot) - 1]
         // Only RTP counts (RTCP shares the port: rtcp-mux).
         guard RTPDemultiplexer.classify(datagram) == .rtp else { return }
-        var bytes = datagram
         end.seen += 1
         if let srtp = end.srtp, end.seen % 16 == 1 {
+            var bytes = Array(datagram)
             do throws(SRTPError) { try srtp.unprotectRTP(&bytes) } catch {
                 end.rejected += 1
                 return
@@ -280,7 +308,7 @@ let farThread = FarEndThread(ends: farEnds, byPort: farEndByPort)
 let packetsPerCall = Int((seconds + 3) * 50)
 for end in farEnds {
     end.prepared.reserveCapacity(packetsPerCall)
-    for _ in 0..<packetsPerCall { if let p = farThread.makePacket(for: end) { end.prepared.append(p) } }
+    for _ in 0..<packetsPerCall { if let p = farThread.makePacket(for: end) { end.prepared.append(FarEndThread.keep(p)) } }
     end.frame = 0
 }
 final class Box: Sendable {
