@@ -1,4 +1,6 @@
 import Glibc
+import Foundation
+import RTP
 import Media
 import MediaCodecs
 import SDP
@@ -297,5 +299,71 @@ func expectTone(_ samples: [Int16], frequency: Double, notFrequency other: Doubl
         #expect(Set(ports).count == 3)
         #expect(ports.allSatisfy { $0 % 2 == 0 && (10000...10008).contains($0) })
         #expect(throws: MediaSessionError.self) { try MediaSession(configuration: MediaSessionConfiguration(localAddress: "not-an-ip")) }
+    }
+}
+
+/// The engine reads a session's RTP socket once per tick; arrival times must still be the
+/// datagrams' own (the kernel's stamps), or every statistic built on them would be quantized to
+/// the ptime.
+@Suite struct ArrivalTimeTests {
+    @Test("packets every 10 ms to a 20 ms session: interarrival jitter stays near zero (two read at one tick are not simultaneous)",
+          .timeLimit(.minutes(1)))
+    func arrivalTimesAreTheKernelsNotTheTicks() async throws {
+        let config = MediaSessionConfiguration(localAddress: "127.0.0.1", portRange: 10000...19999, codecs: [.pcmu], srtpPolicy: .off)
+        let session = try MediaSession(configuration: config, input: .silence)
+        defer { session.stop() }
+        // The far end: a plain UDP socket.
+        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        var local = sockaddr_in()
+        local.sin_family = sa_family_t(AF_INET)
+        local.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &local) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        try #require(bound)
+        let farPort = UInt16(bigEndian: local.sin_port)
+        var far = OfferAnswer(capabilities: MediaCapabilities(address: "127.0.0.1", streams: [
+            StreamCapabilities(mediaType: .audio, port: farPort, codecs: [.pcmu], ptime: 20, rtcpMux: true, srtp: SRTPCapabilities(policy: .off, keys: [])),
+        ]), sessionID: 1)
+        var near = OfferAnswer(capabilities: MediaCapabilities(address: "127.0.0.1", streams: [session.streamCapabilities()]), sessionID: 2)
+        let answer = try near.receiveOffer(far.makeOffer())
+        let negotiated = try #require(answer.negotiated.audio)
+        try session.apply(negotiated)
+        #expect(negotiated.ptime == 20)
+        var target = sockaddr_in()
+        target.sin_family = sa_family_t(AF_INET)
+        target.sin_addr.s_addr = inet_addr("127.0.0.1")
+        target.sin_port = session.localPort.bigEndian
+        // 150 packets of 10 ms (80 samples) on an absolute 10 ms schedule, from a thread of
+        // their own (not the test's pool).
+        let sent = Atomic<Int>(0)
+        let sender = Thread { [target] in
+            var target = target
+            var next = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &next)
+            for i in 0..<150 {
+                let packet = RTPPacket(payloadType: 0, sequenceNumber: UInt16(1000 + i), timestamp: UInt32(5000 + 80 * i), ssrc: 0x5151,
+                                       payload: ArraySlice(repeating: 0xFF, count: 80))
+                guard let bytes = packet.serialized() else { return }
+                _ = withUnsafePointer(to: &target) { p in
+                    p.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, bytes, bytes.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                }
+                sent.add(1, ordering: .relaxed)
+                next.tv_nsec += 10_000_000
+                if next.tv_nsec >= 1_000_000_000 { next.tv_nsec -= 1_000_000_000; next.tv_sec += 1 }
+                clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, nil)
+            }
+        }
+        sender.start()
+        #expect(await waitUntil(seconds: 10) { sent.load(ordering: .relaxed) == 150 && session.stats().call.received.packets >= 150 },
+                "\(session.stats())")
+        let stats = session.stats()
+        #expect(stats.call.received.packets == 150 && stats.call.packetsLost == 0, "\(stats)")
+        // Arrival times taken when the 20 ms tick reads them would alternate 0 and 20 ms apart
+        // against 10 ms of timestamps: jitter near 10 ms. The kernel's stamps give scheduling noise.
+        #expect(stats.call.jitter < .milliseconds(3), "\(stats)")
     }
 }
