@@ -4,7 +4,12 @@
  * opus_decode), calling libopus and libsrtp2 directly. Sources/MediaBench does the same through
  * Switchboard's Swift wrappers; scripts/bench-media runs both and compares.
  *
- *   cmedia --frames N --rounds R [--complexity 0-10]
+ *   cmedia --frames N --rounds R [--complexity 0-10] [--contexts C]
+ *
+ * With --contexts C, the Opus send/receive loop runs C independent calls (encoder, decoder and
+ * SRTP pair each) in turn, frame f on call f % C: as many codec states as a media engine
+ * carrying C calls keeps, so caches hold what they would hold then (the single-context figure
+ * is the warm-cache best case).
  *
  * Output (one line):
  *   c send_ns=<best ns/frame> recv_ns=<best ns/frame> bytes=<payload bytes per round> checksum=<sum>
@@ -50,27 +55,32 @@ static void die(const char *what, int code) {
 }
 
 int main(int argc, char **argv) {
-    int frames = 3000, rounds = 5, complexity = -1;
+    int frames = 3000, rounds = 5, complexity = -1, contexts = 1;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--frames")) frames = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--rounds")) rounds = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--complexity")) complexity = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--contexts")) contexts = atoi(argv[i + 1]);
     }
-    if (frames <= 0 || rounds <= 0) die("arguments", 0);
+    if (frames <= 0 || rounds <= 0 || contexts <= 0 || contexts > 100000) die("arguments", 0);
 
     int16_t *pcm = malloc(sizeof(int16_t) * FRAME * (size_t)frames);
     uint64_t lcg = 1;
     for (uint64_t i = 0; i < (uint64_t)FRAME * (uint64_t)frames; i++) pcm[i] = sample_at(i, &lcg);
 
     int err = 0;
-    OpusEncoder *enc = opus_encoder_create(48000, 1, OPUS_APPLICATION_VOIP, &err);
-    if (!enc) die("opus_encoder_create", err);
-    opus_encoder_ctl(enc, OPUS_SET_BITRATE(32000));
-    opus_encoder_ctl(enc, OPUS_SET_INBAND_FEC(1));
-    opus_encoder_ctl(enc, OPUS_SET_PACKET_LOSS_PERC(10));
-    if (complexity >= 0) opus_encoder_ctl(enc, OPUS_SET_COMPLEXITY(complexity));
-    OpusDecoder *dec = opus_decoder_create(48000, 1, &err);
-    if (!dec) die("opus_decoder_create", err);
+    OpusEncoder **encs = calloc((size_t)contexts, sizeof *encs);
+    OpusDecoder **decs = calloc((size_t)contexts, sizeof *decs);
+    for (int c = 0; c < contexts; c++) {
+        encs[c] = opus_encoder_create(48000, 1, OPUS_APPLICATION_VOIP, &err);
+        if (!encs[c]) die("opus_encoder_create", err);
+        opus_encoder_ctl(encs[c], OPUS_SET_BITRATE(32000));
+        opus_encoder_ctl(encs[c], OPUS_SET_INBAND_FEC(1));
+        opus_encoder_ctl(encs[c], OPUS_SET_PACKET_LOSS_PERC(10));
+        if (complexity >= 0) opus_encoder_ctl(encs[c], OPUS_SET_COMPLEXITY(complexity));
+        decs[c] = opus_decoder_create(48000, 1, &err);
+        if (!decs[c]) die("opus_decoder_create", err);
+    }
 
     if ((err = srtp_init()) != srtp_err_status_ok) die("srtp_init", err);
     unsigned char key[30];
@@ -82,16 +92,19 @@ int main(int argc, char **argv) {
     policy.key = key;
     policy.window_size = 1024;
     policy.ssrc.type = ssrc_any_outbound;
-    srtp_t tx, rx;
-    if ((err = srtp_create(&tx, &policy)) != srtp_err_status_ok) die("srtp_create", err);
-    policy.ssrc.type = ssrc_any_inbound;
-    if ((err = srtp_create(&rx, &policy)) != srtp_err_status_ok) die("srtp_create", err);
+    srtp_t *txs = calloc((size_t)contexts, sizeof *txs), *rxs = calloc((size_t)contexts, sizeof *rxs);
+    for (int c = 0; c < contexts; c++) {
+        policy.ssrc.type = ssrc_any_outbound;
+        if ((err = srtp_create(&txs[c], &policy)) != srtp_err_status_ok) die("srtp_create", err);
+        policy.ssrc.type = ssrc_any_inbound;
+        if ((err = srtp_create(&rxs[c], &policy)) != srtp_err_status_ok) die("srtp_create", err);
+    }
 
     unsigned char *slab = malloc((size_t)SLOT * (size_t)frames);
     int *lengths = malloc(sizeof(int) * (size_t)frames);
     int16_t out[FRAME * 6];
-    uint16_t seq = 0;
-    uint32_t ts = 0, ssrc = 0x11223344;
+    uint16_t *seqs = calloc((size_t)contexts, sizeof *seqs);
+    uint32_t *tss = calloc((size_t)contexts, sizeof *tss), ssrc = 0x11223344;
     double best_send = 1e30, best_recv = 1e30;
     uint64_t checksum = 0, bytes = 0;
 
@@ -99,27 +112,31 @@ int main(int argc, char **argv) {
         uint64_t round_sum = 0, round_bytes = 0;
         double t0 = now_ns();
         for (int f = 0; f < frames; f++) {
+            int c = f % contexts;
+            uint16_t seq = seqs[c];
+            uint32_t ts = tss[c];
             unsigned char *p = slab + (size_t)f * SLOT;
             p[0] = 0x80; p[1] = 111;
             p[2] = (unsigned char)(seq >> 8); p[3] = (unsigned char)seq;
             p[4] = (unsigned char)(ts >> 24); p[5] = (unsigned char)(ts >> 16); p[6] = (unsigned char)(ts >> 8); p[7] = (unsigned char)ts;
             p[8] = (unsigned char)(ssrc >> 24); p[9] = (unsigned char)(ssrc >> 16); p[10] = (unsigned char)(ssrc >> 8); p[11] = (unsigned char)ssrc;
-            int n = opus_encode(enc, pcm + (size_t)f * FRAME, FRAME, p + 12, SLOT - 12 - SRTP_MAX_TRAILER_LEN);
+            int n = opus_encode(encs[c], pcm + (size_t)f * FRAME, FRAME, p + 12, SLOT - 12 - SRTP_MAX_TRAILER_LEN);
             if (n < 0) die("opus_encode", n);
             int len = 12 + n;
             round_bytes += (uint64_t)n;
             for (int i = 0; i < n; i++) round_sum += p[12 + i];
-            if ((err = srtp_protect(tx, p, &len)) != srtp_err_status_ok) die("srtp_protect", err);
+            if ((err = srtp_protect(txs[c], p, &len)) != srtp_err_status_ok) die("srtp_protect", err);
             lengths[f] = len;
-            seq++;
-            ts += FRAME;
+            seqs[c] = seq + 1;
+            tss[c] = ts + FRAME;
         }
         double t1 = now_ns();
         for (int f = 0; f < frames; f++) {
             unsigned char *p = slab + (size_t)f * SLOT;
             int len = lengths[f];
-            if ((err = srtp_unprotect(rx, p, &len)) != srtp_err_status_ok) die("srtp_unprotect", err);
-            int n = opus_decode(dec, p + 12, len - 12, out, FRAME * 6, 0);
+            int c = f % contexts;
+            if ((err = srtp_unprotect(rxs[c], p, &len)) != srtp_err_status_ok) die("srtp_unprotect", err);
+            int n = opus_decode(decs[c], p + 12, len - 12, out, FRAME * 6, 0);
             if (n != FRAME) die("opus_decode", n);
         }
         double t2 = now_ns();
@@ -163,10 +180,13 @@ int main(int argc, char **argv) {
     srtp_dealloc(rx2);
     printf("c send_ns=%.0f recv_ns=%.0f protect_ns=%.0f unprotect_ns=%.0f bytes=%" PRIu64 " checksum=%" PRIu64 "\n",
            best_send, best_recv, best_protect, best_unprotect, bytes, checksum);
-    srtp_dealloc(tx);
-    srtp_dealloc(rx);
-    opus_encoder_destroy(enc);
-    opus_decoder_destroy(dec);
+    for (int c = 0; c < contexts; c++) {
+        srtp_dealloc(txs[c]);
+        srtp_dealloc(rxs[c]);
+        opus_encoder_destroy(encs[c]);
+        opus_decoder_destroy(decs[c]);
+    }
+    free(encs); free(decs); free(txs); free(rxs); free(seqs); free(tss);
     free(pcm); free(slab); free(lengths);
     return 0;
 }

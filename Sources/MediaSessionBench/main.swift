@@ -190,7 +190,6 @@ final class FarEndThread: @unchecked Sendable {
         var lengths = [socklen_t](repeating: 0, count: batch)
         var sizes = [Int](repeating: 0, count: batch)
         var cursor = 0
-        var fds = [pollfd(fd: farSocket, events: Int16(POLLIN), revents: 0)]
         while !stop.load(ordering: .relaxed) {
             // Send what is due (calls' phases are in index order, so a cursor walks them).
             // Due packets leave in sendmmsg batches of up to 64 (one socket, many destinations).
@@ -218,12 +217,12 @@ final class FarEndThread: @unchecked Sendable {
                     }
                 }
             }
+            // Sleep until the next send is due (not in poll() for short waits: a waiter on the
+            // socket would make every packet the sessions send wake this thread).
             now = nowNanoseconds()
             let wait = max(0, next[cursor] - now)
-            if wait >= 1_000_000 {
-                _ = poll(&fds, 1, Int32(min(wait / 1_000_000, 20)))
-            } else if wait > 0 {
-                var timeout = timespec(tv_sec: 0, tv_nsec: Int(wait))
+            if wait > 0 {
+                var timeout = timespec(tv_sec: 0, tv_nsec: Int(min(wait, 20_000_000)))
                 _ = nanosleep(&timeout, nil)
             }
         }
