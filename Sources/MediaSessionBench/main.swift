@@ -8,6 +8,9 @@
 // counts what comes back (every 16th packet authenticated, for SRTP). Printed: CPU of the sessions (process CPU
 // minus the far end's thread), the engine's tick lateness (p99, worst) and utilization, and
 // packets sent, received and lost each way.
+// Options: --calls N --seconds S --codec opus|pcmu|pcma --srtp off|mandatory --complexity C
+// --echo --threads T --realtime P (SCHED_FIFO workers) --far-realtime P (SCHED_FIFO far end, so
+// that the stand-in for remote phones is served first and never limits what is measured).
 // Run through scripts/bench-media-session (release build).
 import CSocket
 import Glibc
@@ -115,7 +118,8 @@ final class FarEnd: @unchecked Sendable {
     }
 }
 
-let realtimePriority = Int32(argument("--realtime", "")) 
+let realtimePriority = Int32(argument("--realtime", ""))
+let farPriority = Int32(argument("--far-realtime", ""))
 let engine = MediaEngine(threads: threads, scheduling: realtimePriority.map { .realtime(priority: $0) } ?? .normal)
 let config = MediaSessionConfiguration(
     portRange: 30000...45999, codecs: [codec, .telephoneEvent], rtcpMux: true, srtpPolicy: srtpPolicy, opusComplexity: complexity,
@@ -158,6 +162,7 @@ final class FarEndThread: @unchecked Sendable {
     var byPort = [Int32](repeating: 0, count: 65536)
     let stop = Atomic<Bool>(false)
     var cpu: Double = 0
+    var realtime = false
     // A sendmmsg batch being gathered (reused: nothing is allocated per packet).
     var pendingPointers: [UnsafePointer<UInt8>?] = []
     var pendingLengths: [Int] = []
@@ -176,9 +181,10 @@ final class FarEndThread: @unchecked Sendable {
     }
 
     func run() {
-        // The far end keeps normal scheduling even when the workers are real-time: real-time
-        // threads together may use 95% of each core per second (sched_rt_runtime_us), and a
-        // real-time far end busy beside them got the workers throttled for tens of ms.
+        // Real-time only when asked (--far-realtime), and never together with real-time
+        // workers: real-time threads together may use 95% of each core per second
+        // (sched_rt_runtime_us), and both real-time got the workers throttled for tens of ms.
+        if let farPriority { realtime = cs_set_thread_realtime(farPriority) == 0 }
         let period: Int64 = 20_000_000
         let count = max(1, ends.count)
         var next = [Int64](repeating: 0, count: ends.count)
@@ -217,12 +223,15 @@ final class FarEndThread: @unchecked Sendable {
                     }
                 }
             }
-            // Sleep until the next send is due (not in poll() for short waits: a waiter on the
-            // socket would make every packet the sessions send wake this thread).
+            // Sleep until the next send is due, but at least 250 µs: with thousands of calls a
+            // send is due every few µs, and a wake-up each would cost more than the packets (a
+            // real-time thread gets no timer slack: it spun a whole core that way). Phones' own
+            // send times vary by more than that. Not in poll(): a waiter on the socket would
+            // make every packet the sessions send wake this thread.
             now = nowNanoseconds()
-            let wait = max(0, next[cursor] - now)
+            let wait = next[cursor] - now
             if wait > 0 {
-                var timeout = timespec(tv_sec: 0, tv_nsec: Int(min(wait, 20_000_000)))
+                var timeout = timespec(tv_sec: 0, tv_nsec: Int(min(max(wait, 250_000), 20_000_000)))
                 _ = nanosleep(&timeout, nil)
             }
         }
@@ -375,7 +384,7 @@ let undelivered = max(0, 1 - Double(nearReceived) / max(1, Double(sentWindow)))
 let lossFromUs = max(0, 1 - Double(receivedWindow) / max(1, Double(nearSent)))
 let shortfall = max(0, 1 - Double(nearSent) / max(1, expected))
 var line = "calls=\(calls) codec=\(codecName) complexity=\(complexity.map(String.init) ?? "default") srtp=\(srtpPolicy.rawValue) echo=\(echo)"
-line += " threads=\(threads) realtime_threads=\(engineEnd.realtimeThreads) seconds=\(f(wallSeconds, 1))"
+line += " threads=\(threads) realtime_threads=\(engineEnd.realtimeThreads) far_end_realtime=\(farThread.realtime) seconds=\(f(wallSeconds, 1))"
 line += " sessions_cpu_percent=\(f(sessionsCPU / wallSeconds * 100, 1)) cpu_percent_per_call=\(f(sessionsCPU / wallSeconds * 100 / Double(calls), 3))"
 line += " far_end_cpu_percent=\(f(farShare / wallSeconds * 100, 1)) engine_busy_percent=\(f(window.utilization * 100, 1))"
 line += " p99_lateness_ms=\(f(ms(window.latenessQuantile(0.99)), 2)) p999_lateness_ms=\(f(ms(window.latenessQuantile(0.999)), 2))"
