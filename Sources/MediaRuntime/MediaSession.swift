@@ -135,7 +135,8 @@ public final class MediaSession: Sendable {
         let ptimeMS = max(10, min(120, Int((media.ptime ?? Double(configuration.ptime)).rounded())))
         let ptime = Duration.milliseconds(ptimeMS)
         // Codec objects and SRTP are built before taking the lock.
-        let send = try CodecFactory.encoder(for: media.sendCodec, ptimeMS: ptimeMS, opusComplexity: configuration.opusComplexity)
+        let send = try CodecFactory.encoder(for: media.sendCodec, ptimeMS: ptimeMS, opusComplexity: configuration.opusComplexity,
+                                              opusBitrate: configuration.opusBitrate)
         guard let remote = MediaEndpoint(ip: media.remoteAddress, port: media.remoteRTPPort) else {
             throw .invalidAddress(media.remoteAddress)
         }

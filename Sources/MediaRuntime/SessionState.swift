@@ -22,7 +22,9 @@ enum Sink {
 
 /// Encoders and decoders for the negotiated codecs.
 enum CodecFactory {
-    static func encoder(for codec: NegotiatedCodec, ptimeMS: Int, opusComplexity: Int? = nil) throws(MediaSessionError) -> any AudioEncoder & Sendable {
+    static func encoder(for codec: NegotiatedCodec, ptimeMS: Int, opusComplexity: Int? = nil, opusBitrate: Int? = nil)
+        throws(MediaSessionError) -> any AudioEncoder & Sendable
+    {
         let name = codec.name.lowercased()
         do throws(AudioCodecError) {
             switch name {
@@ -32,6 +34,7 @@ enum CodecFactory {
                 let peer = codec.parameters.flatMap { try? OpusParameters(fmtp: $0) } ?? OpusParameters()
                 var base = OpusEncoder.Configuration(sampleRate: 48000, channels: 1, application: .voip)
                 base.complexity = opusComplexity.map { max(0, min(10, $0)) }
+                base.bitrate = opusBitrate.map { max(6000, min(510_000, $0)) }
                 base.frameDuration = OpusFrameDuration.atMost(milliseconds: ptimeMS)
                 var config = peer.encoderConfiguration(for: peer, base: base)
                 if peer.ptime == nil { config.frameDuration = base.frameDuration }

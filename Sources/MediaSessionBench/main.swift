@@ -8,7 +8,7 @@
 // counts what comes back (every 16th packet authenticated, for SRTP). Printed: CPU of the sessions (process CPU
 // minus the far end's thread), the engine's tick lateness (p99, worst) and utilization, and
 // packets sent, received and lost each way.
-// Options: --calls N --seconds S --codec opus|pcmu|pcma --srtp off|mandatory --complexity C
+// Options: --calls N --seconds S --codec opus|pcmu|pcma --srtp off|mandatory --complexity C --bitrate B
 // --echo --threads T --realtime P (SCHED_FIFO workers) --far-realtime P (SCHED_FIFO far end, so
 // that the stand-in for remote phones is served first and never limits what is measured).
 // Run through scripts/bench-media-session (release build).
@@ -34,6 +34,7 @@ let codecName = argument("--codec", "opus")
 let srtpPolicy = SRTPPolicy(rawValue: argument("--srtp", "mandatory")) ?? .mandatory
 let codec: Codec = codecName == "pcmu" ? .pcmu : (codecName == "pcma" ? .pcma : .opus)
 let complexity = Int(argument("--complexity", ""))
+let bitrate = Int(argument("--bitrate", ""))
 let echo = CommandLine.arguments.contains("--echo")
 let threads = Int(argument("--threads", "")) ?? MediaEngine.onlineProcessors
 
@@ -122,7 +123,7 @@ let realtimePriority = Int32(argument("--realtime", ""))
 let farPriority = Int32(argument("--far-realtime", ""))
 let engine = MediaEngine(threads: threads, scheduling: realtimePriority.map { .realtime(priority: $0) } ?? .normal)
 let config = MediaSessionConfiguration(
-    portRange: 30000...45999, codecs: [codec, .telephoneEvent], rtcpMux: true, srtpPolicy: srtpPolicy, opusComplexity: complexity,
+    portRange: 30000...45999, codecs: [codec, .telephoneEvent], rtcpMux: true, srtpPolicy: srtpPolicy, opusComplexity: complexity, opusBitrate: bitrate,
     engine: engine)
 var sessions: [MediaSession] = []
 var farEnds: [FarEnd] = []
@@ -383,7 +384,7 @@ let lossToUs = Double(max(0, nearLost)) / max(1, Double(nearReceived) + Double(m
 let undelivered = max(0, 1 - Double(nearReceived) / max(1, Double(sentWindow)))
 let lossFromUs = max(0, 1 - Double(receivedWindow) / max(1, Double(nearSent)))
 let shortfall = max(0, 1 - Double(nearSent) / max(1, expected))
-var line = "calls=\(calls) codec=\(codecName) complexity=\(complexity.map(String.init) ?? "default") srtp=\(srtpPolicy.rawValue) echo=\(echo)"
+var line = "calls=\(calls) codec=\(codecName) complexity=\(complexity.map(String.init) ?? "default") bitrate=\(bitrate.map(String.init) ?? "auto") srtp=\(srtpPolicy.rawValue) echo=\(echo)"
 line += " threads=\(threads) realtime_threads=\(engineEnd.realtimeThreads) far_end_realtime=\(farThread.realtime) seconds=\(f(wallSeconds, 1))"
 line += " sessions_cpu_percent=\(f(sessionsCPU / wallSeconds * 100, 1)) cpu_percent_per_call=\(f(sessionsCPU / wallSeconds * 100 / Double(calls), 3))"
 line += " far_end_cpu_percent=\(f(farShare / wallSeconds * 100, 1)) engine_busy_percent=\(f(window.utilization * 100, 1))"

@@ -191,6 +191,12 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .long, help: "With --echo: run the media workers in SCHED_FIFO at this priority (1-99; needs CAP_SYS_NICE, else normal scheduling).")
     var realtime: Int32?
 
+    @Option(name: .long, help: "With --echo: Opus encoder complexity 0-10 (default libopus's 10; lower carries more calls per core).")
+    var opusComplexity: Int?
+
+    @Option(name: .long, help: "With --echo: Opus target bitrate in bit/s, 6000-510000 (default: libopus's automatic, ~54 kbit/s).")
+    var opusBitrate: Int?
+
     func run() async throws {
         guard (200...699).contains(answer) else { throw ValidationError("--answer must be a final status code (200-699)") }
         let points = try listen.map(ListenSpec.parse)
@@ -255,12 +261,15 @@ struct Serve: AsyncParsableCommand {
         let ip = mediaAddress ?? MediaArguments.address(forListenHost: host)
         if let n = mediaThreads, n < 1 { throw ValidationError("--media-threads must be positive") }
         if let p = realtime, !(1...99).contains(p) { throw ValidationError("--realtime takes a priority from 1 to 99") }
+        if let c = opusComplexity, !(0...10).contains(c) { throw ValidationError("--opus-complexity takes 0 to 10") }
+        if let b = opusBitrate, !(6000...510_000).contains(b) { throw ValidationError("--opus-bitrate takes 6000 to 510000 bit/s") }
         let engine = mediaThreads == nil && realtime == nil
             ? MediaEngine.shared
             : MediaEngine(threads: mediaThreads ?? MediaEngine.onlineProcessors, scheduling: realtime.map { .realtime(priority: $0) } ?? .normal)
         // Two sockets per call: the usual soft limit of 1,024 descriptors would stop at ~500 calls.
         MediaEngine.raiseDescriptorLimit()
-        let media = MediaSessionConfiguration(localAddress: ip, portRange: ports, codecs: list, srtpPolicy: policy, engine: engine)
+        let media = MediaSessionConfiguration(localAddress: ip, portRange: ports, codecs: list, srtpPolicy: policy, opusComplexity: opusComplexity,
+                                              opusBitrate: opusBitrate, engine: engine)
         return EchoServeCommand.Options(media: media, maxCalls: maxCalls, overLimitCode: overLimit,
                                         mediaTimeout: mediaTimeout > 0 ? .seconds(mediaTimeout) : nil, ringing: !noRinging)
     }

@@ -290,6 +290,33 @@ func expectTone(_ samples: [Int16], frequency: Double, notFrequency other: Doubl
         #expect(abs((dominant?.frequency ?? 0) - 600) < 8)
     }
 
+    @Test("opusBitrate sets each side's encoder target: 12 and 48 kbit/s CBR give 30- and 120-byte packets")
+    func opusBitrateSetsTheEncoderTarget() async throws {
+        // Both offer cbr=1, so each encoder's packets are exactly its bitrate's share of 20 ms.
+        let cbrOpus = Codec(name: "opus", clockRate: 48000, channels: 2, payloadType: 111, parameters: "useinbandfec=1;cbr=1")
+        func session(_ bitrate: Int) throws -> MediaSession {
+            let config = MediaSessionConfiguration(localAddress: "127.0.0.1", portRange: 10000...19999, codecs: [cbrOpus],
+                                                   opusComplexity: 0, opusBitrate: bitrate)
+            return try MediaSession(configuration: config, input: .tone(frequency: 440))
+        }
+        let a = try session(12000), b = try session(48000)
+        defer {
+            a.stop()
+            b.stop()
+        }
+        var oaA = OfferAnswer(capabilities: MediaCapabilities(address: "127.0.0.1", streams: [a.streamCapabilities()]), sessionID: 1)
+        var oaB = OfferAnswer(capabilities: MediaCapabilities(address: "127.0.0.1", streams: [b.streamCapabilities()]), sessionID: 2)
+        let answer = try oaB.receiveOffer(oaA.makeOffer())
+        try b.apply(#require(answer.negotiated.audio))
+        try a.apply(#require(oaA.receiveAnswer(answer.sdp).audio))
+        #expect(await waitUntil { a.stats().call.sent.packets >= 25 && b.stats().call.sent.packets >= 25 })
+        for (session, bytes) in [(a, 30), (b, 120)] {
+            let sent = session.stats().call.sent
+            let perPacket = Double(sent.bytes) / Double(max(1, sent.packets))
+            #expect(abs(perPacket - Double(bytes)) <= 2, "\(sent.bytes) bytes in \(sent.packets) packets")
+        }
+    }
+
     @Test func portsAreEvenAndDistinct() async throws {
         let config = MediaSessionConfiguration(portRange: 10000...10009)
         var sessions: [MediaSession] = []
