@@ -112,13 +112,19 @@ ssize_t cs_recv_stream(int fd, uint8_t *buf, size_t len) {
     return recv(fd, buf, len, MSG_DONTWAIT);
 }
 
-int cs_recv_batch(int fd, uint8_t *buf, size_t slot_size, int count,
-                  struct sockaddr_storage *addrs, socklen_t *addrlens, size_t *lengths,
-                  int *msg_flags, int flags) {
+/* recvmmsg into fixed slots; msg_flags and stamps (SCM_TIMESTAMPNS, 0 when absent) are
+ * optional outputs. */
+static int recv_batch(int fd, uint8_t *buf, size_t slot_size, int count,
+                      struct sockaddr_storage *addrs, socklen_t *addrlens, size_t *lengths,
+                      int *msg_flags, int64_t *stamps, int flags) {
     if (count <= 0) return 0;
     if (count > CS_MAX_BATCH) count = CS_MAX_BATCH;
     struct mmsghdr msgs[CS_MAX_BATCH];
     struct iovec iovs[CS_MAX_BATCH];
+    union {
+        char buf[CMSG_SPACE(sizeof(struct timespec))];
+        struct cmsghdr align;
+    } control[CS_MAX_BATCH];
     memset(msgs, 0, sizeof(struct mmsghdr) * (size_t)count);
     for (int i = 0; i < count; i++) {
         iovs[i].iov_base = buf + (size_t)i * slot_size;
@@ -127,6 +133,10 @@ int cs_recv_batch(int fd, uint8_t *buf, size_t slot_size, int count,
         msgs[i].msg_hdr.msg_iovlen = 1;
         msgs[i].msg_hdr.msg_name = &addrs[i];
         msgs[i].msg_hdr.msg_namelen = sizeof(struct sockaddr_storage);
+        if (stamps) {
+            msgs[i].msg_hdr.msg_control = control[i].buf;
+            msgs[i].msg_hdr.msg_controllen = sizeof control[i].buf;
+        }
     }
     int n;
     do {
@@ -136,8 +146,25 @@ int cs_recv_batch(int fd, uint8_t *buf, size_t slot_size, int count,
         lengths[i] = msgs[i].msg_len;
         addrlens[i] = msgs[i].msg_hdr.msg_namelen;
         if (msg_flags) msg_flags[i] = msgs[i].msg_hdr.msg_flags;
+        if (!stamps) continue;
+        stamps[i] = 0;
+#ifdef SCM_TIMESTAMPNS
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&msgs[i].msg_hdr); c; c = CMSG_NXTHDR(&msgs[i].msg_hdr, c)) {
+            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+                struct timespec ts;
+                memcpy(&ts, CMSG_DATA(c), sizeof ts);
+                stamps[i] = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+            }
+        }
+#endif
     }
     return n;
+}
+
+int cs_recv_batch(int fd, uint8_t *buf, size_t slot_size, int count,
+                  struct sockaddr_storage *addrs, socklen_t *addrlens, size_t *lengths,
+                  int *msg_flags, int flags) {
+    return recv_batch(fd, buf, slot_size, count, addrs, addrlens, lengths, msg_flags, NULL, flags);
 }
 
 int cs_enable_receive_timestamps(int fd) {
@@ -154,44 +181,7 @@ int cs_enable_receive_timestamps(int fd) {
 int cs_recv_batch_stamped(int fd, uint8_t *buf, size_t slot_size, int count,
                           struct sockaddr_storage *addrs, socklen_t *addrlens, size_t *lengths,
                           int64_t *stamps, int flags) {
-    if (count <= 0) return 0;
-    if (count > 64) count = 64;
-    struct mmsghdr msgs[64];
-    struct iovec iovs[64];
-    union {
-        char buf[CMSG_SPACE(sizeof(struct timespec))];
-        struct cmsghdr align;
-    } control[64];
-    memset(msgs, 0, sizeof(struct mmsghdr) * (size_t)count);
-    for (int i = 0; i < count; i++) {
-        iovs[i].iov_base = buf + (size_t)i * slot_size;
-        iovs[i].iov_len = slot_size;
-        msgs[i].msg_hdr.msg_iov = &iovs[i];
-        msgs[i].msg_hdr.msg_iovlen = 1;
-        msgs[i].msg_hdr.msg_name = &addrs[i];
-        msgs[i].msg_hdr.msg_namelen = sizeof(struct sockaddr_storage);
-        msgs[i].msg_hdr.msg_control = control[i].buf;
-        msgs[i].msg_hdr.msg_controllen = sizeof control[i].buf;
-    }
-    int n;
-    do {
-        n = recvmmsg(fd, msgs, (unsigned int)count, flags, NULL);
-    } while (n < 0 && errno == EINTR);
-    for (int i = 0; i < n; i++) {
-        lengths[i] = msgs[i].msg_len;
-        addrlens[i] = msgs[i].msg_hdr.msg_namelen;
-        stamps[i] = 0;
-#ifdef SCM_TIMESTAMPNS
-        for (struct cmsghdr *c = CMSG_FIRSTHDR(&msgs[i].msg_hdr); c; c = CMSG_NXTHDR(&msgs[i].msg_hdr, c)) {
-            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
-                struct timespec ts;
-                memcpy(&ts, CMSG_DATA(c), sizeof ts);
-                stamps[i] = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-            }
-        }
-#endif
-    }
-    return n;
+    return recv_batch(fd, buf, slot_size, count, addrs, addrlens, lengths, NULL, stamps, flags);
 }
 
 int cs_send_batch(int fd, const uint8_t *const *bufs, const size_t *lengths, int count,

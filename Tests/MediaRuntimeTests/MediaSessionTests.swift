@@ -69,6 +69,15 @@ struct Call {
     }
 }
 
+/// Offer from `a`, answer from `b` (each offering its own stream), both applied.
+func connect(_ a: MediaSession, _ b: MediaSession) throws {
+    var oaA = OfferAnswer(capabilities: MediaCapabilities(address: "127.0.0.1", streams: [a.streamCapabilities()]), sessionID: 1)
+    var oaB = OfferAnswer(capabilities: MediaCapabilities(address: "127.0.0.1", streams: [b.streamCapabilities()]), sessionID: 2)
+    let answer = try oaB.receiveOffer(oaA.makeOffer())
+    try b.apply(#require(answer.negotiated.audio))
+    try a.apply(#require(oaA.receiveAnswer(answer.sdp).audio))
+}
+
 func makeCall(codecs: [Codec], srtp: SRTPPolicy, toneA: Double = 440, toneB: Double = 1000, rtcpInterval: Duration = .milliseconds(300)) throws -> Call {
     let config = MediaSessionConfiguration(
         localAddress: "127.0.0.1", portRange: 10000...19999, codecs: codecs, srtpPolicy: srtp, rtcpInterval: rtcpInterval)
@@ -304,11 +313,7 @@ func expectTone(_ samples: [Int16], frequency: Double, notFrequency other: Doubl
             a.stop()
             b.stop()
         }
-        var oaA = OfferAnswer(capabilities: MediaCapabilities(address: "127.0.0.1", streams: [a.streamCapabilities()]), sessionID: 1)
-        var oaB = OfferAnswer(capabilities: MediaCapabilities(address: "127.0.0.1", streams: [b.streamCapabilities()]), sessionID: 2)
-        let answer = try oaB.receiveOffer(oaA.makeOffer())
-        try b.apply(#require(answer.negotiated.audio))
-        try a.apply(#require(oaA.receiveAnswer(answer.sdp).audio))
+        try connect(a, b)
         #expect(await waitUntil { a.stats().call.sent.packets >= 25 && b.stats().call.sent.packets >= 25 })
         for (session, bytes) in [(a, 30), (b, 120)] {
             let sent = session.stats().call.sent

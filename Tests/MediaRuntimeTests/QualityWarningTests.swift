@@ -116,12 +116,7 @@ import Testing
             a.stop()
             b.stop()
         }
-        var oaA = OfferAnswer(capabilities: MediaCapabilities(address: "127.0.0.1", streams: [a.streamCapabilities()]), sessionID: 1)
-        var oaB = OfferAnswer(capabilities: MediaCapabilities(address: "127.0.0.1", streams: [b.streamCapabilities()]), sessionID: 2)
-        let answer = try oaB.receiveOffer(oaA.makeOffer())
-        let negotiated = try oaA.receiveAnswer(answer.sdp)
-        try b.apply(#require(answer.negotiated.audio))
-        try a.apply(#require(negotiated.audio))
+        try connect(a, b)
         // Digital silence: ten intervals at -120 dBFS.
         #expect(await waitUntil(seconds: 10) { Self.qualityEvents(rec).contains(.raised(.constantAudioInputLevel)) }, "\(Self.qualityEvents(rec))")
         // Speech-like on/off: the levels spread over more than 3 dB.

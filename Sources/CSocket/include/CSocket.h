@@ -74,7 +74,7 @@ int cs_recv_batch(int fd, uint8_t *buf, size_t slot_size, int count,
 int cs_enable_receive_timestamps(int fd);
 
 /* cs_recv_batch with each datagram's kernel arrival time (ns since the Unix epoch,
- * CLOCK_REALTIME) in stamps[i], 0 when the socket gave none. `count` is capped at 64. */
+ * CLOCK_REALTIME) in stamps[i], 0 when the socket gave none. `count` is capped at 256. */
 int cs_recv_batch_stamped(int fd, uint8_t *buf, size_t slot_size, int count,
                           struct sockaddr_storage *addrs, socklen_t *addrlens, size_t *lengths,
                           int64_t *stamps, int flags);
