@@ -150,7 +150,7 @@ static int recv_batch(int fd, uint8_t *buf, size_t slot_size, int count,
         stamps[i] = 0;
 #ifdef SCM_TIMESTAMPNS
         for (struct cmsghdr *c = CMSG_FIRSTHDR(&msgs[i].msg_hdr); c; c = CMSG_NXTHDR(&msgs[i].msg_hdr, c)) {
-            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS && c->cmsg_len >= CMSG_LEN(sizeof(struct timespec))) {
                 struct timespec ts;
                 memcpy(&ts, CMSG_DATA(c), sizeof ts);
                 stamps[i] = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;

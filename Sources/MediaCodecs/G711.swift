@@ -1,5 +1,6 @@
 /// ITU-T G.711 companding, µ-law and A-law, computed from the segment structure of the
-/// Recommendation (no tables are copied; the decoders use 256-entry tables generated at first use).
+/// Recommendation (no tables are copied; tables generated at first use from these rules serve the
+/// buffer paths: 256 entries per law to decode, 16,384 (µ-law) and 8,192 (A-law) to encode).
 ///
 /// Linear samples are 16-bit. The µ-law quantizer works on the 14 most significant bits and the
 /// A-law one on the 13 most significant bits, as G.711 defines them; the low bits are dropped

@@ -230,6 +230,8 @@ final class ReceiveScratch {
     var lengths = [socklen_t](repeating: 0, count: ReceiveScratch.batch)
     var sizes = [Int](repeating: 0, count: ReceiveScratch.batch)
     var stamps = [Int64](repeating: 0, count: ReceiveScratch.batch)
+    /// The wall clock minus the monotonic clock at the worker's last batch (a step shows as a jump).
+    var clockOffset: Duration?
 }
 
 /// One media thread and the sessions it runs. Fields marked "worker" are touched only on the
@@ -243,6 +245,14 @@ final class MediaWorker: @unchecked Sendable {
     private struct Entry {
         let session: MediaSession
         let phase: Int
+        /// The RTP socket is read at each tick (the kernel stamps arrivals), not through epoll.
+        let readsAtTick: Bool
+        /// recvmmsg batches (of 8) read per tick: about two datagrams per ms of ptime (2,000 a
+        /// second), so a peer's 10 ms packets and its DTMF fit many times over while a flood
+        /// costs a bounded amount per tick.
+        var batches = 5
+
+        static func batches(forPtime nanoseconds: Int64) -> Int { max(2, min(32, Int(nanoseconds / 4_000_000))) }
     }
 
     private static let wakeTag = UInt64.max
@@ -416,11 +426,14 @@ final class MediaWorker: @unchecked Sendable {
                 var phase = 0
                 for p in 1..<max(1, phases) where phaseLoad[p] < phaseLoad[phase] { phase = p }
                 if phases > 1 { phaseLoad[phase] += 1 }
-                entries[id] = Entry(session: session, phase: phase)
+                let readsAtTick = session.rtpStamped
+                entries[id] = Entry(session: session, phase: phase, readsAtTick: readsAtTick)
                 let fds = session.socketDescriptors
                 // The RTP socket is read at each tick (datagrams carry the kernel's arrival
                 // time), not through epoll: one wake-up and one visit of the session's state per
-                // ptime instead of two. The RTCP port (a packet every few seconds) is polled.
+                // ptime instead of two. Without the kernel's stamps it is polled like the RTCP
+                // port (a packet every few seconds), so arrival times stay true.
+                if !readsAtTick { _ = cs_epoll_add(epoll, fds.rtp, id << 1) }
                 _ = cs_epoll_add(epoll, fds.rtcp, id << 1 | 1)
                 // The first tick: the next instant of the phase slot at least 1 ms away.
                 let now = MonotonicClock.nanoseconds()
@@ -440,6 +453,7 @@ final class MediaWorker: @unchecked Sendable {
     private func remove(_ id: UInt64) {
         guard let entry = entries.removeValue(forKey: id) else { return }
         let fds = entry.session.socketDescriptors
+        if !entry.readsAtTick { _ = cs_epoll_remove(epoll, fds.rtp) }
         _ = cs_epoll_remove(epoll, fds.rtcp)
         if phases > 1 { phaseLoad[entry.phase] -= 1 }
         load.add(-1, ordering: .relaxed)
@@ -455,9 +469,15 @@ final class MediaWorker: @unchecked Sendable {
             guard let entry = entries[top.id] else { continue }
             let late = max(0, now - top.deadline)
             recordLateness(late)
-            local.datagrams &+= UInt64(entry.session.receive(onRTCPSocket: false, scratch: scratch))
+            if entry.readsAtTick {
+                local.datagrams &+= UInt64(entry.session.receive(onRTCPSocket: false, scratch: scratch, batches: entry.batches))
+                // The tick's time follows the reads: no datagram arrived after the frame it feeds.
+                now = MonotonicClock.nanoseconds()
+            }
             let ptime = entry.session.tick(at: .nanoseconds(now), lateness: late)
             let step = max(Int64(1_000_000), Int64(ptime.components.seconds) * 1_000_000_000 + Int64(ptime.components.attoseconds / 1_000_000_000))
+            let batches = Entry.batches(forPtime: step)
+            if batches != entry.batches { entries[top.id]?.batches = batches }
             var next = top.deadline + step
             // After a long stall (a suspended process), skip the missed ticks instead of bursting.
             if now - next > 200_000_000 { next = now + step }

@@ -15,10 +15,11 @@ import Synchronization
 /// `NegotiatedMedia` the engine produces (the first starts the media; later ones update codec,
 /// ptime, address, direction and SRTP keys), and ``stop()`` when the call ends.
 ///
-/// Work: the engine's worker receives the session's datagrams as they come (recvmmsg batches),
-/// unprotects SRTP, latches the peer's address (symmetric RTP, RFC 4961), and feeds the jitter
-/// buffer and the DTMF receiver; every ptime, on absolute monotonic deadlines, it ticks the
-/// session: one frame encoded from the source (or due DTMF events sent), one frame decoded from
+/// Work: every ptime, on absolute monotonic deadlines, the engine's worker ticks the session:
+/// it reads the RTP socket (recvmmsg batches; arrival times are the kernel's stamps, so reading
+/// once per ptime loses no timing, but events such as DTMF and latching are reported up to a
+/// ptime after their packet), unprotects SRTP, latches the peer's address (symmetric RTP, RFC
+/// 4961), feeds the jitter buffer and the DTMF receiver, then: one frame encoded from the source (or due DTMF events sent), one frame decoded from
 /// the jitter buffer (PLC or Opus FEC for a missing one) into the sink, and RTCP SR/RR every
 /// ``MediaSessionConfiguration/rtcpInterval``. The session's state sits behind one lock held
 /// for a packet's worth of work; no actor hop, no thread per session, no allocation growth:
@@ -241,15 +242,20 @@ public final class MediaSession: Sendable {
         attachment.withLock { $0 = (worker, worker.attach(self)) }
     }
 
-    /// Reads what is queued on one socket (at most two batches, so one busy session does not
-    /// hold up the others: the socket stays readable and comes back in the next round).
-    /// Returns the number of datagrams read.
-    func receive(onRTCPSocket: Bool, scratch: ReceiveScratch) -> Int {
+    /// Whether the kernel stamps this session's RTP datagrams with their arrival time; when it
+    /// does not, the engine reads the RTP socket as datagrams come (epoll) instead of at the tick.
+    var rtpStamped: Bool { rtp.stamped }
+
+    /// Reads what is queued on one socket: at most `batches` recvmmsg batches of 8, so one busy
+    /// session does not hold up the others (what is left waits for the next tick or round; a
+    /// flood beyond that fills the socket's buffer and the kernel drops the excess). Returns
+    /// the number of datagrams read.
+    func receive(onRTCPSocket: Bool, scratch: ReceiveScratch, batches: Int = 2) -> Int {
         let fd = onRTCPSocket ? rtcp.fd : rtp.fd
         let slot = ReceiveScratch.slot
         let batch = ReceiveScratch.batch
         var total = 0
-        for _ in 0..<2 {
+        for _ in 0..<max(1, batches) {
             guard running.load(ordering: .relaxed) else { break }
             for i in 0..<batch { scratch.lengths[i] = socklen_t(MemoryLayout<sockaddr_storage>.size) }
             let count = scratch.buffer.withUnsafeMutableBufferPointer { b in
@@ -260,25 +266,34 @@ public final class MediaSession: Sendable {
             total += Int(count)
             // Datagrams are read when the session ticks, up to a ptime after they came: their
             // arrival is the kernel's stamp (wall clock), carried over to the monotonic clock
-            // (never in the future, never more than a second back).
-            let now = MonotonicClock.now() - origin
+            // (never in the future, never more than a second back). A step of the wall clock
+            // (the offset between the clocks moved by over 1 ms since the worker's last batch)
+            // makes this batch's stamps meaningless: it counts as arriving now.
+            let monotonic = MonotonicClock.now()
+            let now = monotonic - origin
             let wall = MonotonicClock.wallClock()
+            let offset = wall - monotonic
+            let stepped = scratch.clockOffset.map { $0 - offset > .milliseconds(1) || offset - $0 > .milliseconds(1) } ?? false
+            scratch.clockOffset = offset
             for i in 0..<Int(count) {
                 guard let source = MediaEndpoint(storage: scratch.addresses[i], length: scratch.lengths[i]) else { continue }
                 let stamp = scratch.stamps[i]
-                let age = stamp > 0 ? min(max(.zero, wall - .nanoseconds(stamp)), .seconds(1)) : .zero
+                let age = stamp > 0 && !stepped ? min(max(.zero, wall - .nanoseconds(stamp)), .seconds(1)) : .zero
                 let datagram = Array(scratch.buffer[(i * slot)..<(i * slot + min(scratch.sizes[i], slot))])
-                handle(datagram, from: source, onRTCPPort: onRTCPSocket, arrival: now - age)
+                handle(datagram, from: source, onRTCPPort: onRTCPSocket, arrival: now - age, wallArrival: wall - age)
             }
             if count < batch { break }
         }
         return total
     }
 
-    private func handle(_ datagram: [UInt8], from source: MediaEndpoint, onRTCPPort: Bool, arrival: Duration) {
-        var bytes = datagram
-        let isRTCP = onRTCPPort || RTPDemultiplexer.classify(bytes) == .rtcp
-        guard onRTCPPort || RTPDemultiplexer.classify(bytes) != .other else { return }
+    private func handle(_ datagram: consuming [UInt8], from source: MediaEndpoint, onRTCPPort: Bool, arrival: Duration, wallArrival: Duration) {
+        // Moved, not copied: unprotecting in place then needs no second buffer.
+        let size = datagram.count
+        var bytes = consume datagram
+        let kind = RTPDemultiplexer.classify(bytes)
+        let isRTCP = onRTCPPort || kind == .rtcp
+        guard onRTCPPort || kind != .other else { return }
         let srtp = state.withLock { $0.srtp }
         if let srtp {
             do throws(SRTPError) {
@@ -291,9 +306,9 @@ public final class MediaSession: Sendable {
         var output: [MediaSessionEvent] = []
         if isRTCP {
             guard let compound = try? RTCPCompoundPacket(parsing: bytes, requireLeadingReport: false) else { return }
-            let wall = MonotonicClock.wallClock()
+            // The round trip ends when the report arrived, not when the tick read it (rtcp-mux).
             output = state.withLock { s in
-                running.load(ordering: .relaxed) ? s.receiveRTCP(compound, from: source, arrival: arrival, wallClock: wall) : []
+                running.load(ordering: .relaxed) ? s.receiveRTCP(compound, from: source, arrival: arrival, wallClock: wallArrival) : []
             }
         } else {
             guard let packet = try? RTPPacket(parsing: bytes) else {
@@ -301,7 +316,7 @@ public final class MediaSession: Sendable {
                 return
             }
             output = state.withLock { s in
-                running.load(ordering: .relaxed) ? s.receiveRTP(packet, from: source, size: datagram.count, arrival: arrival) : []
+                running.load(ordering: .relaxed) ? s.receiveRTP(packet, from: source, size: size, arrival: arrival) : []
             }
         }
         deliver(output)

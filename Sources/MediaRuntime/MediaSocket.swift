@@ -79,10 +79,13 @@ public struct MediaEndpoint: Sendable, Hashable, CustomStringConvertible {
 final class MediaSocket: Sendable {
     let fd: Int32
     let port: UInt16
+    /// Whether the kernel stamps received datagrams with their arrival time (SO_TIMESTAMPNS).
+    let stamped: Bool
 
-    private init(fd: Int32, port: UInt16) {
+    private init(fd: Int32, port: UInt16, stamped: Bool) {
         self.fd = fd
         self.port = port
+        self.stamped = stamped
     }
 
     /// Binds a socket to `ip:port`; `nil` when the port is taken (or the bind fails otherwise).
@@ -99,9 +102,10 @@ final class MediaSocket: Sendable {
             throw .system("bind", errno: code)
         }
         _ = cs_set_buffer_size(fd, 0, 256 * 1024)
-        // Arrival times come from the kernel: the engine reads a session's sockets when it ticks.
-        _ = cs_enable_receive_timestamps(fd)
-        return MediaSocket(fd: fd, port: port)
+        // Arrival times come from the kernel: the engine reads a session's RTP socket when it
+        // ticks (or, where the kernel cannot stamp datagrams, as they come).
+        let stamped = cs_enable_receive_timestamps(fd) == 0
+        return MediaSocket(fd: fd, port: port, stamped: stamped)
     }
 
     /// Sends one datagram (best effort: a full buffer or an ICMP error drops it).

@@ -120,18 +120,19 @@ public final class EchoServeCommand: Sendable {
         let now = table.clock.now - table.origin
         var idle: [SessionKey] = []
         let media = table.state.withLock { s in s.calls.map { ($0.key, $0.value.media) } }
-        var live = Totals()
-        var received: [(SessionKey, UInt64)] = []
-        for (key, m) in media {
+        // Each call's counters are read outside the lock, and count as live only if the call is
+        // still in the table afterwards: one that ended meanwhile is already in `ended`.
+        let read = media.map { key, m in
             let st = m.stats()
-            live.received &+= st.call.received.packets
-            live.echoed &+= st.call.sent.packets
-            live.lost &+= max(0, st.call.packetsLost)
-            received.append((key, st.call.received.packets))
+            return (key: key, received: st.call.received.packets, echoed: st.call.sent.packets, lost: max(0, st.call.packetsLost))
         }
         let stats = table.state.withLock { s -> Statistics in
-            for (key, count) in received {
+            var live = Totals()
+            for (key, count, echoed, lost) in read {
                 guard let call = s.calls[key] else { continue }
+                live.received &+= count
+                live.echoed &+= echoed
+                live.lost &+= lost
                 if count != call.lastReceived {
                     s.calls[key]?.lastReceived = count
                     s.calls[key]?.idleSince = now
