@@ -125,7 +125,9 @@ int main(int argc, char **argv) {
             p[2] = (unsigned char)(seq >> 8); p[3] = (unsigned char)seq;
             p[4] = (unsigned char)(ts >> 24); p[5] = (unsigned char)(ts >> 16); p[6] = (unsigned char)(ts >> 8); p[7] = (unsigned char)ts;
             p[8] = (unsigned char)(ssrc >> 24); p[9] = (unsigned char)(ssrc >> 16); p[10] = (unsigned char)(ssrc >> 8); p[11] = (unsigned char)ssrc;
-            int n = opus_encode(encs[c], pcm + (size_t)f * FRAME, FRAME, p + 12, SLOT - 12 - SRTP_MAX_TRAILER_LEN);
+            /* Each call encodes consecutive frames of the signal (its own stretch of it). */
+            size_t frame = ((size_t)c * (size_t)(frames / contexts) + (size_t)(f / contexts)) % (size_t)frames;
+            int n = opus_encode(encs[c], pcm + frame * FRAME, FRAME, p + 12, SLOT - 12 - SRTP_MAX_TRAILER_LEN);
             if (n < 0) die("opus_encode", n);
             int len = 12 + n;
             round_bytes += (uint64_t)n;
