@@ -9,6 +9,8 @@
 // minus the far end's thread), the engine's tick lateness (p99, worst) and utilization, and
 // packets sent, received and lost each way.
 // Options: --calls N --seconds S --codec opus|pcmu|pcma --srtp off|mandatory --complexity C --bitrate B
+// --input tone|signal (what the sessions and the far end encode: a sine per call, or cmedia's
+// own benchmark signal, so that the C ceiling and the sessions encode the same kind of audio)
 // --echo --threads T --realtime P (SCHED_FIFO workers) --far-realtime P (SCHED_FIFO far end, so
 // that the stand-in for remote phones is served first and never limits what is measured).
 // Run through scripts/bench-media-session (release build).
@@ -35,6 +37,37 @@ let srtpPolicy = SRTPPolicy(rawValue: argument("--srtp", "mandatory")) ?? .manda
 let codec: Codec = codecName == "pcmu" ? .pcmu : (codecName == "pcma" ? .pcma : .opus)
 let complexity = Int(argument("--complexity", ""))
 let bitrate = Int(argument("--bitrate", ""))
+let inputKind = argument("--input", "tone")
+guard inputKind == "tone" || inputKind == "signal" else { die("--input takes tone or signal") }
+
+/// Benchmarks/cmedia's signal (its `sample_at`, in the same integer arithmetic): a sawtooth, a
+/// triangle in 100 ms envelope steps and LCG noise, at 48 kHz or 8 kHz.
+struct BenchSignal: AudioSource {
+    let sampleRate: Int
+    var index: UInt64
+    var lcg: UInt64 = 1
+
+    init(sampleRate: Int, offset: UInt64) {
+        self.sampleRate = sampleRate
+        index = offset
+    }
+
+    mutating func nextFrame(count: Int) -> [Int16]? {
+        var out = [Int16](repeating: 0, count: count)
+        for k in 0..<count {
+            lcg = lcg &* 6364136223846793005 &+ 1442695040888963407
+            let i = index
+            index &+= 1
+            let saw = Int64((i &* 523) % 2000) - 1000
+            var tri = Int64((i &* 37) % 400)
+            tri = tri < 200 ? tri - 100 : 300 - tri
+            let envelope = Int64((i / 4800) % 10)
+            let noise = Int64(lcg >> 54) - 512
+            out[k] = Int16(clamping: saw * 6 + tri * 40 * envelope / 5 + noise)
+        }
+        return out
+    }
+}
 let echo = CommandLine.arguments.contains("--echo")
 let threads = Int(argument("--threads", "")) ?? MediaEngine.onlineProcessors
 
@@ -76,8 +109,8 @@ _ = cs_sockaddr_parts(&farAddress, farLength, &raw, &farPort, &scope)
 // The far end's frames: one second of a 1 kHz tone, encoded once.
 let frames: [[UInt8]] = {
     let rate = codec.name == "opus" ? 48000 : 8000
-    let tone = ToneGenerator(frequency: 1000, amplitude: 0.3, sampleRate: rate)
-    var source: any AudioSource = tone
+    var source: any AudioSource = inputKind == "signal"
+        ? BenchSignal(sampleRate: rate, offset: 0) : ToneGenerator(frequency: 1000, amplitude: 0.3, sampleRate: rate)
     do {
         if codec.name == "opus" {
             let encoder = try OpusEncoder(OpusEncoder.Configuration(sampleRate: 48000, channels: 1, application: .voip))
@@ -130,7 +163,10 @@ var farEnds: [FarEnd] = []
 var farEndByPort: [UInt16: Int] = [:]
 do {
     for i in 0..<calls {
-        let session = try MediaSession(configuration: config, input: echo ? .echo : .tone(frequency: 440 + Double(i % 50)))
+        let input: MediaAudioInput = echo ? .echo
+            : inputKind == "signal" ? .source(BenchSignal(sampleRate: codec.name == "opus" ? 48000 : 8000, offset: UInt64(i) * 48000))
+            : .tone(frequency: 440 + Double(i % 50))
+        let session = try MediaSession(configuration: config, input: input)
         let key = SRTPMasterKey.random(for: .aesCM128HMACSHA1_80)
         let farKeys = srtpPolicy == .off ? [] : [SRTPKey(suite: SRTPProfile.aesCM128HMACSHA1_80.suite, keySaltBytes: key.key + key.salt)]
         let farStream = StreamCapabilities(
@@ -384,7 +420,7 @@ let lossToUs = Double(max(0, nearLost)) / max(1, Double(nearReceived) + Double(m
 let undelivered = max(0, 1 - Double(nearReceived) / max(1, Double(sentWindow)))
 let lossFromUs = max(0, 1 - Double(receivedWindow) / max(1, Double(nearSent)))
 let shortfall = max(0, 1 - Double(nearSent) / max(1, expected))
-var line = "calls=\(calls) codec=\(codecName) complexity=\(complexity.map(String.init) ?? "default") bitrate=\(bitrate.map(String.init) ?? "auto") srtp=\(srtpPolicy.rawValue) echo=\(echo)"
+var line = "calls=\(calls) codec=\(codecName) complexity=\(complexity.map(String.init) ?? "default") bitrate=\(bitrate.map(String.init) ?? "auto") input=\(inputKind) srtp=\(srtpPolicy.rawValue) echo=\(echo)"
 line += " threads=\(threads) realtime_threads=\(engineEnd.realtimeThreads) far_end_realtime=\(farThread.realtime) seconds=\(f(wallSeconds, 1))"
 line += " sessions_cpu_percent=\(f(sessionsCPU / wallSeconds * 100, 1)) cpu_percent_per_call=\(f(sessionsCPU / wallSeconds * 100 / Double(calls), 3))"
 line += " far_end_cpu_percent=\(f(farShare / wallSeconds * 100, 1)) engine_busy_percent=\(f(window.utilization * 100, 1))"
