@@ -117,7 +117,8 @@ struct SessionState {
     /// Frames played and waiting to go back, oldest first (whole frames: when the send and
     /// receive frames have one size, a frame goes back as it came, without copying).
     var echoFrames: [[Int16]] = []
-    var echoQueued = 0
+    /// Samples waiting in ``echoFrames`` (normally a frame or two, never over a second).
+    var echoQueued: Int { echoFrames.reduce(0) { $0 + $1.count } }
     var echoResampler: Resampler?
 
     // Negotiation.
@@ -439,10 +440,9 @@ struct SessionState {
                 }
                 if echoResampler != nil { back = echoResampler!.process(back) }
             }
-            echoQueued += back.count
             echoFrames.append(back)
             // At most a second waits; the oldest goes first.
-            while echoQueued > rate, echoFrames.count > 1 { echoQueued -= echoFrames.removeFirst().count }
+            while echoFrames.count > 1, echoQueued > rate { echoFrames.removeFirst() }
         }
         if sinkResampler != nil { out = sinkResampler!.process(out) }
         switch sink {
@@ -515,10 +515,7 @@ struct SessionState {
     /// The next `n` samples to echo: the oldest queued frame as it is when it has that size,
     /// else assembled from the queue (silence when it runs short).
     mutating func takeEcho(_ n: Int) -> [Int16] {
-        if echoFrames.first?.count == n {
-            echoQueued -= n
-            return echoFrames.removeFirst()
-        }
+        if echoFrames.first?.count == n { return echoFrames.removeFirst() }
         var out: [Int16] = []
         out.reserveCapacity(n)
         while out.count < n, !echoFrames.isEmpty {
@@ -530,7 +527,6 @@ struct SessionState {
                 echoFrames[0].removeFirst(need)
             }
         }
-        echoQueued -= out.count
         if out.count < n { out += AudioSamples.silence(n - out.count) }
         return out
     }
