@@ -86,7 +86,7 @@ let package = Package(
         .testTarget(name: "SIPMessageTests", dependencies: ["SwitchboardTestSupport", "SIPMessage"]),
         .testTarget(name: "SDPTests", dependencies: ["SDP", "SwitchboardTestSupport", "PacketCapture", "SIPMessage"]),
         // Opus+SRTP send/receive cost per frame and G.711 throughput; run through scripts/bench-media.
-        .executableTarget(name: "MediaCodecsBench", dependencies: ["MediaCodecs", "SRTP"]),
+        .executableTarget(name: "MediaCodecsBench", dependencies: ["Media", "MediaCodecs", "SRTP"]),
         // Concurrent calls of MediaSessions on 127.0.0.1: CPU per call and tick lateness; run through scripts/bench-media-session.
         .executableTarget(name: "MediaSessionBench", dependencies: ["MediaRuntime", "Media", "MediaCodecs", "SDP", "SRTP", "RTP", "CSocket"]),
         .testTarget(name: "MediaCodecsTests", dependencies: ["SwitchboardTestSupport", "MediaCodecs", "SDP", "RTP", "PacketCapture"]),

@@ -33,7 +33,8 @@
 #define FRAME 960
 #define SLOT 1600
 
-/* The benchmark signal: integer-only so that C and Swift produce the same samples. */
+/* The benchmark signal: integer-only so that C and Swift (Media.SyntheticSignal) produce the
+ * same samples. */
 static int16_t sample_at(uint64_t i, uint64_t *lcg) {
     *lcg = *lcg * 6364136223846793005ULL + 1442695040888963407ULL;
     int64_t saw = (int64_t)((i * 523) % 2000) - 1000;          /* ~24 Hz sawtooth, ±1000 */

@@ -25,6 +25,45 @@ public struct SilenceSource: AudioSource, Hashable {
     public func nextFrame(count: Int) -> [Int16]? { AudioSamples.silence(count) }
 }
 
+/// A deterministic speech-band test signal in integer arithmetic, the benchmarks' input: a
+/// ~24 Hz sawtooth, a ~110 Hz triangle in 100 ms envelope steps and LCG noise (48 kHz time
+/// base). `Benchmarks/cmedia/cmedia.c`'s `sample_at` computes the same samples, so Swift and C
+/// encode identical audio.
+public struct SyntheticSignal: AudioSource, Hashable {
+    /// Samples per second reported (the waveform itself counts samples, not seconds).
+    public let sampleRate: Int
+    /// The next sample's index.
+    public private(set) var index: UInt64
+    private var lcg: UInt64 = 1
+
+    /// The signal from sample `offset` on (the noise sequence starts afresh).
+    public init(sampleRate: Int = 48000, offset: UInt64 = 0) {
+        self.sampleRate = sampleRate
+        index = offset
+    }
+
+    /// Sample `i`, advancing the noise generator `lcg` (start it at 1).
+    public static func sample(at i: UInt64, _ lcg: inout UInt64) -> Int16 {
+        lcg = lcg &* 6364136223846793005 &+ 1442695040888963407
+        let saw = Int64((i &* 523) % 2000) - 1000
+        var tri = Int64((i &* 37) % 400)
+        tri = tri < 200 ? tri - 100 : 300 - tri
+        let envelope = Int64((i / 4800) % 10)
+        let noise = Int64(lcg >> 54) - 512
+        return Int16(clamping: saw * 6 + tri * 40 * envelope / 5 + noise)
+    }
+
+    /// The next `count` samples (the signal never ends).
+    public mutating func nextFrame(count: Int) -> [Int16]? {
+        var out = [Int16](repeating: 0, count: count)
+        for k in 0..<count {
+            out[k] = Self.sample(at: index, &lcg)
+            index &+= 1
+        }
+        return out
+    }
+}
+
 /// Plays mono samples held in memory, once or in a loop: the source behind `--play file.wav`.
 public struct SamplesSource: AudioSource, Hashable {
     /// Samples per second.

@@ -6,6 +6,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import Media
 import MediaCodecs
 import SRTP
 
@@ -18,17 +19,6 @@ func nowNanoseconds() -> Double {
     return Double(ts.tv_sec) * 1e9 + Double(ts.tv_nsec)
 }
 
-/// The benchmark signal, the same integers as cmedia.c's sample_at.
-func sample(at i: UInt64, _ lcg: inout UInt64) -> Int16 {
-    lcg = lcg &* 6364136223846793005 &+ 1442695040888963407
-    let saw = Int64((i &* 523) % 2000) - 1000
-    var tri = Int64((i &* 37) % 400)
-    tri = tri < 200 ? tri - 100 : 300 - tri
-    let envelope = Int64((i / 4800) % 10)
-    let noise = Int64(lcg >> 54) - 512
-    let v = saw * 6 + tri * 40 * envelope / 5 + noise
-    return Int16(clamping: v)
-}
 
 func fail(_ message: String) -> Never {
     let text = "MediaCodecsBench: \(message)\n"
@@ -47,9 +37,9 @@ while let flag = arguments.popFirst() {
     }
 }
 
-var lcg: UInt64 = 1
-var pcm = [Int16](repeating: 0, count: frame * frames)
-for i in 0..<pcm.count { pcm[i] = sample(at: UInt64(i), &lcg) }
+// The same samples as cmedia.c's sample_at.
+var signal = SyntheticSignal()
+let pcm = signal.nextFrame(count: frame * frames) ?? []
 
 do {
     let encoder = try OpusEncoder(.init(bitrate: 32000, inbandFEC: true, expectedPacketLossPercent: 10))

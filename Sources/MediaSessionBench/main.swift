@@ -40,34 +40,6 @@ let bitrate = Int(argument("--bitrate", ""))
 let inputKind = argument("--input", "tone")
 guard inputKind == "tone" || inputKind == "signal" else { die("--input takes tone or signal") }
 
-/// Benchmarks/cmedia's signal (its `sample_at`, in the same integer arithmetic): a sawtooth, a
-/// triangle in 100 ms envelope steps and LCG noise, at 48 kHz or 8 kHz.
-struct BenchSignal: AudioSource {
-    let sampleRate: Int
-    var index: UInt64
-    var lcg: UInt64 = 1
-
-    init(sampleRate: Int, offset: UInt64) {
-        self.sampleRate = sampleRate
-        index = offset
-    }
-
-    mutating func nextFrame(count: Int) -> [Int16]? {
-        var out = [Int16](repeating: 0, count: count)
-        for k in 0..<count {
-            lcg = lcg &* 6364136223846793005 &+ 1442695040888963407
-            let i = index
-            index &+= 1
-            let saw = Int64((i &* 523) % 2000) - 1000
-            var tri = Int64((i &* 37) % 400)
-            tri = tri < 200 ? tri - 100 : 300 - tri
-            let envelope = Int64((i / 4800) % 10)
-            let noise = Int64(lcg >> 54) - 512
-            out[k] = Int16(clamping: saw * 6 + tri * 40 * envelope / 5 + noise)
-        }
-        return out
-    }
-}
 let echo = CommandLine.arguments.contains("--echo")
 let threads = Int(argument("--threads", "")) ?? MediaEngine.onlineProcessors
 
@@ -110,7 +82,7 @@ _ = cs_sockaddr_parts(&farAddress, farLength, &raw, &farPort, &scope)
 let frames: [[UInt8]] = {
     let rate = codec.name == "opus" ? 48000 : 8000
     var source: any AudioSource = inputKind == "signal"
-        ? BenchSignal(sampleRate: rate, offset: 0) : ToneGenerator(frequency: 1000, amplitude: 0.3, sampleRate: rate)
+        ? SyntheticSignal(sampleRate: rate) : ToneGenerator(frequency: 1000, amplitude: 0.3, sampleRate: rate)
     do {
         if codec.name == "opus" {
             let encoder = try OpusEncoder(OpusEncoder.Configuration(sampleRate: 48000, channels: 1, application: .voip))
@@ -164,7 +136,7 @@ var farEndByPort: [UInt16: Int] = [:]
 do {
     for i in 0..<calls {
         let input: MediaAudioInput = echo ? .echo
-            : inputKind == "signal" ? .source(BenchSignal(sampleRate: codec.name == "opus" ? 48000 : 8000, offset: UInt64(i) * 48000))
+            : inputKind == "signal" ? .source(SyntheticSignal(sampleRate: codec.name == "opus" ? 48000 : 8000, offset: UInt64(i) * 48000))
             : .tone(frequency: 440 + Double(i % 50))
         let session = try MediaSession(configuration: config, input: input)
         let key = SRTPMasterKey.random(for: .aesCM128HMACSHA1_80)

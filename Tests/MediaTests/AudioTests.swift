@@ -306,6 +306,20 @@ import Glibc
 }
 
 @Suite struct AudioSourceTests {
+    /// The benchmarks' signal equals Benchmarks/cmedia.c's `sample_at` (values from the C code)
+    /// and does not depend on how it is read in frames.
+    @Test func syntheticSignalMatchesTheCReference() {
+        var whole = SyntheticSignal()
+        let one = whole.nextFrame(count: 48000) ?? []
+        #expect(one.count == 48000)
+        #expect([one[0], one[1], one[2], one[4800], one[47999]] == [-6079, -2853, 427, -4821, -2163])
+        #expect(one.enumerated().reduce(0) { $0 + Int($1.element) * ($1.offset % 7 + 1) } == -844857)
+        var pieces = SyntheticSignal()
+        var chunked: [Int16] = []
+        while chunked.count < 48000 { chunked += pieces.nextFrame(count: min(160, 48000 - chunked.count)) ?? [] }
+        #expect(chunked == one && pieces.index == 48000)
+    }
+
     @Test func samplesPlayOnceOrLoop() {
         var once = SamplesSource(samples: [1, 2, 3, 4, 5], sampleRate: 8000)
         #expect(once.nextFrame(count: 2) == [1, 2])
