@@ -39,7 +39,7 @@ let package = Package(
         // The system libopus (libopus-dev) and wrappers for its variadic ctl calls.
         .target(name: "COpus", linkerSettings: [.linkedLibrary("opus")]),
         // The system libsrtp2 (libsrtp2-dev) and helpers that build its policies.
-        .target(name: "CSRTP", linkerSettings: [.linkedLibrary("srtp2")]),
+        .target(name: "CSRTP", linkerSettings: [.linkedLibrary("srtp2"), .linkedLibrary("crypto")]),
         // SRTP/SRTCP with SDES keys (RFC 3711, 4568, 7714) over libsrtp2; keys from the CSPRNG.
         .target(name: "SRTP", dependencies: ["SDP", "CSRTP"]),
         // The live media session of a call: RTP/RTCP sockets, codecs, SRTP, jitter buffer, DTMF, statistics.

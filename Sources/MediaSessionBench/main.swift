@@ -392,7 +392,7 @@ let lossToUs = Double(max(0, nearLost)) / max(1, Double(nearReceived) + Double(m
 let undelivered = max(0, 1 - Double(nearReceived) / max(1, Double(sentWindow)))
 let lossFromUs = max(0, 1 - Double(receivedWindow) / max(1, Double(nearSent)))
 let shortfall = max(0, 1 - Double(nearSent) / max(1, expected))
-var line = "calls=\(calls) codec=\(codecName) complexity=\(complexity.map(String.init) ?? "default") bitrate=\(bitrate.map(String.init) ?? "auto") input=\(inputKind) srtp=\(srtpPolicy.rawValue) echo=\(echo)"
+var line = "calls=\(calls) codec=\(codecName) complexity=\(complexity.map(String.init) ?? "default") bitrate=\(bitrate.map(String.init) ?? "auto") input=\(inputKind) srtp=\(srtpPolicy.rawValue) srtp_crypto=\(SRTPCrypto.current.rawValue) echo=\(echo)"
 line += " threads=\(threads) realtime_threads=\(engineEnd.realtimeThreads) far_end_realtime=\(farThread.realtime) seconds=\(f(wallSeconds, 1))"
 line += " sessions_cpu_percent=\(f(sessionsCPU / wallSeconds * 100, 1)) cpu_percent_per_call=\(f(sessionsCPU / wallSeconds * 100 / Double(calls), 3))"
 line += " far_end_cpu_percent=\(f(farShare / wallSeconds * 100, 1)) engine_busy_percent=\(f(window.utilization * 100, 1))"

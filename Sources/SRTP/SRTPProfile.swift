@@ -1,4 +1,5 @@
 import CSRTP
+import Foundation
 import SDP
 
 /// The SRTP protection profiles Switchboard offers: the SDES crypto suites of RFC 4568 and
@@ -79,14 +80,43 @@ public enum SRTPProfile: String, CaseIterable, Hashable, Sendable, CustomStringC
 
 /// libsrtp's one-time global initialization.
 enum SRTPLibrary {
-    /// `srtp_init` runs once (Swift initializes globals exactly once, thread-safely).
-    private static let status: srtp_err_status_t = csrtp_init()
+    /// `srtp_init` runs once (Swift initializes globals exactly once, thread-safely), then
+    /// AES-CM and HMAC-SHA1 on OpenSSL replace the library's own (see `crypto`).
+    private static let state: (status: srtp_err_status_t, crypto: SRTPCrypto) = {
+        let status = csrtp_init()
+        guard status == srtp_err_status_ok else { return (status, .library) }
+        if ProcessInfo.processInfo.environment["SWITCHBOARD_SRTP_CRYPTO"] == "libsrtp" { return (status, .library) }
+        // A replacement that fails its self-test is not installed: the library's own stays.
+        return (status, csrtp_install_openssl_crypto() == srtp_err_status_ok ? .openSSL : .library)
+    }()
 
     /// nil when libsrtp is initialized, else the error.
     static func initialize() -> SRTPError? {
-        status == srtp_err_status_ok ? nil : .library(operation: "srtp_init", status: Int32(status.rawValue))
+        state.status == srtp_err_status_ok ? nil : .library(operation: "srtp_init", status: Int32(state.status.rawValue))
     }
+
+    /// Whose AES-CM and HMAC-SHA1 the SRTP sessions use.
+    static var crypto: SRTPCrypto { state.crypto }
 
     /// The library version, for example `libsrtp2 2.5.0`.
     static var version: String { String(cString: srtp_get_version_string()) }
+}
+
+/// Whose AES counter mode and HMAC-SHA1 protect and check the AES-CM suites' packets. libsrtp2
+/// does SRTP itself either way (key derivation, indices, rollover counters, replay windows); the
+/// AEAD suites always use the library's own AES-GCM.
+public enum SRTPCrypto: String, Sendable {
+    /// OpenSSL's libcrypto, one context per stream kept for its lifetime: the default. (Debian's
+    /// libsrtp2 is built on NSS, which creates a PKCS#11 context per packet under the soft token's
+    /// locks, so two media workers in one process wait on each other.)
+    case openSSL = "openssl"
+    /// libsrtp2's own (its build's crypto: NSS on Debian). Chosen by setting the environment
+    /// variable `SWITCHBOARD_SRTP_CRYPTO=libsrtp` before the first SRTP session, to compare the two.
+    case library = "libsrtp"
+
+    /// The implementation in use (initializes libsrtp2 if no session has yet).
+    public static var current: SRTPCrypto {
+        _ = SRTPLibrary.initialize()
+        return SRTPLibrary.crypto
+    }
 }

@@ -1,3 +1,4 @@
+import Foundation
 import RTP
 import SDP
 import SwitchboardTestSupport
@@ -32,6 +33,24 @@ enum Packets {
         #expect(SRTPProfile.available.contains(.aesCM128HMACSHA1_80))
         #expect(SRTPProfile.available.contains(.aesCM128HMACSHA1_32))
         #expect(SRTPLibrary.version.hasPrefix("libsrtp2"))
+    }
+
+    /// AES-CM and HMAC-SHA1 come from OpenSSL unless SWITCHBOARD_SRTP_CRYPTO=libsrtp asks for the
+    /// library's own (scripts/test runs this suite both ways; pylibsrtp's byte-for-byte comparison
+    /// covers each). The replacements passed libsrtp2's self-test, or they would not be in use.
+    @Test func theCryptoInUseIsTheOneAskedFor() throws {
+        let asked = ProcessInfo.processInfo.environment["SWITCHBOARD_SRTP_CRYPTO"]
+        #expect(SRTPCrypto.current == (asked == "libsrtp" ? .library : .openSSL))
+        // And it protects: a packet out and back (the first stream allocates the types in use).
+        let key = SRTPMasterKey.random(for: .aesCM128HMACSHA1_80)
+        let sender = try SRTPSession(direction: .outbound, profile: .aesCM128HMACSHA1_80, keys: [key])
+        let receiver = try SRTPSession(direction: .inbound, profile: .aesCM128HMACSHA1_80, keys: [key])
+        let plain = Packets.rtp(seq: 7)
+        var packet = plain
+        try sender.protectRTP(&packet)
+        #expect(packet.count == plain.count + 10 && packet[12...] != plain[12...])
+        try receiver.unprotectRTP(&packet)
+        #expect(packet == plain)
     }
 
     @Test(arguments: SRTPProfile.available)

@@ -1,0 +1,263 @@
+/*
+ * AES counter mode (RFC 3711 §4.1.1) and HMAC-SHA1 (RFC 3711 §4.2.1) for libsrtp2, on OpenSSL's
+ * libcrypto, installed through libsrtp2's public extension point (srtp_replace_cipher_type,
+ * srtp_replace_auth_type). libsrtp2 keeps doing SRTP itself (key derivation, indices, rollover
+ * counters, replay windows, tags); only these two primitives change.
+ *
+ * Why: Debian's libsrtp2 is built on NSS, whose AES-CM and HMAC create and destroy a PKCS#11
+ * context for every packet, under the soft token's locks. Two media workers in one process then
+ * wait on each other, and one protect + unprotect pair cost ~4x what it costs a process alone.
+ * Here each stream keeps one OpenSSL context for its lifetime; a packet only sets the counter
+ * (AES-CM) or resets the keyed state (HMAC), neither of which takes a lock.
+ *
+ * The AEAD suites (AES-GCM) keep the library's own implementation.
+ */
+#include "CSRTP.h"
+#include <srtp2/auth.h>
+#include <srtp2/cipher.h>
+#include <openssl/opensslv.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if OPENSSL_VERSION_NUMBER >= 0x30000000L
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/params.h>
+
+#define SALT_OCTETS 14
+#define SHA1_OCTETS 20
+
+/* Fetched once by csrtp_install_openssl_crypto, before any stream exists; read-only after. */
+static EVP_CIPHER *aes128_ctr, *aes256_ctr;
+static EVP_MAC *hmac;
+
+/* ---- AES counter mode ------------------------------------------------------------------ */
+
+typedef struct {
+    EVP_CIPHER_CTX *ctx;
+    const EVP_CIPHER *evp;
+    int key_octets;               /* 16 or 32: the AES key; the salt follows it in the key */
+    unsigned char salt[16];       /* the 112-bit salt, then two zero octets (RFC 3711 §4.1.1) */
+} csrtp_icm;
+
+static const srtp_cipher_type_t csrtp_icm128_type, csrtp_icm256_type;
+
+static srtp_err_status_t icm_alloc(srtp_cipher_pointer_t *cp, int key_len, const srtp_cipher_type_t *type,
+                                   const EVP_CIPHER *evp, int key_octets, int algorithm) {
+    if (key_len != key_octets + SALT_OCTETS) return srtp_err_status_bad_param;
+    srtp_cipher_t *cipher = calloc(1, sizeof *cipher);
+    csrtp_icm *state = calloc(1, sizeof *state);
+    EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
+    if (cipher == NULL || state == NULL || ctx == NULL) {
+        free(cipher);
+        free(state);
+        EVP_CIPHER_CTX_free(ctx);
+        return srtp_err_status_alloc_fail;
+    }
+    state->ctx = ctx;
+    state->evp = evp;
+    state->key_octets = key_octets;
+    cipher->type = type;
+    cipher->state = state;
+    cipher->key_len = key_len;
+    cipher->algorithm = algorithm;
+    *cp = cipher;
+    return srtp_err_status_ok;
+}
+
+static srtp_err_status_t icm128_alloc(srtp_cipher_pointer_t *cp, int key_len, int tag_len) {
+    (void)tag_len;
+    return icm_alloc(cp, key_len, &csrtp_icm128_type, aes128_ctr, 16, SRTP_AES_ICM_128);
+}
+
+static srtp_err_status_t icm256_alloc(srtp_cipher_pointer_t *cp, int key_len, int tag_len) {
+    (void)tag_len;
+    return icm_alloc(cp, key_len, &csrtp_icm256_type, aes256_ctr, 32, SRTP_AES_ICM_256);
+}
+
+static srtp_err_status_t icm_dealloc(srtp_cipher_pointer_t cipher) {
+    if (cipher == NULL) return srtp_err_status_bad_param;
+    csrtp_icm *state = cipher->state;
+    if (state != NULL) {
+        EVP_CIPHER_CTX_free(state->ctx);
+        OPENSSL_cleanse(state, sizeof *state);
+        free(state);
+    }
+    OPENSSL_cleanse(cipher, sizeof *cipher);
+    free(cipher);
+    return srtp_err_status_ok;
+}
+
+/* key: the AES key followed by the 14-octet salt. */
+static srtp_err_status_t icm_init(void *opaque, const uint8_t *key) {
+    csrtp_icm *state = opaque;
+    memset(state->salt, 0, sizeof state->salt);
+    memcpy(state->salt, key + state->key_octets, SALT_OCTETS);
+    if (EVP_EncryptInit_ex(state->ctx, state->evp, NULL, key, NULL) != 1) return srtp_err_status_init_fail;
+    return srtp_err_status_ok;
+}
+
+/* The packet's counter block: salt XOR iv (libsrtp2 builds iv from the SSRC and the index). */
+static srtp_err_status_t icm_set_iv(void *opaque, uint8_t *iv, srtp_cipher_direction_t direction) {
+    (void)direction;
+    csrtp_icm *state = opaque;
+    unsigned char counter[16];
+    for (int i = 0; i < 16; i++) counter[i] = state->salt[i] ^ iv[i];
+    if (EVP_EncryptInit_ex(state->ctx, NULL, NULL, NULL, counter) != 1) return srtp_err_status_cipher_fail;
+    return srtp_err_status_ok;
+}
+
+/* XORs the key stream into the buffer, continuing where the last call stopped. */
+static srtp_err_status_t icm_crypt(void *opaque, uint8_t *buffer, unsigned int *octets) {
+    csrtp_icm *state = opaque;
+    if (*octets > (unsigned int)INT32_MAX) return srtp_err_status_bad_param;
+    int written = 0;
+    if (EVP_EncryptUpdate(state->ctx, buffer, &written, buffer, (int)*octets) != 1 || written != (int)*octets)
+        return srtp_err_status_cipher_fail;
+    return srtp_err_status_ok;
+}
+
+/* RFC 3711 B.2: session key and salt, counter at index 0, three key-stream blocks. */
+static const uint8_t icm128_key[30] = {
+    0x2b, 0x7e, 0x15, 0x16, 0x28, 0xae, 0xd2, 0xa6, 0xab, 0xf7, 0x15, 0x88, 0x09, 0xcf, 0x4f, 0x3c,
+    0xf0, 0xf1, 0xf2, 0xf3, 0xf4, 0xf5, 0xf6, 0xf7, 0xf8, 0xf9, 0xfa, 0xfb, 0xfc, 0xfd};
+static uint8_t icm128_iv[16];
+static const uint8_t icm128_zeros[48];
+static const uint8_t icm128_stream[48] = {
+    0xe0, 0x3e, 0xad, 0x09, 0x35, 0xc9, 0x5e, 0x80, 0xe1, 0x66, 0xb1, 0x6d, 0xd9, 0x2b, 0x4e, 0xb4,
+    0xd2, 0x35, 0x13, 0x16, 0x2b, 0x02, 0xd0, 0xf7, 0x2a, 0x43, 0xa2, 0xfe, 0x4a, 0x5f, 0x97, 0xab,
+    0x41, 0xe9, 0x5b, 0x3b, 0xb0, 0xa2, 0xe8, 0xdd, 0x47, 0x79, 0x01, 0xe4, 0xfc, 0xa8, 0x94, 0xc0};
+static const srtp_cipher_test_case_t icm128_test = {
+    30, icm128_key, icm128_iv, 48, icm128_zeros, 48, icm128_stream, 0, NULL, 0, NULL};
+
+/* AES-256 counter mode with a non-zero iv, so that the salt XOR iv is exercised (computed with
+ * `openssl enc -aes-256-ctr`, the counter being the salt XOR the iv). */
+static const uint8_t icm256_key[46] = {
+    0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x0f,
+    0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1a, 0x1b, 0x1c, 0x1d, 0x1e, 0x1f,
+    0xa0, 0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7, 0xa8, 0xa9, 0xaa, 0xab, 0xac, 0xad};
+static uint8_t icm256_iv[16] = {
+    0x00, 0x00, 0x00, 0x00, 0xc0, 0xc1, 0xc2, 0xc3, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0xe2, 0x40};
+static const uint8_t icm256_plain[40] = "The SRTP test payload, 40 octets long!!!";
+static const uint8_t icm256_cipher[40] = {
+    0x13, 0xec, 0xfb, 0x17, 0x68, 0x24, 0x85, 0x5d, 0x38, 0x1c, 0x7d, 0x38, 0x0c, 0x5c, 0x21, 0x95,
+    0xdb, 0xfc, 0xf8, 0xed, 0x95, 0x72, 0xa8, 0x06, 0xc9, 0xbe, 0xdf, 0x2c, 0x34, 0xf3, 0xa3, 0x23,
+    0x8c, 0x88, 0xf8, 0xd1, 0xf5, 0xa6, 0x99, 0xed};
+static const srtp_cipher_test_case_t icm256_test = {
+    46, icm256_key, icm256_iv, 40, icm256_plain, 40, icm256_cipher, 0, NULL, 0, NULL};
+
+static const srtp_cipher_type_t csrtp_icm128_type = {
+    icm128_alloc, icm_dealloc, icm_init, NULL, icm_crypt, icm_crypt, icm_set_iv, NULL,
+    "AES-128 counter mode (Switchboard, OpenSSL)", &icm128_test, SRTP_AES_ICM_128};
+static const srtp_cipher_type_t csrtp_icm256_type = {
+    icm256_alloc, icm_dealloc, icm_init, NULL, icm_crypt, icm_crypt, icm_set_iv, NULL,
+    "AES-256 counter mode (Switchboard, OpenSSL)", &icm256_test, SRTP_AES_ICM_256};
+
+/* ---- HMAC-SHA1 --------------------------------------------------------------------------- */
+
+typedef struct {
+    EVP_MAC_CTX *ctx;
+} csrtp_hmac;
+
+static const srtp_auth_type_t csrtp_hmac_type;
+
+static srtp_err_status_t hmac_alloc(srtp_auth_pointer_t *ap, int key_len, int out_len) {
+    if (key_len < 0 || key_len > SHA1_OCTETS || out_len < 0 || out_len > SHA1_OCTETS) return srtp_err_status_bad_param;
+    srtp_auth_t *auth = calloc(1, sizeof *auth);
+    csrtp_hmac *state = calloc(1, sizeof *state);
+    EVP_MAC_CTX *ctx = EVP_MAC_CTX_new(hmac);
+    if (auth == NULL || state == NULL || ctx == NULL) {
+        free(auth);
+        free(state);
+        EVP_MAC_CTX_free(ctx);
+        return srtp_err_status_alloc_fail;
+    }
+    state->ctx = ctx;
+    auth->type = &csrtp_hmac_type;
+    auth->state = state;
+    auth->out_len = out_len;
+    auth->key_len = key_len;
+    auth->prefix_len = 0;
+    *ap = auth;
+    return srtp_err_status_ok;
+}
+
+static srtp_err_status_t hmac_dealloc(srtp_auth_pointer_t auth) {
+    if (auth == NULL) return srtp_err_status_bad_param;
+    csrtp_hmac *state = auth->state;
+    if (state != NULL) {
+        EVP_MAC_CTX_free(state->ctx);
+        free(state);
+    }
+    OPENSSL_cleanse(auth, sizeof *auth);
+    free(auth);
+    return srtp_err_status_ok;
+}
+
+/* Keys the context (OpenSSL keeps the keyed inner and outer states) and starts a message. */
+static srtp_err_status_t hmac_init(void *opaque, const uint8_t *key, int key_len) {
+    csrtp_hmac *state = opaque;
+    char digest[] = "SHA1";
+    OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0), OSSL_PARAM_construct_end()};
+    if (EVP_MAC_init(state->ctx, key, (size_t)key_len, params) != 1) return srtp_err_status_auth_fail;
+    return srtp_err_status_ok;
+}
+
+/* A new message under the same key: no key schedule, no lookup, no lock. */
+static srtp_err_status_t hmac_start(void *opaque) {
+    csrtp_hmac *state = opaque;
+    if (EVP_MAC_init(state->ctx, NULL, 0, NULL) != 1) return srtp_err_status_auth_fail;
+    return srtp_err_status_ok;
+}
+
+static srtp_err_status_t hmac_update(void *opaque, const uint8_t *buffer, int octets) {
+    csrtp_hmac *state = opaque;
+    if (octets < 0) return srtp_err_status_bad_param;
+    if (EVP_MAC_update(state->ctx, buffer, (size_t)octets) != 1) return srtp_err_status_auth_fail;
+    return srtp_err_status_ok;
+}
+
+/* The last octets, then the tag: the first tag_len octets of the digest. */
+static srtp_err_status_t hmac_compute(void *opaque, const uint8_t *buffer, int octets, int tag_len, uint8_t *tag) {
+    csrtp_hmac *state = opaque;
+    if (octets < 0 || tag_len < 0 || tag_len > SHA1_OCTETS) return srtp_err_status_bad_param;
+    unsigned char digest[SHA1_OCTETS];
+    size_t length = 0;
+    if (EVP_MAC_update(state->ctx, buffer, (size_t)octets) != 1) return srtp_err_status_auth_fail;
+    if (EVP_MAC_final(state->ctx, digest, &length, sizeof digest) != 1 || length != SHA1_OCTETS)
+        return srtp_err_status_auth_fail;
+    memcpy(tag, digest, (size_t)tag_len);
+    return srtp_err_status_ok;
+}
+
+/* RFC 2202 §3, test case 2 (a key shorter than the block, an ASCII message). */
+static const uint8_t hmac_key[4] = {'J', 'e', 'f', 'e'};
+static const uint8_t hmac_data[28] = "what do ya want for nothing?";
+static const uint8_t hmac_tag[20] = {
+    0xef, 0xfc, 0xdf, 0x6a, 0xe5, 0xeb, 0x2f, 0xa2, 0xd2, 0x74,
+    0x16, 0xd5, 0xf1, 0x84, 0xdf, 0x9c, 0x25, 0x9a, 0x7c, 0x79};
+static const srtp_auth_test_case_t hmac_test = {4, hmac_key, 28, hmac_data, 20, hmac_tag, NULL};
+
+static const srtp_auth_type_t csrtp_hmac_type = {
+    hmac_alloc, hmac_dealloc, hmac_init, hmac_compute, hmac_update, hmac_start,
+    "HMAC-SHA1 (Switchboard, OpenSSL)", &hmac_test, SRTP_HMAC_SHA1};
+
+srtp_err_status_t csrtp_install_openssl_crypto(void) {
+    aes128_ctr = EVP_CIPHER_fetch(NULL, "AES-128-CTR", NULL);
+    aes256_ctr = EVP_CIPHER_fetch(NULL, "AES-256-CTR", NULL);
+    hmac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+    if (aes128_ctr == NULL || aes256_ctr == NULL || hmac == NULL) return srtp_err_status_init_fail;
+    /* Each replacement first passes libsrtp2's self-test with the vectors above. */
+    srtp_err_status_t status = srtp_replace_cipher_type(&csrtp_icm128_type, SRTP_AES_ICM_128);
+    if (status != srtp_err_status_ok) return status;
+    status = srtp_replace_cipher_type(&csrtp_icm256_type, SRTP_AES_ICM_256);
+    if (status != srtp_err_status_ok) return status;
+    return srtp_replace_auth_type(&csrtp_hmac_type, SRTP_HMAC_SHA1);
+}
+
+#else
+
+srtp_err_status_t csrtp_install_openssl_crypto(void) { return srtp_err_status_no_such_op; }
+
+#endif
