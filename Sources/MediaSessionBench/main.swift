@@ -12,7 +12,8 @@
 // --input tone|signal (what the sessions and the far end encode: a sine per call, or cmedia's
 // own benchmark signal, so that the C ceiling and the sessions encode the same kind of audio)
 // --echo --threads T --realtime P (SCHED_FIFO workers) --far-realtime P (SCHED_FIFO far end, so
-// that the stand-in for remote phones is served first and never limits what is measured).
+// that the stand-in for remote phones is served first and never limits what is measured)
+// --phases K (the engine's phase slots per period, default 40).
 // Run through scripts/bench-media-session (release build).
 import CSocket
 import Glibc
@@ -126,7 +127,8 @@ final class FarEnd: @unchecked Sendable {
 
 let realtimePriority = Int32(argument("--realtime", ""))
 let farPriority = Int32(argument("--far-realtime", ""))
-let engine = MediaEngine(threads: threads, scheduling: realtimePriority.map { .realtime(priority: $0) } ?? .normal)
+let phases = Int(argument("--phases", "40")) ?? 40
+let engine = MediaEngine(threads: threads, phases: phases, scheduling: realtimePriority.map { .realtime(priority: $0) } ?? .normal)
 let config = MediaSessionConfiguration(
     portRange: 30000...45999, codecs: [codec, .telephoneEvent], rtcpMux: true, srtpPolicy: srtpPolicy, opusComplexity: complexity, opusBitrate: bitrate,
     engine: engine)
