@@ -17,8 +17,11 @@ import Synchronization
 /// over the ptime period (each session is given the least loaded of ``phases`` phase slots), so
 /// that a burst of calls set up together does not put all their encoding on the same instant.
 ///
-/// A session's event callback runs on its worker: it must return quickly, since the worker's
-/// other sessions wait meanwhile.
+/// A worker that wakes with time to spare runs other workers' ticks that are over 1 ms late
+/// (``sharesLateTicks``), so that a backlog on one core is drained by all of them.
+///
+/// A session's event callback runs on a worker (its own, or one helping with its late ticks): it
+/// must return quickly, since the worker's other sessions wait meanwhile.
 public final class MediaEngine: Sendable {
     /// The engine used by sessions that do not name one: one worker per online CPU (1 to 16),
     /// started when the first session starts.
@@ -33,6 +36,13 @@ public final class MediaEngine: Sendable {
     public let phases: Int
     /// How the workers are scheduled.
     public let scheduling: Scheduling
+    /// Whether workers share late ticks (the default): a worker that wakes with time to spare
+    /// runs another worker's ticks that are over 1 ms late (at most 8 per wake-up, never while
+    /// one of its own is due), and while another worker is behind it also wakes for that.
+    /// Sessions stay with their worker; a backlog (a worker stalled by the machine, a burst of
+    /// expensive frames) is drained by all the cores instead of one. Events of a tick run for
+    /// another worker are delivered on the helping worker's thread.
+    public let sharesLateTicks: Bool
 
     /// How the worker threads are scheduled by the kernel.
     public enum Scheduling: Sendable, Hashable {
@@ -53,10 +63,13 @@ public final class MediaEngine: Sendable {
     ///   - threads: worker threads, at least 1.
     ///   - phases: slots of the 20 ms period that session ticks are spread over (1 to 200).
     ///   - scheduling: normal, or real-time priority for the workers.
-    public init(threads: Int, phases: Int = 40, scheduling: Scheduling = .normal) {
+    ///   - sharesLateTicks: whether a worker runs another worker's ticks that are over 1 ms late
+    ///     (see ``sharesLateTicks``).
+    public init(threads: Int, phases: Int = 40, scheduling: Scheduling = .normal, sharesLateTicks: Bool = true) {
         threadCount = max(1, threads)
         self.phases = max(1, min(200, phases))
         self.scheduling = scheduling
+        self.sharesLateTicks = sharesLateTicks
     }
 
     /// Raises the process's soft limit of open descriptors to its hard limit (each session
@@ -112,6 +125,7 @@ public final class MediaEngine: Sendable {
                     }
                 }
                 w = started
+                if sharesLateTicks { for worker in started { worker.setPeers(started) } }
             }
             let all = w!
             return all.min { $0.load.load(ordering: .relaxed) < $1.load.load(ordering: .relaxed) }!
@@ -127,6 +141,8 @@ public struct MediaEngineStatistics: Sendable, Hashable, CustomStringConvertible
     public var sessions = 0
     /// Ticks run (one per session per ptime).
     public var ticks: UInt64 = 0
+    /// Of those, ticks a worker ran for another worker whose ticks were overdue.
+    public var helpedTicks: UInt64 = 0
     /// Datagrams received.
     public var datagrams: UInt64 = 0
     /// Tick lateness in 0.1 ms buckets (the last one: 20 ms or more).
@@ -166,6 +182,7 @@ public struct MediaEngineStatistics: Sendable, Hashable, CustomStringConvertible
     mutating func merge(_ other: MediaEngineStatistics) {
         sessions += other.sessions
         ticks += other.ticks
+        helpedTicks += other.helpedTicks
         datagrams += other.datagrams
         for i in latenessHistogram.indices { latenessHistogram[i] += other.latenessHistogram[i] }
         maxLateness = max(maxLateness, other.maxLateness)
@@ -177,7 +194,7 @@ public struct MediaEngineStatistics: Sendable, Hashable, CustomStringConvertible
     /// One line: sessions, ticks, p99 and worst lateness, utilization.
     public var description: String {
         let p99 = latenessQuantile(0.99).map { MediaSessionStatistics.msText($0) } ?? "-"
-        return "\(threads) media threads: \(sessions) sessions, \(ticks) ticks, \(datagrams) datagrams, "
+        return "\(threads) media threads: \(sessions) sessions, \(ticks) ticks (\(helpedTicks) helped), \(datagrams) datagrams, "
             + "tick lateness p99 \(p99) ms max \(MediaSessionStatistics.msText(maxLateness)) ms, "
             + "busy \(Int((utilization * 1000).rounded()) / 10)%"
     }
@@ -235,14 +252,16 @@ final class ReceiveScratch {
 }
 
 /// One media thread and the sessions it runs. Fields marked "worker" are touched only on the
-/// worker's thread; the rest are locks and atomics.
+/// worker's thread; the rest are locks and atomics. The tick heap and the session table sit
+/// behind one lock (`shared`) because another worker may run this one's overdue ticks (see
+/// `help()`).
 final class MediaWorker: @unchecked Sendable {
     enum Command {
         case add(MediaSession, id: UInt64)
         case remove(id: UInt64, done: DispatchSemaphore?, close: [Int32])
     }
 
-    private struct Entry {
+    struct Entry {
         let session: MediaSession
         let phase: Int
         /// The RTP socket is read at each tick (the kernel stamps arrivals), not through epoll.
@@ -255,10 +274,37 @@ final class MediaWorker: @unchecked Sendable {
         static func batches(forPtime nanoseconds: Int64) -> Int { max(2, min(32, Int(nanoseconds / 4_000_000))) }
     }
 
+    /// A session removed while another worker was running its tick: that worker finishes the
+    /// removal (closes the sockets, wakes the waiter) when it hands the tick back.
+    struct Removal {
+        var close: [Int32] = []
+        var done: [DispatchSemaphore] = []
+    }
+
+    /// What other workers may touch: the tick heap and the sessions, and the ticks lent out.
+    struct Shared {
+        var heap = TickHeap()
+        var entries: [UInt64: Entry] = [:]
+        /// Sessions whose tick another worker is running now; a removal meanwhile waits here.
+        var lent: [UInt64: Removal?] = [:]
+    }
+
+    /// A tick taken from the heap: the session to run and its deadline.
+    struct Job {
+        let id: UInt64
+        let deadline: Int64
+        let entry: Entry
+    }
+
     private static let wakeTag = UInt64.max
     private static let timerTag = UInt64.max - 1
     private static let period: Int64 = 20_000_000
     private static let nextID = Atomic<UInt64>(1)
+    /// Another worker runs this one's ticks once they are this late (and it has time).
+    static let helpThreshold: Int64 = 1_000_000
+    /// At most this many of another worker's ticks per wake-up, so that helping never delays
+    /// the helper's own sessions by much.
+    static let helpBudget = 8
 
     let index: Int
     /// Sessions attached (added and not yet removed), for load balancing.
@@ -268,21 +314,25 @@ final class MediaWorker: @unchecked Sendable {
     private let wake: Int32
     private let phases: Int
     private let inbox = Mutex<[Command]>([])
-    private let stopping = Atomic<Bool>(false)
+    let stopping = Atomic<Bool>(false)
     private let stats: Mutex<MediaEngineStatistics>
     private let thread = Mutex<MediaThread?>(nil)
     private let epoch: Int64
     private let scheduling: MediaEngine.Scheduling
     private let realtime = Atomic<Bool>(false)
+    private let shared = Mutex(Shared())
+    /// The engine's other workers, whose overdue ticks this one runs when it has time.
+    private let peerList = Mutex<[MediaWorker]>([])
+    private let peersVersion = Atomic<Int>(0)
 
     // worker
-    private var entries: [UInt64: Entry] = [:]
-    private var heap = TickHeap()
     private var phaseLoad: [Int]
     private var armed: Int64 = -1
     private var local = MediaEngineStatistics(threads: 0)
     private var lastPublished: Int64 = 0
     private let scratch = ReceiveScratch()
+    private var peers: [MediaWorker] = []
+    private var knownPeersVersion = 0
 
     init(index: Int, phases: Int, scheduling: MediaEngine.Scheduling) throws(MediaSessionError) {
         self.index = index
@@ -305,6 +355,12 @@ final class MediaWorker: @unchecked Sendable {
         thread.withLock { $0 = t }
     }
 
+    /// The workers whose overdue ticks this one may run (the engine's others).
+    func setPeers(_ workers: [MediaWorker]) {
+        peerList.withLock { $0 = workers.filter { $0 !== self } }
+        peersVersion.add(1, ordering: .releasing)
+    }
+
     /// Attaches a session; its ticks start at its phase slot's next instant.
     func attach(_ session: MediaSession) -> UInt64 {
         let id = Self.nextID.add(1, ordering: .relaxed).oldValue
@@ -314,19 +370,20 @@ final class MediaWorker: @unchecked Sendable {
     }
 
     /// Detaches a session and closes its sockets `fds` once no tick or receive of it can run.
-    /// On this worker's thread that is at once. On another thread that is not a media worker,
-    /// the call waits for the worker; on another worker's thread (a session stopped from
-    /// another session's event) it does not wait (two workers waiting for each other would
-    /// never wake), and the worker closes the sockets when it gets to the command.
+    /// On this worker's thread that is at once (or, while another worker is running its tick,
+    /// when that one hands it back). On another thread that is not a media worker, the call
+    /// waits for that moment; on another worker's thread (a session stopped from another
+    /// session's event) it does not wait (two workers waiting for each other would never
+    /// wake), and the sockets are closed when the worker gets to the command.
     func detach(_ id: UInt64, closing fds: [Int32]) {
         if stopping.load(ordering: .sequentiallyConsistent) {
-            // A shut-down worker runs nothing any more.
-            for fd in fds { _ = Glibc.close(fd) }
+            // A shut-down worker runs nothing any more; a helper may still hold a tick.
+            let done = Self.onWorkerThread ? nil : DispatchSemaphore(value: 0)
+            if remove(id, closing: fds, done: done) { done?.wait() }
             return
         }
         if isCurrentThread {
-            remove(id)
-            for fd in fds { _ = Glibc.close(fd) }
+            _ = remove(id, closing: fds, done: nil)
             return
         }
         if Self.onWorkerThread {
@@ -356,11 +413,76 @@ final class MediaWorker: @unchecked Sendable {
         _ = cs_eventfd_signal(wake)
         if let t = thread.withLock({ t -> MediaThread? in defer { t = nil }; return t }) { t.join() }
         for fd in [epoll, timer, wake] { _ = Glibc.close(fd) }
+        setPeers([])
     }
 
     private func post(_ command: Command) {
         inbox.withLock { $0.append(command) }
         _ = cs_eventfd_signal(wake)
+    }
+
+    // MARK: lending ticks (any worker's thread)
+
+    /// Takes the earliest tick if it is due by `before`, marking it lent when `lend` (another
+    /// worker runs it).
+    private func take(dueBy before: Int64, lend: Bool) -> Job? {
+        shared.withLock { s -> Job? in
+            while let top = s.heap.first, top.deadline <= before {
+                _ = s.heap.pop()
+                // A removed session's deadlines are dropped as they come up.
+                guard let entry = s.entries[top.id] else { continue }
+                if lend { s.lent[top.id] = .some(nil) }
+                return Job(id: top.id, deadline: top.deadline, entry: entry)
+            }
+            return nil
+        }
+    }
+
+    /// Puts a run tick's next deadline back (and the session's new read budget). For a lent
+    /// tick whose session was removed meanwhile, finishes the removal instead.
+    private func giveBack(_ job: Job, next: Int64, batches: Int, lent: Bool) {
+        let removal = shared.withLock { s -> Removal? in
+            if lent, let pending = s.lent.removeValue(forKey: job.id), let removal = pending { return removal }
+            guard s.entries[job.id] != nil else { return nil }
+            if batches != job.entry.batches { s.entries[job.id]?.batches = batches }
+            s.heap.push(next, job.id)
+            return nil
+        }
+        if let removal {
+            for fd in removal.close { _ = Glibc.close(fd) }
+            for d in removal.done { d.signal() }
+        }
+    }
+
+    /// Removes a session. Returns true when another worker is running its tick: that worker
+    /// closes `fds` and signals `done` when it hands the tick back; else the caller's thread
+    /// closes them now (and signals `done`) and false is returned.
+    @discardableResult
+    private func remove(_ id: UInt64, closing fds: [Int32], done: DispatchSemaphore?) -> Bool {
+        let (entry, deferred) = shared.withLock { s -> (Entry?, Bool) in
+            let entry = s.entries.removeValue(forKey: id)
+            guard let pending = s.lent[id] else { return (entry, false) }
+            var removal = pending ?? Removal()
+            removal.close += fds
+            if let done { removal.done.append(done) }
+            s.lent[id] = .some(removal)
+            return (entry, true)
+        }
+        if let entry {
+            // (A shut-down worker's epoll set is closed, and its number may be in use again.)
+            if isCurrentThread {
+                let sockets = entry.session.socketDescriptors
+                if !entry.readsAtTick { _ = cs_epoll_remove(epoll, sockets.rtp) }
+                _ = cs_epoll_remove(epoll, sockets.rtcp)
+                if phases > 1 { phaseLoad[entry.phase] -= 1 }
+            }
+            load.add(-1, ordering: .relaxed)
+        }
+        if !deferred {
+            for fd in fds { _ = Glibc.close(fd) }
+            done?.signal()
+        }
+        return deferred
     }
 
     // MARK: the worker's thread
@@ -384,6 +506,7 @@ final class MediaWorker: @unchecked Sendable {
         while !stopping.load(ordering: .relaxed) {
             processCommands()
             runDueTicks()
+            help()
             arm()
             local.busy += .nanoseconds(MonotonicClock.nanoseconds() - start)
             let n = tags.withUnsafeMutableBufferPointer { cs_epoll_wait(epoll, $0.baseAddress, Int32($0.count), 1000) }
@@ -397,8 +520,8 @@ final class MediaWorker: @unchecked Sendable {
                         armed = -1
                     default:
                         let tag = tags[i]
-                        if let entry = entries[tag >> 1] {
-                            local.datagrams &+= UInt64(entry.session.receive(onRTCPSocket: tag & 1 == 1, scratch: scratch))
+                        if let session = shared.withLock({ $0.entries[tag >> 1]?.session }) {
+                            local.datagrams &+= UInt64(session.receive(onRTCPSocket: tag & 1 == 1, scratch: scratch))
                         }
                         // Ticks come first: a long burst of datagrams does not delay them (a
                         // bounded number, so that an overloaded worker still reads its sockets).
@@ -407,7 +530,8 @@ final class MediaWorker: @unchecked Sendable {
                 }
             }
         }
-        entries = [:]
+        shared.withLock { $0.entries = [:] }
+        peers = []
     }
 
     private func processCommands() {
@@ -427,7 +551,6 @@ final class MediaWorker: @unchecked Sendable {
                 for p in 1..<max(1, phases) where phaseLoad[p] < phaseLoad[phase] { phase = p }
                 if phases > 1 { phaseLoad[phase] += 1 }
                 let readsAtTick = session.rtpStamped
-                entries[id] = Entry(session: session, phase: phase, readsAtTick: readsAtTick)
                 let fds = session.socketDescriptors
                 // The RTP socket is read at each tick (datagrams carry the kernel's arrival
                 // time), not through epoll: one wake-up and one visit of the session's state per
@@ -440,52 +563,73 @@ final class MediaWorker: @unchecked Sendable {
                 let offset = Self.period * Int64(phase) / Int64(phases)
                 let earliest = now + 1_000_000 - epoch - offset
                 let periods = (earliest + Self.period - 1) / Self.period
-                heap.push(epoch + offset + max(0, periods) * Self.period, id)
+                let entry = Entry(session: session, phase: phase, readsAtTick: readsAtTick)
+                shared.withLock {
+                    $0.entries[id] = entry
+                    $0.heap.push(epoch + offset + max(0, periods) * Self.period, id)
+                }
             case .remove(let id, let done, let fds):
-                remove(id)
-                for fd in fds { _ = Glibc.close(fd) }
-                done?.signal()
+                remove(id, closing: fds, done: done)
             }
         }
         if !commands.isEmpty { publish(MonotonicClock.nanoseconds()) }
-    }
-
-    private func remove(_ id: UInt64) {
-        guard let entry = entries.removeValue(forKey: id) else { return }
-        let fds = entry.session.socketDescriptors
-        if !entry.readsAtTick { _ = cs_epoll_remove(epoll, fds.rtp) }
-        _ = cs_epoll_remove(epoll, fds.rtcp)
-        if phases > 1 { phaseLoad[entry.phase] -= 1 }
-        load.add(-1, ordering: .relaxed)
     }
 
     private func runDueTicks(limit: Int = .max) {
         // Deadlines within 50 µs are run now rather than after another wake-up.
         var now = MonotonicClock.nanoseconds()
         var ran = 0
-        while ran < limit, let top = heap.first, top.deadline <= now + 50_000 {
+        while ran < limit, let job = take(dueBy: now + 50_000, lend: false) {
             ran += 1
-            _ = heap.pop()
-            guard let entry = entries[top.id] else { continue }
-            let late = max(0, now - top.deadline)
-            recordLateness(late)
-            if entry.readsAtTick {
-                local.datagrams &+= UInt64(entry.session.receive(onRTCPSocket: false, scratch: scratch, batches: entry.batches))
-                // The tick's time follows the reads: no datagram arrived after the frame it feeds.
-                now = MonotonicClock.nanoseconds()
-            }
-            let ptime = entry.session.tick(at: .nanoseconds(now), lateness: late)
-            let step = max(Int64(1_000_000), Int64(ptime.components.seconds) * 1_000_000_000 + Int64(ptime.components.attoseconds / 1_000_000_000))
-            let batches = Entry.batches(forPtime: step)
-            if batches != entry.batches { entries[top.id]?.batches = batches }
-            var next = top.deadline + step
-            // After a long stall (a suspended process), skip the missed ticks instead of bursting.
-            if now - next > 200_000_000 { next = now + step }
-            heap.push(next, top.id)
-            local.ticks &+= 1
-            now = MonotonicClock.nanoseconds()
+            now = runTick(job, now: now, lent: false, owner: self)
         }
         if now - lastPublished > 100_000_000 { publish(now) }
+    }
+
+    /// Runs one tick (this worker's, or another's when `lent`); returns the time after it.
+    private func runTick(_ job: Job, now start: Int64, lent: Bool, owner: MediaWorker) -> Int64 {
+        var now = start
+        let late = max(0, now - job.deadline)
+        recordLateness(late)
+        let session = job.entry.session
+        if job.entry.readsAtTick {
+            local.datagrams &+= UInt64(session.receive(onRTCPSocket: false, scratch: scratch, batches: job.entry.batches))
+            // The tick's time follows the reads: no datagram arrived after the frame it feeds.
+            now = MonotonicClock.nanoseconds()
+        }
+        let ptime = session.tick(at: .nanoseconds(now), lateness: late)
+        let step = max(Int64(1_000_000), Int64(ptime.components.seconds) * 1_000_000_000 + Int64(ptime.components.attoseconds / 1_000_000_000))
+        var next = job.deadline + step
+        // After a long stall (a suspended process), skip the missed ticks instead of bursting.
+        if now - next > 200_000_000 { next = now + step }
+        owner.giveBack(job, next: next, batches: Entry.batches(forPtime: step), lent: lent)
+        local.ticks &+= 1
+        if lent { local.helpedTicks &+= 1 }
+        return MonotonicClock.nanoseconds()
+    }
+
+    /// Runs other workers' ticks that are over ``helpThreshold`` late (a worker stalled by the
+    /// machine or briefly overloaded), while none of this worker's own is due and at most
+    /// ``helpBudget`` per wake-up: the engine's cores share a backlog instead of one core
+    /// draining it alone. Sessions stay with their worker; only the late ticks move.
+    private func help() {
+        let version = peersVersion.load(ordering: .acquiring)
+        if version != knownPeersVersion {
+            peers = peerList.withLock { $0 }
+            knownPeersVersion = version
+        }
+        guard !peers.isEmpty else { return }
+        var now = MonotonicClock.nanoseconds()
+        var budget = Self.helpBudget
+        for peer in peers where budget > 0 && !peer.stopping.load(ordering: .relaxed) {
+            while budget > 0 {
+                // Our own sessions first.
+                if let mine = shared.withLock({ $0.heap.first?.deadline }), mine <= now + 50_000 { return }
+                guard let job = peer.take(dueBy: now - Self.helpThreshold, lend: true) else { break }
+                budget -= 1
+                now = runTick(job, now: now, lent: true, owner: peer)
+            }
+        }
     }
 
     private func recordLateness(_ nanoseconds: Int64) {
@@ -507,10 +651,20 @@ final class MediaWorker: @unchecked Sendable {
         lastPublished = now
     }
 
+    /// Arms the timer for this worker's next deadline, or earlier when a peer is behind now:
+    /// for the moment its overdue tick becomes ours to run, if it has not run it by then.
     private func arm() {
-        guard let top = heap.first else { return }
-        guard top.deadline != armed else { return }
-        armed = top.deadline
-        _ = cs_timerfd_arm(timer, top.deadline / 1_000_000_000, top.deadline % 1_000_000_000)
+        var deadline = shared.withLock { $0.heap.first?.deadline } ?? Int64.max
+        if !peers.isEmpty {
+            let now = MonotonicClock.nanoseconds()
+            for peer in peers where !peer.stopping.load(ordering: .relaxed) {
+                if let behind = peer.shared.withLock({ $0.heap.first?.deadline }), behind < now {
+                    deadline = min(deadline, behind + Self.helpThreshold)
+                }
+            }
+        }
+        guard deadline != Int64.max, deadline != armed else { return }
+        armed = deadline
+        _ = cs_timerfd_arm(timer, deadline / 1_000_000_000, deadline % 1_000_000_000)
     }
 }

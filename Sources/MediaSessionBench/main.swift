@@ -13,7 +13,8 @@
 // own benchmark signal, so that the C ceiling and the sessions encode the same kind of audio)
 // --echo --threads T --realtime P (SCHED_FIFO workers) --far-realtime P (SCHED_FIFO far end, so
 // that the stand-in for remote phones is served first and never limits what is measured)
-// --phases K (the engine's phase slots per period, default 40).
+// --phases K (the engine's phase slots per period, default 40) --share-late-ticks 0|1 (whether a
+// worker runs another's ticks that are over 1 ms late; default 1, as the engine).
 // Run through scripts/bench-media-session (release build).
 import CSocket
 import Glibc
@@ -128,7 +129,9 @@ final class FarEnd: @unchecked Sendable {
 let realtimePriority = Int32(argument("--realtime", ""))
 let farPriority = Int32(argument("--far-realtime", ""))
 let phases = Int(argument("--phases", "40")) ?? 40
-let engine = MediaEngine(threads: threads, phases: phases, scheduling: realtimePriority.map { .realtime(priority: $0) } ?? .normal)
+let sharing = argument("--share-late-ticks", "1") != "0"
+let engine = MediaEngine(threads: threads, phases: phases, scheduling: realtimePriority.map { .realtime(priority: $0) } ?? .normal,
+                         sharesLateTicks: sharing)
 let config = MediaSessionConfiguration(
     portRange: 30000...45999, codecs: [codec, .telephoneEvent], rtcpMux: true, srtpPolicy: srtpPolicy, opusComplexity: complexity, opusBitrate: bitrate,
     engine: engine)
@@ -395,7 +398,7 @@ let undelivered = max(0, 1 - Double(nearReceived) / max(1, Double(sentWindow)))
 let lossFromUs = max(0, 1 - Double(receivedWindow) / max(1, Double(nearSent)))
 let shortfall = max(0, 1 - Double(nearSent) / max(1, expected))
 var line = "calls=\(calls) codec=\(codecName) complexity=\(complexity.map(String.init) ?? "default") bitrate=\(bitrate.map(String.init) ?? "auto") input=\(inputKind) srtp=\(srtpPolicy.rawValue) srtp_crypto=\(SRTPCrypto.current.rawValue) echo=\(echo)"
-line += " threads=\(threads) realtime_threads=\(engineEnd.realtimeThreads) far_end_realtime=\(farThread.realtime) seconds=\(f(wallSeconds, 1))"
+line += " threads=\(threads) shares_late_ticks=\(sharing) helped_ticks=\(engineEnd.helpedTicks - engineStart.helpedTicks) realtime_threads=\(engineEnd.realtimeThreads) far_end_realtime=\(farThread.realtime) seconds=\(f(wallSeconds, 1))"
 line += " sessions_cpu_percent=\(f(sessionsCPU / wallSeconds * 100, 1)) cpu_percent_per_call=\(f(sessionsCPU / wallSeconds * 100 / Double(calls), 3))"
 line += " far_end_cpu_percent=\(f(farShare / wallSeconds * 100, 1)) engine_busy_percent=\(f(window.utilization * 100, 1))"
 line += " p99_lateness_ms=\(f(ms(window.latenessQuantile(0.99)), 2)) p999_lateness_ms=\(f(ms(window.latenessQuantile(0.999)), 2))"
