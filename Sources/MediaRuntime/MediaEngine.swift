@@ -274,19 +274,28 @@ final class MediaWorker: @unchecked Sendable {
         static func batches(forPtime nanoseconds: Int64) -> Int { max(2, min(32, Int(nanoseconds / 4_000_000))) }
     }
 
-    /// A session removed while another worker was running its tick: that worker finishes the
-    /// removal (closes the sockets, wakes the waiter) when it hands the tick back.
+    /// A removal that arrived while a tick or a read of the session was running: the thread
+    /// that finishes the last of them closes the sockets and wakes the waiter.
     struct Removal {
         var close: [Int32] = []
         var done: [DispatchSemaphore] = []
     }
 
-    /// What other workers may touch: the tick heap and the sessions, and the ticks lent out.
+    /// Ticks and reads of one session running now (on this worker or a helping one).
+    struct Busy {
+        var count = 0
+        var removal: Removal?
+    }
+
+    /// What other workers may touch: the tick heap and the sessions, and what is running.
     struct Shared {
         var heap = TickHeap()
         var entries: [UInt64: Entry] = [:]
-        /// Sessions whose tick another worker is running now; a removal meanwhile waits here.
-        var lent: [UInt64: Removal?] = [:]
+        /// Sessions with a tick or a read running now; a removal meanwhile waits here, so that
+        /// no socket is closed under a running tick.
+        var busy: [UInt64: Busy] = [:]
+        /// Set when the worker has stopped: nothing is added any more.
+        var closed = false
     }
 
     /// A tick taken from the heap: the session to run and its deadline.
@@ -302,8 +311,9 @@ final class MediaWorker: @unchecked Sendable {
     private static let nextID = Atomic<UInt64>(1)
     /// Another worker runs this one's ticks once they are this late (and it has time).
     static let helpThreshold: Int64 = 1_000_000
-    /// At most this many of another worker's ticks per wake-up, so that helping never delays
-    /// the helper's own sessions by much.
+    /// At most this many of another worker's ticks per wake-up, and none when one of the
+    /// helper's own is due within ``helpThreshold``, so that helping delays its own sessions
+    /// by at most about one tick.
     static let helpBudget = 8
 
     let index: Int
@@ -314,6 +324,8 @@ final class MediaWorker: @unchecked Sendable {
     private let wake: Int32
     private let phases: Int
     private let inbox = Mutex<[Command]>([])
+    /// Set under `inbox`'s lock when the worker has stopped and drained its commands.
+    private nonisolated(unsafe) var inboxClosed = false
     let stopping = Atomic<Bool>(false)
     private let stats: Mutex<MediaEngineStatistics>
     private let thread = Mutex<MediaThread?>(nil)
@@ -333,6 +345,7 @@ final class MediaWorker: @unchecked Sendable {
     private let scratch = ReceiveScratch()
     private var peers: [MediaWorker] = []
     private var knownPeersVersion = 0
+    private var lastNudge: Int64 = 0
 
     init(index: Int, phases: Int, scheduling: MediaEngine.Scheduling) throws(MediaSessionError) {
         self.index = index
@@ -369,12 +382,12 @@ final class MediaWorker: @unchecked Sendable {
         return id
     }
 
-    /// Detaches a session and closes its sockets `fds` once no tick or receive of it can run.
-    /// On this worker's thread that is at once (or, while another worker is running its tick,
-    /// when that one hands it back). On another thread that is not a media worker, the call
-    /// waits for that moment; on another worker's thread (a session stopped from another
-    /// session's event) it does not wait (two workers waiting for each other would never
-    /// wake), and the sockets are closed when the worker gets to the command.
+    /// Detaches a session and closes its sockets `fds` once no tick or read of it is running
+    /// (when the last one running ends, if any: the session's own tick when stopped from its
+    /// own event). On a thread that is not a media worker, the call waits for that moment; on a
+    /// worker's thread (a session stopped from another session's event) it does not wait (two
+    /// workers waiting for each other would never wake), and the sockets are closed when the
+    /// worker gets to the command.
     func detach(_ id: UInt64, closing fds: [Int32]) {
         if stopping.load(ordering: .sequentiallyConsistent) {
             // A shut-down worker runs nothing any more; a helper may still hold a tick.
@@ -410,43 +423,78 @@ final class MediaWorker: @unchecked Sendable {
 
     func shutdown() {
         stopping.store(true, ordering: .sequentiallyConsistent)
-        _ = cs_eventfd_signal(wake)
+        inbox.withLock { _ in _ = cs_eventfd_signal(wake) }
         if let t = thread.withLock({ t -> MediaThread? in defer { t = nil }; return t }) { t.join() }
         for fd in [epoll, timer, wake] { _ = Glibc.close(fd) }
         setPeers([])
     }
 
+    /// Queues a command for the worker. Once the worker has stopped (and drained its queue) a
+    /// removal is carried out here instead and an addition is dropped.
     private func post(_ command: Command) {
-        inbox.withLock { $0.append(command) }
-        _ = cs_eventfd_signal(wake)
+        let queued = inbox.withLock { c -> Bool in
+            guard !inboxClosed else { return false }
+            c.append(command)
+            // Under the lock: the worker closes the queue under it before `wake` is closed.
+            _ = cs_eventfd_signal(wake)
+            return true
+        }
+        guard !queued else { return }
+        switch command {
+        case .add: load.add(-1, ordering: .relaxed)
+        case .remove(let id, let done, let fds): remove(id, closing: fds, done: done)
+        }
+    }
+
+    /// Wakes the worker (a peer is behind) unless it has stopped.
+    func nudge() {
+        inbox.withLock { _ in if !inboxClosed { _ = cs_eventfd_signal(wake) } }
     }
 
     // MARK: lending ticks (any worker's thread)
 
-    /// Takes the earliest tick if it is due by `before`, marking it lent when `lend` (another
-    /// worker runs it).
-    private func take(dueBy before: Int64, lend: Bool) -> Job? {
+    /// Takes the earliest tick if it is due by `before`, marking the session busy.
+    private func take(dueBy before: Int64) -> Job? {
         shared.withLock { s -> Job? in
             while let top = s.heap.first, top.deadline <= before {
                 _ = s.heap.pop()
                 // A removed session's deadlines are dropped as they come up.
                 guard let entry = s.entries[top.id] else { continue }
-                if lend { s.lent[top.id] = .some(nil) }
+                s.busy[top.id, default: Busy()].count += 1
                 return Job(id: top.id, deadline: top.deadline, entry: entry)
             }
             return nil
         }
     }
 
-    /// Puts a run tick's next deadline back (and the session's new read budget). For a lent
-    /// tick whose session was removed meanwhile, finishes the removal instead.
-    private func giveBack(_ job: Job, next: Int64, batches: Int, lent: Bool) {
+    /// The session of RTCP (or unstamped RTP) tag `id`, marked busy while it is read.
+    private func borrow(_ id: UInt64) -> MediaSession? {
+        shared.withLock { s -> MediaSession? in
+            guard let entry = s.entries[id] else { return nil }
+            s.busy[id, default: Busy()].count += 1
+            return entry.session
+        }
+    }
+
+    /// Ends a tick or read of session `id`: with `next`, puts its next deadline back (and its
+    /// new read budget). The last one to end after a removal finishes the removal.
+    private func release(_ id: UInt64, next: (deadline: Int64, batches: Int, previous: Int)? = nil) {
         let removal = shared.withLock { s -> Removal? in
-            if lent, let pending = s.lent.removeValue(forKey: job.id), let removal = pending { return removal }
-            guard s.entries[job.id] != nil else { return nil }
-            if batches != job.entry.batches { s.entries[job.id]?.batches = batches }
-            s.heap.push(next, job.id)
-            return nil
+            var removal: Removal?
+            if var b = s.busy[id] {
+                b.count -= 1
+                if b.count <= 0 {
+                    s.busy[id] = nil
+                    removal = b.removal
+                } else {
+                    s.busy[id] = b
+                }
+            }
+            if let next, s.entries[id] != nil {
+                if next.batches != next.previous { s.entries[id]?.batches = next.batches }
+                s.heap.push(next.deadline, id)
+            }
+            return removal
         }
         if let removal {
             for fd in removal.close { _ = Glibc.close(fd) }
@@ -454,18 +502,19 @@ final class MediaWorker: @unchecked Sendable {
         }
     }
 
-    /// Removes a session. Returns true when another worker is running its tick: that worker
-    /// closes `fds` and signals `done` when it hands the tick back; else the caller's thread
-    /// closes them now (and signals `done`) and false is returned.
+    /// Removes a session. Returns true when a tick or read of it is running: the thread that
+    /// ends the last of them closes `fds` and signals `done`; else the caller's thread closes
+    /// them now (and signals `done`) and false is returned.
     @discardableResult
     private func remove(_ id: UInt64, closing fds: [Int32], done: DispatchSemaphore?) -> Bool {
         let (entry, deferred) = shared.withLock { s -> (Entry?, Bool) in
             let entry = s.entries.removeValue(forKey: id)
-            guard let pending = s.lent[id] else { return (entry, false) }
-            var removal = pending ?? Removal()
+            guard var b = s.busy[id] else { return (entry, false) }
+            var removal = b.removal ?? Removal()
             removal.close += fds
             if let done { removal.done.append(done) }
-            s.lent[id] = .some(removal)
+            b.removal = removal
+            s.busy[id] = b
             return (entry, true)
         }
         if let entry {
@@ -504,6 +553,11 @@ final class MediaWorker: @unchecked Sendable {
         var expirations: UInt64 = 0
         var start = MonotonicClock.nanoseconds()
         while !stopping.load(ordering: .relaxed) {
+            let version = peersVersion.load(ordering: .acquiring)
+            if version != knownPeersVersion {
+                peers = peerList.withLock { $0 }
+                knownPeersVersion = version
+            }
             processCommands()
             runDueTicks()
             help()
@@ -520,8 +574,9 @@ final class MediaWorker: @unchecked Sendable {
                         armed = -1
                     default:
                         let tag = tags[i]
-                        if let session = shared.withLock({ $0.entries[tag >> 1]?.session }) {
+                        if let session = borrow(tag >> 1) {
                             local.datagrams &+= UInt64(session.receive(onRTCPSocket: tag & 1 == 1, scratch: scratch))
+                            release(tag >> 1)
                         }
                         // Ticks come first: a long burst of datagrams does not delay them (a
                         // bounded number, so that an overloaded worker still reads its sockets).
@@ -530,7 +585,20 @@ final class MediaWorker: @unchecked Sendable {
                 }
             }
         }
-        shared.withLock { $0.entries = [:] }
+        // Stopped: commands still queued are carried out (removals close their sockets and wake
+        // their waiters), and later ones are carried out by whoever posts them.
+        let leftover = inbox.withLock { c -> [Command] in
+            inboxClosed = true
+            defer { c.removeAll() }
+            return c
+        }
+        for command in leftover {
+            switch command {
+            case .add: load.add(-1, ordering: .relaxed)
+            case .remove(let id, let done, let fds): remove(id, closing: fds, done: done)
+            }
+        }
+        shared.withLock { $0.closed = true }
         peers = []
     }
 
@@ -565,6 +633,7 @@ final class MediaWorker: @unchecked Sendable {
                 let periods = (earliest + Self.period - 1) / Self.period
                 let entry = Entry(session: session, phase: phase, readsAtTick: readsAtTick)
                 shared.withLock {
+                    guard !$0.closed else { return }
                     $0.entries[id] = entry
                     $0.heap.push(epoch + offset + max(0, periods) * Self.period, id)
                 }
@@ -579,8 +648,14 @@ final class MediaWorker: @unchecked Sendable {
         // Deadlines within 50 µs are run now rather than after another wake-up.
         var now = MonotonicClock.nanoseconds()
         var ran = 0
-        while ran < limit, let job = take(dueBy: now + 50_000, lend: false) {
+        while ran < limit, let job = take(dueBy: now + 50_000) {
             ran += 1
+            // Over a millisecond behind: wake the other workers, which run our late ticks
+            // when they have time (at most once a millisecond).
+            if now - job.deadline > Self.helpThreshold, now - lastNudge > 1_000_000 {
+                lastNudge = now
+                for peer in peers where !peer.stopping.load(ordering: .relaxed) { peer.nudge() }
+            }
             now = runTick(job, now: now, lent: false, owner: self)
         }
         if now - lastPublished > 100_000_000 { publish(now) }
@@ -602,7 +677,7 @@ final class MediaWorker: @unchecked Sendable {
         var next = job.deadline + step
         // After a long stall (a suspended process), skip the missed ticks instead of bursting.
         if now - next > 200_000_000 { next = now + step }
-        owner.giveBack(job, next: next, batches: Entry.batches(forPtime: step), lent: lent)
+        owner.release(job.id, next: (next, Entry.batches(forPtime: step), job.entry.batches))
         local.ticks &+= 1
         if lent { local.helpedTicks &+= 1 }
         return MonotonicClock.nanoseconds()
@@ -613,19 +688,14 @@ final class MediaWorker: @unchecked Sendable {
     /// ``helpBudget`` per wake-up: the engine's cores share a backlog instead of one core
     /// draining it alone. Sessions stay with their worker; only the late ticks move.
     private func help() {
-        let version = peersVersion.load(ordering: .acquiring)
-        if version != knownPeersVersion {
-            peers = peerList.withLock { $0 }
-            knownPeersVersion = version
-        }
         guard !peers.isEmpty else { return }
         var now = MonotonicClock.nanoseconds()
         var budget = Self.helpBudget
         for peer in peers where budget > 0 && !peer.stopping.load(ordering: .relaxed) {
             while budget > 0 {
-                // Our own sessions first.
-                if let mine = shared.withLock({ $0.heap.first?.deadline }), mine <= now + 50_000 { return }
-                guard let job = peer.take(dueBy: now - Self.helpThreshold, lend: true) else { break }
+                // Our own sessions first: none of theirs when one of ours is due within 1 ms.
+                if let mine = shared.withLock({ $0.heap.first?.deadline }), mine <= now + Self.helpThreshold { return }
+                guard let job = peer.take(dueBy: now - Self.helpThreshold) else { break }
                 budget -= 1
                 now = runTick(job, now: now, lent: true, owner: peer)
             }

@@ -39,6 +39,10 @@ public final class MediaSession: Sendable {
     private let running = Atomic<Bool>(true)
     /// The worker running the session and the session's identifier there, once started.
     private let attachment = Mutex<(worker: MediaWorker, id: UInt64)?>(nil)
+    /// Held across a tick or a read and the delivery of its events, so that a session's events
+    /// come one at a time and in order even when a helping worker runs a late tick while the
+    /// session's own worker reads its RTCP port.
+    private let work = Mutex<Void>(())
     private let events: @Sendable (MediaSessionEvent) -> Void
     private let origin: Duration
 
@@ -47,8 +51,9 @@ public final class MediaSession: Sendable {
     ///   - configuration: address, port range, codecs, SRTP policy.
     ///   - input: what to send.
     ///   - output: where received audio goes.
-    ///   - events: called on the engine worker running the session with DTMF, latching and
-    ///     quality events, in order; it must return quickly.
+    ///   - events: called on an engine worker (the session's own, or one running its late
+    ///     tick) with DTMF, latching and quality events, one at a time and in order; it must
+    ///     return quickly.
     public init(
         configuration: MediaSessionConfiguration = MediaSessionConfiguration(), input: MediaAudioInput = .silence,
         output: MediaAudioOutput = .discard, events: @escaping @Sendable (MediaSessionEvent) -> Void = { _ in }
@@ -251,6 +256,10 @@ public final class MediaSession: Sendable {
     /// flood beyond that fills the socket's buffer and the kernel drops the excess). Returns
     /// the number of datagrams read.
     func receive(onRTCPSocket: Bool, scratch: ReceiveScratch, batches: Int = 2) -> Int {
+        work.withLock { _ in receiveLocked(onRTCPSocket: onRTCPSocket, scratch: scratch, batches: batches) }
+    }
+
+    private func receiveLocked(onRTCPSocket: Bool, scratch: ReceiveScratch, batches: Int) -> Int {
         let fd = onRTCPSocket ? rtcp.fd : rtp.fd
         let slot = ReceiveScratch.slot
         let batch = ReceiveScratch.batch
@@ -325,6 +334,10 @@ public final class MediaSession: Sendable {
     /// One ptime tick at the monotonic time `now`, `lateness` nanoseconds after its deadline;
     /// returns the ptime until the next.
     func tick(at now: Duration, lateness: Int64) -> Duration {
+        work.withLock { _ in tickLocked(at: now, lateness: lateness) }
+    }
+
+    private func tickLocked(at now: Duration, lateness: Int64) -> Duration {
         let elapsed = now - origin
         let wall = MonotonicClock.wallClock()
         var out: [(bytes: [UInt8], destination: MediaEndpoint, rtcp: Bool)] = []

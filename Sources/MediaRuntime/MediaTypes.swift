@@ -70,7 +70,8 @@ public enum MediaAudioOutput: Sendable {
     case callback(sampleRate: Int, @Sendable ([Int16]) -> Void)
 }
 
-/// What a media session reports as it runs (delivered on its engine worker thread, in order).
+/// What a media session reports as it runs (delivered on an engine worker thread — the
+/// session's own, or one running its late tick — one at a time and in order).
 public enum MediaSessionEvent: Sendable, Hashable {
     /// An RFC 4733 event began.
     case dtmfBegan(ReceivedDTMF)

@@ -177,6 +177,11 @@ final class FarEndThread: @unchecked Sendable {
     let stop = Atomic<Bool>(false)
     var cpu: Double = 0
     var realtime = false
+    /// Packets a send batch did not take (the rest of a batch after an error), the last errno,
+    /// and calls whose schedule was restarted after falling 200 ms behind.
+    var unsent: UInt64 = 0
+    var sendErrno: Int32 = 0
+    var restarts: UInt64 = 0
     // A sendmmsg batch being gathered (reused: nothing is allocated per packet).
     var pendingPointers: [UnsafePointer<UInt8>?] = []
     var pendingLengths: [Int] = []
@@ -219,7 +224,10 @@ final class FarEndThread: @unchecked Sendable {
                 if let packet = packet(for: ends[cursor]) { queue(packet, ends[cursor]) }
                 if pendingEnds.count == 64 { flush() }
                 next[cursor] += period
-                if now - next[cursor] > 200_000_000 { next[cursor] = now + period }
+                if now - next[cursor] > 200_000_000 {
+                    next[cursor] = now + period
+                    restarts += 1
+                }
                 cursor = (cursor + 1) % count
                 sentThisRound += 1
             }
@@ -297,6 +305,10 @@ final class FarEndThread: @unchecked Sendable {
         guard !pendingEnds.isEmpty else { return }
         let sent = cs_send_batch(farSocket, &pendingPointers, &pendingLengths, Int32(pendingEnds.count), &pendingAddresses, &pendingAddressLengths, 0)
         for i in 0..<max(0, Int(sent)) { pendingEnds[i].sent += 1 }
+        if Int(sent) < pendingEnds.count {
+            unsent += UInt64(pendingEnds.count - max(0, Int(sent)))
+            sendErrno = cs_errno()
+        }
         pendingPointers.removeAll(keepingCapacity: true)
         pendingLengths.removeAll(keepingCapacity: true)
         pendingAddresses.removeAll(keepingCapacity: true)
@@ -406,6 +418,7 @@ line += " max_lateness_ms=\(f(ms(engineEnd.maxLateness), 1))"
 line += " sent_by_us=\(nearSent) send_shortfall_percent=\(f(shortfall * 100, 2)) received_by_us=\(nearReceived) loss_to_us_percent=\(f(lossToUs * 100, 2))"
 line += " not_yet_received_percent=\(f(undelivered * 100, 2))"
 // When the far end (on the same cores) cannot send every frame, the sessions were not fully loaded.
+line += " far_end_unsent=\(farThread.unsent) far_end_send_errno=\(farThread.sendErrno) far_end_restarts=\(farThread.restarts)"
 line += " far_end_shortfall_percent=\(f(max(0, 1 - Double(sentWindow) / max(1, expected)) * 100, 2))"
 line += " received_by_far_end=\(receivedWindow) loss_from_us_percent=\(f(lossFromUs * 100, 2)) srtp_rejected=\(rejected)"
 print(line)

@@ -105,6 +105,24 @@ private func portIsFree(_ port: UInt16) -> Bool {
         #expect(await waitUntil { engine.statistics().sessions == 3 })
     }
 
+    @Test("sessions stopped after their engine shut down under them return at once and free their ports")
+    func stoppingAfterShutdownFreesThePorts() async throws {
+        let engine = MediaEngine(threads: 2)
+        var sessions: [MediaSession] = []
+        for _ in 0..<3 {
+            let (a, b) = try startCall(engine: engine)
+            sessions += [a, b]
+        }
+        #expect(await waitUntil { sessions.allSatisfy { $0.stats().call.received.packets > 5 } })
+        engine.shutdown()
+        let ports = sessions.map(\.localPort)
+        let started = ContinuousClock.now
+        sessions.forEach { $0.stop() }
+        #expect(ContinuousClock.now - started < .seconds(1))
+        #expect(await waitUntil { ports.allSatisfy { portIsFree($0) && portIsFree($0 + 1) } })
+        #expect(engine.statistics().sessions == 0)
+    }
+
     @Test func shutDownEngineRestartsForNewSessions() async throws {
         let engine = MediaEngine(threads: 1)
         do {
