@@ -1,16 +1,16 @@
 /*
- * AES counter mode (RFC 3711 §4.1.1) and HMAC-SHA1 (RFC 3711 §4.2.1) for libsrtp2, on OpenSSL's
- * libcrypto, installed through libsrtp2's public extension point (srtp_replace_cipher_type,
- * srtp_replace_auth_type). libsrtp2 keeps doing SRTP itself (key derivation, indices, rollover
- * counters, replay windows, tags); only these two primitives change.
+ * AES counter mode (RFC 3711 §4.1.1), AES-GCM (RFC 7714) and HMAC-SHA1 (RFC 3711 §4.2.1) for
+ * libsrtp2, on OpenSSL's libcrypto, installed through libsrtp2's public extension point
+ * (srtp_replace_cipher_type, srtp_replace_auth_type). libsrtp2 keeps doing SRTP itself (key
+ * derivation, indices, nonces, rollover counters, replay windows, tag checks); only these
+ * primitives change.
  *
- * Why: Debian's libsrtp2 is built on NSS, whose AES-CM and HMAC create and destroy a PKCS#11
- * context for every packet, under the soft token's locks. Two media workers in one process then
- * wait on each other, and one protect + unprotect pair cost ~4x what it costs a process alone.
- * Here each stream keeps one OpenSSL context for its lifetime; a packet only sets the counter
- * (AES-CM) or resets the keyed state (HMAC), neither of which takes a lock.
- *
- * The AEAD suites (AES-GCM) keep the library's own implementation.
+ * Why: Debian's libsrtp2 is built on NSS, whose AES-CM, AES-GCM and HMAC create and destroy a
+ * PKCS#11 context for every packet, under the soft token's locks. Two media workers in one
+ * process then wait on each other, and one protect + unprotect pair cost ~4x what it costs a
+ * process alone. Here each stream keeps one OpenSSL context for its lifetime; a packet only sets
+ * the counter (AES-CM) or the nonce (AES-GCM), or resets the keyed state (HMAC), none of which
+ * takes a lock.
  */
 #include "CSRTP.h"
 #include <srtp2/auth.h>
@@ -29,7 +29,7 @@
 #define SHA1_OCTETS 20
 
 /* Fetched once by csrtp_install_openssl_crypto, before any stream exists; read-only after. */
-static EVP_CIPHER *aes128_ctr, *aes256_ctr;
+static EVP_CIPHER *aes128_ctr, *aes256_ctr, *aes128_gcm, *aes256_gcm;
 static EVP_MAC *hmac;
 
 /* ---- AES counter mode ------------------------------------------------------------------ */
@@ -154,6 +154,180 @@ static const srtp_cipher_type_t csrtp_icm256_type = {
     icm256_alloc, icm_dealloc, icm_init, NULL, icm_crypt, icm_crypt, icm_set_iv, NULL,
     "AES-256 counter mode (Switchboard, OpenSSL)", &icm256_test, SRTP_AES_ICM_256};
 
+/* ---- AES-GCM (RFC 7714) ------------------------------------------------------------------ */
+
+#define GCM_SALT_OCTETS 12
+
+typedef struct {
+    EVP_CIPHER_CTX *ctx;
+    const EVP_CIPHER *evp;
+    int key_octets;                  /* 16 or 32; libsrtp2 keeps the 96-bit salt for the nonce */
+    int tag_octets;                  /* 16, or 8 for libsrtp2's short-tag variants */
+    srtp_cipher_direction_t direction;
+} csrtp_gcm;
+
+static const srtp_cipher_type_t csrtp_gcm128_type, csrtp_gcm256_type;
+
+static srtp_err_status_t gcm_alloc(srtp_cipher_pointer_t *cp, int key_len, int tag_len, const srtp_cipher_type_t *type,
+                                   const EVP_CIPHER *evp, int key_octets, int algorithm) {
+    if (key_len != key_octets + GCM_SALT_OCTETS) return srtp_err_status_bad_param;
+    if (tag_len != 16 && tag_len != 8) return srtp_err_status_bad_param;
+    srtp_cipher_t *cipher = calloc(1, sizeof *cipher);
+    csrtp_gcm *state = calloc(1, sizeof *state);
+    EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
+    if (cipher == NULL || state == NULL || ctx == NULL) {
+        free(cipher);
+        free(state);
+        EVP_CIPHER_CTX_free(ctx);
+        return srtp_err_status_alloc_fail;
+    }
+    state->ctx = ctx;
+    state->evp = evp;
+    state->key_octets = key_octets;
+    state->tag_octets = tag_len;
+    state->direction = srtp_direction_any;
+    cipher->type = type;
+    cipher->state = state;
+    cipher->key_len = key_len;
+    cipher->algorithm = algorithm;
+    *cp = cipher;
+    return srtp_err_status_ok;
+}
+
+static srtp_err_status_t gcm128_alloc(srtp_cipher_pointer_t *cp, int key_len, int tag_len) {
+    return gcm_alloc(cp, key_len, tag_len, &csrtp_gcm128_type, aes128_gcm, 16, SRTP_AES_GCM_128);
+}
+
+static srtp_err_status_t gcm256_alloc(srtp_cipher_pointer_t *cp, int key_len, int tag_len) {
+    return gcm_alloc(cp, key_len, tag_len, &csrtp_gcm256_type, aes256_gcm, 32, SRTP_AES_GCM_256);
+}
+
+static srtp_err_status_t gcm_dealloc(srtp_cipher_pointer_t cipher) {
+    if (cipher == NULL) return srtp_err_status_bad_param;
+    csrtp_gcm *state = cipher->state;
+    if (state != NULL) {
+        EVP_CIPHER_CTX_free(state->ctx);
+        OPENSSL_cleanse(state, sizeof *state);
+        free(state);
+    }
+    OPENSSL_cleanse(cipher, sizeof *cipher);
+    free(cipher);
+    return srtp_err_status_ok;
+}
+
+/* key: the AES key (the salt after it is libsrtp2's, for the nonce). */
+static srtp_err_status_t gcm_init(void *opaque, const uint8_t *key) {
+    csrtp_gcm *state = opaque;
+    state->direction = srtp_direction_any;
+    if (EVP_CipherInit_ex(state->ctx, state->evp, NULL, key, NULL, 1) != 1) return srtp_err_status_init_fail;
+    return srtp_err_status_ok;
+}
+
+/* A packet's 96-bit nonce (libsrtp2 has XORed the salt in) and its direction. */
+static srtp_err_status_t gcm_set_iv(void *opaque, uint8_t *iv, srtp_cipher_direction_t direction) {
+    csrtp_gcm *state = opaque;
+    if (direction != srtp_direction_encrypt && direction != srtp_direction_decrypt) return srtp_err_status_bad_param;
+    state->direction = direction;
+    if (EVP_CipherInit_ex(state->ctx, NULL, NULL, NULL, iv, direction == srtp_direction_encrypt ? 1 : 0) != 1)
+        return srtp_err_status_init_fail;
+    return srtp_err_status_ok;
+}
+
+/* Authenticated, not encrypted octets (libsrtp2 may call it more than once per packet). */
+static srtp_err_status_t gcm_set_aad(void *opaque, const uint8_t *aad, uint32_t aad_len) {
+    csrtp_gcm *state = opaque;
+    if (state->direction == srtp_direction_any) return srtp_err_status_bad_param;
+    if (aad_len == 0) return srtp_err_status_ok;
+    if (aad_len > (uint32_t)INT32_MAX) return srtp_err_status_bad_param;
+    int written = 0;
+    if (EVP_CipherUpdate(state->ctx, NULL, &written, aad, (int)aad_len) != 1) return srtp_err_status_algo_fail;
+    return srtp_err_status_ok;
+}
+
+static srtp_err_status_t gcm_encrypt(void *opaque, uint8_t *buffer, unsigned int *octets) {
+    csrtp_gcm *state = opaque;
+    if (state->direction != srtp_direction_encrypt) return srtp_err_status_bad_param;
+    if (*octets > (unsigned int)INT32_MAX) return srtp_err_status_bad_param;
+    if (*octets == 0) return srtp_err_status_ok;
+    int written = 0;
+    if (EVP_CipherUpdate(state->ctx, buffer, &written, buffer, (int)*octets) != 1 || written != (int)*octets)
+        return srtp_err_status_cipher_fail;
+    return srtp_err_status_ok;
+}
+
+/* After encrypt: finishes the message and writes the tag. */
+static srtp_err_status_t gcm_get_tag(void *opaque, uint8_t *tag, uint32_t *len) {
+    csrtp_gcm *state = opaque;
+    if (state->direction != srtp_direction_encrypt) return srtp_err_status_bad_param;
+    unsigned char none[16];
+    int written = 0;
+    if (EVP_CipherFinal_ex(state->ctx, none, &written) != 1) return srtp_err_status_algo_fail;
+    if (EVP_CIPHER_CTX_ctrl(state->ctx, EVP_CTRL_AEAD_GET_TAG, state->tag_octets, tag) != 1) return srtp_err_status_algo_fail;
+    *len = (uint32_t)state->tag_octets;
+    return srtp_err_status_ok;
+}
+
+/* The buffer ends with the tag: decrypts what precedes it, checks the tag (a mismatch is an
+ * authentication failure) and leaves *octets without the tag. */
+static srtp_err_status_t gcm_decrypt(void *opaque, uint8_t *buffer, unsigned int *octets) {
+    csrtp_gcm *state = opaque;
+    if (state->direction != srtp_direction_decrypt) return srtp_err_status_bad_param;
+    if (*octets < (unsigned int)state->tag_octets || *octets > (unsigned int)INT32_MAX) return srtp_err_status_bad_param;
+    int body = (int)*octets - state->tag_octets;
+    if (EVP_CIPHER_CTX_ctrl(state->ctx, EVP_CTRL_AEAD_SET_TAG, state->tag_octets, buffer + body) != 1)
+        return srtp_err_status_auth_fail;
+    int written = 0;
+    if (body > 0 && (EVP_CipherUpdate(state->ctx, buffer, &written, buffer, body) != 1 || written != body))
+        return srtp_err_status_cipher_fail;
+    unsigned char none[16];
+    if (EVP_CipherFinal_ex(state->ctx, none, &written) != 1) return srtp_err_status_auth_fail;
+    *octets = (unsigned int)body;
+    return srtp_err_status_ok;
+}
+
+/* The GCM specification's test cases 4 (AES-128) and 16 (AES-256): 60 octets of plaintext,
+ * 20 of AAD, nonce cafebabefacedbaddecaf888; the ciphertext is followed by its 16-octet tag.
+ * The keys are followed by a 12-octet salt, which the cipher does not use. */
+static const uint8_t gcm_plain[60] = {
+    0xd9, 0x31, 0x32, 0x25, 0xf8, 0x84, 0x06, 0xe5, 0xa5, 0x59, 0x09, 0xc5, 0xaf, 0xf5, 0x26, 0x9a,
+    0x86, 0xa7, 0xa9, 0x53, 0x15, 0x34, 0xf7, 0xda, 0x2e, 0x4c, 0x30, 0x3d, 0x8a, 0x31, 0x8a, 0x72,
+    0x1c, 0x3c, 0x0c, 0x95, 0x95, 0x68, 0x09, 0x53, 0x2f, 0xcf, 0x0e, 0x24, 0x49, 0xa6, 0xb5, 0x25,
+    0xb1, 0x6a, 0xed, 0xf5, 0xaa, 0x0d, 0xe6, 0x57, 0xba, 0x63, 0x7b, 0x39};
+static const uint8_t gcm_aad[20] = {
+    0xfe, 0xed, 0xfa, 0xce, 0xde, 0xad, 0xbe, 0xef, 0xfe, 0xed, 0xfa, 0xce, 0xde, 0xad, 0xbe, 0xef,
+    0xab, 0xad, 0xda, 0xd2};
+static uint8_t gcm_iv[12] = {0xca, 0xfe, 0xba, 0xbe, 0xfa, 0xce, 0xdb, 0xad, 0xde, 0xca, 0xf8, 0x88};
+static const uint8_t gcm128_key[28] = {
+    0xfe, 0xff, 0xe9, 0x92, 0x86, 0x65, 0x73, 0x1c, 0x6d, 0x6a, 0x8f, 0x94, 0x67, 0x30, 0x83, 0x08,
+    0xc0, 0xc1, 0xc2, 0xc3, 0xc4, 0xc5, 0xc6, 0xc7, 0xc8, 0xc9, 0xca, 0xcb};
+static const uint8_t gcm128_cipher[76] = {
+    0x42, 0x83, 0x1e, 0xc2, 0x21, 0x77, 0x74, 0x24, 0x4b, 0x72, 0x21, 0xb7, 0x84, 0xd0, 0xd4, 0x9c,
+    0xe3, 0xaa, 0x21, 0x2f, 0x2c, 0x02, 0xa4, 0xe0, 0x35, 0xc1, 0x7e, 0x23, 0x29, 0xac, 0xa1, 0x2e,
+    0x21, 0xd5, 0x14, 0xb2, 0x54, 0x66, 0x93, 0x1c, 0x7d, 0x8f, 0x6a, 0x5a, 0xac, 0x84, 0xaa, 0x05,
+    0x1b, 0xa3, 0x0b, 0x39, 0x6a, 0x0a, 0xac, 0x97, 0x3d, 0x58, 0xe0, 0x91,
+    0x5b, 0xc9, 0x4f, 0xbc, 0x32, 0x21, 0xa5, 0xdb, 0x94, 0xfa, 0xe9, 0x5a, 0xe7, 0x12, 0x1a, 0x47};
+static const srtp_cipher_test_case_t gcm128_test = {
+    28, gcm128_key, gcm_iv, 60, gcm_plain, 76, gcm128_cipher, 20, gcm_aad, 16, NULL};
+static const uint8_t gcm256_key[44] = {
+    0xfe, 0xff, 0xe9, 0x92, 0x86, 0x65, 0x73, 0x1c, 0x6d, 0x6a, 0x8f, 0x94, 0x67, 0x30, 0x83, 0x08,
+    0xfe, 0xff, 0xe9, 0x92, 0x86, 0x65, 0x73, 0x1c, 0x6d, 0x6a, 0x8f, 0x94, 0x67, 0x30, 0x83, 0x08,
+    0xc0, 0xc1, 0xc2, 0xc3, 0xc4, 0xc5, 0xc6, 0xc7, 0xc8, 0xc9, 0xca, 0xcb};
+static const uint8_t gcm256_cipher[76] = {
+    0x52, 0x2d, 0xc1, 0xf0, 0x99, 0x56, 0x7d, 0x07, 0xf4, 0x7f, 0x37, 0xa3, 0x2a, 0x84, 0x42, 0x7d,
+    0x64, 0x3a, 0x8c, 0xdc, 0xbf, 0xe5, 0xc0, 0xc9, 0x75, 0x98, 0xa2, 0xbd, 0x25, 0x55, 0xd1, 0xaa,
+    0x8c, 0xb0, 0x8e, 0x48, 0x59, 0x0d, 0xbb, 0x3d, 0xa7, 0xb0, 0x8b, 0x10, 0x56, 0x82, 0x88, 0x38,
+    0xc5, 0xf6, 0x1e, 0x63, 0x93, 0xba, 0x7a, 0x0a, 0xbc, 0xc9, 0xf6, 0x62,
+    0x76, 0xfc, 0x6e, 0xce, 0x0f, 0x4e, 0x17, 0x68, 0xcd, 0xdf, 0x88, 0x53, 0xbb, 0x2d, 0x55, 0x1b};
+static const srtp_cipher_test_case_t gcm256_test = {
+    44, gcm256_key, gcm_iv, 60, gcm_plain, 76, gcm256_cipher, 20, gcm_aad, 16, NULL};
+
+static const srtp_cipher_type_t csrtp_gcm128_type = {
+    gcm128_alloc, gcm_dealloc, gcm_init, gcm_set_aad, gcm_encrypt, gcm_decrypt, gcm_set_iv, gcm_get_tag,
+    "AES-128 GCM (Switchboard, OpenSSL)", &gcm128_test, SRTP_AES_GCM_128};
+static const srtp_cipher_type_t csrtp_gcm256_type = {
+    gcm256_alloc, gcm_dealloc, gcm_init, gcm_set_aad, gcm_encrypt, gcm_decrypt, gcm_set_iv, gcm_get_tag,
+    "AES-256 GCM (Switchboard, OpenSSL)", &gcm256_test, SRTP_AES_GCM_256};
+
 /* ---- HMAC-SHA1 --------------------------------------------------------------------------- */
 
 typedef struct {
@@ -246,14 +420,25 @@ static const srtp_auth_type_t csrtp_hmac_type = {
 srtp_err_status_t csrtp_install_openssl_crypto(void) {
     aes128_ctr = EVP_CIPHER_fetch(NULL, "AES-128-CTR", NULL);
     aes256_ctr = EVP_CIPHER_fetch(NULL, "AES-256-CTR", NULL);
+    aes128_gcm = EVP_CIPHER_fetch(NULL, "AES-128-GCM", NULL);
+    aes256_gcm = EVP_CIPHER_fetch(NULL, "AES-256-GCM", NULL);
     hmac = EVP_MAC_fetch(NULL, "HMAC", NULL);
-    if (aes128_ctr == NULL || aes256_ctr == NULL || hmac == NULL) return srtp_err_status_init_fail;
-    /* Each replacement first passes libsrtp2's self-test with the vectors above. */
-    srtp_err_status_t status = srtp_replace_cipher_type(&csrtp_icm128_type, SRTP_AES_ICM_128);
-    if (status != srtp_err_status_ok) return status;
+    if (aes128_ctr == NULL || aes256_ctr == NULL || aes128_gcm == NULL || aes256_gcm == NULL || hmac == NULL)
+        return srtp_err_status_init_fail;
+    /* Each replacement first passes libsrtp2's self-test with the vectors above; one that
+     * fails is not installed (the library's own stays) and the others still are. */
+    srtp_err_status_t first = srtp_err_status_ok, status;
+    status = srtp_replace_cipher_type(&csrtp_icm128_type, SRTP_AES_ICM_128);
+    if (first == srtp_err_status_ok) first = status;
     status = srtp_replace_cipher_type(&csrtp_icm256_type, SRTP_AES_ICM_256);
-    if (status != srtp_err_status_ok) return status;
-    return srtp_replace_auth_type(&csrtp_hmac_type, SRTP_HMAC_SHA1);
+    if (first == srtp_err_status_ok) first = status;
+    status = srtp_replace_cipher_type(&csrtp_gcm128_type, SRTP_AES_GCM_128);
+    if (first == srtp_err_status_ok) first = status;
+    status = srtp_replace_cipher_type(&csrtp_gcm256_type, SRTP_AES_GCM_256);
+    if (first == srtp_err_status_ok) first = status;
+    status = srtp_replace_auth_type(&csrtp_hmac_type, SRTP_HMAC_SHA1);
+    if (first == srtp_err_status_ok) first = status;
+    return first;
 }
 
 #else

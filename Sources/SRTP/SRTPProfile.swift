@@ -81,12 +81,13 @@ public enum SRTPProfile: String, CaseIterable, Hashable, Sendable, CustomStringC
 /// libsrtp's one-time global initialization.
 enum SRTPLibrary {
     /// `srtp_init` runs once (Swift initializes globals exactly once, thread-safely), then
-    /// AES-CM and HMAC-SHA1 on OpenSSL replace the library's own (see `crypto`).
+    /// AES-CM, AES-GCM and HMAC-SHA1 on OpenSSL replace the library's own (see `crypto`).
     private static let state: (status: srtp_err_status_t, crypto: SRTPCrypto) = {
         let status = csrtp_init()
         guard status == srtp_err_status_ok else { return (status, .library) }
         if ProcessInfo.processInfo.environment["SWITCHBOARD_SRTP_CRYPTO"] == "libsrtp" { return (status, .library) }
-        // A replacement that fails its self-test is not installed: the library's own stays.
+        // .openSSL when every replacement is in; one that fails its self-test is not installed
+        // (the library's own stays for that primitive) and this reports .library.
         return (status, csrtp_install_openssl_crypto() == srtp_err_status_ok ? .openSSL : .library)
     }()
 
@@ -95,16 +96,15 @@ enum SRTPLibrary {
         state.status == srtp_err_status_ok ? nil : .library(operation: "srtp_init", status: Int32(state.status.rawValue))
     }
 
-    /// Whose AES-CM and HMAC-SHA1 the SRTP sessions use.
+    /// Whose AES-CM, AES-GCM and HMAC-SHA1 the SRTP sessions use.
     static var crypto: SRTPCrypto { state.crypto }
 
     /// The library version, for example `libsrtp2 2.5.0`.
     static var version: String { String(cString: srtp_get_version_string()) }
 }
 
-/// Whose AES counter mode and HMAC-SHA1 protect and check the AES-CM suites' packets. libsrtp2
-/// does SRTP itself either way (key derivation, indices, rollover counters, replay windows); the
-/// AEAD suites always use the library's own AES-GCM.
+/// Whose AES counter mode, AES-GCM and HMAC-SHA1 protect and check the packets. libsrtp2 does
+/// SRTP itself either way (key derivation, indices, nonces, rollover counters, replay windows).
 public enum SRTPCrypto: String, Sendable {
     /// OpenSSL's libcrypto, one context per stream kept for its lifetime: the default. (Debian's
     /// libsrtp2 is built on NSS, which creates a PKCS#11 context per packet under the soft token's

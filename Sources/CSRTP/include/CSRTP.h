@@ -34,10 +34,11 @@ int csrtp_random(void *buf, size_t len);
 /* srtp_init() with logging silenced (the library never prints). Call once. */
 srtp_err_status_t csrtp_init(void);
 
-/* Replaces libsrtp2's AES counter mode (128 and 256 bits) and HMAC-SHA1 with implementations on
- * OpenSSL's libcrypto that keep one context per stream (crypto_openssl.c explains why). Call once,
- * after csrtp_init and before the first srtp_create; each replacement passes libsrtp2's self-test
- * first. srtp_err_status_no_such_op when libcrypto is older than 3.0 (the library's own stay). */
+/* Replaces libsrtp2's AES counter mode (128 and 256 bits), AES-GCM (128 and 256) and HMAC-SHA1
+ * with implementations on OpenSSL's libcrypto that keep one context per stream (crypto_openssl.c
+ * explains why). Call once, after csrtp_init and before the first srtp_create; each replacement
+ * passes libsrtp2's self-test first, and one that fails leaves the library's own in place (the
+ * first failure is returned). srtp_err_status_no_such_op when libcrypto is older than 3.0. */
 srtp_err_status_t csrtp_install_openssl_crypto(void);
 
 /* Creates a session for one direction (outbound != 0: SSRC_ANY_OUTBOUND, else SSRC_ANY_INBOUND)
