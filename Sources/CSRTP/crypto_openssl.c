@@ -32,22 +32,23 @@
 static EVP_CIPHER *aes128_ctr, *aes256_ctr, *aes128_gcm, *aes256_gcm;
 static EVP_MAC *hmac;
 
-/* ---- AES counter mode ------------------------------------------------------------------ */
+/* ---- AES: one state for counter mode and GCM ------------------------------------------- */
 
 typedef struct {
     EVP_CIPHER_CTX *ctx;
     const EVP_CIPHER *evp;
     int key_octets;               /* 16 or 32: the AES key; the salt follows it in the key */
-    unsigned char salt[16];       /* the 112-bit salt, then two zero octets (RFC 3711 §4.1.1) */
-} csrtp_icm;
+    unsigned char salt[16];       /* AES-CM: the 112-bit salt, then two zero octets (RFC 3711 §4.1.1) */
+    int tag_octets;               /* AES-GCM: 16, or 8 for libsrtp2's short-tag variants */
+    srtp_cipher_direction_t direction;  /* AES-GCM: set by set_iv */
+} csrtp_aes;
 
-static const srtp_cipher_type_t csrtp_icm128_type, csrtp_icm256_type;
-
-static srtp_err_status_t icm_alloc(srtp_cipher_pointer_t *cp, int key_len, const srtp_cipher_type_t *type,
-                                   const EVP_CIPHER *evp, int key_octets, int algorithm) {
-    if (key_len != key_octets + SALT_OCTETS) return srtp_err_status_bad_param;
+/* A cipher of `type` whose key is key_octets of AES key and salt_octets of salt. */
+static srtp_err_status_t aes_alloc(srtp_cipher_pointer_t *cp, int key_len, const srtp_cipher_type_t *type,
+                                   const EVP_CIPHER *evp, int key_octets, int salt_octets, int algorithm, int tag_len) {
+    if (key_len != key_octets + salt_octets) return srtp_err_status_bad_param;
     srtp_cipher_t *cipher = calloc(1, sizeof *cipher);
-    csrtp_icm *state = calloc(1, sizeof *state);
+    csrtp_aes *state = calloc(1, sizeof *state);
     EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
     if (cipher == NULL || state == NULL || ctx == NULL) {
         free(cipher);
@@ -58,6 +59,8 @@ static srtp_err_status_t icm_alloc(srtp_cipher_pointer_t *cp, int key_len, const
     state->ctx = ctx;
     state->evp = evp;
     state->key_octets = key_octets;
+    state->tag_octets = tag_len;
+    state->direction = srtp_direction_any;
     cipher->type = type;
     cipher->state = state;
     cipher->key_len = key_len;
@@ -66,19 +69,9 @@ static srtp_err_status_t icm_alloc(srtp_cipher_pointer_t *cp, int key_len, const
     return srtp_err_status_ok;
 }
 
-static srtp_err_status_t icm128_alloc(srtp_cipher_pointer_t *cp, int key_len, int tag_len) {
-    (void)tag_len;
-    return icm_alloc(cp, key_len, &csrtp_icm128_type, aes128_ctr, 16, SRTP_AES_ICM_128);
-}
-
-static srtp_err_status_t icm256_alloc(srtp_cipher_pointer_t *cp, int key_len, int tag_len) {
-    (void)tag_len;
-    return icm_alloc(cp, key_len, &csrtp_icm256_type, aes256_ctr, 32, SRTP_AES_ICM_256);
-}
-
-static srtp_err_status_t icm_dealloc(srtp_cipher_pointer_t cipher) {
+static srtp_err_status_t aes_dealloc(srtp_cipher_pointer_t cipher) {
     if (cipher == NULL) return srtp_err_status_bad_param;
-    csrtp_icm *state = cipher->state;
+    csrtp_aes *state = cipher->state;
     if (state != NULL) {
         EVP_CIPHER_CTX_free(state->ctx);
         OPENSSL_cleanse(state, sizeof *state);
@@ -89,9 +82,23 @@ static srtp_err_status_t icm_dealloc(srtp_cipher_pointer_t cipher) {
     return srtp_err_status_ok;
 }
 
+/* ---- AES counter mode ------------------------------------------------------------------ */
+
+static const srtp_cipher_type_t csrtp_icm128_type, csrtp_icm256_type;
+
+static srtp_err_status_t icm128_alloc(srtp_cipher_pointer_t *cp, int key_len, int tag_len) {
+    (void)tag_len;
+    return aes_alloc(cp, key_len, &csrtp_icm128_type, aes128_ctr, 16, SALT_OCTETS, SRTP_AES_ICM_128, 0);
+}
+
+static srtp_err_status_t icm256_alloc(srtp_cipher_pointer_t *cp, int key_len, int tag_len) {
+    (void)tag_len;
+    return aes_alloc(cp, key_len, &csrtp_icm256_type, aes256_ctr, 32, SALT_OCTETS, SRTP_AES_ICM_256, 0);
+}
+
 /* key: the AES key followed by the 14-octet salt. */
 static srtp_err_status_t icm_init(void *opaque, const uint8_t *key) {
-    csrtp_icm *state = opaque;
+    csrtp_aes *state = opaque;
     memset(state->salt, 0, sizeof state->salt);
     memcpy(state->salt, key + state->key_octets, SALT_OCTETS);
     if (EVP_EncryptInit_ex(state->ctx, state->evp, NULL, key, NULL) != 1) return srtp_err_status_init_fail;
@@ -101,7 +108,7 @@ static srtp_err_status_t icm_init(void *opaque, const uint8_t *key) {
 /* The packet's counter block: salt XOR iv (libsrtp2 builds iv from the SSRC and the index). */
 static srtp_err_status_t icm_set_iv(void *opaque, uint8_t *iv, srtp_cipher_direction_t direction) {
     (void)direction;
-    csrtp_icm *state = opaque;
+    csrtp_aes *state = opaque;
     unsigned char counter[16];
     for (int i = 0; i < 16; i++) counter[i] = state->salt[i] ^ iv[i];
     if (EVP_EncryptInit_ex(state->ctx, NULL, NULL, NULL, counter) != 1) return srtp_err_status_cipher_fail;
@@ -110,7 +117,7 @@ static srtp_err_status_t icm_set_iv(void *opaque, uint8_t *iv, srtp_cipher_direc
 
 /* XORs the key stream into the buffer, continuing where the last call stopped. */
 static srtp_err_status_t icm_crypt(void *opaque, uint8_t *buffer, unsigned int *octets) {
-    csrtp_icm *state = opaque;
+    csrtp_aes *state = opaque;
     if (*octets > (unsigned int)INT32_MAX) return srtp_err_status_bad_param;
     int written = 0;
     if (EVP_EncryptUpdate(state->ctx, buffer, &written, buffer, (int)*octets) != 1 || written != (int)*octets)
@@ -148,50 +155,23 @@ static const srtp_cipher_test_case_t icm256_test = {
     46, icm256_key, icm256_iv, 40, icm256_plain, 40, icm256_cipher, 0, NULL, 0, NULL};
 
 static const srtp_cipher_type_t csrtp_icm128_type = {
-    icm128_alloc, icm_dealloc, icm_init, NULL, icm_crypt, icm_crypt, icm_set_iv, NULL,
+    icm128_alloc, aes_dealloc, icm_init, NULL, icm_crypt, icm_crypt, icm_set_iv, NULL,
     "AES-128 counter mode (Switchboard, OpenSSL)", &icm128_test, SRTP_AES_ICM_128};
 static const srtp_cipher_type_t csrtp_icm256_type = {
-    icm256_alloc, icm_dealloc, icm_init, NULL, icm_crypt, icm_crypt, icm_set_iv, NULL,
+    icm256_alloc, aes_dealloc, icm_init, NULL, icm_crypt, icm_crypt, icm_set_iv, NULL,
     "AES-256 counter mode (Switchboard, OpenSSL)", &icm256_test, SRTP_AES_ICM_256};
 
 /* ---- AES-GCM (RFC 7714) ------------------------------------------------------------------ */
 
 #define GCM_SALT_OCTETS 12
 
-typedef struct {
-    EVP_CIPHER_CTX *ctx;
-    const EVP_CIPHER *evp;
-    int key_octets;                  /* 16 or 32; libsrtp2 keeps the 96-bit salt for the nonce */
-    int tag_octets;                  /* 16, or 8 for libsrtp2's short-tag variants */
-    srtp_cipher_direction_t direction;
-} csrtp_gcm;
-
 static const srtp_cipher_type_t csrtp_gcm128_type, csrtp_gcm256_type;
 
+/* libsrtp2 keeps the 96-bit salt for the nonce; the tag is 16 octets, or 8 (short-tag variants). */
 static srtp_err_status_t gcm_alloc(srtp_cipher_pointer_t *cp, int key_len, int tag_len, const srtp_cipher_type_t *type,
                                    const EVP_CIPHER *evp, int key_octets, int algorithm) {
-    if (key_len != key_octets + GCM_SALT_OCTETS) return srtp_err_status_bad_param;
     if (tag_len != 16 && tag_len != 8) return srtp_err_status_bad_param;
-    srtp_cipher_t *cipher = calloc(1, sizeof *cipher);
-    csrtp_gcm *state = calloc(1, sizeof *state);
-    EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
-    if (cipher == NULL || state == NULL || ctx == NULL) {
-        free(cipher);
-        free(state);
-        EVP_CIPHER_CTX_free(ctx);
-        return srtp_err_status_alloc_fail;
-    }
-    state->ctx = ctx;
-    state->evp = evp;
-    state->key_octets = key_octets;
-    state->tag_octets = tag_len;
-    state->direction = srtp_direction_any;
-    cipher->type = type;
-    cipher->state = state;
-    cipher->key_len = key_len;
-    cipher->algorithm = algorithm;
-    *cp = cipher;
-    return srtp_err_status_ok;
+    return aes_alloc(cp, key_len, type, evp, key_octets, GCM_SALT_OCTETS, algorithm, tag_len);
 }
 
 static srtp_err_status_t gcm128_alloc(srtp_cipher_pointer_t *cp, int key_len, int tag_len) {
@@ -202,22 +182,9 @@ static srtp_err_status_t gcm256_alloc(srtp_cipher_pointer_t *cp, int key_len, in
     return gcm_alloc(cp, key_len, tag_len, &csrtp_gcm256_type, aes256_gcm, 32, SRTP_AES_GCM_256);
 }
 
-static srtp_err_status_t gcm_dealloc(srtp_cipher_pointer_t cipher) {
-    if (cipher == NULL) return srtp_err_status_bad_param;
-    csrtp_gcm *state = cipher->state;
-    if (state != NULL) {
-        EVP_CIPHER_CTX_free(state->ctx);
-        OPENSSL_cleanse(state, sizeof *state);
-        free(state);
-    }
-    OPENSSL_cleanse(cipher, sizeof *cipher);
-    free(cipher);
-    return srtp_err_status_ok;
-}
-
 /* key: the AES key (the salt after it is libsrtp2's, for the nonce). */
 static srtp_err_status_t gcm_init(void *opaque, const uint8_t *key) {
-    csrtp_gcm *state = opaque;
+    csrtp_aes *state = opaque;
     state->direction = srtp_direction_any;
     if (EVP_CipherInit_ex(state->ctx, state->evp, NULL, key, NULL, 1) != 1) return srtp_err_status_init_fail;
     return srtp_err_status_ok;
@@ -225,7 +192,7 @@ static srtp_err_status_t gcm_init(void *opaque, const uint8_t *key) {
 
 /* A packet's 96-bit nonce (libsrtp2 has XORed the salt in) and its direction. */
 static srtp_err_status_t gcm_set_iv(void *opaque, uint8_t *iv, srtp_cipher_direction_t direction) {
-    csrtp_gcm *state = opaque;
+    csrtp_aes *state = opaque;
     if (direction != srtp_direction_encrypt && direction != srtp_direction_decrypt) return srtp_err_status_bad_param;
     state->direction = direction;
     if (EVP_CipherInit_ex(state->ctx, NULL, NULL, NULL, iv, direction == srtp_direction_encrypt ? 1 : 0) != 1)
@@ -235,7 +202,7 @@ static srtp_err_status_t gcm_set_iv(void *opaque, uint8_t *iv, srtp_cipher_direc
 
 /* Authenticated, not encrypted octets (libsrtp2 may call it more than once per packet). */
 static srtp_err_status_t gcm_set_aad(void *opaque, const uint8_t *aad, uint32_t aad_len) {
-    csrtp_gcm *state = opaque;
+    csrtp_aes *state = opaque;
     if (state->direction == srtp_direction_any) return srtp_err_status_bad_param;
     if (aad_len == 0) return srtp_err_status_ok;
     if (aad_len > (uint32_t)INT32_MAX) return srtp_err_status_bad_param;
@@ -245,7 +212,7 @@ static srtp_err_status_t gcm_set_aad(void *opaque, const uint8_t *aad, uint32_t 
 }
 
 static srtp_err_status_t gcm_encrypt(void *opaque, uint8_t *buffer, unsigned int *octets) {
-    csrtp_gcm *state = opaque;
+    csrtp_aes *state = opaque;
     if (state->direction != srtp_direction_encrypt) return srtp_err_status_bad_param;
     if (*octets > (unsigned int)INT32_MAX) return srtp_err_status_bad_param;
     if (*octets == 0) return srtp_err_status_ok;
@@ -257,7 +224,7 @@ static srtp_err_status_t gcm_encrypt(void *opaque, uint8_t *buffer, unsigned int
 
 /* After encrypt: finishes the message and writes the tag. */
 static srtp_err_status_t gcm_get_tag(void *opaque, uint8_t *tag, uint32_t *len) {
-    csrtp_gcm *state = opaque;
+    csrtp_aes *state = opaque;
     if (state->direction != srtp_direction_encrypt) return srtp_err_status_bad_param;
     unsigned char none[16];
     int written = 0;
@@ -270,7 +237,7 @@ static srtp_err_status_t gcm_get_tag(void *opaque, uint8_t *tag, uint32_t *len) 
 /* The buffer ends with the tag: decrypts what precedes it, checks the tag (a mismatch is an
  * authentication failure) and leaves *octets without the tag. */
 static srtp_err_status_t gcm_decrypt(void *opaque, uint8_t *buffer, unsigned int *octets) {
-    csrtp_gcm *state = opaque;
+    csrtp_aes *state = opaque;
     if (state->direction != srtp_direction_decrypt) return srtp_err_status_bad_param;
     if (*octets < (unsigned int)state->tag_octets || *octets > (unsigned int)INT32_MAX) return srtp_err_status_bad_param;
     int body = (int)*octets - state->tag_octets;
@@ -322,10 +289,10 @@ static const srtp_cipher_test_case_t gcm256_test = {
     44, gcm256_key, gcm_iv, 60, gcm_plain, 76, gcm256_cipher, 20, gcm_aad, 16, NULL};
 
 static const srtp_cipher_type_t csrtp_gcm128_type = {
-    gcm128_alloc, gcm_dealloc, gcm_init, gcm_set_aad, gcm_encrypt, gcm_decrypt, gcm_set_iv, gcm_get_tag,
+    gcm128_alloc, aes_dealloc, gcm_init, gcm_set_aad, gcm_encrypt, gcm_decrypt, gcm_set_iv, gcm_get_tag,
     "AES-128 GCM (Switchboard, OpenSSL)", &gcm128_test, SRTP_AES_GCM_128};
 static const srtp_cipher_type_t csrtp_gcm256_type = {
-    gcm256_alloc, gcm_dealloc, gcm_init, gcm_set_aad, gcm_encrypt, gcm_decrypt, gcm_set_iv, gcm_get_tag,
+    gcm256_alloc, aes_dealloc, gcm_init, gcm_set_aad, gcm_encrypt, gcm_decrypt, gcm_set_iv, gcm_get_tag,
     "AES-256 GCM (Switchboard, OpenSSL)", &gcm256_test, SRTP_AES_GCM_256};
 
 /* ---- HMAC-SHA1 --------------------------------------------------------------------------- */
