@@ -312,8 +312,8 @@ final class MediaWorker: @unchecked Sendable {
     /// Another worker runs this one's ticks once they are this late (and it has time).
     static let helpThreshold: Int64 = 1_000_000
     /// At most this many of another worker's ticks per wake-up, and none when one of the
-    /// helper's own is due within ``helpThreshold``, so that helping delays its own sessions
-    /// by at most about one tick.
+    /// helper's own is due within two of its average ticks, so that helping delays its own
+    /// sessions by about one tick at most (more only when the borrowed tick is unusually long).
     static let helpBudget = 8
 
     let index: Int
@@ -333,6 +333,9 @@ final class MediaWorker: @unchecked Sendable {
     private let scheduling: MediaEngine.Scheduling
     private let realtime = Atomic<Bool>(false)
     private let shared = Mutex(Shared())
+    /// The earliest deadline in the heap (Int64.max when empty), kept under `shared`'s lock
+    /// whenever the heap changes, so that other workers look without taking the lock.
+    private let earliest = Atomic<Int64>(Int64.max)
     /// The engine's other workers, whose overdue ticks this one runs when it has time.
     private let peerList = Mutex<[MediaWorker]>([])
     private let peersVersion = Atomic<Int>(0)
@@ -346,6 +349,8 @@ final class MediaWorker: @unchecked Sendable {
     private var peers: [MediaWorker] = []
     private var knownPeersVersion = 0
     private var lastNudge: Int64 = 0
+    /// The cost of a tick on this worker, a moving average (ns).
+    private var tickCost: Int64 = 100_000
 
     init(index: Int, phases: Int, scheduling: MediaEngine.Scheduling) throws(MediaSessionError) {
         self.index = index
@@ -456,6 +461,7 @@ final class MediaWorker: @unchecked Sendable {
     /// Takes the earliest tick if it is due by `before`, marking the session busy.
     private func take(dueBy before: Int64) -> Job? {
         shared.withLock { s -> Job? in
+            defer { earliest.store(s.heap.first?.deadline ?? Int64.max, ordering: .relaxed) }
             while let top = s.heap.first, top.deadline <= before {
                 _ = s.heap.pop()
                 // A removed session's deadlines are dropped as they come up.
@@ -493,6 +499,7 @@ final class MediaWorker: @unchecked Sendable {
             if let next, s.entries[id] != nil {
                 if next.batches != next.previous { s.entries[id]?.batches = next.batches }
                 s.heap.push(next.deadline, id)
+                earliest.store(s.heap.first?.deadline ?? Int64.max, ordering: .relaxed)
             }
             return removal
         }
@@ -636,6 +643,7 @@ final class MediaWorker: @unchecked Sendable {
                     guard !$0.closed else { return }
                     $0.entries[id] = entry
                     $0.heap.push(epoch + offset + max(0, periods) * Self.period, id)
+                    self.earliest.store($0.heap.first?.deadline ?? Int64.max, ordering: .relaxed)
                 }
             case .remove(let id, let done, let fds):
                 remove(id, closing: fds, done: done)
@@ -680,7 +688,9 @@ final class MediaWorker: @unchecked Sendable {
         owner.release(job.id, next: (next, Entry.batches(forPtime: step), job.entry.batches))
         local.ticks &+= 1
         if lent { local.helpedTicks &+= 1 }
-        return MonotonicClock.nanoseconds()
+        let end = MonotonicClock.nanoseconds()
+        tickCost += (min(end - start, 20_000_000) - tickCost) / 16
+        return end
     }
 
     /// Runs other workers' ticks that are over ``helpThreshold`` late (a worker stalled by the
@@ -691,11 +701,17 @@ final class MediaWorker: @unchecked Sendable {
         guard !peers.isEmpty else { return }
         var now = MonotonicClock.nanoseconds()
         var budget = Self.helpBudget
-        for peer in peers where budget > 0 && !peer.stopping.load(ordering: .relaxed) {
+        // Each worker starts with a different peer, so that helpers do not all crowd one.
+        for k in 0..<peers.count where budget > 0 {
+            let peer = peers[(index + k) % peers.count]
+            guard !peer.stopping.load(ordering: .relaxed) else { continue }
             while budget > 0 {
-                // Our own sessions first: none of theirs when one of ours is due within 1 ms.
-                if let mine = shared.withLock({ $0.heap.first?.deadline }), mine <= now + Self.helpThreshold { return }
-                guard let job = peer.take(dueBy: now - Self.helpThreshold) else { break }
+                // Our own sessions first: none of theirs unless two ticks' time is left before
+                // one of ours is due.
+                if earliest.load(ordering: .relaxed) <= now + max(50_000, 2 * tickCost) { return }
+                // (A look without the lock first: a peer on time costs nothing.)
+                guard peer.earliest.load(ordering: .relaxed) <= now - Self.helpThreshold,
+                      let job = peer.take(dueBy: now - Self.helpThreshold) else { break }
                 budget -= 1
                 now = runTick(job, now: now, lent: true, owner: peer)
             }
@@ -724,13 +740,12 @@ final class MediaWorker: @unchecked Sendable {
     /// Arms the timer for this worker's next deadline, or earlier when a peer is behind now:
     /// for the moment its overdue tick becomes ours to run, if it has not run it by then.
     private func arm() {
-        var deadline = shared.withLock { $0.heap.first?.deadline } ?? Int64.max
+        var deadline = earliest.load(ordering: .relaxed)
         if !peers.isEmpty {
             let now = MonotonicClock.nanoseconds()
             for peer in peers where !peer.stopping.load(ordering: .relaxed) {
-                if let behind = peer.shared.withLock({ $0.heap.first?.deadline }), behind < now {
-                    deadline = min(deadline, behind + Self.helpThreshold)
-                }
+                let behind = peer.earliest.load(ordering: .relaxed)
+                if behind < now { deadline = min(deadline, behind + Self.helpThreshold) }
             }
         }
         guard deadline != Int64.max, deadline != armed else { return }
