@@ -37,11 +37,13 @@ public final class MediaEngine: Sendable {
     /// How the workers are scheduled.
     public let scheduling: Scheduling
     /// Whether workers share late ticks (the default): a worker that wakes with time to spare
-    /// runs another worker's ticks that are over 1 ms late (at most 8 per wake-up, never while
-    /// one of its own is due), and while another worker is behind it also wakes for that.
-    /// Sessions stay with their worker; a backlog (a worker stalled by the machine, a burst of
-    /// expensive frames) is drained by all the cores instead of one. Events of a tick run for
-    /// another worker are delivered on the helping worker's thread.
+    /// runs another worker's ticks that are over 1 ms late (at most 8 per wake-up, and only
+    /// while two of its own average ticks fit before its next deadline); a worker over 1 ms
+    /// behind wakes the others, and a worker going to sleep while another is behind also wakes
+    /// for that one's late tick. Sessions stay with their worker; a backlog (a worker stalled by
+    /// the machine, a burst of expensive frames) is drained by all the cores instead of one.
+    /// Events of a tick run for another worker are delivered on the helping worker's thread
+    /// (a session's events still come one at a time and in order).
     public let sharesLateTicks: Bool
 
     /// How the worker threads are scheduled by the kernel.
