@@ -38,7 +38,7 @@ public final class MediaEngine: Sendable {
     public let scheduling: Scheduling
     /// Whether workers share late ticks (the default): a worker that wakes with time to spare
     /// runs another worker's ticks that are over 1 ms late (at most 8 per wake-up, and only
-    /// while two of its own average ticks fit before its next deadline); a worker over 1 ms
+    /// while none of its own is due); a worker over 1 ms
     /// behind wakes the others, and a worker going to sleep while another is behind also wakes
     /// for that one's late tick. Sessions stay with their worker; a backlog (a worker stalled by
     /// the machine, a burst of expensive frames) is drained by all the cores instead of one.
@@ -313,9 +313,8 @@ final class MediaWorker: @unchecked Sendable {
     private static let nextID = Atomic<UInt64>(1)
     /// Another worker runs this one's ticks once they are this late (and it has time).
     static let helpThreshold: Int64 = 1_000_000
-    /// At most this many of another worker's ticks per wake-up, and none when one of the
-    /// helper's own is due within two of its average ticks, so that helping delays its own
-    /// sessions by about one tick at most (more only when the borrowed tick is unusually long).
+    /// At most this many of another worker's ticks per wake-up, and none while one of the
+    /// helper's own is due, so that helping delays its own sessions by about one (borrowed) tick.
     static let helpBudget = 8
 
     let index: Int
@@ -351,8 +350,6 @@ final class MediaWorker: @unchecked Sendable {
     private var peers: [MediaWorker] = []
     private var knownPeersVersion = 0
     private var lastNudge: Int64 = 0
-    /// The cost of a tick on this worker, a moving average (ns).
-    private var tickCost: Int64 = 100_000
 
     init(index: Int, phases: Int, scheduling: MediaEngine.Scheduling) throws(MediaSessionError) {
         self.index = index
@@ -460,11 +457,14 @@ final class MediaWorker: @unchecked Sendable {
 
     // MARK: lending ticks (any worker's thread)
 
-    /// Takes the earliest tick if it is due by `before`, marking the session busy.
-    private func take(dueBy before: Int64) -> Job? {
+    /// Takes the earliest tick if it is due by `before`, marking the session busy. A helper
+    /// (`helping`) leaves the tick of a session being read right now (the owner's thread is in
+    /// it: waiting for its work lock would stall two workers on one session).
+    private func take(dueBy before: Int64, helping: Bool = false) -> Job? {
         shared.withLock { s -> Job? in
             defer { earliest.store(s.heap.first?.deadline ?? Int64.max, ordering: .relaxed) }
             while let top = s.heap.first, top.deadline <= before {
+                if helping, s.busy[top.id] != nil { return nil }
                 _ = s.heap.pop()
                 // A removed session's deadlines are dropped as they come up.
                 guard let entry = s.entries[top.id] else { continue }
@@ -487,7 +487,8 @@ final class MediaWorker: @unchecked Sendable {
     /// Ends a tick or read of session `id`: with `next`, puts its next deadline back (and its
     /// new read budget). The last one to end after a removal finishes the removal.
     private func release(_ id: UInt64, next: (deadline: Int64, batches: Int, previous: Int)? = nil) {
-        let removal = shared.withLock { s -> Removal? in
+        let byHelper = next != nil && !isCurrentThread
+        let (removal, first) = shared.withLock { s -> (Removal?, Bool) in
             var removal: Removal?
             if var b = s.busy[id] {
                 b.count -= 1
@@ -498,13 +499,18 @@ final class MediaWorker: @unchecked Sendable {
                     s.busy[id] = b
                 }
             }
+            var first = false
             if let next, s.entries[id] != nil {
                 if next.batches != next.previous { s.entries[id]?.batches = next.batches }
                 s.heap.push(next.deadline, id)
                 earliest.store(s.heap.first?.deadline ?? Int64.max, ordering: .relaxed)
+                first = s.heap.first?.id == id
             }
-            return removal
+            return (removal, first)
         }
+        // A helper handed back a tick that is now this worker's earliest: its timer may be
+        // armed later than that (or not at all), so wake it to re-arm.
+        if byHelper && first { nudge() }
         if let removal {
             for fd in removal.close { _ = Glibc.close(fd) }
             for d in removal.done { d.signal() }
@@ -569,10 +575,10 @@ final class MediaWorker: @unchecked Sendable {
             }
             processCommands()
             runDueTicks()
-            help()
+            let more = help()
             arm()
             local.busy += .nanoseconds(MonotonicClock.nanoseconds() - start)
-            let n = tags.withUnsafeMutableBufferPointer { cs_epoll_wait(epoll, $0.baseAddress, Int32($0.count), 1000) }
+            let n = tags.withUnsafeMutableBufferPointer { cs_epoll_wait(epoll, $0.baseAddress, Int32($0.count), more ? 0 : 1000) }
             start = MonotonicClock.nanoseconds()
             if n > 0 {
                 for i in 0..<Int(n) {
@@ -638,14 +644,14 @@ final class MediaWorker: @unchecked Sendable {
                 // The first tick: the next instant of the phase slot at least 1 ms away.
                 let now = MonotonicClock.nanoseconds()
                 let offset = Self.period * Int64(phase) / Int64(phases)
-                let earliest = now + 1_000_000 - epoch - offset
-                let periods = (earliest + Self.period - 1) / Self.period
+                let fromEpoch = now + 1_000_000 - epoch - offset
+                let periods = (fromEpoch + Self.period - 1) / Self.period
                 let entry = Entry(session: session, phase: phase, readsAtTick: readsAtTick)
                 shared.withLock {
                     guard !$0.closed else { return }
                     $0.entries[id] = entry
                     $0.heap.push(epoch + offset + max(0, periods) * Self.period, id)
-                    self.earliest.store($0.heap.first?.deadline ?? Int64.max, ordering: .relaxed)
+                    earliest.store($0.heap.first?.deadline ?? Int64.max, ordering: .relaxed)
                 }
             case .remove(let id, let done, let fds):
                 remove(id, closing: fds, done: done)
@@ -690,17 +696,16 @@ final class MediaWorker: @unchecked Sendable {
         owner.release(job.id, next: (next, Entry.batches(forPtime: step), job.entry.batches))
         local.ticks &+= 1
         if lent { local.helpedTicks &+= 1 }
-        let end = MonotonicClock.nanoseconds()
-        tickCost += (min(end - start, 20_000_000) - tickCost) / 16
-        return end
+        return MonotonicClock.nanoseconds()
     }
 
     /// Runs other workers' ticks that are over ``helpThreshold`` late (a worker stalled by the
     /// machine or briefly overloaded), while none of this worker's own is due and at most
     /// ``helpBudget`` per wake-up: the engine's cores share a backlog instead of one core
     /// draining it alone. Sessions stay with their worker; only the late ticks move.
-    private func help() {
-        guard !peers.isEmpty else { return }
+    @discardableResult
+    private func help() -> Bool {
+        guard !peers.isEmpty else { return false }
         var now = MonotonicClock.nanoseconds()
         var budget = Self.helpBudget
         // Each worker starts with a different peer, so that helpers do not all crowd one.
@@ -708,16 +713,20 @@ final class MediaWorker: @unchecked Sendable {
             let peer = peers[(index + k) % peers.count]
             guard !peer.stopping.load(ordering: .relaxed) else { continue }
             while budget > 0 {
-                // Our own sessions first: none of theirs unless two ticks' time is left before
-                // one of ours is due.
-                if earliest.load(ordering: .relaxed) <= now + max(50_000, 2 * tickCost) { return }
+                // Our own sessions first: none of theirs while one of ours is due. (Waiting for
+                // more room, e.g. two ticks' time, stopped all helping at 200 calls, where a
+                // worker has a tick due every 0.2 ms: a late peer tick may delay our next one by
+                // its own cost, which is the point of sharing.)
+                if earliest.load(ordering: .relaxed) <= now + 50_000 { return false }
                 // (A look without the lock first: a peer on time costs nothing.)
                 guard peer.earliest.load(ordering: .relaxed) <= now - Self.helpThreshold,
-                      let job = peer.take(dueBy: now - Self.helpThreshold) else { break }
+                      let job = peer.take(dueBy: now - Self.helpThreshold, helping: true) else { break }
                 budget -= 1
                 now = runTick(job, now: now, lent: true, owner: peer)
             }
         }
+        // Out of budget with late ticks maybe left: look again at once (after any own tick).
+        return budget == 0
     }
 
     private func recordLateness(_ nanoseconds: Int64) {
@@ -746,8 +755,10 @@ final class MediaWorker: @unchecked Sendable {
         if !peers.isEmpty {
             let now = MonotonicClock.nanoseconds()
             for peer in peers where !peer.stopping.load(ordering: .relaxed) {
+                // A moment already past was looked at by help() just now (which declined for
+                // want of time, or left the rest for the next pass): arming for it would spin.
                 let behind = peer.earliest.load(ordering: .relaxed)
-                if behind < now { deadline = min(deadline, behind + Self.helpThreshold) }
+                if behind < now, behind + Self.helpThreshold > now { deadline = min(deadline, behind + Self.helpThreshold) }
             }
         }
         guard deadline != Int64.max, deadline != armed else { return }

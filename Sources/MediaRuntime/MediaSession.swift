@@ -203,8 +203,9 @@ public final class MediaSession: Sendable {
     public var receivedDigits: String { state.withLock { $0.digits } }
 
     /// Stops the media, sends an RTCP BYE, closes the sockets and the recording. Idempotent.
-    /// When it returns, no more of the session's events will be delivered (except when it is
-    /// called from another session's event callback, where the sockets close a moment later).
+    /// When it returns, no more of the session's events will be delivered. Called from an event
+    /// callback (the session's own or another's), it does not wait: the sockets close a moment
+    /// later, when the tick or read running the callback ends.
     public func stop() {
         guard running.exchange(false, ordering: .sequentiallyConsistent) else { return }
         let now = MonotonicClock.now() - origin
