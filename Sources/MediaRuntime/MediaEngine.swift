@@ -340,6 +340,8 @@ final class MediaWorker: @unchecked Sendable {
     /// The engine's other workers, whose overdue ticks this one runs when it has time.
     private let peerList = Mutex<[MediaWorker]>([])
     private let peersVersion = Atomic<Int>(0)
+    /// Set when `shutdown()` ran on this worker's own thread: the loop closes its descriptors.
+    private let closesOwnDescriptors = Atomic<Bool>(false)
 
     // worker
     private var phaseLoad: [Int]
@@ -426,10 +428,14 @@ final class MediaWorker: @unchecked Sendable {
     }
 
     func shutdown() {
+        // From the worker's own thread (an event callback shutting the engine down) the loop is
+        // still running: it closes its descriptors itself when it ends.
+        let own = isCurrentThread
+        if own { closesOwnDescriptors.store(true, ordering: .sequentiallyConsistent) }
         stopping.store(true, ordering: .sequentiallyConsistent)
-        inbox.withLock { _ in _ = cs_eventfd_signal(wake) }
+        inbox.withLock { _ in if !inboxClosed { _ = cs_eventfd_signal(wake) } }
         if let t = thread.withLock({ t -> MediaThread? in defer { t = nil }; return t }) { t.join() }
-        for fd in [epoll, timer, wake] { _ = Glibc.close(fd) }
+        if !own { for fd in [epoll, timer, wake] { _ = Glibc.close(fd) } }
         setPeers([])
     }
 
@@ -615,6 +621,9 @@ final class MediaWorker: @unchecked Sendable {
         }
         shared.withLock { $0.closed = true }
         peers = []
+        if closesOwnDescriptors.load(ordering: .sequentiallyConsistent) {
+            for fd in [epoll, timer, wake] { _ = Glibc.close(fd) }
+        }
     }
 
     private func processCommands() {

@@ -123,6 +123,31 @@ private func portIsFree(_ port: UInt16) -> Bool {
         #expect(engine.statistics().sessions == 0)
     }
 
+    @Test("an event callback may shut its own engine down; its sessions then stop and free their ports")
+    func shutdownFromAnEventCallback() async throws {
+        let engine = MediaEngine(threads: 2)
+        let done = Atomic<Bool>(false)
+        let (a, b) = try startCall(engine: engine, events: { event in
+            guard case .latched = event, !done.exchange(true, ordering: .sequentiallyConsistent) else { return }
+            engine.shutdown()  // on a worker's own thread: it cannot join itself
+        })
+        #expect(await waitUntil { done.load(ordering: .sequentiallyConsistent) })
+        let ports = [a.localPort, b.localPort]
+        let started = ContinuousClock.now
+        a.stop()
+        b.stop()
+        #expect(ContinuousClock.now - started < .seconds(1))
+        #expect(await waitUntil { ports.allSatisfy { portIsFree($0) && portIsFree($0 + 1) } })
+        // The engine starts again for new sessions.
+        let (c, d) = try startCall(engine: engine)
+        defer {
+            c.stop()
+            d.stop()
+            engine.shutdown()
+        }
+        #expect(await waitUntil { c.stats().call.received.packets > 5 && d.stats().call.received.packets > 5 })
+    }
+
     @Test func shutDownEngineRestartsForNewSessions() async throws {
         let engine = MediaEngine(threads: 1)
         do {
