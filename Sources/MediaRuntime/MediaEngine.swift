@@ -103,8 +103,9 @@ public final class MediaEngine: Sendable {
         return total
     }
 
-    /// Stops the workers once no session is attached to them (sessions started later start
-    /// them again). The shared engine need not be shut down.
+    /// Stops the workers now, whether or not sessions are attached (their media stops; stopping
+    /// them afterwards closes their sockets at once). Sessions started later start new
+    /// workers. May be called from an event callback. The shared engine need not be shut down.
     public func shutdown() {
         let current = workers.withLock { w -> [MediaWorker] in
             defer { w = nil }
