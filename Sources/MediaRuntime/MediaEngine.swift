@@ -297,8 +297,6 @@ final class MediaWorker: @unchecked Sendable {
         /// Sessions with a tick or a read running now; a removal meanwhile waits here, so that
         /// no socket is closed under a running tick.
         var busy: [UInt64: Busy] = [:]
-        /// Set when the worker has stopped: nothing is added any more.
-        var closed = false
     }
 
     /// A tick taken from the heap: the session to run and its deadline.
@@ -434,7 +432,7 @@ final class MediaWorker: @unchecked Sendable {
         let own = isCurrentThread
         if own { closesOwnDescriptors.store(true, ordering: .sequentiallyConsistent) }
         stopping.store(true, ordering: .sequentiallyConsistent)
-        inbox.withLock { _ in if !inboxClosed { _ = cs_eventfd_signal(wake) } }
+        nudge()
         if let t = thread.withLock({ t -> MediaThread? in defer { t = nil }; return t }) { t.join() }
         if !own { for fd in [epoll, timer, wake] { _ = Glibc.close(fd) } }
         setPeers([])
@@ -450,14 +448,19 @@ final class MediaWorker: @unchecked Sendable {
             _ = cs_eventfd_signal(wake)
             return true
         }
-        guard !queued else { return }
+        if !queued { carryOutAfterStop(command) }
+    }
+
+    /// A command the stopped worker will not get to: a removal is done by the caller, an
+    /// addition dropped.
+    private func carryOutAfterStop(_ command: Command) {
         switch command {
         case .add: load.add(-1, ordering: .relaxed)
         case .remove(let id, let done, let fds): remove(id, closing: fds, done: done)
         }
     }
 
-    /// Wakes the worker (a peer is behind) unless it has stopped.
+    /// Wakes the worker (a peer is behind, or it is to stop) unless it has stopped already.
     func nudge() {
         inbox.withLock { _ in if !inboxClosed { _ = cs_eventfd_signal(wake) } }
     }
@@ -469,7 +472,7 @@ final class MediaWorker: @unchecked Sendable {
     /// it: waiting for its work lock would stall two workers on one session).
     private func take(dueBy before: Int64, helping: Bool = false) -> Job? {
         shared.withLock { s -> Job? in
-            defer { earliest.store(s.heap.first?.deadline ?? Int64.max, ordering: .relaxed) }
+            defer { noteEarliest(s.heap) }
             while let top = s.heap.first, top.deadline <= before {
                 if helping, s.busy[top.id] != nil { return nil }
                 _ = s.heap.pop()
@@ -480,6 +483,12 @@ final class MediaWorker: @unchecked Sendable {
             }
             return nil
         }
+    }
+
+    /// Mirrors the heap's earliest deadline into ``earliest`` (called under `shared`'s lock
+    /// after each change of the heap).
+    private func noteEarliest(_ heap: TickHeap) {
+        earliest.store(heap.first?.deadline ?? Int64.max, ordering: .relaxed)
     }
 
     /// The session of RTCP (or unstamped RTP) tag `id`, marked busy while it is read.
@@ -510,7 +519,7 @@ final class MediaWorker: @unchecked Sendable {
             if let next, s.entries[id] != nil {
                 if next.batches != next.previous { s.entries[id]?.batches = next.batches }
                 s.heap.push(next.deadline, id)
-                earliest.store(s.heap.first?.deadline ?? Int64.max, ordering: .relaxed)
+                noteEarliest(s.heap)
                 first = s.heap.first?.id == id
             }
             return (removal, first)
@@ -614,13 +623,7 @@ final class MediaWorker: @unchecked Sendable {
             defer { c.removeAll() }
             return c
         }
-        for command in leftover {
-            switch command {
-            case .add: load.add(-1, ordering: .relaxed)
-            case .remove(let id, let done, let fds): remove(id, closing: fds, done: done)
-            }
-        }
-        shared.withLock { $0.closed = true }
+        for command in leftover { carryOutAfterStop(command) }
         peers = []
         if closesOwnDescriptors.load(ordering: .sequentiallyConsistent) {
             for fd in [epoll, timer, wake] { _ = Glibc.close(fd) }
@@ -658,10 +661,9 @@ final class MediaWorker: @unchecked Sendable {
                 let periods = (fromEpoch + Self.period - 1) / Self.period
                 let entry = Entry(session: session, phase: phase, readsAtTick: readsAtTick)
                 shared.withLock {
-                    guard !$0.closed else { return }
                     $0.entries[id] = entry
                     $0.heap.push(epoch + offset + max(0, periods) * Self.period, id)
-                    earliest.store($0.heap.first?.deadline ?? Int64.max, ordering: .relaxed)
+                    noteEarliest($0.heap)
                 }
             case .remove(let id, let done, let fds):
                 remove(id, closing: fds, done: done)
@@ -682,13 +684,13 @@ final class MediaWorker: @unchecked Sendable {
                 lastNudge = now
                 for peer in peers where !peer.stopping.load(ordering: .relaxed) { peer.nudge() }
             }
-            now = runTick(job, now: now, lent: false, owner: self)
+            now = runTick(job, now: now, owner: self)
         }
         if now - lastPublished > 100_000_000 { publish(now) }
     }
 
-    /// Runs one tick (this worker's, or another's when `lent`); returns the time after it.
-    private func runTick(_ job: Job, now start: Int64, lent: Bool, owner: MediaWorker) -> Int64 {
+    /// Runs one tick of `owner`'s (this worker's, or a peer's it helps); returns the time after it.
+    private func runTick(_ job: Job, now start: Int64, owner: MediaWorker) -> Int64 {
         var now = start
         let late = max(0, now - job.deadline)
         recordLateness(late)
@@ -705,7 +707,7 @@ final class MediaWorker: @unchecked Sendable {
         if now - next > 200_000_000 { next = now + step }
         owner.release(job.id, next: (next, Entry.batches(forPtime: step), job.entry.batches))
         local.ticks &+= 1
-        if lent { local.helpedTicks &+= 1 }
+        if owner !== self { local.helpedTicks &+= 1 }
         return MonotonicClock.nanoseconds()
     }
 
@@ -713,7 +715,6 @@ final class MediaWorker: @unchecked Sendable {
     /// machine or briefly overloaded), while none of this worker's own is due and at most
     /// ``helpBudget`` per wake-up: the engine's cores share a backlog instead of one core
     /// draining it alone. Sessions stay with their worker; only the late ticks move.
-    @discardableResult
     private func help() -> Bool {
         guard !peers.isEmpty else { return false }
         var now = MonotonicClock.nanoseconds()
@@ -732,7 +733,7 @@ final class MediaWorker: @unchecked Sendable {
                 guard peer.earliest.load(ordering: .relaxed) <= now - Self.helpThreshold,
                       let job = peer.take(dueBy: now - Self.helpThreshold, helping: true) else { break }
                 budget -= 1
-                now = runTick(job, now: now, lent: true, owner: peer)
+                now = runTick(job, now: now, owner: peer)
             }
         }
         // Out of budget with late ticks maybe left: look again at once (after any own tick).
