@@ -356,6 +356,23 @@ final class RawPeer: Sendable {
         try #require(bound)
     }
 
+    /// A silent PCMU session on 127.0.0.1 and a peer negotiated with it (stop and close both).
+    static func withSession() throws -> (MediaSession, RawPeer) {
+        let config = MediaSessionConfiguration(localAddress: "127.0.0.1", portRange: 10000...19999, codecs: [.pcmu], srtpPolicy: .off)
+        let session = try MediaSession(configuration: config, input: .silence)
+        var peer: RawPeer?
+        do {
+            let made = try RawPeer()
+            peer = made
+            try made.negotiate(with: session)
+            return (session, made)
+        } catch {
+            peer?.close()
+            session.stop()
+            throw error
+        }
+    }
+
     /// Offers PCMU at 20 ms from this socket's port, applies the session's answer, and aims at it.
     func negotiate(with session: MediaSession) throws {
         var far = OfferAnswer(capabilities: MediaCapabilities(address: "127.0.0.1", streams: [
@@ -394,12 +411,11 @@ final class RawPeer: Sendable {
     @Test("packets every 10 ms to a 20 ms session: interarrival jitter stays near zero (< 4 ms, not ~10) (two read at one tick are not simultaneous)",
           .timeLimit(.minutes(1)))
     func arrivalTimesAreTheKernelsNotTheTicks() async throws {
-        let config = MediaSessionConfiguration(localAddress: "127.0.0.1", portRange: 10000...19999, codecs: [.pcmu], srtpPolicy: .off)
-        let session = try MediaSession(configuration: config, input: .silence)
-        defer { session.stop() }
-        let peer = try RawPeer()
-        defer { peer.close() }
-        try peer.negotiate(with: session)
+        let (session, peer) = try RawPeer.withSession()
+        defer {
+            session.stop()
+            peer.close()
+        }
         // 150 packets of 10 ms (80 samples) on an absolute 10 ms schedule, from a thread of
         // their own (not the test's pool).
         let sent = Atomic<Int>(0)
@@ -451,12 +467,11 @@ final class RawPeer: Sendable {
     @Test("a burst of 300 datagrams is read whole over the following ticks (bounded per tick, nothing left behind)",
           .timeLimit(.minutes(1)))
     func aBurstIsReadOverTheNextTicks() async throws {
-        let config = MediaSessionConfiguration(localAddress: "127.0.0.1", portRange: 10000...19999, codecs: [.pcmu], srtpPolicy: .off)
-        let session = try MediaSession(configuration: config, input: .silence)
-        defer { session.stop() }
-        let peer = try RawPeer()
-        defer { peer.close() }
-        try peer.negotiate(with: session)
+        let (session, peer) = try RawPeer.withSession()
+        defer {
+            session.stop()
+            peer.close()
+        }
         for i in 0..<300 { peer.send(sequence: UInt16(i), timestamp: UInt32(160 * i)) }
         #expect(await waitUntil(seconds: 5) { session.stats().call.received.packets == 300 }, "\(session.stats())")
         #expect(session.stats().call.packetsLost == 0)
