@@ -34,3 +34,12 @@ ensure_packages() {
 require_swift() {
     command -v swift >/dev/null 2>&1 || { echo "swift is not installed (expected at /opt/swift/usr/bin)" >&2; exit 1; }
 }
+
+# bench_build PRODUCT: builds one executable of the Benchmarks package (Benchmarks/, its own
+# package depending on the root by path) in release mode and prints its path. The scratch path
+# is $BENCH_SCRATCH when set, else the Benchmarks package's own .build.
+bench_build() {
+    local product=$1 scratch="${BENCH_SCRATCH:-$REPO/Benchmarks/.build}"
+    swift build -c release --package-path "$REPO/Benchmarks" --scratch-path "$scratch" --product "$product" >&2 || return 1
+    printf '%s/%s\n' "$(swift build -c release --package-path "$REPO/Benchmarks" --scratch-path "$scratch" --show-bin-path)" "$product"
+}

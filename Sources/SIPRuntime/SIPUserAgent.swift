@@ -493,7 +493,7 @@ public final class SIPUserAgent: Sendable {
     }
 
     /// IP literals and `localhost`; the port from the URI or the transport's default.
-    @Sendable static func literalPeer(_ u: SIPURI, _ kind: TransportKind) -> SIPPeer? {
+    @Sendable public static func literalPeer(_ u: SIPURI, _ kind: TransportKind) -> SIPPeer? {
         let host = u.host.address.lowercased() == "localhost" ? "127.0.0.1" : u.host.address
         let port = u.port ?? (kind == .tls ? 5061 : 5060)
         guard let a = try? SocketAddress(ip: host, port: port) else { return nil }

@@ -6,6 +6,7 @@ import SIPTransport
 import SIPDialog
 import SDP
 import CHeapStats
+import SIPLoad
 
 /// `switchboard serve --dialogs`: a full UAS on the dialog layer (``DialogServer``): every
 /// INVITE becomes an INVITE session, gets 180 and a 200 whose SDP answer the offer/answer

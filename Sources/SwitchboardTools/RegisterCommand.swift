@@ -89,32 +89,3 @@ public final class RegisterSession: Sendable {
         return current
     }
 }
-
-extension RegistrationClient.State {
-    /// A short label for the command line.
-    public var label: String {
-        switch self {
-        case .unregistered: return "unregistered"
-        case .registering: return "registering"
-        case .registered(let e): return "registered (expires \(e) s)"
-        case .unregistering: return "unregistering"
-        case .failed(let r):
-            switch r {
-            case .badCredentials: return "failed: bad credentials"
-            case .forbidden: return "failed: forbidden"
-            case .timeout: return "failed: timeout"
-            case .transport: return "failed: transport error"
-            case .rejected(let c): return "failed: rejected \(c)"
-            case .cannotAuthenticate(let why): return "failed: cannot authenticate (\(why))"
-            }
-        }
-    }
-
-    /// Whether the state is final for a wait (registered, unregistered or failed).
-    public var isSettled: Bool {
-        switch self {
-        case .registered, .unregistered, .failed: return true
-        default: return false
-        }
-    }
-}

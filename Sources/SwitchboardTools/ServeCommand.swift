@@ -4,6 +4,7 @@ import SIPRuntime
 import SIPTransaction
 import SIPTransport
 import SIPResolver
+import SIPLoad
 
 /// Parses `udp:127.0.0.1:5060` / `udp:[::1]:5060` listen specifications.
 public enum ListenSpec {

@@ -4,6 +4,7 @@ import SIPMessage
 import SIPTransaction
 import SIPTransport
 @testable import SIPRuntime
+import SIPLoad
 
 @Suite("Live runtime on 127.0.0.1")
 struct LoopbackTests {

@@ -4,6 +4,7 @@ import Testing
 import SIPMessage
 import SIPTransport
 @testable import SIPRuntime
+import SIPLoad
 
 /// Interop with SIPp (Debian package `sip-tester`, installed by scripts/test). Runs are bounded
 /// in calls (-m) and time (-timeout, and the test's own deadline), on 127.0.0.1 only. Without

@@ -6,6 +6,7 @@ import SIPTransport
 import SIPDialog
 import SIPAuth
 @testable import SIPRuntime
+import SIPProxy
 
 /// Records a user agent's events and waits for conditions on them, with a bound.
 final class AgentEvents: Sendable {

@@ -10,6 +10,7 @@ import SwitchboardTestSupport
 import Testing
 
 @testable import SwitchboardTools
+import Switchboard
 
 /// Media with baresip (ausine sends 440 Hz, aubridge swallows what it receives): audio both
 /// ways, SRTP, DTMF both ways. Skipped without baresip, except under CI, where that fails.

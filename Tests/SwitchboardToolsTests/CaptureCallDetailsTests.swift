@@ -3,6 +3,7 @@ import Testing
 import PacketCapture
 import SwitchboardTestSupport
 @testable import SwitchboardTools
+@testable import CaptureAnalysis
 
 /// Writes a synthetic capture (our pcapng writer) for the call-detail tests.
 final class CallDetailCapture {
@@ -73,7 +74,7 @@ struct CaptureCallDetailsTests {
         let r = c.run(.calls)
         #expect(r.error == nil)
         let byID = Dictionary(uniqueKeysWithValues: r.analysis.calls.map { ($0.callID, $0) })
-        typealias D = CaptureAnalysis.Dialog
+        typealias D = CaptureAnalyzer.Dialog
         #expect(byID["fork"]?.dialogs == [D(localTag: "fa", remoteTag: "x", state: .terminated, method: "INVITE", cseq: 1),
                                           D(localTag: "fa", remoteTag: "y", state: .early, method: "INVITE", cseq: 1)])
         #expect(byID["busy"]?.dialogs == [D(localTag: "fa", remoteTag: "z", state: .terminated, method: "INVITE", cseq: 1)])

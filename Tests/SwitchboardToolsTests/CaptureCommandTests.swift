@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import PacketCapture
 @testable import SwitchboardTools
+@testable import CaptureAnalysis
 
 enum CaptureCorpus {
     static let root: String = {
@@ -270,9 +271,9 @@ struct SyntheticCapture {
         """
     }
 
-    func analysis(keepCalls: Bool = true, settleSeconds: Int64 = 32) throws -> CaptureAnalysis {
+    func analysis(keepCalls: Bool = true, settleSeconds: Int64 = 32) throws -> CaptureAnalyzer {
         let reader = try SIPCaptureReader(bytes: bytes)
-        var a = CaptureAnalysis(keepCalls: keepCalls)
+        var a = CaptureAnalyzer(keepCalls: keepCalls)
         a.settleSeconds = settleSeconds
         while let e = try reader.next() {
             if case .message(let m) = e { a.add(m) } else { a.noteAnomaly() }
@@ -356,7 +357,7 @@ struct CaptureCommandAnalysisTests {
             c.add(S.response(200, "OK", callID: id, cseq: 2, method: "BYE", branch: "z9hG4bK\(i)b"), at: t + 5010, from: 2, to: 1)
         }
         let reader = try SIPCaptureReader(bytes: c.bytes)
-        var a = CaptureAnalysis(keepCalls: false)
+        var a = CaptureAnalyzer(keepCalls: false)
         var maxLive = 0
         while let e = try reader.next() {
             if case .message(let m) = e { a.add(m) }

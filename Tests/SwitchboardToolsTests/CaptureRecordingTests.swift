@@ -9,6 +9,7 @@ import SIPRuntime
 import SIPTransport
 import SwitchboardTestSupport
 @testable import SwitchboardTools
+import Switchboard
 
 /// A sink that writes the capture file and also keeps every record, to compare with the file.
 final class TeeSink: SIPTrafficSink {

@@ -11,6 +11,7 @@ import Synchronization
 import Testing
 
 @testable import SwitchboardTools
+import Switchboard
 
 /// Early media between two phones on 127.0.0.1: the callee answers the offer in a 183 and sends
 /// 1000 Hz, then 440 Hz from its 200 on; the caller plays (records) what arrives before the

@@ -10,14 +10,16 @@ import SwitchboardTestSupport
 import Testing
 
 @testable import SwitchboardTools
+import SIPLoad
+import Switchboard
 
 /// `serve --echo` on 127.0.0.1: callers with media send a tone and must hear it back.
 @Suite struct EchoServeTests {
     static func server(maxCalls: Int = 100, overLimit: Int = 503, mediaTimeout: Duration? = nil, srtp: SRTPPolicy = .optional,
-                       codecs: [Codec] = [.opus, .pcmu, .pcma, .telephoneEvent]) throws -> EchoServeCommand {
+                       codecs: [Codec] = [.opus, .pcmu, .pcma, .telephoneEvent]) throws -> EchoServer {
         let media = MediaSessionConfiguration(localAddress: "127.0.0.1", portRange: 10000...19999, codecs: codecs, srtpPolicy: srtp,
                                               rtcpInterval: .seconds(1))
-        return try EchoServeCommand(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))],
+        return try EchoServer(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))],
                                     options: .init(media: media, maxCalls: maxCalls, overLimitCode: overLimit, mediaTimeout: mediaTimeout))
     }
 
@@ -33,7 +35,7 @@ import Testing
         return try Phone(name: "caller", configuration: config, codecs: codecs, media: media, report: { lines.append($0) }, trace: trace)
     }
 
-    static func target(_ server: EchoServeCommand) throws -> SIPURI {
+    static func target(_ server: EchoServer) throws -> SIPURI {
         try SIPURI("sip:echo@127.0.0.1:\(server.server.endpoint.localAddresses[0].address.port)")
     }
 

@@ -3,6 +3,7 @@ import Testing
 import PacketCapture
 import SwitchboardTestSupport
 @testable import SwitchboardTools
+@testable import CaptureAnalysis
 
 /// Chromium (Debian package `chromium`, installed by scripts/test), run headless with a time
 /// limit and a private profile.
@@ -37,9 +38,9 @@ struct HTMLLadderTests {
         let a = CaptureEndpoint(address: IPAddress(bytes: [127, 0, 0, 1]), port: 5060)
         let b = CaptureEndpoint(address: IPAddress(bytes: [127, 0, 0, 2]), port: 5060)
         let t = CaptureTimestamp(seconds: 1, nanoseconds: 0)
-        let arrow = CaptureAnalysis.Arrow(time: t, source: a, destination: b, label: "<b>INVITE</b>", frameNumber: 1, retransmission: false,
+        let arrow = CaptureAnalyzer.Arrow(time: t, source: a, destination: b, label: "<b>INVITE</b>", frameNumber: 1, retransmission: false,
                                           text: "INVITE sip:x SIP/2.0\r\nSubject: </pre><script>alert(1)</script> & \"q\"\r\n\r\n")
-        let call = CaptureAnalysis.Call(callID: "<id>", first: t, last: t, from: nil, to: nil, outcome: .noAnswer, setupTime: nil, answerTime: nil,
+        let call = CaptureAnalyzer.Call(callID: "<id>", first: t, last: t, from: nil, to: nil, outcome: .noAnswer, setupTime: nil, answerTime: nil,
                                         duration: nil, messageCount: 1, retransmissions: 0, transactions: [], rtp: [], linked: [], arrows: [arrow])
         let html = HTMLLadder.render([call], title: "x<y>.pcap")
         #expect(!html.contains("<script>alert"))

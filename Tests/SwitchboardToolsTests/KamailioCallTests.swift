@@ -8,6 +8,7 @@ import SIPDialog
 import SIPRuntime
 import SIPTransport
 @testable import SwitchboardTools
+import Switchboard
 
 /// Calls routed through Kamailio (the project's configuration: registrar, Record-Route, loose
 /// routing, and with WITH_INVITE_AUTH a 407 for INVITEs), between two Switchboard phones.

@@ -10,6 +10,8 @@ import SwitchboardTestSupport
 import Testing
 
 @testable import SwitchboardTools
+import SIPLoad
+import Switchboard
 
 /// The phone's output names the quality warnings its media raises and clears: a call to a
 /// `DialogServer` whose media session is reached through an impairing relay.

@@ -11,9 +11,9 @@ import PacketCapture
 public enum HTMLLadder {
     static let columnWidth = 200, rowHeight = 30, timeWidth = 110, headerHeight = 56
 
-    /// The page for `calls` (each with its arrows; the arrows' ``CaptureAnalysis/Arrow/text``
+    /// The page for `calls` (each with its arrows; the arrows' ``CaptureAnalyzer/Arrow/text``
     /// is what a click shows).
-    public static func render(_ calls: [CaptureAnalysis.Call], title: String) -> String {
+    public static func render(_ calls: [CaptureAnalyzer.Call], title: String) -> String {
         var body = ""
         var index = 0
         for call in calls {
@@ -75,7 +75,7 @@ public enum HTMLLadder {
         """
     }
 
-    static func section(_ call: CaptureAnalysis.Call, firstIndex index: inout Int) -> String {
+    static func section(_ call: CaptureAnalyzer.Call, firstIndex index: inout Int) -> String {
         var hosts: [CaptureEndpoint] = []
         for a in call.arrows {
             if !hosts.contains(a.source) { hosts.append(a.source) }
@@ -95,7 +95,7 @@ public enum HTMLLadder {
         var messages = ""
         for (row, a) in call.arrows.enumerated() {
             let y = headerHeight + rowHeight * row + rowHeight / 2
-            let t = CaptureCommand.seconds(a.time.totalNanoseconds - call.first.totalNanoseconds, digits: 6)
+            let t = CaptureAnalyzer.seconds(a.time.totalNanoseconds - call.first.totalNanoseconds, digits: 6)
             var classes = "arrow"
             if let code = Int(a.label.prefix(3)), a.label.count >= 3 {
                 classes += code >= 300 ? " response error" : " response"

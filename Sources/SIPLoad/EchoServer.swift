@@ -13,7 +13,7 @@ import MediaRuntime
 /// ``MediaSession`` in ``MediaAudioInput/echo`` mode that sends back what the caller sends. The
 /// media stops at BYE, CANCEL, a missing ACK, or when no RTP arrived for the media timeout (the
 /// server then sends BYE). Calls over the limit are refused (503 with Retry-After, or 486).
-public final class EchoServeCommand: Sendable {
+public final class EchoServer: Sendable {
     /// What the echo server does.
     public struct Options: Sendable {
         /// Media address, RTP port range, codecs (preference order), SRTP policy, RTCP interval.
@@ -198,17 +198,17 @@ public final class EchoServeCommand: Sendable {
 /// The calls of an echo server and the per-call handlers (under the server's lock; each is
 /// O(1) in the number of calls).
 final class CallTable: Sendable {
-    let options: EchoServeCommand.Options
-    let state = Mutex(EchoServeCommand.State())
+    let options: EchoServer.Options
+    let state = Mutex(EchoServer.State())
     let clock = ContinuousClock()
     let origin: ContinuousClock.Instant
 
-    init(options: EchoServeCommand.Options) {
+    init(options: EchoServer.Options) {
         self.options = options
         origin = clock.now
     }
 
-    typealias Call = EchoServeCommand.Call
+    typealias Call = EchoServer.Call
 
     func incoming(_ key: SessionKey, _ offer: SessionBody?) -> DialogServer.CallDecision {
         let now = clock.now - origin

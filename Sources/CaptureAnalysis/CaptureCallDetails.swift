@@ -7,7 +7,7 @@ import Glibc
 import Darwin
 #endif
 
-extension CaptureAnalysis {
+extension CaptureAnalyzer {
     /// A dialog of a call (RFC 3261 §12): the Call-ID with the tags of its two sides.
     public struct Dialog: Sendable, Hashable, CustomStringConvertible {
         /// Where a dialog stands in the capture.
@@ -32,6 +32,15 @@ extension CaptureAnalysis {
         public var method: String
         /// The creating transaction's CSeq number.
         public var cseq: UInt32
+
+        /// A dialog seen in a capture.
+        public init(localTag: String, remoteTag: String, state: State, method: String, cseq: UInt32) {
+            self.localTag = localTag
+            self.remoteTag = remoteTag
+            self.state = state
+            self.method = method
+            self.cseq = cseq
+        }
 
         /// `a73kszlfl8/1410948204 confirmed (INVITE 1)`.
         public var description: String { "\(localTag)/\(remoteTag) \(state.rawValue) (\(method) \(cseq))" }
@@ -79,7 +88,7 @@ extension CaptureAnalysis {
 
 /// Dialog tracking for one call (only when call records or ladders are kept).
 struct DialogTracker: Sendable {
-    var dialogs: [CaptureAnalysis.Dialog] = []
+    var dialogs: [CaptureAnalyzer.Dialog] = []
 
     private static let creating: [SIPMethod] = [.invite, .subscribe, .refer]
 
@@ -130,13 +139,13 @@ extension String {
 /// from an announced address is counted in that stream when it classifies as the stream's kind.
 struct MediaCounter: Sendable {
     /// Every stream announced, in order (a call record lists positions here).
-    var streams: [CaptureAnalysis.MediaStream] = []
+    var streams: [CaptureAnalyzer.MediaStream] = []
     /// Endpoint → the streams whose RTP (`rtcp == false`) or RTCP address it is; the latest
     /// announcement of an address comes last.
     private var byEndpoint: [CaptureEndpoint: [(stream: Int, rtcp: Bool)]] = [:]
 
     /// Registers a stream; returns its position.
-    mutating func add(_ s: CaptureAnalysis.MediaStream) -> Int {
+    mutating func add(_ s: CaptureAnalyzer.MediaStream) -> Int {
         let i = streams.count
         streams.append(s)
         if let a = Self.ipAddress(s.address) { byEndpoint[CaptureEndpoint(address: a, port: s.port), default: []].append((i, false)) }
@@ -177,8 +186,8 @@ struct MediaCounter: Sendable {
     }
 
     /// The streams an SDP body announces (ports 0 skipped).
-    static func streams(in sdp: SessionDescription, announcedBy source: CaptureEndpoint) -> [CaptureAnalysis.MediaStream] {
-        var out: [CaptureAnalysis.MediaStream] = []
+    static func streams(in sdp: SessionDescription, announcedBy source: CaptureEndpoint) -> [CaptureAnalyzer.MediaStream] {
+        var out: [CaptureAnalyzer.MediaStream] = []
         for media in sdp.media where media.port != 0 {
             guard let c = sdp.connection(for: media) else { continue }
             let mux = media.isRTCPMuxed

@@ -8,6 +8,8 @@ import SIPTransport
 import MediaRuntime
 import SDP
 import Synchronization
+import SIPLoad
+import Switchboard
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -237,14 +239,14 @@ struct Serve: AsyncParsableCommand {
 
     private func runEcho(_ points: [SIPEndpoint.ListenPoint], tls: TLSConfiguration) async throws {
         let options = try echoOptions(points)
-        let serve = try EchoServeCommand(listen: points, options: options, tls: tls)
+        let serve = try EchoServer(listen: points, options: options, tls: tls)
         for p in serve.server.endpoint.localAddresses { print("listening on \(p) (echo, media on \(options.media.localAddress) ports \(rtpPorts))") }
         try await report(every: max(1, statsInterval), snapshot: { () }, line: { _, t in serve.line(elapsed: t) })
         print(serve.summary())
         serve.close()
     }
 
-    func echoOptions(_ points: [SIPEndpoint.ListenPoint]) throws -> EchoServeCommand.Options {
+    func echoOptions(_ points: [SIPEndpoint.ListenPoint]) throws -> EchoServer.Options {
         let policy = try MediaArguments.srtpPolicy(srtp)
         let ports = try MediaArguments.portRange(rtpPorts)
         let table: [String: Codec] = ["opus": .opus, "pcmu": .pcmu, "pcma": .pcma, "g722": .g722, "telephone-event": .telephoneEvent]
@@ -270,7 +272,7 @@ struct Serve: AsyncParsableCommand {
         MediaEngine.raiseDescriptorLimit()
         let media = MediaSessionConfiguration(localAddress: ip, portRange: ports, codecs: list, srtpPolicy: policy, opusComplexity: opusComplexity,
                                               opusBitrate: opusBitrate, engine: engine)
-        return EchoServeCommand.Options(media: media, maxCalls: maxCalls, overLimitCode: overLimit,
+        return EchoServer.Options(media: media, maxCalls: maxCalls, overLimitCode: overLimit,
                                         mediaTimeout: mediaTimeout > 0 ? .seconds(mediaTimeout) : nil, ringing: !noRinging)
     }
 

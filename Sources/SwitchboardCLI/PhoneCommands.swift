@@ -8,6 +8,8 @@ import SIPTransport
 import SwitchboardTools
 import MediaRuntime
 import SDP
+import SIPProxy
+import Switchboard
 
 /// The media options shared by `call` and `answer`.
 struct MediaOptions: ParsableArguments {

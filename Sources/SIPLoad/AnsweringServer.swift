@@ -1,5 +1,6 @@
 import Synchronization
 import SIPMessage
+import SIPRuntime
 import SIPTransaction
 import SIPTransport
 

@@ -1,5 +1,6 @@
 import Synchronization
 import SIPMessage
+import SIPRuntime
 import SIPTransaction
 import SIPTransport
 import SIPDialog
@@ -134,7 +135,7 @@ public final class DialogServer: Sendable {
             endpoint.close()
             throw .invalidAddress("", reason: "the endpoint has no listen point")
         }
-        let host = SIPUserAgent.host(of: local.address)
+        let host = local.address.sipHost
         var contact = SIPURI(user: user, host: host, port: local.address.port)
         if transport != .udp { contact.parameters.set("transport", transport.viaToken.lowercased()) }
         sessionConfiguration = InviteSessionConfiguration(
