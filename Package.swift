@@ -31,6 +31,7 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
     ],
     targets: [
         // bytes ⇄ SIP messages; no I/O, no dependencies.
@@ -50,7 +51,7 @@ let package = Package(
         // SRTP/SRTCP with SDES keys (RFC 3711, 4568, 7714) over libsrtp2; keys from the CSPRNG.
         .target(name: "SRTP", dependencies: ["SDP", "CSRTP"]),
         // The live media session of a call: RTP/RTCP sockets, codecs, SRTP, jitter buffer, DTMF, statistics.
-        .target(name: "MediaRuntime", dependencies: ["RTP", "Media", "MediaCodecs", "SRTP", "SDP", "CSocket"]),
+        .target(name: "MediaRuntime", dependencies: ["RTP", "Media", "MediaCodecs", "SRTP", "SDP", "CSocket", .product(name: "Logging", package: "swift-log"), "NetworkIO"]),
         // RFC 3261 §17 transaction machines and the transaction layer; no I/O.
         .target(name: "SIPTransaction", dependencies: ["SIPMessage"]),
         // RFC 3261 §12 dialogs (and, as issue 4 grows, INVITE sessions); no I/O.
@@ -61,8 +62,11 @@ let package = Package(
         .target(name: "CSocket"),
         // The system OpenSSL (libssl, libcrypto) and wrappers for its macros, for TLS in SIPTransport.
         .target(name: "COpenSSL", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
+        // The I/O layer under SIP, DNS and media sockets (grows: one address type, one thread, one clock);
+        // today the silent default logger every component's configuration starts with.
+        .target(name: "NetworkIO", dependencies: ["CSocket", .product(name: "Logging", package: "swift-log")]),
         // UDP, TCP and TLS sockets for SIP: batched datagram I/O, stream framing, keep-alives.
-        .target(name: "SIPTransport", dependencies: ["SIPMessage", "CSocket", "COpenSSL"]),
+        .target(name: "SIPTransport", dependencies: ["SIPMessage", "CSocket", "COpenSSL", .product(name: "Logging", package: "swift-log"), "NetworkIO"]),
         // DNS messages, a UDP/TCP DNS client and RFC 3263 server location for SIP URIs.
         .target(name: "SIPResolver", dependencies: ["SIPMessage"]),
         // HTTP Digest for SIP (RFC 3261 §22, RFC 7616, RFC 8760): client answers, server checks; no I/O.
@@ -71,25 +75,26 @@ let package = Package(
         .target(name: "PacketCapture", dependencies: ["SIPMessage"]),
         // The live driver: endpoint (transports + transaction layer), wall-clock timers, routing,
         // the traffic mirror, the user agent (sessions and registration on sockets).
-        .target(name: "SIPRuntime", dependencies: ["SIPMessage", "SIPTransaction", "SIPTransport", "SIPDialog", "SIPAuth"]),
+        .target(name: "SIPRuntime", dependencies: ["SIPMessage", "SIPTransaction", "SIPTransport", "SIPDialog", "SIPAuth", .product(name: "Logging", package: "swift-log"), "NetworkIO"]),
         // A registrar (digest) and a record-routing proxy to the registered contacts, on the live runtime.
-        .target(name: "SIPProxy", dependencies: ["SIPMessage", "SIPTransaction", "SIPTransport", "SIPAuth", "SIPDialog", "SIPRuntime"]),
+        .target(name: "SIPProxy", dependencies: ["SIPMessage", "SIPTransaction", "SIPTransport", "SIPAuth", "SIPDialog", "SIPRuntime", .product(name: "Logging", package: "swift-log"), "NetworkIO"]),
         // Load applications: the transaction-level answering server and call generator, the
         // dialog-level server, the echo line with a media session per call.
-        .target(name: "SIPLoad", dependencies: ["SIPMessage", "SIPTransaction", "SIPTransport", "SIPDialog", "SIPRuntime", "SDP", "Media", "MediaRuntime"]),
+        .target(name: "SIPLoad", dependencies: ["SIPMessage", "SIPTransaction", "SIPTransport", "SIPDialog", "SIPRuntime", "SDP", "Media", "MediaRuntime", .product(name: "Logging", package: "swift-log"), "NetworkIO"]),
         // Captures → calls, dialogs, summaries, per-stream media details, the ladder model and its HTML page.
         .target(name: "CaptureAnalysis", dependencies: ["SIPMessage", "SDP", "PacketCapture"]),
         // The face embedding servers import: Phone, calls with media, registration, the pcapng traffic mirror.
         .target(name: "Switchboard", dependencies: ["SIPMessage", "SDP", "SIPTransaction", "SIPTransport", "SIPAuth", "SIPDialog", "SIPRuntime",
-                                                    "SIPResolver", "MediaRuntime", "Media", "PacketCapture"]),
+                                                    "SIPResolver", "MediaRuntime", "Media", "PacketCapture", .product(name: "Logging", package: "swift-log"), "NetworkIO"]),
         // The command line's logic and its text/JSON rendering, kept in a library so tests drive it directly.
         .target(name: "SwitchboardTools", dependencies: ["Switchboard", "SIPProxy", "SIPLoad", "CaptureAnalysis", "MediaRuntime", "Media", "SIPMessage", "SDP",
-                                                         "SIPTransaction", "SIPTransport", "SIPRuntime", "SIPResolver", "PacketCapture", "SIPDialog", "SIPAuth", "CHeapStats"]),
+                                                         "SIPTransaction", "SIPTransport", "SIPRuntime", "SIPResolver", "PacketCapture", "SIPDialog", "SIPAuth", "CHeapStats", .product(name: "Logging", package: "swift-log"), "NetworkIO"]),
         // The `switchboard` executable (argument parsing only); its folder differs from `Switchboard` by more than case.
         .executableTarget(
             name: "SwitchboardCLI",
             dependencies: [
                 "SwitchboardTools", "Switchboard", "SIPProxy", "SIPLoad", "SIPRuntime", "SIPTransport", "SIPMessage", "SIPDialog", "MediaRuntime", "SDP",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

@@ -2,6 +2,8 @@ import CSocket
 import Dispatch
 import Glibc
 import Synchronization
+import Logging
+import NetworkIO
 
 /// The threads that run media sessions: a fixed set of workers (by default one per CPU), each
 /// owning many sessions.
@@ -59,6 +61,7 @@ public final class MediaEngine: Sendable {
     }
 
     private let workers: Mutex<[MediaWorker]?> = Mutex(nil)
+    let logger: Logger
 
     /// An engine with `threads` workers (started with its first session).
     /// - Parameters:
@@ -67,7 +70,10 @@ public final class MediaEngine: Sendable {
     ///   - scheduling: normal, or real-time priority for the workers.
     ///   - sharesLateTicks: whether a worker runs another worker's ticks that are over 1 ms late
     ///     (see ``sharesLateTicks``).
-    public init(threads: Int, phases: Int = 40, scheduling: Scheduling = .normal, sharesLateTicks: Bool = true) {
+    ///   - logger: where the engine logs (`info` when its workers start and stop, `warning` when
+    ///     real-time priority was asked for and refused). Silent by default.
+    public init(threads: Int, phases: Int = 40, scheduling: Scheduling = .normal, sharesLateTicks: Bool = true, logger: Logger = .disabled) {
+        self.logger = logger
         threadCount = max(1, threads)
         self.phases = max(1, min(200, phases))
         self.scheduling = scheduling
@@ -112,6 +118,7 @@ public final class MediaEngine: Sendable {
             return w ?? []
         }
         for worker in current { worker.shutdown() }
+        if !current.isEmpty { logger.info("media workers stopped") }
     }
 
     /// The worker with the fewest sessions (workers are started on first use).
@@ -121,13 +128,15 @@ public final class MediaEngine: Sendable {
                 var started: [MediaWorker] = []
                 for index in 0..<threadCount {
                     do throws(MediaSessionError) {
-                        started.append(try MediaWorker(index: index, phases: phases, scheduling: scheduling))
+                        started.append(try MediaWorker(index: index, phases: phases, scheduling: scheduling, logger: logger))
                     } catch {
                         for s in started { s.shutdown() }
+                        logger.error("media workers not started: \(error)")
                         throw error
                     }
                 }
                 w = started
+                logger.info("media workers started", metadata: ["media.threads": "\(threadCount)", "media.scheduling": "\(scheduling)"])
                 if sharesLateTicks { for worker in started { worker.setPeers(started) } }
             }
             let all = w!
@@ -332,6 +341,7 @@ final class MediaWorker: @unchecked Sendable {
     private let epoch: Int64
     private let scheduling: MediaEngine.Scheduling
     private let realtime = Atomic<Bool>(false)
+    private let logger: Logger
     private let shared = Mutex(Shared())
     /// The earliest deadline in the heap (Int64.max when empty), kept under `shared`'s lock
     /// whenever the heap changes, so that other workers look without taking the lock.
@@ -352,7 +362,8 @@ final class MediaWorker: @unchecked Sendable {
     private var knownPeersVersion = 0
     private var lastNudge: Int64 = 0
 
-    init(index: Int, phases: Int, scheduling: MediaEngine.Scheduling) throws(MediaSessionError) {
+    init(index: Int, phases: Int, scheduling: MediaEngine.Scheduling, logger: Logger) throws(MediaSessionError) {
+        self.logger = logger
         self.index = index
         self.scheduling = scheduling
         self.phases = phases
@@ -578,7 +589,9 @@ final class MediaWorker: @unchecked Sendable {
     private func run() {
         pthread_setspecific(Self.currentKey, Unmanaged.passUnretained(self).toOpaque())
         if case .realtime(let priority) = scheduling {
-            realtime.store(cs_set_thread_realtime(max(1, min(99, priority))) == 0, ordering: .relaxed)
+            let granted = cs_set_thread_realtime(max(1, min(99, priority))) == 0
+            realtime.store(granted, ordering: .relaxed)
+            if !granted { logger.warning("media worker \(index): real-time priority \(priority) refused (needs CAP_SYS_NICE); normal scheduling") }
         }
         var tags = [UInt64](repeating: 0, count: 256)
         var expirations: UInt64 = 0

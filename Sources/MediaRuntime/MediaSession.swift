@@ -6,6 +6,7 @@ import RTP
 import SDP
 import SRTP
 import Synchronization
+import Logging
 
 /// The media of one call: an RTP socket (and RTCP on the next port), the codec, SRTP, the
 /// jitter buffer, DTMF and the statistics, run by a ``MediaEngine`` worker thread.
@@ -173,6 +174,8 @@ public final class MediaSession: Sendable {
             return first
         }
         if startThreads { try start() }
+        configuration.logger.debug("media \(startThreads ? "started" : "updated"): \(media.sendCodec.name)/\(media.sendCodec.clockRate) to \(remote)\(srtp == nil ? "" : " (SRTP)")",
+                                   metadata: ["media.local_port": "\(localPort)"])
     }
 
     /// Mutes (sends silence, keeping the packet flow) or unmutes.
@@ -217,6 +220,9 @@ public final class MediaSession: Sendable {
         }
         if let (bytes, destination, mux) = bye {
             (mux ? rtp : rtcp).send(bytes, to: destination)
+        }
+        if configuration.logger.logLevel <= .debug {
+            configuration.logger.debug("media stopped: \(stats())", metadata: ["media.local_port": "\(localPort)"])
         }
         if let (worker, id) = attachment.withLock({ $0 }) {
             worker.detach(id, closing: [rtp.fd, rtcp.fd])

@@ -3,6 +3,8 @@ import MediaCodecs
 import RTP
 import SDP
 import SRTP
+import Logging
+import NetworkIO
 
 /// Why a media session could not do what was asked.
 public enum MediaSessionError: Error, Sendable, Hashable, CustomStringConvertible {
@@ -117,6 +119,10 @@ public struct MediaSessionConfiguration: Sendable {
     public var opusBitrate: Int?
     /// The threads that run the session (``MediaEngine/shared`` unless given).
     public var engine: MediaEngine
+    /// Where the session logs (`debug`: started or updated with the codec and peer, stopped with
+    /// its counters). A phone gives each call's session a logger carrying the Call-ID. Silent by
+    /// default.
+    public var logger: Logger
 
     /// A configuration; defaults: Opus, PCMU, PCMA and telephone-event at 20 ms, no SRTP.
     public init(
@@ -124,8 +130,9 @@ public struct MediaSessionConfiguration: Sendable {
         codecs: [Codec] = [.opus, .pcmu, .pcma, .telephoneEvent], ptime: UInt32 = 20, rtcpMux: Bool = false,
         srtpPolicy: SRTPPolicy = .off, srtpProfiles: [SRTPProfile] = [.aesCM128HMACSHA1_80, .aesCM128HMACSHA1_32],
         rtcpInterval: Duration = .seconds(5), minJitterDelay: Duration = .milliseconds(20), maxJitterDelay: Duration = .milliseconds(200),
-        opusComplexity: Int? = nil, opusBitrate: Int? = nil, engine: MediaEngine = .shared
+        opusComplexity: Int? = nil, opusBitrate: Int? = nil, engine: MediaEngine = .shared, logger: Logger = .disabled
     ) {
+        self.logger = logger
         self.opusComplexity = opusComplexity
         self.opusBitrate = opusBitrate
         self.engine = engine

@@ -1,4 +1,6 @@
 import Synchronization
+import Logging
+import NetworkIO
 import SIPMessage
 import SIPRuntime
 import SIPTransport
@@ -98,7 +100,9 @@ public final class EchoServer: Sendable {
     private let table: CallTable
 
     /// Binds the SIP listen points and starts answering.
-    public init(listen: [SIPEndpoint.ListenPoint], options: Options, tls: TLSConfiguration = .init()) throws {
+    /// - Parameter logger: where the server's endpoint logs (see ``SIPEndpoint/Configuration/logger``);
+    ///   each call's media session logs there too unless ``Options/media`` names its own logger.
+    public init(listen: [SIPEndpoint.ListenPoint], options: Options, tls: TLSConfiguration = .init(), logger: Logger = .disabled) throws {
         self.options = options
         let table = CallTable(options: options)
         self.table = table
@@ -107,7 +111,7 @@ public final class EchoServer: Sendable {
             offer: { key, offer in table.reoffer(key, offer) },
             answer: { key, body in table.answer(key, body) },
             ended: { key, _ in table.ended(key) })
-        server = try DialogServer(configuration: .init(listen: listen, tls: tls), ringing: options.ringing, userAgent: "Switchboard echo",
+        server = try DialogServer(configuration: .init(listen: listen, tls: tls, logger: logger), ringing: options.ringing, userAgent: "Switchboard echo",
                                   handlers: handlers)
     }
 

@@ -1,4 +1,6 @@
 import Synchronization
+import Logging
+import NetworkIO
 import SIPMessage
 import SIPRuntime
 import SIPTransaction
@@ -28,8 +30,12 @@ public final class ProxyServer: Sendable {
         /// strongest first). Some clients (SIPp 3.6) read only the first challenge and know only
         /// MD5: offer `[.md5]` to them.
         public var algorithms: [DigestAlgorithm]
+        /// Where the proxy logs: `info` for bindings added or removed, `debug` for every request
+        /// refused or answered on the far side's behalf (with the Call-ID). Silent by default.
+        public var logger: Logger
         public init(domain: String, users: [String: String], recordRoute: Bool = true, minExpires: UInt32 = 60,
-                    algorithms: [DigestAlgorithm] = [.sha256, .md5]) {
+                    algorithms: [DigestAlgorithm] = [.sha256, .md5], logger: Logger = .disabled) {
+            self.logger = logger
             self.domain = domain
             self.users = users
             self.recordRoute = recordRoute
@@ -103,6 +109,11 @@ public final class ProxyServer: Sendable {
 
     // MARK: Requests
 
+    /// Logs a request the proxy answers itself with an error (`debug`; a 401/407 challenge too).
+    private func refused(_ m: SIPMessage, _ code: Int, _ peer: SIPPeer) {
+        configuration.logger.debug("\(m.method?.token ?? "?") answered \(code)", metadata: ["sip.call_id": "\(m.callID ?? "")", "sip.peer": "\(peer)"])
+    }
+
     private func request(_ r: IncomingRequest, _ endpoint: SIPEndpoint) {
         var m = r.message
         if m.method == .register, isOurDomain(m) {
@@ -112,10 +123,16 @@ public final class ProxyServer: Sendable {
                 s.stats.registers += 1
                 return s.registrar.handle(m, now: now, requestURIChecked: true, using: &s.rng)
             }
+            if resp.statusCode == 200 {
+                configuration.logger.info("REGISTER accepted", metadata: ["sip.to": "\((try? m.to().uri.description) ?? "?")", "sip.peer": "\(r.peer)"])
+            } else {
+                refused(m, resp.statusCode ?? 0, r.peer)
+            }
             endpoint.respond(resp, to: r.transaction)
             return
         }
         if let mf = try? m.maxForwards(), mf <= 0 {
+            refused(m, 483, r.peer)
             endpoint.respond(SIPMessage(responseTo: m, statusCode: 483), to: r.transaction)
             return
         }
@@ -125,10 +142,12 @@ public final class ProxyServer: Sendable {
             target = t
         case .refuse(let code):
             if code == 404 || code == 481 { state.withLock { $0.stats.notFound += 1 } }
+            refused(m, code, r.peer)
             endpoint.respond(SIPMessage(responseTo: m, statusCode: code), to: r.transaction)
             return
         }
         guard let peer = SIPUserAgent.literalPeer(target, transportOf(target, default: r.peer.transport)) else {
+            refused(m, 502, r.peer)
             endpoint.respond(SIPMessage(responseTo: m, statusCode: 502), to: r.transaction)
             return
         }
@@ -188,6 +207,8 @@ public final class ProxyServer: Sendable {
         case .timeout, .transportError:
             guard let req = state.withLock({ $0.forwards.removeValue(forKey: server) })?.request else { return }
             var r = SIPMessage(responseTo: req, statusCode: event.isTimeout ? 408 : 503)
+            configuration.logger.debug("no answer from the next hop: \(event.isTimeout ? 408 : 503) on its behalf",
+                                       metadata: ["sip.call_id": "\(req.callID ?? "")"])
             r.removeFirstElement(.via)
             endpoint.respond(r, to: server)
         }

@@ -1,4 +1,6 @@
 import Synchronization
+import Logging
+import NetworkIO
 import SIPMessage
 import SIPTransaction
 import SIPTransport
@@ -95,8 +97,15 @@ public final class SIPEndpoint: Sendable {
         /// mirrored to it, e.g. to record a pcapng capture of the endpoint's own traffic. Over
         /// TLS the records hold the plaintext.
         public var capture: (any SIPTrafficSink)?
+        /// Where the endpoint and its transports log: `info` for listening and closing, `debug`
+        /// for every message dropped or refused and every transaction that timed out or failed,
+        /// `trace` for every message sent and received (with the peer and Call-ID as metadata).
+        /// The level is read once, when the endpoint starts. Silent by default.
+        public var logger: Logger
         public init(listen: [ListenPoint], timers: TransactionTimers = .rfc3261, udp: UDPTransportConfiguration = .init(),
-                    tcp: TCPTransportConfiguration = .init(), tls: TLSConfiguration = .init(), capture: (any SIPTrafficSink)? = nil) {
+                    tcp: TCPTransportConfiguration = .init(), tls: TLSConfiguration = .init(), capture: (any SIPTrafficSink)? = nil,
+                    logger: Logger = .disabled) {
+            self.logger = logger
             self.listen = listen
             self.timers = timers
             self.udp = udp
@@ -139,6 +148,10 @@ public final class SIPEndpoint: Sendable {
     /// The capture sink, and what it needs to know of connections (see ``CaptureTracker``).
     private let capture: (any SIPTrafficSink)?
     private let tracker = Mutex(CaptureTracker())
+    /// The configuration's logger, and whether it wants `trace` (read once: the per-message
+    /// check costs nothing when tracing is off).
+    public let logger: Logger
+    private let traces: Bool
     /// The timer thread (also available to the TU for its own timers, e.g. 2xx retransmission).
     public let timerService = TimerService()
 
@@ -147,6 +160,8 @@ public final class SIPEndpoint: Sendable {
         core = Mutex(Core(layer: TransactionLayer(timers: configuration.timers)))
         self.handler = EventHandler(handler)
         capture = configuration.capture
+        logger = configuration.logger
+        traces = configuration.logger.logLevel <= .trace
         udp = Mutex([])
         tcp = Mutex([])
         tls = Mutex([])
@@ -157,15 +172,15 @@ public final class SIPEndpoint: Sendable {
             do {
                 switch point {
                 case .udp(let address):
-                    bound.append(try UDPTransport(bindingTo: address, configuration: configuration.udp) { [weak self] event in
+                    bound.append(try UDPTransport(bindingTo: address, configuration: configuration.udp, logger: logger) { [weak self] event in
                         self?.transportEvent(event, kind: .udp)
                     })
                 case .tcp(let address):
-                    listening.append(try TCPTransport(listeningOn: address, configuration: configuration.tcp) { [weak self] event in
+                    listening.append(try TCPTransport(listeningOn: address, configuration: configuration.tcp, logger: logger) { [weak self] event in
                         self?.transportEvent(event, kind: .tcp)
                     })
                 case .tls(let address):
-                    secure.append(try TLSTransport(listeningOn: address, configuration: configuration.tls) { [weak self] event in
+                    secure.append(try TLSTransport(listeningOn: address, configuration: configuration.tls, logger: logger) { [weak self] event in
                         self?.transportEvent(event, kind: .tls)
                     })
                 }
@@ -174,12 +189,14 @@ public final class SIPEndpoint: Sendable {
                 for l in listening { l.close() }
                 for t in secure { t.close() }
                 timerService.shutdown()
+                logger.error("cannot listen on \(point): \(error)")
                 throw error
             }
         }
         udp.withLock { $0 = bound }
         tcp.withLock { $0 = listening }
         tls.withLock { $0 = secure }
+        logger.info("listening", metadata: ["sip.listen": .array(localAddresses.map { .string($0.description) })])
     }
 
     /// The addresses actually bound (ephemeral ports resolved).
@@ -220,7 +237,7 @@ public final class SIPEndpoint: Sendable {
         let secure = tls.withLock { t -> [TLSTransport] in defer { t = [] }; return t }
         for t in secure { t.close() }
         timerService.shutdown()
-        handler.active.store(false, ordering: .releasing)
+        if handler.active.exchange(false, ordering: .acquiringAndReleasing) { logger.info("closed") }
     }
 
     // MARK: TU commands
@@ -257,6 +274,7 @@ public final class SIPEndpoint: Sendable {
         case .message(let inbound):
             if capture != nil { mirrorReceived(inbound) }
             let peer = SIPPeer(transport: inbound.transport, address: inbound.source, connection: inbound.connection)
+            if traces { trace("received", inbound.message, peer) }
             var message = inbound.message
             do {
                 try message.validate()
@@ -279,6 +297,8 @@ public final class SIPEndpoint: Sendable {
                                                 time: SIPTrafficRecord.now()))
             }
             core.withLock { $0.stats.malformed += 1 }
+            logger.debug("dropped a malformed message (no answer can be addressed)",
+                         metadata: ["sip.peer": "\(kind.viaToken.lowercased()):\(source)", "sip.error": "\(error)"])
             notify(.malformed(source: source, error: error))
         case .connectionOpened(let info):
             if capture != nil { mirrorOpened(info) }
@@ -287,10 +307,11 @@ public final class SIPEndpoint: Sendable {
                 tracker.withLock { $0.closed(info.id) }
                 capture.connectionClosed(info)
             }
-            guard case .failed = reason else {
+            guard case .failed(let why) = reason else {
                 core.withLock { _ = $0.connecting.removeValue(forKey: info.id) }
                 return
             }
+            logger.debug("connection failed", metadata: ["sip.peer": "\(info.transport.viaToken.lowercased()):\(info.remote)", "sip.error": "\(why)"])
             let outputs = core.withLock { c -> [Work] in
                 let ids = c.connecting.removeValue(forKey: info.id) ?? []
                 if ids.isEmpty {
@@ -315,7 +336,12 @@ public final class SIPEndpoint: Sendable {
     /// invalid ACK or response is dropped. Both are counted.
     private func rejectInvalid(_ message: SIPMessage, error: SIPParseError, from peer: SIPPeer) {
         core.withLock { $0.stats.rejected += 1 }
-        guard message.isRequest, message.method != .ack, message.firstValueBytes(.via) != nil else { return }
+        let metadata: Logger.Metadata = ["sip.peer": "\(peer)", "sip.rule": "\(error.rule.rawValue)", "sip.offset": "\(error.offset)"]
+        guard message.isRequest, message.method != .ack, message.firstValueBytes(.via) != nil else {
+            logger.debug("dropped an invalid \(message.isRequest ? "request" : "response") (no answer can be addressed)", metadata: metadata)
+            return
+        }
+        logger.debug("refused an invalid request with \(error.suggestedStatusCode)", metadata: metadata)
         var response = SIPMessage(responseTo: message, statusCode: error.suggestedStatusCode,
                                   toTag: String(UInt64.random(in: 1...UInt64.max), radix: 36))
         try? response.append(.warning, "399 switchboard \"\(error.rule.rawValue) at byte \(error.offset)\"")
@@ -391,8 +417,9 @@ public final class SIPEndpoint: Sendable {
                     if let h = c.timers.removeValue(forKey: TimerKey(id: id, timer: t)) { timerService.cancel(h) }
                 }
                 c.clientHandlers[id] = nil
-            case .timeout(let id, _):
+            case .timeout(let id, let timer):
                 c.stats.timeouts += 1
+                logger.debug("transaction timed out", metadata: ["sip.transaction": "\(id.rawValue)", "sip.timer": "\(timer)"])
                 if let h = c.clientHandlers[id] { rest.append(.client(h, .timeout)) } else { rest.append(.output(o)) }
             case .transportError(let id):
                 if let h = c.clientHandlers[id] { rest.append(.client(h, .transportError)) } else { rest.append(.output(o)) }
@@ -442,6 +469,12 @@ public final class SIPEndpoint: Sendable {
         }
     }
 
+    /// One `trace` line per message: its first line, with the peer and Call-ID as metadata.
+    private func trace(_ what: String, _ m: SIPMessage, _ peer: SIPPeer) {
+        let line = m.isRequest ? "\(m.method?.token ?? "?") \(m.requestURIText ?? "")" : "\(m.statusCode ?? 0) \((try? m.cseq().method.token) ?? "")"
+        logger.trace("\(what) \(line)", metadata: ["sip.peer": "\(peer)", "sip.call_id": "\(m.callID ?? "")"])
+    }
+
     private func notify(_ e: EndpointEvent) {
         if handler.active.load(ordering: .acquiring) { handler.call(e) }
     }
@@ -450,6 +483,7 @@ public final class SIPEndpoint: Sendable {
     /// RFC 3581: to the source address and port of the request (the layer's peer), unless the
     /// top Via has no `rport` and names another port, in which case to that port.
     private func send(_ m: SIPMessage, to peer: SIPPeer, transaction: TransactionID?) -> Bool {
+        if traces { trace("sent", m, peer) }
         if peer.transport == .tcp { return sendStream(m, to: peer, transaction: transaction) }
         if peer.transport == .tls { return sendSecure(m, to: peer, transaction: transaction) }
         var destination = peer.address

@@ -1,5 +1,6 @@
 import Dispatch
 import Synchronization
+import Logging
 import SIPMessage
 import SIPTransaction
 import SIPTransport
@@ -28,6 +29,13 @@ public final class SIPUserAgent: Sendable {
         public var sessionTimer: SessionTimerSettings?
         /// User-Agent and Server header value.
         public var userAgent: String?
+        /// Where the agent (and its endpoint: this is ``SIPEndpoint/Configuration/logger``) logs:
+        /// `info` for registration changes, `debug` for each call's state changes (with the
+        /// Call-ID and local tag as metadata) and for requests refused, `trace` for every message.
+        public var logger: Logger {
+            get { endpoint.logger }
+            set { endpoint.logger = newValue }
+        }
 
         public init(endpoint: SIPEndpoint.Configuration, identity: SIPURI, displayName: String? = nil, credentials: DigestClient? = nil,
                     outboundProxy: SIPURI? = nil, transport: TransportKind = .udp,
@@ -84,6 +92,8 @@ public final class SIPUserAgent: Sendable {
     private let queue = DispatchQueue(label: "switchboard.user-agent")
     private let state: Mutex<State>
     private let resolver: @Sendable (SIPURI, TransportKind) -> SIPPeer?
+    /// Whether the logger wants `debug` (read once; per-call metadata is built only then).
+    private let debugs: Bool
 
     /// Binds the endpoint and starts taking calls.
     /// - Parameters:
@@ -95,6 +105,7 @@ public final class SIPUserAgent: Sendable {
         self.configuration = configuration
         self.tracing = tracing
         resolver = resolve ?? SIPUserAgent.literalPeer
+        debugs = configuration.logger.logLevel <= .debug
         let (stream, cont) = AsyncStream<Event>.makeStream(bufferingPolicy: .unbounded)
         events = stream
         continuation = cont
@@ -321,6 +332,7 @@ public final class SIPUserAgent: Sendable {
             case .respond(let m, let tx):
                 endpoint.respond(m, to: tx)
             case .incomingCall(let key, let m):
+                if debugs { logger(for: key).debug("incoming call", metadata: ["sip.from": "\((try? m.from().uri.description) ?? "?")"]) }
                 continuation.yield(.incomingCall(key, m))
             case .request(let m, let tx):
                 let code: Int
@@ -331,6 +343,10 @@ public final class SIPUserAgent: Sendable {
                 var r = SIPMessage(responseTo: m, statusCode: code, toTag: String(UInt32.random(in: 1...UInt32.max), radix: 36))
                 try? r.append(.allow, sessionConfiguration.allow.map(\.token).joined(separator: ", "))
                 endpoint.respond(r, to: tx)
+                if code >= 300 {
+                    endpoint.logger.debug("refused an out-of-dialog \(m.method?.token ?? "?") with \(code)",
+                                          metadata: ["sip.call_id": "\(m.callID ?? "")", "sip.peer": "\(peer.map { "\($0)" } ?? "?")"])
+                }
                 if let p = peer { continuation.yield(.request(m, from: p)) }
             }
         }
@@ -381,6 +397,7 @@ public final class SIPUserAgent: Sendable {
         case .cancelTimer(let t):
             if let h = state.withLock({ $0.timers.removeValue(forKey: TimerKey(key: key, timer: t)) }) { endpoint.timerService.cancel(h) }
         case .event(let e):
+            if debugs, case .stateChanged(let st) = e { logger(for: key).debug("call state \(st)") }
             continuation.yield(.session(key, e))
             if case .stateChanged(.terminated) = e {
                 let handles = state.withLock { s -> [TimerService.Handle] in
@@ -450,6 +467,7 @@ public final class SIPUserAgent: Sendable {
                     return o
                 }) { endpoint.timerService.cancel(h) }
             case .state(let st):
+                endpoint.logger.info("registration \(st)", metadata: ["sip.aor": "\(configuration.identity)"])
                 continuation.yield(.registration(st))
             }
         }
@@ -490,6 +508,14 @@ public final class SIPUserAgent: Sendable {
     private func peerForResponse(_ m: SIPMessage) -> SIPPeer? {
         guard let a = (try? m.topVia())?.responseAddress else { return nil }
         return SIPPeer(transport: configuration.transport, address: a)
+    }
+
+    /// The endpoint's logger with a call's Call-ID and local tag as metadata.
+    public func logger(for key: SessionKey) -> Logger {
+        var l = endpoint.logger
+        l[metadataKey: "sip.call_id"] = "\(key.callID)"
+        l[metadataKey: "sip.local_tag"] = "\(key.localTag)"
+        return l
     }
 
     /// IP literals and `localhost`; the port from the URI or the transport's default.

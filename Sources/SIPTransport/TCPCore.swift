@@ -2,6 +2,7 @@ import CSocket
 import Glibc
 import SIPMessage
 import Synchronization
+import Logging
 
 /// One connection's state, owned by ``TCPCore/State`` and touched only under its lock.
 final class TCPConnection {
@@ -121,10 +122,13 @@ final class TCPCore: Sendable {
     /// `.tcp`, or `.tls` when ``tls`` is set.
     let kind: TransportKind
     let handler: @Sendable (TransportEvent) -> Void
+    let logger: Logger
     let state = Mutex(State())
     private let thread = Mutex<IOThread?>(nil)
 
-    init(address: SocketAddress, configuration: TCPTransportConfiguration, tls: TLSContext? = nil, handler: @escaping @Sendable (TransportEvent) -> Void) throws(TransportError) {
+    init(address: SocketAddress, configuration: TCPTransportConfiguration, tls: TLSContext? = nil, logger: Logger,
+         handler: @escaping @Sendable (TransportEvent) -> Void) throws(TransportError) {
+        self.logger = logger
         let fd = try Posix.boundSocket(kind: CS_KIND_TCP, address: address, nonblocking: true, reuseAddress: true)
         var wake: Int32 = -1
         do throws(TransportError) {
@@ -472,7 +476,10 @@ final class TCPCore: Sendable {
             // 2. Wait.
             let rc = poll(&fds, nfds_t(fds.count), Posix.pollTimeout(until: deadline, now: .now))
             if rc < 0 {
-                if cs_errno() != EINTR { usleep(10_000) }
+                if cs_errno() != EINTR {
+                    logger.warning("poll failed on the stream transport; retrying in 10 ms", metadata: ["sip.local": "\(local)", "errno": "\(cs_errno())"])
+                    usleep(10_000)
+                }
                 continue
             }
             if rc == 0 && forcedReads.isEmpty { continue }
@@ -537,6 +544,7 @@ final class TCPCore: Sendable {
                 default:
                     // EMFILE, ENFILE, ENOBUFS, ENOMEM: the listener stays readable, so stop
                     // polling it for a while instead of spinning.
+                    logger.warning("accept failed; the listener pauses for 100 ms", metadata: ["sip.local": "\(local)", "errno": "\(cs_errno())"])
                     state.withLock { $0.statistics.acceptErrors += 1 }
                     return now + .milliseconds(100)
                 }
@@ -568,7 +576,11 @@ final class TCPCore: Sendable {
                 events.append(.connectionOpened(info))
                 return true
             }
-            if !accepted { Posix.close(fd) }
+            if !accepted {
+                Posix.close(fd)
+                logger.debug("refused a connection (closing, over the limit of \(configuration.maxConnections), or no TLS certificate)",
+                             metadata: ["sip.local": "\(local)", "sip.peer": "\(remote.map { "\($0)" } ?? "?")"])
+            }
         }
         return nil
     }

@@ -1,4 +1,6 @@
 import SIPMessage
+import Logging
+import NetworkIO
 
 /// Settings of a ``TCPTransport``.
 public struct TCPTransportConfiguration: Sendable, Hashable {
@@ -103,9 +105,12 @@ public final class TCPTransport: Sendable {
 
     /// Binds a listening socket to `address` (port 0 for an ephemeral port; IPv6 listeners are
     /// IPv6-only), and starts the I/O thread; every event goes to `handler`, on that thread.
+    /// Socket errors the transport recovers from by itself and refused connections are logged
+    /// to `logger` (`warning`, `debug`).
     /// - Throws: ``TransportError/system(_:)`` when a socket call fails.
-    public init(listeningOn address: SocketAddress, configuration: TCPTransportConfiguration = .init(), handler: @escaping @Sendable (TransportEvent) -> Void) throws(TransportError) {
-        core = try TCPCore(address: address, configuration: configuration, handler: handler)
+    public init(listeningOn address: SocketAddress, configuration: TCPTransportConfiguration = .init(), logger: Logger = .disabled,
+                handler: @escaping @Sendable (TransportEvent) -> Void) throws(TransportError) {
+        core = try TCPCore(address: address, configuration: configuration, logger: logger, handler: handler)
         try core.start()
     }
 

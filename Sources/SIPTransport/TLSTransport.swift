@@ -1,4 +1,6 @@
 import SIPMessage
+import Logging
+import NetworkIO
 
 /// Counters of a ``TLSTransport`` since it was created: the connection counters of a TCP
 /// transport (readable directly, `statistics.messagesReceived`) and the TLS handshakes.
@@ -76,9 +78,12 @@ public final class TLSTransport: Sendable {
     /// - Throws: ``TransportError/tls(_:)`` when a certificate, key or trust store cannot be
     ///   loaded (or the key does not match the certificate), ``TransportError/system(_:)`` when a
     ///   socket call fails.
-    public init(listeningOn address: SocketAddress, configuration: TLSConfiguration = .init(), handler: @escaping @Sendable (TransportEvent) -> Void) throws(TransportError) {
+    /// Socket errors the transport recovers from by itself, refused connections and failed
+    /// handshakes are logged to `logger` (`warning`, `debug`).
+    public init(listeningOn address: SocketAddress, configuration: TLSConfiguration = .init(), logger: Logger = .disabled,
+                handler: @escaping @Sendable (TransportEvent) -> Void) throws(TransportError) {
         context = try TLSContext(configuration)
-        core = try TCPCore(address: address, configuration: configuration.streamConfiguration, tls: context, handler: handler)
+        core = try TCPCore(address: address, configuration: configuration.streamConfiguration, tls: context, logger: logger, handler: handler)
         try core.start()
     }
 

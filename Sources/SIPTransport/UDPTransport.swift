@@ -2,6 +2,8 @@ import CSocket
 import Glibc
 import SIPMessage
 import Synchronization
+import Logging
+import NetworkIO
 
 /// Settings of a ``UDPTransport``.
 public struct UDPTransportConfiguration: Sendable, Hashable {
@@ -101,10 +103,12 @@ public final class UDPTransport: Sendable {
 
     /// Binds a UDP socket to `address` (port 0 for an ephemeral port; IPv6 sockets are
     /// IPv6-only) and starts receiving; every event goes to `handler`, on the receive thread.
+    /// Socket errors the transport recovers from by itself are logged to `logger` (`warning`).
     /// - Throws: ``TransportError/system(_:)`` when a socket call fails (`bind` with
     ///   `EADDRINUSE`, …).
-    public init(bindingTo address: SocketAddress, configuration: UDPTransportConfiguration = .init(), handler: @escaping @Sendable (TransportEvent) -> Void) throws(TransportError) {
-        core = try UDPCore(address: address, configuration: configuration, handler: handler)
+    public init(bindingTo address: SocketAddress, configuration: UDPTransportConfiguration = .init(), logger: Logger = .disabled,
+                handler: @escaping @Sendable (TransportEvent) -> Void) throws(TransportError) {
+        core = try UDPCore(address: address, configuration: configuration, logger: logger, handler: handler)
         try core.start()
     }
 
@@ -155,11 +159,12 @@ final class UDPCore: Sendable {
     let maxDatagramSize: Int
     let configuration: UDPTransportConfiguration
     let handler: @Sendable (TransportEvent) -> Void
+    let logger: Logger
     let state = Mutex(State())
     let statistics = Mutex(UDPTransportStatistics())
     private let thread = Mutex<IOThread?>(nil)
 
-    init(address: SocketAddress, configuration: UDPTransportConfiguration, handler: @escaping @Sendable (TransportEvent) -> Void) throws(TransportError) {
+    init(address: SocketAddress, configuration: UDPTransportConfiguration, logger: Logger, handler: @escaping @Sendable (TransportEvent) -> Void) throws(TransportError) {
         let fd = try Posix.boundSocket(kind: CS_KIND_UDP, address: address, nonblocking: false, reuseAddress: configuration.reuseAddress)
         var wake: Int32 = -1
         do throws(TransportError) {
@@ -181,6 +186,7 @@ final class UDPCore: Sendable {
         self.maxDatagramSize = address.isIPv6 ? UDPTransport.maxIPv6DatagramSize : UDPTransport.maxIPv4DatagramSize
         self.configuration = configuration
         self.handler = handler
+        self.logger = logger
     }
 
     func start() throws(TransportError) {
@@ -333,6 +339,7 @@ final class UDPCore: Sendable {
             let rc = poll(&fds, 2, -1)
             if rc < 0 {
                 if cs_errno() != EINTR {
+                    logger.warning("poll failed on the UDP socket; retrying in 10 ms", metadata: ["sip.local": "udp:\(local)", "errno": "\(cs_errno())"])
                     statistics.withLock { $0.receiveErrors += 1 }
                     usleep(10_000)
                 }

@@ -1,4 +1,5 @@
 import Synchronization
+import Logging
 import SIPMessage
 import SDP
 import SIPTransaction
@@ -74,6 +75,7 @@ public final class Phone: Sendable {
     private func newMedia(incoming: Bool = false) -> MediaSession? {
         guard var options = mediaOptions else { return nil }
         options.configuration.codecs = codecs
+        options.configuration.logger = agent.endpoint.logger
         let index = mediaCount.withLock { n -> Int in n += 1; return n }
         let output: MediaAudioOutput = options.recordPath(forCall: index).map { .wav(path: $0, sampleRate: options.recordRate) } ?? .discard
         let report = self.report, name = self.name
@@ -90,6 +92,7 @@ public final class Phone: Sendable {
                 }
             }
         } catch {
+            agent.endpoint.logger.warning("call without media: \(error)")
             report("\(name): no media: \(error)")
             return nil
         }
@@ -127,6 +130,7 @@ public final class Phone: Sendable {
         do {
             try media.apply(audio)
         } catch {
+            agent.logger(for: key).warning("media not started: \(error)")
             report("\(name): media not started: \(error)")
         }
     }

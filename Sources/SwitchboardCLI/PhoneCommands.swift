@@ -147,6 +147,7 @@ struct Call: AsyncParsableCommand {
     var trace = false
 
     @OptionGroup var media: MediaOptions
+    @OptionGroup var logging: LoggingOptions
 
     func run() async throws {
         let targetURI = try SIPURI(target)
@@ -155,8 +156,9 @@ struct Call: AsyncParsableCommand {
         let transport: TransportKind
         switch point { case .tcp: transport = .tcp; case .tls: transport = .tls; case .udp: transport = .udp }
         let creds = password.map { DigestClient(username: user ?? identity.user ?? "", password: $0) }
-        let config = SIPUserAgent.Configuration(endpoint: .init(listen: [point]), identity: identity, credentials: creds,
+        var config = SIPUserAgent.Configuration(endpoint: .init(listen: [point]), identity: identity, credentials: creds,
                                                 outboundProxy: try proxy.map { try SIPURI($0) }, transport: transport)
+        config.logger = logging.logger("switchboard.call")
         let say = stamped(.now)
         let host: String
         switch point { case .tcp(let a), .tls(let a), .udp(let a): host = a.ipString }
@@ -251,6 +253,7 @@ struct Answer: AsyncParsableCommand {
     var earlyTone: Double?
 
     @OptionGroup var media: MediaOptions
+    @OptionGroup var logging: LoggingOptions
 
     func phoneMedia(host: String) throws -> PhoneMediaOptions? {
         guard var options = try media.phoneMedia(host: host) else {
@@ -280,7 +283,8 @@ struct Answer: AsyncParsableCommand {
         }
         let identity = try SIPURI(aor ?? "sip:switchboard@\(host)")
         let creds = password.map { DigestClient(username: user ?? identity.user ?? "", password: $0) }
-        let config = SIPUserAgent.Configuration(endpoint: .init(listen: [point]), identity: identity, credentials: creds, transport: transport)
+        var config = SIPUserAgent.Configuration(endpoint: .init(listen: [point]), identity: identity, credentials: creds, transport: transport)
+        config.logger = logging.logger("switchboard.answer")
         let say = stamped(.now)
         let phone = try Phone(name: "answer", configuration: config, autoAnswer: .milliseconds(Int64(ring)),
                               media: try phoneMedia(host: host), report: { say(String($0.dropFirst(8))) }, trace: traceLines(trace))
@@ -348,7 +352,10 @@ struct Proxy: AsyncParsableCommand {
     @Option(name: .long, help: "Stop after this many seconds.")
     var duration: Double?
 
+    @OptionGroup var logging: LoggingOptions
+
     func run() async throws {
+        let logger = logging.logger("switchboard.proxy")
         var table: [String: String] = [:]
         for u in users {
             let parts = u.split(separator: ":", maxSplits: 1).map(String.init)
@@ -356,10 +363,10 @@ struct Proxy: AsyncParsableCommand {
             table[parts[0]] = parts[1]
         }
         let box = Mutex<ProxyServer?>(nil)
-        let endpoint = try SIPEndpoint(configuration: .init(listen: try listen.map(ListenSpec.parse))) { e in box.withLock { $0 }?.handle(e) }
+        let endpoint = try SIPEndpoint(configuration: .init(listen: try listen.map(ListenSpec.parse), logger: logger)) { e in box.withLock { $0 }?.handle(e) }
         defer { endpoint.close() }
         let proxy = ProxyServer(configuration: .init(domain: domain, users: table, recordRoute: !noRecordRoute,
-                                                    algorithms: md5Only ? [.md5] : [.sha256, .md5]))
+                                                    algorithms: md5Only ? [.md5] : [.sha256, .md5], logger: logger))
         proxy.attach(endpoint)
         box.withLock { $0 = proxy }
         for p in endpoint.localAddresses { print("listening on \(p) for \(domain)") }

@@ -199,6 +199,8 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .long, help: "With --echo: Opus target bitrate in bit/s, 6000-510000 (default: libopus's automatic, ~54 kbit/s).")
     var opusBitrate: Int?
 
+    @OptionGroup var logging: LoggingOptions
+
     func run() async throws {
         guard (200...699).contains(answer) else { throw ValidationError("--answer must be a final status code (200-699)") }
         let points = try listen.map(ListenSpec.parse)
@@ -222,7 +224,7 @@ struct Serve: AsyncParsableCommand {
             do { return try CaptureFileSink(path: path) } catch { throw ValidationError("\(error)") }
         }
         defer { sink?.close() }
-        let serve = try ServeCommand(listen: points, answer: answer, tls: tls, capture: sink)
+        let serve = try ServeCommand(listen: points, answer: answer, tls: tls, capture: sink, logger: logging.logger("switchboard.serve"))
         for p in serve.endpoint.localAddresses { print("listening on \(p)") }
         try await report(snapshot: { serve.snapshot() }, line: { serve.line(since: $0, seconds: 1, elapsed: $1) })
         print(serve.summary())
@@ -230,7 +232,7 @@ struct Serve: AsyncParsableCommand {
     }
 
     private func runDialogs(_ points: [SIPEndpoint.ListenPoint], tls: TLSConfiguration) async throws {
-        let serve = try DialogServeCommand(listen: points, ringing: !noRinging, tls: tls)
+        let serve = try DialogServeCommand(listen: points, ringing: !noRinging, tls: tls, logger: logging.logger("switchboard.serve"))
         for p in serve.server.endpoint.localAddresses { print("listening on \(p) (dialogs)") }
         try await report(snapshot: { serve.snapshot() }, line: { serve.line(since: $0, seconds: 1, elapsed: $1) })
         print(serve.summary())
@@ -239,7 +241,7 @@ struct Serve: AsyncParsableCommand {
 
     private func runEcho(_ points: [SIPEndpoint.ListenPoint], tls: TLSConfiguration) async throws {
         let options = try echoOptions(points)
-        let serve = try EchoServer(listen: points, options: options, tls: tls)
+        let serve = try EchoServer(listen: points, options: options, tls: tls, logger: logging.logger("switchboard.echo"))
         for p in serve.server.endpoint.localAddresses { print("listening on \(p) (echo, media on \(options.media.localAddress) ports \(rtpPorts))") }
         try await report(every: max(1, statsInterval), snapshot: { () }, line: { _, t in serve.line(elapsed: t) })
         print(serve.summary())
@@ -346,6 +348,8 @@ struct Dial: AsyncParsableCommand {
     @Option(name: .long, help: "Record every message sent and received into this pcapng file (TLS as its plaintext over TCP).")
     var capture: String?
 
+    @OptionGroup var logging: LoggingOptions
+
     func run() async throws {
         let tls = TLSConfiguration(trustedCertificates: ca.map { [.file($0)] } ?? [])
         let sink = try capture.map { path in
@@ -353,7 +357,7 @@ struct Dial: AsyncParsableCommand {
         }
         defer { sink?.close() }
         let result = try await DialCommand.run(target: target, count: count, rate: rate, listen: try ListenSpec.parse(listen), timeout: .seconds(timeout),
-                                               tls: tls, serverName: serverName, capture: sink)
+                                               tls: tls, serverName: serverName, logger: logging.logger("switchboard.dial"), capture: sink)
         print("calls: \(result.started) started, \(result.succeeded) succeeded, \(result.failed) failed")
         for (reason, n) in result.failures.sorted(by: { $0.key < $1.key }) { print("  \(reason): \(n)") }
         if result.succeeded != count { throw ExitCode(1) }
@@ -384,10 +388,12 @@ struct Register: AsyncParsableCommand {
     @Option(name: .long, help: "Local address: udp:HOST:PORT or tcp:… (port 0 = any).")
     var listen: String = "udp:127.0.0.1:0"
 
+    @OptionGroup var logging: LoggingOptions
+
     func run() async throws {
         let uri = try SIPURI(aor)
         let registrar = SIPURI(secure: uri.secure, host: uri.host, port: uri.port)
-        let endpoint = try SIPEndpoint(configuration: .init(listen: [try ListenSpec.parse(listen)])) { _ in }
+        let endpoint = try SIPEndpoint(configuration: .init(listen: [try ListenSpec.parse(listen)], logger: logging.logger("switchboard.register"))) { _ in }
         defer { endpoint.close() }
         let local = endpoint.localAddresses[0]
         let peer = SIPPeer(transport: local.transport, address: try SocketAddress(ip: uri.host.address, port: uri.port ?? 5060))

@@ -7,6 +7,8 @@ import SIPDialog
 import SDP
 import CHeapStats
 import SIPLoad
+import Logging
+import NetworkIO
 
 /// `switchboard serve --dialogs`: a full UAS on the dialog layer (``DialogServer``): every
 /// INVITE becomes an INVITE session, gets 180 and a 200 whose SDP answer the offer/answer
@@ -14,14 +16,14 @@ import SIPLoad
 public final class DialogServeCommand: Sendable {
     public let server: DialogServer
 
-    public init(listen: [SIPEndpoint.ListenPoint], ringing: Bool = true, tls: TLSConfiguration = .init()) throws {
+    public init(listen: [SIPEndpoint.ListenPoint], ringing: Bool = true, tls: TLSConfiguration = .init(), logger: Logger = .disabled) throws {
         let host: String
         if case .udp(let a)? = listen.first { host = a.ipString } else if case .tcp(let a)? = listen.first { host = a.ipString }
         else if case .tls(let a)? = listen.first { host = a.ipString } else { host = "127.0.0.1" }
         let capabilities = MediaCapabilities(address: host, streams: [
             StreamCapabilities(mediaType: .audio, port: 40_000, codecs: [.pcmu, .pcma, .telephoneEvent], ptime: 20),
         ])
-        server = try DialogServer(configuration: .init(listen: listen, tls: tls), ringing: ringing, userAgent: "Switchboard") { offer in
+        server = try DialogServer(configuration: .init(listen: listen, tls: tls, logger: logger), ringing: ringing, userAgent: "Switchboard") { offer in
             DialogServeCommand.answer(offer, capabilities: capabilities)
         }
     }

@@ -5,6 +5,8 @@ import SIPTransaction
 import SIPTransport
 import SIPResolver
 import SIPLoad
+import Logging
+import NetworkIO
 
 /// Parses `udp:127.0.0.1:5060` / `udp:[::1]:5060` listen specifications.
 public enum ListenSpec {
@@ -32,9 +34,10 @@ public final class ServeCommand: Sendable {
     public let endpoint: SIPEndpoint
     public let server: AnsweringServer
 
-    public init(listen: [SIPEndpoint.ListenPoint], answer: Int, tls: TLSConfiguration = .init(), capture: (any SIPTrafficSink)? = nil) throws {
+    public init(listen: [SIPEndpoint.ListenPoint], answer: Int, tls: TLSConfiguration = .init(), capture: (any SIPTrafficSink)? = nil,
+                logger: Logger = .disabled) throws {
         let box = Mutex<AnsweringServer?>(nil)
-        endpoint = try SIPEndpoint(configuration: .init(listen: listen, tls: tls, capture: capture)) { e in box.withLock { $0 }?.handle(e) }
+        endpoint = try SIPEndpoint(configuration: .init(listen: listen, tls: tls, capture: capture, logger: logger)) { e in box.withLock { $0 }?.handle(e) }
         let local = endpoint.localAddresses[0].address
         let host = local.isIPv6 ? "[\(local.ipString)]" : local.ipString
         server = AnsweringServer(answerCode: answer, contact: "sip:switchboard@\(host):\(local.port)")
@@ -68,11 +71,11 @@ public final class ServeCommand: Sendable {
 /// `switchboard dial`: place calls (INVITE, ACK, BYE) against a UAS and report the outcome.
 public enum DialCommand {
     public static func run(target: String, count: Int, rate: Double, listen: SIPEndpoint.ListenPoint, timeout: Duration,
-                           tls: TLSConfiguration = .init(), serverName: String? = nil,
+                           tls: TLSConfiguration = .init(), serverName: String? = nil, logger: Logger = .disabled,
                            dns: DNSClientConfiguration = .system(), capture: (any SIPTrafficSink)? = nil) async throws -> CallGenerator.Result {
         let uri = try SIPURI(target)
         return try await place(uri: uri, count: count, rate: rate, listen: listen, timeout: timeout, tls: tls, serverName: serverName, dns: dns,
-                               capture: capture)
+                               capture: capture, logger: logger)
     }
 
     /// Where to send: RFC 3263 (numeric hosts as they are; names through /etc/hosts, NAPTR, SRV
@@ -89,8 +92,8 @@ public enum DialCommand {
 
     static func place(uri: SIPURI, count: Int, rate: Double, listen: SIPEndpoint.ListenPoint, timeout: Duration,
                       tls: TLSConfiguration, serverName: String?, dns: DNSClientConfiguration,
-                      capture: (any SIPTrafficSink)? = nil) async throws -> CallGenerator.Result {
-        let endpoint = try SIPEndpoint(configuration: .init(listen: [listen], tls: tls, capture: capture)) { _ in }
+                      capture: (any SIPTrafficSink)? = nil, logger: Logger = .disabled) async throws -> CallGenerator.Result {
+        let endpoint = try SIPEndpoint(configuration: .init(listen: [listen], tls: tls, capture: capture, logger: logger)) { _ in }
         defer { endpoint.close() }
         let local = endpoint.localAddresses[0]
         let (address, name) = try await locate(uri, transport: local.transport, dns: dns)

@@ -1,0 +1,26 @@
+import ArgumentParser
+import Logging
+import Synchronization
+
+/// `--log-level`, shared by every command that runs the stack: the one place the CLI
+/// bootstraps swift-log (the libraries never do), with lines on standard error.
+struct LoggingOptions: ParsableArguments {
+    @Option(name: .long, help: "Log on stderr at this level and above: trace (every message), debug (every drop, refusal, call state), info (start, stop, registrations), notice, warning, error, critical.")
+    var logLevel: Logger.Level = .warning
+
+    /// A logger for `label`, at ``logLevel``; the first call bootstraps the logging system.
+    func logger(_ label: String) -> Logger {
+        LoggingOptions.bootstrapOnce.withLock { done in
+            guard !done else { return }
+            LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
+            done = true
+        }
+        var logger = Logger(label: label)
+        logger.logLevel = logLevel
+        return logger
+    }
+
+    private static let bootstrapOnce = Mutex(false)
+}
+
+extension Logger.Level: @retroactive ExpressibleByArgument {}
