@@ -96,7 +96,8 @@ import Testing
 
 /// SIPp as a UAS with early media (`Fixtures/sipp/uas_early_media.xml`): 183 with SDP, the
 /// A-law pcap played at once, the 200 2.5 s later. Skipped without sipp, except under CI.
-@Suite("SIPp early media", .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/sipp") || TestPaths.isCI, "sipp is not installed: SIPp early media skipped"))
+@Suite("SIPp early media", .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/sipp") || TestPaths.isCI, "sipp is not installed: SIPp early media skipped"),
+       .requires("sipp", { FileManager.default.isExecutableFile(atPath: "/usr/bin/sipp") }))
 struct SIPpEarlyMediaTests {
     @Test("we call SIPp, which answers in a 183 and plays A-law: the audio before its 200 is recorded, and goes on after it (a 200 with a new answer, 30 ms packets, updates the stream)",
           .timeLimit(.minutes(1)), arguments: [false, true])

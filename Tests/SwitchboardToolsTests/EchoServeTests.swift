@@ -210,7 +210,8 @@ import Testing
 
 /// SIPp's `uac_pcap` (A-law and an RFC 2833 digit replayed from Debian's sip-tester pcaps, the
 /// same sequence numbers in every call) against `serve --echo`. Skipped without sipp, except under CI.
-@Suite("serve --echo with SIPp uac_pcap", .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/sipp") || TestPaths.isCI, "sipp is not installed: SIPp echo skipped"))
+@Suite("serve --echo with SIPp uac_pcap", .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/sipp") || TestPaths.isCI, "sipp is not installed: SIPp echo skipped"),
+       .requires("sipp", { FileManager.default.isExecutableFile(atPath: "/usr/bin/sipp") }))
 struct SIPpEchoTests {
     @Test("10 SIPp uac_pcap calls at once: every call succeeds, each one's packets are received and echoed, none lost", .timeLimit(.minutes(1)))
     func sippCallsTheEchoLine() async throws {
@@ -252,7 +253,8 @@ struct SIPpEchoTests {
 }
 
 /// baresip calls `serve --echo`: its RTCP reports show that it receives our echo.
-@Suite("serve --echo with baresip", .enabled(if: Baresip.available || TestPaths.isCI, "baresip is not installed: baresip echo interop skipped"))
+@Suite("serve --echo with baresip", .enabled(if: Baresip.available || TestPaths.isCI, "baresip is not installed: baresip echo interop skipped"),
+       .requires("baresip", { Baresip.available }))
 struct BaresipEchoTests {
     @Test("baresip (Opus, SDES-SRTP) calls serve --echo and receives its packets back", .timeLimit(.minutes(1)))
     func baresipHearsTheEcho() async throws {

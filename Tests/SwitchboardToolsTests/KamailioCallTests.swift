@@ -11,7 +11,8 @@ import SIPTransport
 
 /// Calls routed through Kamailio (the project's configuration: registrar, Record-Route, loose
 /// routing, and with WITH_INVITE_AUTH a 407 for INVITEs), between two Switchboard phones.
-@Suite("Calls through Kamailio", .enabled(if: Kamailio.available || TestPaths.isCI, "kamailio is not installed: Kamailio interop skipped"))
+@Suite("Calls through Kamailio", .enabled(if: Kamailio.available || TestPaths.isCI, "kamailio is not installed: Kamailio interop skipped"),
+       .requires("kamailio", { Kamailio.available }))
 struct KamailioCallTests {
     typealias Lines = ReportLines
 
