@@ -146,7 +146,8 @@ import Testing
 @Suite(
     .enabled(
         if: PythonOracle.available(["audioop"]) || TestPaths.isCI,
-        "the Python venv (scripts/py-oracles) is missing: audioop comparison skipped"))
+        "the Python venv (scripts/py-oracles) is missing: audioop comparison skipped"),
+    .requires("the Python oracle audioop (scripts/py-oracles)", { PythonOracle.available(["audioop"]) }))
 struct G711AudioopTests {
     @Test func everySampleEncodesAsAudioopDoesAndEveryCodeDecodesAsAudioopDoes() throws {
         var input: [UInt8] = []

@@ -9,11 +9,12 @@ import Testing
 @Suite(
     .enabled(
         if: TestPaths.corporaHas("pcaps/asterisk-testsuite") || TestPaths.isCI,
-        "../shared/corpora is missing: Opus capture tests skipped"))
+        "../shared/corpora is missing: Opus capture tests skipped"),
+    .requiresCorpus("pcaps/asterisk-testsuite"))
 struct OpusCaptureTests {
     /// The RTP packets of `payloadType` in a capture (Ethernet or Linux cooked, IPv4, UDP).
     static func rtpPackets(_ file: String, payloadType: UInt8) throws -> [RTPPacket] {
-        let reader = try CaptureFileReader(path: TestPaths.corpora + "/pcaps/asterisk-testsuite/" + file)
+        let reader = try CaptureFileReader(path: TestPaths.corpus("pcaps/asterisk-testsuite/" + file))
         var packets: [RTPPacket] = []
         while let frame = try reader.nextFrame() {
             let d = frame.data

@@ -166,7 +166,8 @@ import Testing
 @Suite(
     .enabled(
         if: PythonOracle.available(["opuslib"]) || TestPaths.isCI,
-        "the Python venv (scripts/py-oracles) is missing: opuslib comparison skipped"))
+        "the Python venv (scripts/py-oracles) is missing: opuslib comparison skipped"),
+    .requires("the Python oracle opuslib (scripts/py-oracles)", { PythonOracle.available(["opuslib"]) }))
 struct OpusOpuslibTests {
     @Test func sameSettingsGiveTheSamePacketsAndTheSameAudio() throws {
         let frames = 50

@@ -128,7 +128,10 @@ func expectTone(_ samples: [Int16], frequency: Double, notFrequency other: Doubl
             #expect(s.secure == (srtp == .mandatory))
             #expect(s.srtpDropped == 0 && s.refused == 0, "\(s)")
             #expect(s.call.codec.lowercased().contains(kind.rawValue))
-            #expect((s.call.mos ?? 0) > 4, "\(s)")
+            // MOS is computed and in its scale; a lossless loopback stream rates well above "poor"
+            // (the figure itself, over 4 on an idle machine, moves with jitter and RTT under load).
+            let mos = try #require(s.call.mos, "\(s)")
+            #expect((1...5).contains(mos) && mos > 3, "\(s)")
             #expect(s.rtcpSent > 0 && s.rtcpReceived > 0)
         }
         // Bytes carried: G.711 is 160 bytes per 20 ms packet.
@@ -408,7 +411,7 @@ final class RawPeer: Sendable {
 /// datagrams' own (the kernel's stamps), or every statistic built on them would be quantized to
 /// the ptime.
 @Suite struct ArrivalTimeTests {
-    @Test("packets every 10 ms to a 20 ms session: interarrival jitter stays near zero (< 4 ms, not ~10) (two read at one tick are not simultaneous)",
+    @Test("packets every 10 ms to a 20 ms session: interarrival jitter stays near the sender's own (not ~10 ms) (two read at one tick are not simultaneous)",
           .timeLimit(.minutes(1)))
     func arrivalTimesAreTheKernelsNotTheTicks() async throws {
         let (session, peer) = try RawPeer.withSession()
@@ -419,11 +422,19 @@ final class RawPeer: Sendable {
         // 150 packets of 10 ms (80 samples) on an absolute 10 ms schedule, from a thread of
         // their own (not the test's pool).
         let sent = Atomic<Int>(0)
+        // When each packet really left: on a loaded machine the sender is late too, and that
+        // irregularity is in the stream the session measures.
+        let sendTimes = Mutex<[Int64]>([])
         let sender = Thread {
             var next = timespec()
             clock_gettime(CLOCK_MONOTONIC, &next)
+            var times: [Int64] = []
             for i in 0..<150 {
                 peer.send(sequence: UInt16(1000 + i), timestamp: UInt32(5000 + 80 * i), samples: 80)
+                var now = timespec()
+                clock_gettime(CLOCK_MONOTONIC, &now)
+                times.append(Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec))
+                if i == 149 { sendTimes.withLock { $0 = times } }
                 sent.add(1, ordering: .relaxed)
                 next.tv_nsec += 10_000_000
                 if next.tv_nsec >= 1_000_000_000 { next.tv_nsec -= 1_000_000_000; next.tv_sec += 1 }
@@ -436,11 +447,20 @@ final class RawPeer: Sendable {
         let stats = session.stats()
         #expect(stats.call.received.packets == 150 && stats.call.packetsLost == 0, "\(stats)")
         // Arrival times taken when the 20 ms tick reads them would alternate 0 and 20 ms apart
-        // against 10 ms of timestamps: jitter near 10 ms. The kernel's stamps give scheduling noise.
-        #expect(stats.call.jitter < .milliseconds(4), "\(stats)")
+        // against 10 ms of timestamps: jitter near 10 ms. The kernel's stamps give the sender's
+        // own irregularity (RFC 3550's estimator over the measured send times) plus a little
+        // noise: compared with that, not with a fixed 4 ms a loaded machine's sender exceeds.
+        let times = sendTimes.withLock { $0 }
+        try #require(times.count == 150)
+        var senderJitter = 0.0
+        for (a, b) in zip(times, times.dropFirst()) {
+            senderJitter += (abs(Double(b - a) - 10_000_000) - senderJitter) / 16
+        }
+        let allowance = Duration.nanoseconds(Int64(senderJitter)) + .milliseconds(4)
+        #expect(stats.call.jitter < allowance, "sender's own jitter \(Duration.nanoseconds(Int64(senderJitter))), \(stats)")
     }
 
-    @Test("rtcp-mux: the round trip ends when the report arrived, not when the tick read it (RTT stays under 8 ms on loopback)",
+    @Test("rtcp-mux: the round trip ends when the report arrived, not when the tick read it (median RTT under 8 ms on loopback, not ~10)",
           .timeLimit(.minutes(1)))
     func roundTripTimeWithMuxedRTCPUsesTheStamps() async throws {
         let config = MediaSessionConfiguration(localAddress: "127.0.0.1", portRange: 10000...19999, codecs: [.pcmu], rtcpMux: true,
@@ -460,8 +480,13 @@ final class RawPeer: Sendable {
             try await Task.sleep(for: .milliseconds(20))
         }
         try #require(seen.count >= 5, "\(seen)")
-        // Taking the RR's arrival when the 20 ms tick reads it would add 0-20 ms to each.
-        #expect(seen.allSatisfy { $0 < .milliseconds(8) }, "\(seen)")
+        // Every report gives a real round trip: positive, and far below anything a loopback
+        // could take (a generous bound; single values move with the machine's load).
+        #expect(seen.allSatisfy { $0 > .zero && $0 < .milliseconds(200) }, "\(seen)")
+        // Taking the RR's arrival when the 20 ms tick reads it would add 0-20 ms to each, a
+        // median near 10 ms; the stamps keep the median small even when a few reports are late.
+        let median = seen.sorted()[seen.count / 2]
+        #expect(median < .milliseconds(8), "median \(median) of \(seen)")
     }
 
     @Test("a burst of 300 datagrams is read whole over the following ticks (bounded per tick, nothing left behind)",

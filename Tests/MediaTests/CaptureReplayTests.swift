@@ -41,11 +41,8 @@ struct CapturedRTP {
     @Test(arguments: [("MagicJack-_short_call.pcap", UInt16(49154), UInt16(54550)), ("MagicJack-_short_call.pcap", 54550, 49154),
                       ("SIP_CALL_RTP_G711", 4800, 40378), ("SIP_CALL_RTP_G711", 8000, 40376)])
     func realArrivalTimes(file: String, source: UInt16, destination: UInt16) throws {
-        let path = TestPaths.corpora + "/pcaps/wireshark-samplecaptures/" + file
-        guard TestPaths.corporaHas("pcaps/wireshark-samplecaptures/" + file) else {
-            if TestPaths.isCI { Issue.record("\(path) is missing") } else { print("skipping: \(path) is absent") }
-            return
-        }
+        let path = TestPaths.corpus("pcaps/wireshark-samplecaptures/" + file)
+        guard TestPaths.requireCorpus("pcaps/wireshark-samplecaptures/" + file) else { return }
         let flow = try CapturedRTP.read(path).filter { $0.source == source && $0.destination == destination && $0.packet.payloadType < 64 }
         #expect(flow.count > 400)
         // Independent expectations from the capture itself.
@@ -73,11 +70,8 @@ struct CapturedRTP {
     /// SIPp's `uac_pcap` audio (G.711 A-law, as recorded): every packet plays, in order.
     @Test func sippG711AStream() throws {
         let relative = "sipp/pcap-play/g711a.pcap"
-        guard TestPaths.corporaHas(relative) else {
-            if TestPaths.isCI { Issue.record("\(relative) is missing") } else { print("skipping: \(relative) is absent") }
-            return
-        }
-        let flow = try CapturedRTP.read(TestPaths.corpora + "/" + relative).filter { $0.packet.payloadType == 8 }
+        guard TestPaths.requireCorpus(relative) else { return }
+        let flow = try CapturedRTP.read(TestPaths.corpus(relative)).filter { $0.packet.payloadType == 8 }
         #expect(flow.count == 236)
         let start = flow[0].time
         let r = replay(flow.map { Arrival(packet: JitterBufferPacket($0.packet), time: $0.time - start) },

@@ -243,11 +243,8 @@ import RTP
     // MARK: captures
 
     static func events(_ file: String, payloadType: UInt8) throws -> [ReceivedDTMF]? {
-        let path = TestPaths.corpora + "/pcaps/" + file
-        guard TestPaths.corporaHas("pcaps/" + file) else {
-            if TestPaths.isCI { Issue.record("\(path) is missing") } else { print("skipping: \(path) is absent") }
-            return nil
-        }
+        let path = TestPaths.corpus("pcaps/" + file)
+        guard TestPaths.requireCorpus("pcaps/" + file) else { return nil }
         var r = DTMFReceiver()
         var out: [DTMFReceiver.Output] = []
         let packets = try CapturedRTP.read(path).filter { $0.packet.payloadType == payloadType }

@@ -1,5 +1,6 @@
 import Testing
 import PacketCapture
+import SwitchboardTestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -115,12 +116,8 @@ func decodeAll(_ frames: [CaptureFrame], limits: CaptureDecoder.Limits = .init()
     return (m, a, d.counters)
 }
 
+/// The captures of the shared corpora, found through `TestPaths` (so `$SWITCHBOARD_CORPORA` counts).
 enum Corpus {
-    static let root: String = {
-        var parts = "\(#filePath)".split(separator: "/", omittingEmptySubsequences: false)
-        parts.removeLast(3)  // Tests/PacketCaptureTests/Builders.swift
-        return parts.joined(separator: "/") + "/../shared/corpora/pcaps"
-    }()
-    static var available: Bool { access(root + "/sip-capture/sip-tcp.pcap", R_OK) == 0 }
-    static var isCI: Bool { getenv("CI") != nil }
+    static let root: String = TestPaths.corpus("pcaps")
+    static var available: Bool { TestPaths.corporaHas("pcaps/sip-capture/sip-tcp.pcap") }
 }

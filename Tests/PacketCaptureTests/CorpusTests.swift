@@ -1,11 +1,12 @@
 import Testing
 import PacketCapture
 import SIPMessage
+import SwitchboardTestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// The captures in `../shared/corpora/pcaps` (see its README), read in place.
+/// The captures in `../shared/corpora/pcaps` or `$SWITCHBOARD_CORPORA/pcaps` (see its README), read in place.
 @Suite struct CorpusTests {
     /// Per file: SIP messages, frames. Counted by this decoder; the messages agree with tshark's
     /// dissection of the same files (`TsharkCrossCheckTests`).
@@ -29,11 +30,9 @@ import Glibc
         ("asterisk-testsuite/opus-2013785496.pcap", 0, 765),
     ]
 
-    static func corpusPresent() -> Bool {
-        if Corpus.available { return true }
-        if Corpus.isCI { Issue.record("CI is set but the corpora are missing at \(Corpus.root)") }
-        else { print("PacketCapture corpus tests skipped: \(Corpus.root) is absent") }
-        return false
+    /// Fails under CI, skips with a message elsewhere, when the corpus is missing.
+    static func corpusPresent(sourceLocation: SourceLocation = #_sourceLocation) -> Bool {
+        TestPaths.requirement("the PacketCapture corpus at \(Corpus.root)", available: Corpus.available, sourceLocation: sourceLocation)
     }
 
     @Test(arguments: expected.map(\.path))

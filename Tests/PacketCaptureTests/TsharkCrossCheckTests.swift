@@ -42,8 +42,7 @@ struct TsharkCrossCheckTests {
 
     @Test(arguments: files)
     func sameMessagesCallIDsMethodsAndCodes(path: String) async throws {
-        #expect(Tshark.available, "tshark must be installed under CI (scripts/test installs it)")
-        guard CorpusTests.corpusPresent(), Tshark.available else { return }
+        guard CorpusTests.corpusPresent(), TestPaths.requirement("tshark", available: Tshark.available) else { return }
         let file = Corpus.root + "/" + path
         let summary = try CaptureSummary(path: file)
         let ours = Tshark.ourView(summary)
@@ -74,8 +73,7 @@ struct TsharkCrossCheckTests {
 
     /// The one file tshark reads and we refuse: a NetMon capture, with SIP in it.
     @Test func netMonIsTheDocumentedDifference() async throws {
-        #expect(Tshark.available, "tshark must be installed under CI (scripts/test installs it)")
-        guard CorpusTests.corpusPresent(), Tshark.available else { return }
+        guard CorpusTests.corpusPresent(), TestPaths.requirement("tshark", available: Tshark.available) else { return }
         let file = Corpus.root + "/wireshark-samplecaptures/c07-sip-r2.cap"
         let theirs = try await Tshark.view(of: file).get()
         #expect(theirs.messages > 0)

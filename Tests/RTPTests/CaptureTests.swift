@@ -52,12 +52,9 @@ import Testing
     }
 
     @Test func rtpPacketsOfRealCaptures() throws {
-        let folder = Paths.corpora + "/pcaps/asterisk-testsuite"
-        guard let names = listDirectory(folder) else {
-            if Paths.isCI { Issue.record("corpus folder \(folder) is missing") }
-            else { print("skipping: corpus folder \(folder) is absent") }
-            return
-        }
+        let folder = Paths.corpus("pcaps/asterisk-testsuite")
+        guard TestPaths.requirement("the corpus folder \(folder)", available: listDirectory(folder) != nil),
+              let names = listDirectory(folder) else { return }
         var total = 0
         for name in names where name.hasSuffix(".pcap") {
             let file = try #require(readBytes(folder + "/" + name))

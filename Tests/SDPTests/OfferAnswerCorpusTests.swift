@@ -37,7 +37,7 @@ enum Corpus {
         var result: [Body] = []
         var seen = Set<[UInt8]>()
         for folder in pcapFolders {
-            let path = TestPaths.corpora + "/" + folder
+            let path = TestPaths.corpus(folder)
             for name in listFiles(path) {
                 // c07-sip-r2.cap is NetMon, not pcap: the reader refuses it (tested in PacketCaptureTests).
                 guard let reader = try? SIPCaptureReader(path: path + "/" + name) else { continue }
@@ -96,7 +96,8 @@ func checkAnswer(_ answer: SessionDescription, to offer: SessionDescription, _ l
 
 @Suite(
     "Offer/answer: real peers' descriptions",
-    .enabled(if: Corpus.available || TestPaths.isCI, "../shared/corpora is absent: corpus tests skipped"))
+    .enabled(if: Corpus.available || TestPaths.isCI, "../shared/corpora is absent: corpus tests skipped"),
+    .requiresCorpus("pcaps/wireshark-samplecaptures/sip-rtp-g711.pcap"))
 struct OfferAnswerCorpusTests {
     @Test func everyCapturedDescriptionIsAnsweredOrRefusedWithAReason() throws {
         let bodies = try Corpus.bodies()
@@ -229,7 +230,7 @@ enum SIPpScenario {
     /// The SDP body of the first `<send>` of `file` holding one, with SIPp's keywords replaced
     /// by concrete values (media on 127.0.0.1:6000, the two SDES keys of `Local`).
     static func body(_ file: String, occurrence: Int = 0) throws -> String {
-        let path = TestPaths.corpora + "/sipp/" + file
+        let path = TestPaths.corpus("sipp/" + file)
         let bytes = try #require(readBytes(path), "cannot read \(path)")
         let text = String(decoding: bytes, as: UTF8.self)
         var bodies: [String] = []
@@ -277,7 +278,8 @@ extension String {
 
 @Suite(
     "Offer/answer: SIPp scenarios",
-    .enabled(if: TestPaths.corporaHas("sipp/sipp-builtin/uac.xml") || TestPaths.isCI, "../shared/corpora is absent: SIPp scenario tests skipped"))
+    .enabled(if: TestPaths.corporaHas("sipp/sipp-builtin/uac.xml") || TestPaths.isCI, "../shared/corpora is absent: SIPp scenario tests skipped"),
+    .requiresCorpus("sipp/sipp-builtin/uac.xml"))
 struct OfferAnswerSIPpTests {
     @Test func builtInUACOffer() throws {
         var engine = corpusEngine()

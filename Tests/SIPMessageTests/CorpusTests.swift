@@ -4,7 +4,8 @@ import Testing
 
 /// The shared third-party corpora (`../shared/corpora`). Without the folder these tests are
 /// skipped and say so; under CI (where the folder always exists) a missing folder fails.
-@Suite("Third-party corpora", .enabled(if: Paths.corporaAvailable || Paths.isCI, "../shared/corpora is absent: corpus tests skipped"))
+@Suite("Third-party corpora", .enabled(if: Paths.corporaAvailable || Paths.isCI, "../shared/corpora is absent: corpus tests skipped"),
+       .requiresCorpus("rfc4475/EXPECTATIONS.tsv"))
 struct CorpusTests {
     enum Verdict: Equatable, CustomStringConvertible {
         /// Parses and validates.

@@ -4,13 +4,15 @@ import Testing
 import SIPMessage
 import SIPTransport
 import SIPDialog
+import SwitchboardTestSupport
 @testable import SIPRuntime
 import SIPLoad
 
 /// The dialog-level UAS (`DialogServer`, behind `switchboard serve --dialogs`) under SIPp's
 /// built-in uac: every call must complete (INVITE, 180, 200 with SDP, ACK, BYE) and leave no
 /// session behind. Bounded by -m, -timeout and the test's own deadline; 127.0.0.1 only.
-@Suite("DialogServer against SIPp", .enabled(if: SIPp.available || SIPp.isCI, "sipp (Debian sip-tester) is not installed: SIPp interop skipped"))
+@Suite("DialogServer against SIPp", .enabled(if: SIPp.available || SIPp.isCI, "sipp (Debian sip-tester) is not installed: SIPp interop skipped"),
+       .requires("sipp (Debian sip-tester)", { SIPp.available }))
 struct DialogServerSIPpTests {
     static let answer = SessionBody.sdp("v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\nm=audio 40000 RTP/AVP 0\r\na=rtpmap:0 PCMU/8000\r\n")
 

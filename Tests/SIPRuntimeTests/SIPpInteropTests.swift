@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 import SIPMessage
 import SIPTransport
+import SwitchboardTestSupport
 @testable import SIPRuntime
 import SIPLoad
 
@@ -12,7 +13,7 @@ import SIPLoad
 enum SIPp {
     static let path: String? = ["/usr/bin/sipp", "/usr/local/bin/sipp"].first { FileManager.default.isExecutableFile(atPath: $0) }
     static var available: Bool { path != nil }
-    static var isCI: Bool { ProcessInfo.processInfo.environment["CI"] != nil }
+    static var isCI: Bool { TestPaths.isCI }
 
     /// A UDP port free right now on 127.0.0.1.
     static func freePort() throws -> UInt16 {
@@ -51,7 +52,8 @@ enum SIPp {
     }
 }
 
-@Suite("SIPp interop", .enabled(if: SIPp.available || SIPp.isCI, "sipp (Debian sip-tester) is not installed: SIPp interop skipped"))
+@Suite("SIPp interop", .enabled(if: SIPp.available || SIPp.isCI, "sipp (Debian sip-tester) is not installed: SIPp interop skipped"),
+       .requires("sipp (Debian sip-tester)", { SIPp.available }))
 struct SIPpInteropTests {
     static func listen(_ transport: String) throws -> SIPEndpoint.ListenPoint {
         let any = try SocketAddress(ip: "127.0.0.1", port: 0)

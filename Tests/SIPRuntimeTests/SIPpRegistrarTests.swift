@@ -12,7 +12,8 @@ import SIPProxy
 /// SIPp against Switchboard's registrar and proxy: the REGISTER-challenge scenario of the SIPp
 /// project (read in place from ../shared/corpora), and SIPp's built-in `uac` calling, through
 /// the proxy, a Switchboard phone registered there.
-@Suite("SIPp with the Switchboard registrar", .enabled(if: SIPp.available || SIPp.isCI, "sipp (Debian sip-tester) is not installed: SIPp interop skipped"))
+@Suite("SIPp with the Switchboard registrar", .enabled(if: SIPp.available || SIPp.isCI, "sipp (Debian sip-tester) is not installed: SIPp interop skipped"),
+       .requires("sipp (Debian sip-tester)", { SIPp.available }))
 struct SIPpRegistrarTests {
     static func proxy(users: [String: String], recordRoute: Bool, algorithms: [DigestAlgorithm] = [.sha256, .md5]) throws -> (SIPEndpoint, ProxyServer) {
         let box = Mutex<ProxyServer?>(nil)
@@ -26,13 +27,14 @@ struct SIPpRegistrarTests {
     }
 
     @Test("SIPp's uc360_register_challenge scenario registers through a 401 with our registrar", .timeLimit(.minutes(1)),
-          .enabled(if: TestPaths.corporaHas("sipp/sipp-srtp-auth/uc360_register_challenge.xml") || TestPaths.isCI, "corpora absent"))
+          .enabled(if: TestPaths.corporaHas("sipp/sipp-srtp-auth/uc360_register_challenge.xml") || TestPaths.isCI, "corpora absent"),
+          .requiresCorpus("sipp/sipp-srtp-auth/uc360_register_challenge.xml"))
     func registerChallenge() async throws {
         // SIPp 3.6 answers only the first challenge and only with MD5.
         let (endpoint, proxy) = try Self.proxy(users: ["16001": "asdfzxcvqwer"], recordRoute: false, algorithms: [.md5])
         defer { endpoint.close() }
         let port = endpoint.localAddresses[0].address.port
-        let scenario = TestPaths.corpora + "/sipp/sipp-srtp-auth/uc360_register_challenge.xml"
+        let scenario = TestPaths.corpus("sipp/sipp-srtp-auth/uc360_register_challenge.xml")
         let (p, dir) = try SIPp.start(["127.0.0.1:\(port)", "-sf", scenario, "-i", "127.0.0.1", "-p", "\(try SIPp.freePort())",
                                        "-m", "5", "-r", "10", "-nostdin", "-timeout", "20", "-timeout_error"])
         let status = await SIPp.wait(p, timeout: .seconds(30))

@@ -38,9 +38,9 @@ struct InviteSessionSimulationTests {
             previous?(ua, key, e)
             switch e {
             case .remoteOffer(let b, _) where ua[key]?.state != .incoming:
-                try? ua.perform(key) { s throws(SessionError) in try s.answer(.sdp("answer-to:" + String(decoding: b.bytes, as: UTF8.self))) }
+                recordingErrors { try ua.perform(key) { s throws(SessionError) in try s.answer(.sdp("answer-to:" + String(decoding: b.bytes, as: UTF8.self))) } }
             case .offerRequested:
-                try? ua.perform(key) { s throws(SessionError) in try s.answer(Self.body("offer-from-\(ua.node.name)")) }
+                recordingErrors { try ua.perform(key) { s throws(SessionError) in try s.answer(Self.body("offer-from-\(ua.node.name)")) } }
             case .request(let m, let tx):
                 ua.apply(ua.manager[key].map { s in s.respond(to: m, in: tx, statusCode: 200).map { .session(key, $0) } } ?? [])
             default:
@@ -58,8 +58,8 @@ struct InviteSessionSimulationTests {
         p.bob.onIncomingCall = { ua, key, invite in
             bobKey = key
             #expect(invite.method == .invite)
-            try? ua.perform(key) { s throws(SessionError) in try s.provisional(180) }
-            p.sim.schedule(after: .seconds(1)) { try? ua.perform(key) { s throws(SessionError) in try s.accept(body: Self.answer) } }
+            recordingErrors { try ua.perform(key) { s throws(SessionError) in try s.provisional(180) } }
+            p.sim.schedule(after: .seconds(1)) { recordingErrors { try ua.perform(key) { s throws(SessionError) in try s.accept(body: Self.answer) } } }
         }
         let key = p.alice.call("bob@bob", offer: Self.offer)
         p.sim.run(until: .seconds(3))
@@ -81,11 +81,11 @@ struct InviteSessionSimulationTests {
         var bobKeys: [SessionKey] = []
         p.bob.onIncomingCall = { ua, key, _ in
             bobKeys.append(key)
-            try? ua.perform(key) { s throws(SessionError) in try s.accept(body: Self.answer) }
+            recordingErrors { try ua.perform(key) { s throws(SessionError) in try s.accept(body: Self.answer) } }
         }
         p.alice.onEvent = { ua, key, e in
             if case .stateChanged(.confirmed) = e {
-                p.sim.schedule(after: .seconds(2)) { try? ua.perform(key) { s throws(SessionError) in try s.bye() } }
+                p.sim.schedule(after: .seconds(2)) { recordingErrors { try ua.perform(key) { s throws(SessionError) in try s.bye() } } }
             }
         }
         var keys: [SessionKey] = []
@@ -114,7 +114,7 @@ struct InviteSessionSimulationTests {
         var bobKey: SessionKey?
         p.bob.onIncomingCall = { ua, key, _ in
             bobKey = key
-            try? ua.perform(key) { s throws(SessionError) in try s.provisional(180) }
+            recordingErrors { try ua.perform(key) { s throws(SessionError) in try s.provisional(180) } }
         }
         let key = p.alice.call("bob@bob", offer: Self.offer)
         p.sim.run(until: .seconds(2))
@@ -143,12 +143,12 @@ struct InviteSessionSimulationTests {
         var bobKey: SessionKey?
         p.bob.onIncomingCall = { ua, key, _ in
             bobKey = key
-            try? ua.perform(key) { s throws(SessionError) in try s.provisional(180) }
-            p.sim.schedule(after: .seconds(1)) { try? ua.perform(key) { s throws(SessionError) in try s.accept(body: Self.answer) } }
+            recordingErrors { try ua.perform(key) { s throws(SessionError) in try s.provisional(180) } }
+            p.sim.schedule(after: .seconds(1)) { recordingErrors { try ua.perform(key) { s throws(SessionError) in try s.accept(body: Self.answer) } } }
         }
         let key = p.alice.call("bob@bob", offer: Self.offer)
         // The INVITE arrives at 0.1 s, the 200 leaves bob at 1.1 s and reaches alice at 1.2 s.
-        p.sim.schedule(after: .milliseconds(1150)) { try? p.alice.perform(key) { s throws(SessionError) in try s.cancel() } }
+        p.sim.schedule(after: .milliseconds(1150)) { recordingErrors { try p.alice.perform(key) { s throws(SessionError) in try s.cancel() } } }
         p.sim.run(until: .seconds(60))
         #expect(Self.lastState(p.alice, key) == .terminated(.cancelled))
         let bk = try #require(bobKey)
@@ -163,7 +163,7 @@ struct InviteSessionSimulationTests {
         var bobKey: SessionKey?
         p.bob.onIncomingCall = { ua, key, _ in
             bobKey = key
-            try? ua.perform(key) { s throws(SessionError) in try s.accept(body: Self.answer) }
+            recordingErrors { try ua.perform(key) { s throws(SessionError) in try s.accept(body: Self.answer) } }
         }
         let key = p.alice.call("bob@bob", offer: Self.offer)
         p.sim.run(until: .seconds(1))
@@ -196,7 +196,7 @@ struct InviteSessionSimulationTests {
         var bobKey: SessionKey?
         p.bob.onIncomingCall = { ua, key, _ in
             bobKey = key
-            try? ua.perform(key) { s throws(SessionError) in try s.accept(body: Self.answer) }
+            recordingErrors { try ua.perform(key) { s throws(SessionError) in try s.accept(body: Self.answer) } }
         }
         let key = p.alice.call("bob@bob", offer: Self.offer)
         p.sim.run(until: .seconds(1))
@@ -231,7 +231,7 @@ struct InviteSessionSimulationTests {
             // From now on nothing alice sends reaches bob.
             p.sim.setConditions(from: "alice", to: "bob", NetworkConditions(loss: 1.0))
             acceptedAt = p.sim.now
-            try? ua.perform(key) { s throws(SessionError) in try s.accept(body: Self.answer) }
+            recordingErrors { try ua.perform(key) { s throws(SessionError) in try s.accept(body: Self.answer) } }
         }
         let key = p.alice.call("bob@bob", offer: Self.offer)
         p.sim.run(until: .seconds(120))
@@ -251,9 +251,9 @@ struct InviteSessionSimulationTests {
         var prackSeenBeforeFinal = false
         p.bob.onIncomingCall = { ua, key, _ in
             bobKey = key
-            try? ua.perform(key) { s throws(SessionError) in try s.provisional(183, body: Self.answer) }
+            recordingErrors { try ua.perform(key) { s throws(SessionError) in try s.provisional(183, body: Self.answer) } }
             // Accept at once: the 2xx must wait for the PRACK of the 183 that carried the answer.
-            try? ua.perform(key) { s throws(SessionError) in try s.accept() }
+            recordingErrors { try ua.perform(key) { s throws(SessionError) in try s.accept() } }
         }
         p.bob.onEvent = { ua, key, e in
             if case .stateChanged(.confirmed) = e { prackSeenBeforeFinal = true }
@@ -279,7 +279,7 @@ struct InviteSessionSimulationTests {
         var bobKey: SessionKey?
         p.bob.onIncomingCall = { ua, key, _ in
             bobKey = key
-            try? ua.perform(key) { s throws(SessionError) in try s.accept(body: Self.answer) }
+            recordingErrors { try ua.perform(key) { s throws(SessionError) in try s.accept(body: Self.answer) } }
         }
         let key = p.alice.call("bob@bob", offer: Self.offer)
         p.sim.run(until: .seconds(600))
@@ -303,7 +303,7 @@ struct InviteSessionSimulationTests {
         var calls = 0
         p.bob.onIncomingCall = { ua, key, invite in
             calls += 1
-            if ua[key]?.state == .incoming { try? ua.perform(key) { s throws(SessionError) in try s.accept(body: Self.answer) } }
+            if ua[key]?.state == .incoming { recordingErrors { try ua.perform(key) { s throws(SessionError) in try s.accept(body: Self.answer) } } }
         }
         let key = p.alice.call("bob@bob", offer: Self.offer)
         p.sim.run(until: .seconds(5))
@@ -325,10 +325,10 @@ struct InviteSessionSimulationTests {
             p.bob.onIncomingCall = { ua, key, invite in
                 if case .authenticated = server.verify(request: invite, proxy: true, now: 1_000_000) {
                     verified += 1
-                    try? ua.perform(key) { s throws(SessionError) in try s.accept(body: Self.answer) }
+                    recordingErrors { try ua.perform(key) { s throws(SessionError) in try s.accept(body: Self.answer) } }
                 } else {
                     let challenge = server.challenges(now: 1_000_000, using: &rng).map { (SIPHeaderName.proxyAuthenticate, $0.description) }
-                    try? ua.perform(key) { s throws(SessionError) in try s.reject(407, headers: challenge) }
+                    recordingErrors { try ua.perform(key) { s throws(SessionError) in try s.reject(407, headers: challenge) } }
                 }
             }
             let key = p.alice.call("bob@bob", offer: Self.offer)
@@ -348,10 +348,10 @@ struct InviteSessionSimulationTests {
         var bobKey: SessionKey?
         p.bob.onIncomingCall = { ua, key, _ in
             bobKey = key
-            try? ua.perform(key) { s throws(SessionError) in try s.accept(body: Self.answer) }
+            recordingErrors { try ua.perform(key) { s throws(SessionError) in try s.accept(body: Self.answer) } }
         }
         p.alice.onEvent = { ua, key, e in
-            if case .remoteOffer(_, .invite) = e { try? ua.perform(key) { s throws(SessionError) in try s.answer(Self.offer) } }
+            if case .remoteOffer(_, .invite) = e { recordingErrors { try ua.perform(key) { s throws(SessionError) in try s.answer(Self.offer) } } }
         }
         let key = p.alice.call("bob@bob", offer: nil)
         p.sim.run(until: .seconds(3))
@@ -368,7 +368,7 @@ struct InviteSessionSimulationTests {
         var received: [SIPMethod] = []
         p.bob.onIncomingCall = { ua, key, _ in
             bobKey = key
-            try? ua.perform(key) { s throws(SessionError) in try s.accept(body: Self.answer) }
+            recordingErrors { try ua.perform(key) { s throws(SessionError) in try s.accept(body: Self.answer) } }
         }
         let previous = p.bob.onEvent
         p.bob.onEvent = { ua, key, e in
@@ -423,20 +423,20 @@ final class ForkingProxy {
     func receive(_ m: SIPMessage, from: String) {
         if m.isRequest {
             let branch = m.topViaBranch ?? "none"
-            if m.toTag == nil || (m.method == .ack && (try? m.requestURI().sipURI?.host.description) == name) {
+            if m.toTag == nil || (m.method == .ack && recordingErrors({ try m.requestURI().sipURI?.host.description }) == name) {
                 for (i, fork) in forks.enumerated() {
-                    guard var out = try? m.replacingRequestURI("sip:bob@\(fork)") else { continue }
-                    try? out.prepend(.via, "SIP/2.0/UDP \(name);branch=z9hG4bK\(branch.dropFirst(7))f\(i)")
+                    guard var out = recordingErrors({ try m.replacingRequestURI("sip:bob@\(fork)") }) else { continue }
+                    recordingErrors { try out.prepend(.via, "SIP/2.0/UDP \(name);branch=z9hG4bK\(branch.dropFirst(7))f\(i)") }
                     sim.send(out, from: name, to: fork)
                 }
             } else {
                 var out = m
-                try? out.prepend(.via, "SIP/2.0/UDP \(name);branch=z9hG4bK\(branch.dropFirst(7))d")
-                let host = (try? m.requestURI().sipURI?.host.description) ?? ""
+                recordingErrors { try out.prepend(.via, "SIP/2.0/UDP \(name);branch=z9hG4bK\(branch.dropFirst(7))d") }
+                let host = recordingErrors({ try m.requestURI().sipURI?.host.description }).flatMap { $0 } ?? ""
                 sim.send(out, from: name, to: host)
             }
         } else {
-            guard let vias = try? m.via(), vias.count >= 2 else { return }
+            guard let vias = recordingErrors({ try m.via() }), vias.count >= 2 else { return }
             var out = m
             out.removeFirstElement(.via)
             sim.send(out, from: name, to: vias[1].host.description)
@@ -458,9 +458,9 @@ struct ForkingSimulationTests {
         for (ua, delay) in [(bob1, 1000), (bob2, 1300)] {
             ua.onIncomingCall = { ua, key, _ in
                 keys[ua.node.name] = key
-                try? ua.perform(key) { s throws(SessionError) in try s.provisional(180) }
+                recordingErrors { try ua.perform(key) { s throws(SessionError) in try s.provisional(180) } }
                 sim.schedule(after: .milliseconds(Int64(delay))) {
-                    try? ua.perform(key) { s throws(SessionError) in try s.accept(body: InviteSessionSimulationTests.answer) }
+                    recordingErrors { try ua.perform(key) { s throws(SessionError) in try s.accept(body: InviteSessionSimulationTests.answer) } }
                 }
             }
         }
@@ -498,7 +498,7 @@ struct ForkingSimulationTests {
         for f in forks {
             f.onIncomingCall = { ua, key, _ in
                 incoming.append((ua, key))
-                try? ua.perform(key) { s throws(SessionError) in try s.provisional(180) }
+                recordingErrors { try ua.perform(key) { s throws(SessionError) in try s.provisional(180) } }
             }
         }
         let key = alice.call("bob@proxy", offer: InviteSessionSimulationTests.offer)
@@ -508,5 +508,19 @@ struct ForkingSimulationTests {
         #expect(incoming.count == 3)
         for (ua, k) in incoming { #expect(InviteSessionSimulationTests.lastState(ua, k) == .terminated(.remoteCancelled)) }
         #expect(InviteSessionSimulationTests.lastState(alice, key) == .terminated(.cancelled))
+    }
+}
+
+/// Runs `body` inside a simulation callback (which cannot throw) and records an error as a test
+/// failure instead of dropping it, as `try?` did: an action the test relies on (answer, accept,
+/// BYE, CANCEL, a proxy's header edit) that throws must fail the test, not change its course
+/// silently. SIPSimulationTests does not depend on SwitchboardTestSupport: this is its own.
+@discardableResult
+func recordingErrors<T>(sourceLocation: SourceLocation = #_sourceLocation, _ body: () throws -> T) -> T? {
+    do {
+        return try body()
+    } catch {
+        Issue.record("a simulation callback threw: \(error)", sourceLocation: sourceLocation)
+        return nil
     }
 }

@@ -9,7 +9,8 @@ import Testing
 @Suite(
     .enabled(
         if: PythonOracle.available(["pylibsrtp"]) || TestPaths.isCI,
-        "the Python venv (scripts/py-oracles) is missing: pylibsrtp comparison skipped"))
+        "the Python venv (scripts/py-oracles) is missing: pylibsrtp comparison skipped"),
+    .requires("the Python oracle pylibsrtp (scripts/py-oracles)", { PythonOracle.available(["pylibsrtp"]) }))
 struct PylibsrtpTests {
     struct Exchange: Codable {
         var profile: String

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// The Python venv holding the reference implementations (pylibsrtp, opuslib) that
 /// `scripts/py-oracles` installs; the media tests compare against them.
@@ -9,11 +10,16 @@ public enum PythonOracle {
         return venv + "/bin/python"
     }()
 
-    /// Whether the venv's python exists and imports `modules`.
+    /// Whether the venv's python exists and imports `modules` (asked once per set of modules:
+    /// suites ask for every test).
     public static func available(_ modules: [String]) -> Bool {
-        guard FileManager.default.isExecutableFile(atPath: python) else { return false }
-        return (try? run("import " + modules.joined(separator: ", "), input: [])) != nil
+        let key = modules.joined(separator: ", ")
+        if let known = answers.withLock({ $0[key] }) { return known }
+        let ok = FileManager.default.isExecutableFile(atPath: python) && (try? run("import " + key, input: [])) != nil
+        answers.withLock { $0[key] = ok }
+        return ok
     }
+    private static let answers = Mutex<[String: Bool]>([:])
 
     /// Why a run failed.
     public struct Failure: Error, CustomStringConvertible {

@@ -4,6 +4,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import Testing
 
 /// Where the repository, its fixtures and the shared corpora are.
 public enum TestPaths {
@@ -20,11 +21,74 @@ public enum TestPaths {
         return repoRoot + "/../shared/corpora"
     }()
 
+    /// A file or folder under the corpora (`relative` has no leading slash). Every corpus lookup
+    /// of the tests goes through here, so `$SWITCHBOARD_CORPORA` moves all of them.
+    public static func corpus(_ relative: String) -> String { corpora + "/" + relative }
+
     /// Whether a file or folder under the corpora can be read.
-    public static func corporaHas(_ relative: String) -> Bool { access(corpora + "/" + relative, R_OK) == 0 }
+    public static func corporaHas(_ relative: String) -> Bool { access(corpus(relative), R_OK) == 0 }
 
     /// CI always has the corpora and the peers: there, missing ones fail instead of skipping.
-    public static var isCI: Bool { getenv("CI") != nil }
+    /// `.ci/run` exports `CI=true`; `CI` set to `false`, `0` or nothing counts as not CI.
+    public static var isCI: Bool {
+        guard let e = getenv("CI") else { return false }
+        return !["", "0", "false", "FALSE", "False", "no"].contains(String(cString: e))
+    }
+
+    /// The one place a test decides what a missing peer, tool, corpus or oracle means: `true`
+    /// when `available`; otherwise, under CI, an issue is recorded (the test fails) and, elsewhere,
+    /// a "skipping" line is printed. Either way the caller returns (or continues) on `false`:
+    ///
+    ///     guard TestPaths.requirement("tshark", available: Tshark.available) else { return }
+    @discardableResult
+    public static func requirement(_ what: String, available: Bool, sourceLocation: SourceLocation = #_sourceLocation) -> Bool {
+        if available { return true }
+        if isCI {
+            Issue.record("CI is set but \(what) is missing (scripts/test installs the peers and oracles; the corpora are at \(corpora))",
+                         sourceLocation: sourceLocation)
+        } else {
+            print("skipping: \(what) is missing (not under CI, so this is not a failure)")
+        }
+        return false
+    }
+
+    /// `requirement` for a file or folder under the corpora.
+    @discardableResult
+    public static func requireCorpus(_ relative: String, sourceLocation: SourceLocation = #_sourceLocation) -> Bool {
+        requirement("the corpus file \(corpus(relative))", available: corporaHas(relative), sourceLocation: sourceLocation)
+    }
+}
+
+/// A suite or test trait that runs each test only when `available()` holds and otherwise goes
+/// through ``TestPaths/requirement(_:available:sourceLocation:)``: under CI every test of the
+/// suite fails with the reason; elsewhere it prints "skipping" and returns. Pair it with
+/// `.enabled(if: X || TestPaths.isCI, …)` so a developer machine reports the suite as skipped.
+public struct RequirementTrait: TestTrait, SuiteTrait, TestScoping {
+    public let what: String
+    public let available: @Sendable () -> Bool
+
+    public var isRecursive: Bool { true }
+
+    public func scopeProvider(for test: Test, testCase: Test.Case?) -> RequirementTrait? {
+        test.isSuite || testCase == nil ? nil : self
+    }
+
+    public func provideScope(for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void) async throws {
+        guard TestPaths.requirement(what, available: available(), sourceLocation: test.sourceLocation) else { return }
+        try await function()
+    }
+}
+
+extension Trait where Self == RequirementTrait {
+    /// Each test needs `what` (a peer, a tool, a corpus, an oracle); see ``RequirementTrait``.
+    public static func requires(_ what: String, _ available: @escaping @Sendable () -> Bool) -> Self {
+        RequirementTrait(what: what, available: available)
+    }
+
+    /// Each test needs this file or folder under the corpora.
+    public static func requiresCorpus(_ relative: String) -> Self {
+        RequirementTrait(what: "the corpus file \(TestPaths.corpus(relative))", available: { TestPaths.corporaHas(relative) })
+    }
 }
 
 /// Reads a whole file as bytes; `nil` when it cannot be opened.

@@ -14,7 +14,8 @@ import Switchboard
 
 /// Media with baresip (ausine sends 440 Hz, aubridge swallows what it receives): audio both
 /// ways, SRTP, DTMF both ways. Skipped without baresip, except under CI, where that fails.
-@Suite("Media with baresip", .enabled(if: Baresip.available || TestPaths.isCI, "baresip is not installed: baresip media interop skipped"))
+@Suite("Media with baresip", .enabled(if: Baresip.available || TestPaths.isCI, "baresip is not installed: baresip media interop skipped"),
+       .requires("baresip", { Baresip.available }))
 struct BaresipMediaTests {
     static func phone(_ lines: BaresipTests.Lines, srtp: SRTPPolicy, tone: Double, record: String,
                       codecs: [Codec] = [.opus, .pcmu, .pcma, .telephoneEvent]) throws -> Phone {
@@ -191,7 +192,8 @@ extension PhoneMediaTests {
 
 /// SIPp's `uac_pcap` (G.711 A-law RTP and an RFC 2833 '1' replayed from the pcaps of Debian's
 /// sip-tester) against an answering phone. Skipped without sipp, except under CI.
-@Suite("SIPp pcap play", .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/sipp") || TestPaths.isCI, "sipp is not installed: SIPp pcap play skipped"))
+@Suite("SIPp pcap play", .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/sipp") || TestPaths.isCI, "sipp is not installed: SIPp pcap play skipped"),
+       .requires("sipp", { FileManager.default.isExecutableFile(atPath: "/usr/bin/sipp") }))
 struct SIPpPcapMediaTests {
     @Test("SIPp plays G.711 A-law and a DTMF digit: we record non-silent audio and get the digit once", .timeLimit(.minutes(1)))
     func uacPcap() async throws {

@@ -77,7 +77,8 @@ enum Baresip {
     }
 }
 
-@Suite("Calls with baresip", .enabled(if: Baresip.available || TestPaths.isCI, "baresip is not installed: baresip interop skipped"))
+@Suite("Calls with baresip", .enabled(if: Baresip.available || TestPaths.isCI, "baresip is not installed: baresip interop skipped"),
+       .requires("baresip", { Baresip.available }))
 struct BaresipTests {
     typealias Lines = ReportLines
 

@@ -180,7 +180,8 @@ struct CaptureCallDetailsTests {
 }
 
 @Suite("switchboard capture: corpus dialogs and media", .serialized,
-       .enabled(if: CaptureCorpus.available, "../shared/corpora/pcaps is absent: capture corpus tests skipped"))
+       .enabled(if: CaptureCorpus.available, "../shared/corpora/pcaps is absent: capture corpus tests skipped"),
+       .requires("the capture corpus", { CaptureCorpus.present }))
 struct CaptureCallDetailsCorpusTests {
     @Test func tcpCallsHaveOneTerminatedInviteDialogEach() {
         let r = CaptureCommand.run(path: CaptureCorpus.path("sip-capture/sip-tcp.pcap"), view: .calls)
@@ -195,13 +196,12 @@ struct CaptureCallDetailsCorpusTests {
     /// SIP_CALL_RTP_G711 holds RTP and RTCP: per stream, our counts equal tshark's (RTP streams
     /// from `-z rtp,streams`, RTCP frames by address and port).
     @Test func rtpAndRTCPCountsMatchTshark() async throws {
-        #expect(Tshark.available || !TestPaths.isCI, "tshark must be installed under CI (scripts/test installs it)")
         let file = CaptureCorpus.path("wireshark-samplecaptures/SIP_CALL_RTP_G711")
         let r = CaptureCommand.run(path: file, view: .calls)
         let streams = r.analysis.calls.flatMap(\.media)
         #expect(streams.reduce(0) { $0 + $1.rtpPackets } > 1000)
         #expect(streams.reduce(0) { $0 + $1.rtcpPackets } > 0)
-        guard let tshark = Tshark.path else { print("tshark absent: RTP count comparison skipped"); return }
+        guard TestPaths.requirement("tshark", available: Tshark.available), let tshark = Tshark.path else { return }
         let rtp = await ExternalTool.run(tshark, ["-r", file, "-q", "-z", "rtp,streams"], timeout: 60)
         #expect(rtp.ok)
         // "start end srcIP srcPort dstIP dstPort SSRC payload… pkts lost …": take the addresses and the packets.

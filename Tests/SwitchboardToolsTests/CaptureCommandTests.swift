@@ -1,17 +1,22 @@
 import Foundation
 import Testing
 import PacketCapture
+import SwitchboardTestSupport
 @testable import SwitchboardTools
 @testable import CaptureAnalysis
 
+/// The captures of the shared corpora, found through `TestPaths` (so `$SWITCHBOARD_CORPORA` counts).
 enum CaptureCorpus {
-    static let root: String = {
-        var parts = "\(#filePath)".split(separator: "/", omittingEmptySubsequences: false)
-        parts.removeLast(4)
-        return parts.joined(separator: "/") + "/shared/corpora/pcaps"
-    }()
+    static let root: String = TestPaths.corpus("pcaps")
     static func path(_ name: String) -> String { root + "/" + name }
-    static let available = FileManager.default.fileExists(atPath: root) || ProcessInfo.processInfo.environment["CI"] != nil
+    /// Whether the captures are there.
+    static var present: Bool { TestPaths.corporaHas("pcaps") }
+    /// For the suites' `.enabled(if:)`: run when present, and always under CI (where absent fails).
+    static var available: Bool { present || TestPaths.isCI }
+    /// Inside a test: fails under CI, skips with a message elsewhere, when the captures are missing.
+    static func required(sourceLocation: SourceLocation = #_sourceLocation) -> Bool {
+        TestPaths.requirement("the capture corpus \(root)", available: present, sourceLocation: sourceLocation)
+    }
 
     static func jsonObject(_ text: String) throws -> [String: Any] {
         let any = try JSONSerialization.jsonObject(with: Data(text.utf8))
@@ -19,7 +24,8 @@ enum CaptureCorpus {
     }
 }
 
-@Suite("switchboard capture: corpus", .enabled(if: CaptureCorpus.available, "../shared/corpora/pcaps is absent: capture corpus tests skipped"))
+@Suite("switchboard capture: corpus", .enabled(if: CaptureCorpus.available, "../shared/corpora/pcaps is absent: capture corpus tests skipped"),
+       .requires("the capture corpus", { CaptureCorpus.present }))
 struct CaptureCommandTests {
     @Test func tcpCaptureHasFiveAnsweredCalls() throws {
         let r = CaptureCommand.run(path: CaptureCorpus.path("sip-capture/sip-tcp.pcap"), view: .calls)
@@ -173,7 +179,8 @@ struct CaptureCommandTests {
     /// decoder finds SIP by content on any port, so tshark may count fewer; and tshark counts a
     /// retransmitted TCP segment's message again, which the TCP reassembly drops. The corpus
     /// files compared here use UDP or TCP on 5060 without TCP retransmissions, so the counts match.
-    @Test(.enabled(if: CaptureCorpus.tshark != nil, "tshark is not installed: comparison skipped"),
+    @Test(.enabled(if: CaptureCorpus.tshark != nil || TestPaths.isCI, "tshark is not installed: comparison skipped"),
+          .requires("tshark", { CaptureCorpus.tshark != nil }),
           arguments: ["sip-capture/sip-tcp.pcap", "wireshark-samplecaptures/SIP_CALL_RTP_G711", "wireshark-samplecaptures/sip-rtp-g711.pcap"])
     func matchesTshark(_ name: String) throws {
         let tshark = try #require(CaptureCorpus.tshark)

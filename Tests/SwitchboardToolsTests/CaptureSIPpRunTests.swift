@@ -10,7 +10,8 @@ import SwitchboardTestSupport
 /// capture on lo; skipped without them, except under CI.
 @Suite("switchboard capture: a SIPp run", .serialized,
        .enabled(if: (FileManager.default.isExecutableFile(atPath: "/usr/bin/sipp") && Tshark.available) || TestPaths.isCI,
-                "sipp or tshark is not installed: SIPp capture test skipped"))
+                "sipp or tshark is not installed: SIPp capture test skipped"),
+       .requires("sipp and tshark", { FileManager.default.isExecutableFile(atPath: "/usr/bin/sipp") && Tshark.available }))
 struct CaptureSIPpRunTests {
     static let calls = 2000
 

@@ -1,11 +1,13 @@
 import Foundation
+import SwitchboardTestSupport
 import Testing
 import PacketCapture
 @testable import SwitchboardTools
 
 /// The summary (`switchboard capture FILE`) reads digests scanned in place; `--calls` reads
 /// parsed messages. Both must count the same.
-@Suite("switchboard capture: summary path", .enabled(if: CaptureCorpus.available, "../shared/corpora/pcaps is absent: capture corpus tests skipped"))
+@Suite("switchboard capture: summary path", .enabled(if: CaptureCorpus.available, "../shared/corpora/pcaps is absent: capture corpus tests skipped"),
+       .requires("the capture corpus", { CaptureCorpus.present }))
 struct CaptureSummaryPathTests {
     static let files: [String] = {
         let root = CaptureCorpus.root

@@ -53,7 +53,7 @@ struct HTMLLadderTests {
     }
 
     @Test func corpusPageHasOneArrowPerMessageAndNoExternalResources() throws {
-        guard CaptureCorpus.available else { return }
+        guard CaptureCorpus.required() else { return }
         let all = CaptureCommand.run(path: CaptureCorpus.path("sip-capture/sip-tcp.pcap"), view: .html(nil))
         #expect(all.exitCode == 0)
         let html = all.html
@@ -74,12 +74,7 @@ struct HTMLLadderTests {
     /// DOM holds every arrow and the first message is shown.
     @Test(.timeLimit(.minutes(3)))
     func rendersInHeadlessChromium() async throws {
-        guard CaptureCorpus.available else { return }
-        #expect(Chromium.available || !TestPaths.isCI, "chromium must be installed under CI (scripts/test installs it)")
-        guard Chromium.available else {
-            print("chromium is not installed: HTML ladder rendering skipped")
-            return
-        }
+        guard CaptureCorpus.required(), TestPaths.requirement("chromium", available: Chromium.available) else { return }
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ladder-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }

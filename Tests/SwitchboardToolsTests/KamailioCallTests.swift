@@ -12,7 +12,8 @@ import Switchboard
 
 /// Calls routed through Kamailio (the project's configuration: registrar, Record-Route, loose
 /// routing, and with WITH_INVITE_AUTH a 407 for INVITEs), between two Switchboard phones.
-@Suite("Calls through Kamailio", .enabled(if: Kamailio.available || TestPaths.isCI, "kamailio is not installed: Kamailio interop skipped"))
+@Suite("Calls through Kamailio", .enabled(if: Kamailio.available || TestPaths.isCI, "kamailio is not installed: Kamailio interop skipped"),
+       .requires("kamailio", { Kamailio.available }))
 struct KamailioCallTests {
     typealias Lines = ReportLines
 
@@ -71,14 +72,20 @@ struct KamailioCallTests {
 
         await bob.agent.unregister()
         await alice.agent.unregister()
-        _ = await bob.wait(timeout: .seconds(10)) { bob.registrationStates.last == .unregistered }
-        _ = await alice.wait(timeout: .seconds(10)) { alice.registrationStates.last == .unregistered }
+        // The un-REGISTERs (Expires: 0) are answered: both registrations end unregistered.
+        #expect(await bob.wait(timeout: .seconds(10)) { bob.registrationStates.last == .unregistered }, "bob: \(bob.registrationStates)")
+        #expect(await alice.wait(timeout: .seconds(10)) { alice.registrationStates.last == .unregistered }, "alice: \(alice.registrationStates)")
         let all = lines.all
         #expect(all.filter { $0 == "alice sent INVITE (sdp)" }.count == (inviteAuth ? 3 : 2))
         // Each side: its hold re-INVITE and its call (plus the one the 407 refused).
         #expect(all.filter { $0 == "bob sent INVITE (sdp)" }.count == (inviteAuth ? 3 : 2))
         #expect(all.contains("alice got 407 INVITE") == inviteAuth)
         #expect(all.contains("bob got BYE") == false && all.contains("alice got BYE"))
+
+        // And Kamailio's binding for bob is gone: a call to his AOR ends in its 404 (lookup failed).
+        let gone = await alice.call(try SIPURI("sip:bob@127.0.0.1:\(port)"))
+        #expect(await alice.wait(gone, timeout: .seconds(10)) { $0 == .terminated(.rejected(404)) }, "states: \(alice.states(gone)) \(lines.all)")
+        #expect(bob.incomingCalls.count == 1, "bob was reached after unregistering")
     }
 
     @Test("UDP: register, call through Kamailio with Record-Route, holds both ways, BYE from the callee, then a call the other way", .timeLimit(.minutes(1)))

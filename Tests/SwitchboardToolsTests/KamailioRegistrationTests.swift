@@ -102,7 +102,8 @@ enum PeerPorts {
     }
 }
 
-@Suite("Registration against Kamailio", .enabled(if: Kamailio.available || TestPaths.isCI, "kamailio is not installed: Kamailio interop skipped"))
+@Suite("Registration against Kamailio", .enabled(if: Kamailio.available || TestPaths.isCI, "kamailio is not installed: Kamailio interop skipped"),
+       .requires("kamailio", { Kamailio.available }))
 struct KamailioRegistrationTests {
     func session(_ transport: String, port: UInt16, password: String, expires: UInt32 = 120) throws -> RegisterSession {
         let endpoint = try SIPEndpoint(configuration: .init(listen: [try ListenSpec.parse("\(transport):127.0.0.1:0")])) { _ in }

@@ -2,18 +2,20 @@ import Foundation
 import Testing
 import SIPMessage
 import SDP
+import SwitchboardTestSupport
 @testable import SwitchboardTools
 
 /// RFC 5118 messages whose bodies carry IPv6 in SDP: the SIP and SDP layers together.
-@Suite("RFC 5118 SDP bodies", .enabled(if: FileManager.default.fileExists(atPath: SDPCorpus.root) || ProcessInfo.processInfo.environment["CI"] != nil,
-                                       "../shared/corpora is absent: corpus tests skipped"))
+@Suite("RFC 5118 SDP bodies", .enabled(if: TestPaths.corporaHas("rfc5118/valid") || TestPaths.isCI,
+                                       "../shared/corpora is absent: corpus tests skipped"),
+       .requiresCorpus("rfc5118/valid"))
 struct SIPWithSDPCorpusTests {
     /// These two corpus files carry a Content-Length computed before their line ends became
     /// CRLF (241 announced, 251 present): RFC 3261 framing keeps the announced bytes, so the
     /// SDP is read from everything after the blank line, as a lenient receiver of such a
     /// datagram would.
     func session(_ name: String) throws -> SessionDescription {
-        let data = Array(try #require(FileManager.default.contents(atPath: SDPCorpus.root + "/rfc5118/valid/" + name), "missing \(name)"))
+        let data = Array(try #require(FileManager.default.contents(atPath: TestPaths.corpus("rfc5118/valid/" + name)), "missing \(name)"))
         let m = try SIPMessage(bytes: data)
         try m.validate()
         #expect(try m.contentType()?.essence == "application/sdp")
@@ -43,13 +45,4 @@ struct SIPWithSDPCorpusTests {
         #expect(s.connection(for: s.media[1])?.addressType.rawValue == "IP6")
         #expect(s.media[0].codec(forPayloadType: 0)?.encodingName == "PCMU")
     }
-}
-
-enum SDPCorpus {
-    static let root: String = {
-        if let e = ProcessInfo.processInfo.environment["SWITCHBOARD_CORPORA"] { return e }
-        var parts = "\(#filePath)".split(separator: "/", omittingEmptySubsequences: false)
-        parts.removeLast(3)
-        return parts.joined(separator: "/") + "/../shared/corpora"
-    }()
 }

@@ -1,4 +1,5 @@
 import Foundation
+import SwitchboardTestSupport
 import Testing
 import SIPRuntime
 import SIPTransport
@@ -38,8 +39,9 @@ struct TestPKI {
     func remove() { try? FileManager.default.removeItem(at: dir) }
 }
 
-@Suite("Calls over TLS", .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl") || ProcessInfo.processInfo.environment["CI"] != nil,
-                                  "the openssl tool is missing: TLS call tests skipped"))
+@Suite("Calls over TLS", .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl") || TestPaths.isCI,
+                                  "the openssl tool is missing: TLS call tests skipped"),
+       .requires("the openssl tool", { FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl") }))
 struct TLSCallTests {
     @Test(.timeLimit(.minutes(1)))
     func dialAgainstServeOverTLS() async throws {
