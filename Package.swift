@@ -31,7 +31,7 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
-        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
     ],
     targets: [
         // bytes ⇄ SIP messages; no I/O, no dependencies.
@@ -99,7 +99,7 @@ let package = Package(
             ]
         ),
         // Helpers shared by the test targets (paths, corpora, file reading, a seeded RNG).
-        .target(name: "SwitchboardTestSupport", path: "Tests/Support"),
+        .target(name: "SwitchboardTestSupport", dependencies: ["SIPResolver"], path: "Tests/Support"),
         // glibc malloc statistics (mallinfo2, malloc_trim) for the memory benchmarks.
         .target(name: "CHeapStats"),
         .testTarget(name: "SIPMessageTests", dependencies: ["SwitchboardTestSupport", "SIPMessage"]),
@@ -117,6 +117,9 @@ let package = Package(
         .testTarget(name: "SIPResolverTests", dependencies: ["SwitchboardTestSupport", "SIPResolver", "SIPMessage"]),
         .testTarget(name: "SIPAuthTests", dependencies: ["SwitchboardTestSupport", "SIPAuth", "SIPMessage"]),
         .testTarget(name: "PacketCaptureTests", dependencies: ["SwitchboardTestSupport", "PacketCapture", "SIPMessage"]),
+        .testTarget(name: "SwitchboardTests", dependencies: ["SwitchboardTestSupport", "Switchboard", "SIPRuntime", "SIPTransport", "SIPTransaction",
+                                                      "SIPMessage", "SIPDialog", "SIPResolver", "MediaRuntime",
+                                                      .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "SwitchboardToolsTests", dependencies: ["SwitchboardTools", "Switchboard", "SIPProxy", "SIPLoad", "CaptureAnalysis", "MediaRuntime", "Media", "SIPMessage", "SDP", "SIPRuntime", "SIPTransport", "PacketCapture", "SIPDialog", "SwitchboardTestSupport"]),
     ],
     swiftLanguageModes: [.v6]

@@ -473,6 +473,16 @@ public struct InviteSession: Sendable {
 
     // MARK: - UAC: INVITE and CANCEL
 
+    /// UAC: the INVITE went again, unchanged but for its top Via's branch, to the next target
+    /// of RFC 3263 server location after the previous one failed without any response (RFC 3263
+    /// §4.3: a new transaction). A CANCEL now matches the new transaction. Ignored unless the
+    /// session is still calling and `request` is its INVITE (same CSeq).
+    public mutating func inviteResent(_ request: SIPMessage) {
+        guard role == .uac, state == .calling, request.method == .invite, let inv = invite,
+              let cs = try? request.cseq(), let old = try? inv.cseq(), cs.sequence == old.sequence else { return }
+        invite = request
+    }
+
     private var isProceeding: Bool {
         if case .proceeding = state { return true }
         return false

@@ -73,11 +73,25 @@ public final class SIPUserAgent: Sendable {
         var registration: RegistrationClient?
         var registrar: SIPPeer?
         var timers: [TimerKey: TimerService.Handle] = [:]
+        /// The located targets of our calls placed with a list (RFC 3263), and the one in use.
+        var targets: [SessionKey: Targets] = [:]
+        /// Our initial INVITEs' client transactions, while they may still fail over.
+        var invites: [TransactionID: (key: SessionKey, request: SIPMessage)] = [:]
         var registrationTimer: TimerService.Handle?
         var closed = false
     }
 
     struct TimerKey: Hashable { var key: SessionKey; var timer: SessionTimer }
+
+    /// RFC 3263 §4.3: the targets a call's initial INVITE may go to, in order; the next is tried
+    /// when one fails (timeout or transport error) before any response came from it.
+    struct Targets {
+        var peers: [SIPPeer]
+        var index = 0
+        /// A response came: the target is alive, no more failing over.
+        var answered = false
+        var current: SIPPeer { peers[index] }
+    }
 
     public let endpoint: SIPEndpoint
     public let configuration: Configuration
@@ -153,9 +167,18 @@ public final class SIPUserAgent: Sendable {
     /// Calls `target` with `offer` (or none: the peer offers in its 2xx). `prepare` runs with
     /// the new session's key before the INVITE leaves, so the application can set up what the
     /// session's first events will need.
-    public func call(_ target: SIPURI, offer: SessionBody?, prepare: (@Sendable (SessionKey) -> Void)? = nil) async -> SessionKey {
+    /// - Parameter targets: where the INVITE (and a CANCEL of it) goes, in order, as RFC 3263
+    ///   server location found them for the target or the outbound proxy: when one fails
+    ///   (timeout or transport error) before any response, the INVITE goes again, with a new
+    ///   branch, to the next (§4.3). Empty: the agent's resolver picks the one peer.
+    public func call(_ target: SIPURI, offer: SessionBody?, targets: [SIPPeer] = [],
+                     prepare: (@Sendable (SessionKey) -> Void)? = nil) async -> SessionKey {
         await onQueue {
-            let (key, out) = self.state.withLock { $0.manager.call(NameAddress(uri: target), offer: offer) }
+            let (key, out) = self.state.withLock { s in
+                let (key, out) = s.manager.call(NameAddress(uri: target), offer: offer)
+                if !targets.isEmpty { s.targets[key] = Targets(peers: targets) }
+                return (key, out)
+            }
             prepare?(key)
             self.apply(out)
             return key
@@ -355,7 +378,9 @@ public final class SIPUserAgent: Sendable {
     private func apply(_ key: SessionKey, _ action: InviteSession.Action) {
         switch action {
         case .send(let m):
-            guard let peer = destination(of: m) else {
+            // The located target for our initial INVITE (and its CANCEL), else the route or URI.
+            let located = (m.method == .invite && m.toTag == nil) || m.method == .cancel ? state.withLock { $0.targets[key]?.current } : nil
+            guard let peer = located ?? destination(of: m) else {
                 // Nowhere to send: report it as a transport failure of that request.
                 if let method = m.method, let seq = try? m.cseq().sequence {
                     let out = state.withLock { st -> [SessionManager.Output] in
@@ -378,7 +403,10 @@ public final class SIPUserAgent: Sendable {
                 self.queue.async { self.clientEvent(event, transaction: idBox.withLock { $0 }, peer: peer) }
             }
             idBox.withLock { $0 = id }
-            state.withLock { $0.manager.clientTransactionStarted(id, for: key, request: m) }
+            state.withLock { s in
+                s.manager.clientTransactionStarted(id, for: key, request: m)
+                if located != nil, m.method == .invite { s.invites[id] = (key, m) }
+            }
         case .respond(let m, let tx):
             if tracing, let p = peerForResponse(m) { continuation.yield(.trace(m, outgoing: true, peer: p)) }
             endpoint.respond(m, to: tx)
@@ -401,6 +429,7 @@ public final class SIPUserAgent: Sendable {
             continuation.yield(.session(key, e))
             if case .stateChanged(.terminated) = e {
                 let handles = state.withLock { s -> [TimerService.Handle] in
+                    s.targets[key] = nil
                     let mine = s.timers.filter { $0.key.key == key }
                     for k in mine.keys { s.timers[k] = nil }
                     return Array(mine.values)
@@ -414,13 +443,46 @@ public final class SIPUserAgent: Sendable {
         switch event {
         case .provisional(let m), .final(let m):
             if tracing { continuation.yield(.trace(m, outgoing: false, peer: peer)) }
-            apply(state.withLock { $0.manager.response(m) })
+            apply(state.withLock { s in
+                if let id = transaction, let invite = s.invites[id] {
+                    s.targets[invite.key]?.answered = true
+                    if case .final = event { s.invites[id] = nil }
+                }
+                return s.manager.response(m)
+            })
         case .timeout, .transportError:
             guard let id = transaction else { return }
             let timedOut: Bool
             if case .timeout = event { timedOut = true } else { timedOut = false }
+            if failOver(id, peer: peer, timedOut: timedOut) { return }
             apply(state.withLock { $0.manager.clientTransactionFailed(id, timeout: timedOut) })
         }
+    }
+
+    /// RFC 3263 §4.3: our initial INVITE's transaction `id` failed before any response; when
+    /// the call has another located target, the same INVITE with a new branch goes there (the
+    /// session's CANCEL follows it). Returns whether it did.
+    private func failOver(_ id: TransactionID, peer: SIPPeer, timedOut: Bool) -> Bool {
+        let next = state.withLock { s -> (SessionKey, SIPMessage, SIPPeer)? in
+            guard let invite = s.invites.removeValue(forKey: id), var t = s.targets[invite.key], !t.answered,
+                  t.index + 1 < t.peers.count else { return nil }
+            t.index += 1
+            s.targets[invite.key] = t
+            var request = invite.request
+            guard let top = request.elementBytes(.via).first, var via = try? Via(bytes: top) else { return nil }
+            via.parameters.set("branch", TransactionLayer<SIPPeer>.newBranch())
+            request.replaceFirstElement(.via, with: via.description)
+            s.manager.transactionTerminated(id)
+            _ = try? s.manager.perform(invite.key) { session in
+                session.inviteResent(request)
+                return []
+            }
+            return (invite.key, request, t.current)
+        }
+        guard let (key, request, target) = next else { return false }
+        logger(for: key).info("target \(peer) failed (\(timedOut ? "timeout" : "transport error")); trying \(target)")
+        apply(key, .send(request))
+        return true
     }
 
     private func sessionTimerFired(_ tk: TimerKey) {

@@ -1,4 +1,5 @@
 import Synchronization
+import SIPResolver
 import Logging
 import SIPMessage
 import SDP
@@ -34,6 +35,9 @@ public final class Phone: Sendable {
     /// whose answer differs from an unreliable 18x's is taken on this copy (RFC 6337 §3.1 asks
     /// for the same answer, not every peer obeys), and so is a later fork's early answer.
     private let offerEngines = Mutex<[SessionKey: OfferAnswer]>([:])
+    /// RFC 3263 server location for next hops named by a domain (made on first use).
+    private let locator: Mutex<SIPServerLocator?>
+    private let dns: DNSClientConfiguration?
 
     /// - Parameters:
     ///   - autoAnswer: answer incoming calls after ringing this long (nil: leave them ringing).
@@ -41,8 +45,11 @@ public final class Phone: Sendable {
     ///   - trace: every message sent and received, with the peer.
     ///   - codecs: what we offer and accept, in preference order.
     ///   - media: real media per call; nil writes a placeholder port (SIP port + 2) and sends none.
+    ///   - dns: where RFC 3263 server location asks (NAPTR, SRV, A/AAAA) when a call's next hop
+    ///     (its outbound proxy, else its target) is named by a domain; nil reads the system's
+    ///     `/etc/resolv.conf` and `/etc/hosts` when first needed.
     public init(name: String, configuration: SIPUserAgent.Configuration, autoAnswer: Duration? = nil,
-                codecs: [Codec] = [.opus, .pcmu, .pcma, .telephoneEvent], media: PhoneMediaOptions? = nil,
+                codecs: [Codec] = [.opus, .pcmu, .pcma, .telephoneEvent], media: PhoneMediaOptions? = nil, dns: DNSClientConfiguration? = nil,
                 report: @escaping @Sendable (String) -> Void = { _ in },
                 trace: (@Sendable (SIPMessage, Bool, SIPPeer) -> Void)? = nil) throws {
         agent = try SIPUserAgent(configuration: configuration, tracing: trace != nil)
@@ -51,6 +58,8 @@ public final class Phone: Sendable {
         self.name = name
         self.report = report
         self.autoAnswer = autoAnswer
+        self.dns = dns
+        self.locator = Mutex(nil)
         let t = Task { [agent, weak self] in
             for await e in agent.events {
                 guard let self else { return }
@@ -152,17 +161,56 @@ public final class Phone: Sendable {
         }
     }
 
-    /// Calls `target` with an offer from our capabilities.
+    /// Calls `target` with an offer from our capabilities. When the next hop (the outbound
+    /// proxy, else `target`) is named by a domain, RFC 3263 locates its servers first (NAPTR,
+    /// SRV, A/AAAA, over the transports this phone listens on) and the INVITE fails over from
+    /// one to the next when a server does not answer (see ``SIPUserAgent/call(_:offer:targets:prepare:)``);
+    /// a name that locates nothing ends the call with a transport error.
     public func call(_ target: SIPURI) async -> SessionKey {
+        let targets = await locate(agent.configuration.outboundProxy ?? target)
         let media = newMedia()
         var engine = newEngine(media: media)
         let offer = (try? engine.makeOffer()).map { SessionBody.sdp($0.serialized()) }
         // The engine is in place before the INVITE leaves: the answer may come back at once.
         let ready = engine
-        return await agent.call(target, offer: offer) { key in
+        return await agent.call(target, offer: offer, targets: targets) { key in
             if let media { self.mediaSessions.withLock { $0[key] = media } }
             self.engines.withLock { $0[key] = ready }
             self.offerEngines.withLock { $0[key] = ready }
+        }
+    }
+
+    /// The located peers of a next hop named by a domain (in RFC 3263 order, only over the
+    /// transports the endpoint has); empty for an IP address or `localhost` (the agent reaches
+    /// those directly) and when nothing was found (logged).
+    func locate(_ hop: SIPURI) async -> [SIPPeer] {
+        let host = hop.host.address
+        if case .ipv4 = hop.host { return [] }
+        if case .ipv6 = hop.host { return [] }
+        if host.lowercased() == "localhost" { return [] }
+        let listening = Set(agent.endpoint.localAddresses.map(\.transport))
+        let wanted = [ResolvedTarget.Transport.udp, .tcp, .tls].filter { t in
+            listening.contains(t == .udp ? .udp : t == .tcp ? .tcp : .tls)
+        }
+        let locator = self.locator.withLock { l -> SIPServerLocator in
+            if let l { return l }
+            let made = SIPServerLocator(lookup: DNSClient(configuration: dns ?? .system()), configuration: .init(transports: wanted))
+            l = made
+            return made
+        }
+        do {
+            let found = try await locator.resolve(hop)
+            let peers = found.compactMap { t -> SIPPeer? in
+                let kind: TransportKind = t.transport == .udp ? .udp : t.transport == .tcp ? .tcp : .tls
+                guard listening.contains(kind), let address = try? SocketAddress(ip: t.address, port: t.port) else { return nil }
+                return SIPPeer(transport: kind, address: address, serverName: t.serverName)
+            }
+            if peers.isEmpty { agent.endpoint.logger.warning("no server located for \(hop) over \(wanted)") }
+            else { agent.endpoint.logger.debug("located \(hop): \(peers.map(\.description).joined(separator: ", "))") }
+            return peers
+        } catch {
+            agent.endpoint.logger.warning("cannot locate \(hop): \(error)")
+            return []
         }
     }
 

@@ -54,6 +54,33 @@ struct InviteSessionTests {
         #expect(s.state == .calling)
     }
 
+    @Test("RFC 3263 failover: after the INVITE is resent with a new branch, a CANCEL carries that branch")
+    func cancelFollowsTheResentInvite() throws {
+        var (s, invite) = Self.startCall()
+        var resent = invite
+        var via = try Via(bytes: resent.elementBytes(.via)[0])
+        let oldBranch = via.parameters["branch"]
+        via.parameters.set("branch", "z9hG4bKfailover")
+        resent.replaceFirstElement(.via, with: via.description)
+        s.inviteResent(resent)
+        _ = s.handle(.response(Self.reply(resent, 100, tag: nil, contact: nil)))
+        let cancel = Self.sent(try s.cancel())
+        #expect(cancel.count == 1)
+        #expect(cancel.first?.method == .cancel)
+        let branch = try Via(bytes: cancel[0].elementBytes(.via)[0]).parameters["branch"]
+        #expect(branch == "z9hG4bKfailover")
+        #expect(branch != oldBranch)
+        // A request other than our INVITE (another CSeq) is not taken.
+        var (t, first) = Self.startCall()
+        var other = first
+        other.replaceFirstElement(.cseq, with: "99 INVITE")
+        other.replaceFirstElement(.via, with: "SIP/2.0/UDP 192.0.2.1:5060;branch=z9hG4bKother")
+        t.inviteResent(other)
+        _ = t.handle(.response(Self.reply(first, 100, tag: nil, contact: nil)))
+        let kept = Self.sent(try t.cancel())
+        #expect(try Via(bytes: kept[0].elementBytes(.via)[0]).parameters["branch"] == Via(bytes: first.elementBytes(.via)[0]).parameters["branch"])
+    }
+
     @Test("forking: two early dialogs, the first 2xx confirms, the second 2xx is ACKed and sent BYE")
     func forking() throws {
         var (s, invite) = Self.startCall(.unsupported)

@@ -1,4 +1,3 @@
-@_exported import SwitchboardTestSupport
 import Glibc
 import SIPResolver
 import Synchronization
@@ -9,49 +8,50 @@ import Synchronization
 /// Answers: the records of the asked name and type; else a CNAME for the name, followed within
 /// the zone (unless `chaseAliases` is off); else NODATA (name exists) or NXDOMAIN, both with
 /// the zone's SOA in the authority section.
-final class LocalDNSServer: Sendable {
-    struct Options: Sendable {
+public final class LocalDNSServer: Sendable {
+    public struct Options: Sendable {
+        public init() {}
         /// Never answer.
-        var silent = false
+        public var silent = false
         /// Names whose UDP answers carry TC=1 and no records (the full answer only over TCP).
-        var truncateOverUDP: Set<DNSName> = []
+        public var truncateOverUDP: Set<DNSName> = []
         /// Before each real answer, send one with a wrong ID and one with a wrong question.
-        var decoysFirst = false
+        public var decoysFirst = false
         /// Answer every query with this RCODE and nothing else.
-        var responseCode: DNSResponseCode? = nil
+        public var responseCode: DNSResponseCode? = nil
         /// Follow CNAMEs inside the zone when answering.
-        var chaseAliases = true
+        public var chaseAliases = true
         /// Send only the first 14 octets of each answer (the right ID, then garbage).
-        var cutAnswers = false
+        public var cutAnswers = false
     }
 
-    struct LoggedQuery: Sendable, Hashable {
-        var question: DNSQuestion
-        var id: UInt16
-        var overTCP: Bool
-        var sourcePort: UInt16
+    public struct LoggedQuery: Sendable, Hashable {
+        public var question: DNSQuestion
+        public var id: UInt16
+        public var overTCP: Bool
+        public var sourcePort: UInt16
     }
 
-    let zone: [DNSRecord]
-    let options: Options
-    let port: UInt16
+    public let zone: [DNSRecord]
+    public let options: Options
+    public let port: UInt16
     private let udp: Int32
     private let tcp: Int32
     private let state = Mutex<(log: [LoggedQuery], stopped: Bool, thread: pthread_t?)>(([], false, nil))
 
     /// The address to configure a client with.
-    var address: DNSServerAddress { DNSServerAddress(.v4(IPv4Address(127, 0, 0, 1)), port: port) }
+    public var address: DNSServerAddress { DNSServerAddress(.v4(IPv4Address(127, 0, 0, 1)), port: port) }
 
     /// The queries received so far, in order.
-    var queries: [LoggedQuery] { state.withLock { $0.log } }
+    public var queries: [LoggedQuery] { state.withLock { $0.log } }
 
     /// How many queries asked for `name` and `type` (over either transport).
-    func count(_ name: String, _ type: DNSRecordType) -> Int {
+    public func count(_ name: String, _ type: DNSRecordType) -> Int {
         let n = try! DNSName(name)
         return queries.filter { $0.question.name == n && $0.question.type == type }.count
     }
 
-    init(zone: [DNSRecord], options: Options = Options()) throws {
+    public init(zone: [DNSRecord], options: Options = Options()) throws {
         self.zone = zone
         self.options = options
         var bound: (Int32, Int32, UInt16)? = nil
@@ -86,7 +86,7 @@ final class LocalDNSServer: Sendable {
     }
 
     /// Stops the server thread and closes its sockets.
-    func stop() {
+    public func stop() {
         let thread: pthread_t? = state.withLock { s in
             let t = s.thread
             s.stopped = true
@@ -225,19 +225,19 @@ final class LocalDNSServer: Sendable {
     }
 }
 
-struct TestFailure: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
+public struct TestFailure: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
 }
 
 /// A client configured for one local server, with short, bounded waits.
-func localClient(_ servers: [DNSServerAddress], timeout: Duration = .milliseconds(400), attempts: Int = 2, hosts: HostsFile? = nil) -> DNSClient {
+public func localClient(_ servers: [DNSServerAddress], timeout: Duration = .milliseconds(400), attempts: Int = 2, hosts: HostsFile? = nil) -> DNSClient {
     DNSClient(configuration: DNSClientConfiguration(nameservers: servers, timeout: timeout, attempts: attempts, hosts: hosts,
                                                     usesSystemResolverWithoutNameservers: false))
 }
 
 /// An address of 127.0.0.1 where nothing listens on UDP (a port bound, then released).
-func deadServerAddress() -> DNSServerAddress {
+public func deadServerAddress() -> DNSServerAddress {
     let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     _ = LocalDNSServer.bind(fd, port: 0)
     let port = LocalDNSServer.localPort(fd)
@@ -245,34 +245,34 @@ func deadServerAddress() -> DNSServerAddress {
     return DNSServerAddress(.v4(IPv4Address(127, 0, 0, 1)), port: port)
 }
 
-typealias SeededGenerator = TestRandom
+public typealias SeededGenerator = TestRandom
 
 /// Builds records tersely.
-enum Z {
-    static func name(_ s: String) -> DNSName { try! DNSName(s) }
-    static func a(_ n: String, _ ip: String, ttl: UInt32 = 300) -> DNSRecord {
+public enum Z {
+    public static func name(_ s: String) -> DNSName { try! DNSName(s) }
+    public static func a(_ n: String, _ ip: String, ttl: UInt32 = 300) -> DNSRecord {
         DNSRecord(name: name(n), ttl: ttl, data: .a(IPv4Address(ip)!))
     }
-    static func aaaa(_ n: String, _ ip: String, ttl: UInt32 = 300) -> DNSRecord {
+    public static func aaaa(_ n: String, _ ip: String, ttl: UInt32 = 300) -> DNSRecord {
         DNSRecord(name: name(n), ttl: ttl, data: .aaaa(IPv6Address(ip)!))
     }
-    static func cname(_ n: String, _ target: String, ttl: UInt32 = 300) -> DNSRecord {
+    public static func cname(_ n: String, _ target: String, ttl: UInt32 = 300) -> DNSRecord {
         DNSRecord(name: name(n), ttl: ttl, data: .cname(name(target)))
     }
-    static func srv(_ n: String, _ priority: UInt16, _ weight: UInt16, _ port: UInt16, _ target: String, ttl: UInt32 = 300) -> DNSRecord {
+    public static func srv(_ n: String, _ priority: UInt16, _ weight: UInt16, _ port: UInt16, _ target: String, ttl: UInt32 = 300) -> DNSRecord {
         DNSRecord(name: name(n), ttl: ttl, data: .srv(DNSSRVRecord(priority: priority, weight: weight, port: port, target: name(target))))
     }
-    static func naptr(_ n: String, _ order: UInt16, _ preference: UInt16, _ services: String, _ replacement: String, flags: String = "s", ttl: UInt32 = 300) -> DNSRecord {
+    public static func naptr(_ n: String, _ order: UInt16, _ preference: UInt16, _ services: String, _ replacement: String, flags: String = "s", ttl: UInt32 = 300) -> DNSRecord {
         DNSRecord(name: name(n), ttl: ttl, data: .naptr(DNSNAPTRRecord(order: order, preference: preference, flags: flags, services: services, replacement: name(replacement))))
     }
-    static func soa(_ n: String, minimum: UInt32 = 60, ttl: UInt32 = 60) -> DNSRecord {
+    public static func soa(_ n: String, minimum: UInt32 = 60, ttl: UInt32 = 60) -> DNSRecord {
         DNSRecord(name: name(n), ttl: ttl, data: .soa(DNSSOARecord(primaryServer: name("ns." + n), responsibleMailbox: name("hostmaster." + n),
                                                                   serial: 1, refresh: 3600, retry: 600, expire: 86400, minimum: minimum)))
     }
 }
 
 /// Writes `contents` to a new file under /tmp and returns its path.
-func temporaryFile(_ contents: String) -> String {
+public func temporaryFile(_ contents: String) -> String {
     var template = Array("/tmp/sipresolver-test-XXXXXX".utf8CString)
     let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
     precondition(fd >= 0, "mkstemp failed")
