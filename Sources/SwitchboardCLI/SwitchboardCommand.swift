@@ -393,19 +393,21 @@ struct Register: AsyncParsableCommand {
     func run() async throws {
         let uri = try SIPURI(aor)
         let registrar = SIPURI(secure: uri.secure, host: uri.host, port: uri.port)
-        let endpoint = try SIPEndpoint(configuration: .init(listen: [try ListenSpec.parse(listen)], logger: logging.logger("switchboard.register"))) { _ in }
-        defer { endpoint.close() }
-        let local = endpoint.localAddresses[0]
-        let peer = SIPPeer(transport: local.transport, address: try SocketAddress(ip: uri.host.address, port: uri.port ?? 5060))
-        let session = RegisterSession(endpoint: endpoint, peer: peer, registrar: registrar, addressOfRecord: uri,
-                                      username: user ?? uri.user ?? "", password: password, expires: expires) { state in
+        let point = try ListenSpec.parse(listen)
+        let transport: TransportKind
+        switch point { case .udp: transport = .udp; case .tcp: transport = .tcp; case .tls: transport = .tls }
+        let peer = SIPPeer(transport: transport, address: try SocketAddress(ip: uri.host.address, port: uri.port ?? 5060))
+        let session = try RegisterSession(listen: point, peer: peer, registrar: registrar, addressOfRecord: uri,
+                                          username: user ?? uri.user ?? "", password: password, expires: expires,
+                                          logger: logging.logger("switchboard.register")) { state in
             print(state.label)
         }
-        session.start()
+        defer { session.close() }
+        await session.start()
         let registered = await session.wait(timeout: .seconds(40)) { $0.isSettled }
         guard case .registered = registered else { throw ExitCode(1) }
         if duration > 0 { try await Task.sleep(for: .seconds(duration)) }
-        session.stop()
+        await session.stop()
         let end = await session.wait(timeout: .seconds(40)) { $0.isSettled }
         if end != .unregistered { throw ExitCode(1) }
     }

@@ -5,77 +5,70 @@ import SIPDialog
 import SIPRuntime
 import SIPTransport
 
-/// Drives a ``RegistrationClient`` from a live ``SIPEndpoint``: its REGISTERs go out in
-/// client transactions, their outcomes and the endpoint's timer come back as events. Behind
-/// `switchboard register`.
-public final class RegisterSession: Sendable {
-    struct State {
-        var client: RegistrationClient
-        var timer: TimerService.Handle?
-        var history: [RegistrationClient.State] = []
-    }
+import Logging
+import NetworkIO
 
-    public let endpoint: SIPEndpoint
+/// `switchboard register`: one address of record registered through a ``SIPUserAgent`` (the one
+/// driver of ``RegistrationClient`` on a live endpoint), its states collected in order.
+public final class RegisterSession: Sendable {
+    /// The agent whose registration this is (its endpoint is bound at init).
+    public let agent: SIPUserAgent
+    /// Where the REGISTERs go.
     public let registrar: SIPPeer
-    private let state: Mutex<State>
-    private let onState: @Sendable (RegistrationClient.State) -> Void
+    private let registrarURI: SIPURI
+    private let expires: UInt32
+    private let states = Box()
+    private let task = Mutex<Task<Void, Never>?>(nil)
+
+    /// The bound endpoint.
+    public var endpoint: SIPEndpoint { agent.endpoint }
 
     /// - Parameters:
-    ///   - registrar: the registrar's URI (its host must be numeric or resolvable by the caller).
+    ///   - listen: the local listen point (its transport carries the REGISTERs).
     ///   - peer: where to send the REGISTERs.
-    public init(endpoint: SIPEndpoint, peer: SIPPeer, registrar: SIPURI, addressOfRecord: SIPURI, username: String, password: String,
-                expires: UInt32, seed: UInt64 = UInt64.random(in: 0...UInt64.max),
-                onState: @escaping @Sendable (RegistrationClient.State) -> Void = { _ in }) {
-        self.endpoint = endpoint
+    ///   - registrar: the registrar's URI (the REGISTER's Request-URI).
+    public init(listen: SIPEndpoint.ListenPoint, peer: SIPPeer, registrar: SIPURI, addressOfRecord: SIPURI, username: String, password: String,
+                expires: UInt32, logger: Logger = .disabled, onState: @escaping @Sendable (RegistrationClient.State) -> Void = { _ in }) throws {
+        let transport: TransportKind
+        switch listen { case .udp: transport = .udp; case .tcp: transport = .tcp; case .tls: transport = .tls }
+        agent = try SIPUserAgent(configuration: .init(endpoint: .init(listen: [listen], logger: logger), identity: addressOfRecord,
+                                                      credentials: DigestClient(username: username, password: password), transport: transport,
+                                                      sessionTimer: nil))
         self.registrar = peer
-        let local = endpoint.localAddresses[0]
-        let host = local.address.isIPv6 ? "[\(local.address.ipString)]" : local.address.ipString
-        let contact = SIPURI(user: addressOfRecord.user, host: local.address.isIPv6 ? .ipv6(local.address.ipString) : .ipv4(local.address.ipString),
-                             port: local.address.port,
-                             parameters: local.transport == .udp ? [] : [SIPParameter(name: "transport", value: local.transport.viaToken.lowercased())])
-        let config = RegistrationClient.Configuration(registrar: registrar, addressOfRecord: addressOfRecord, contact: contact, expires: expires,
-                                                      viaTransport: local.transport.viaToken, viaSentBy: "\(host):\(local.address.port)")
-        state = Mutex(State(client: RegistrationClient(configuration: config, credentials: DigestClient(username: username, password: password), seed: seed)))
-        self.onState = onState
+        self.registrarURI = registrar
+        self.expires = expires
+        let t = Task { [agent, states] in
+            for await e in agent.events {
+                if case .registration(let st) = e {
+                    states.list.withLock { $0.append(st) }
+                    onState(st)
+                }
+            }
+        }
+        task.withLock { $0 = t }
     }
 
     /// The current state.
-    public var current: RegistrationClient.State { state.withLock { $0.client.state } }
+    public var current: RegistrationClient.State { states.list.withLock { $0.last ?? .unregistered } }
 
     /// Every state the registration went through, in order.
-    public var history: [RegistrationClient.State] { state.withLock { $0.history } }
+    public var history: [RegistrationClient.State] { states.list.withLock { $0 } }
 
-    public func start() { apply(state.withLock { $0.client.start() }) }
-
-    public func stop() { apply(state.withLock { $0.client.stop() }) }
-
-    private func handle(_ event: RegistrationClient.Event) {
-        apply(state.withLock { $0.client.handle(event) })
+    /// The states, shared with the task reading the agent's events.
+    private final class Box: Sendable {
+        let list = Mutex<[RegistrationClient.State]>([])
     }
 
-    private func apply(_ actions: [RegistrationClient.Action]) {
-        for a in actions {
-            switch a {
-            case .send(let m):
-                endpoint.sendRequest(m, to: registrar) { [weak self] event in
-                    switch event {
-                    case .provisional: break
-                    case .final(let r): self?.handle(.response(r))
-                    case .timeout: self?.handle(.timeout)
-                    case .transportError: self?.handle(.transportError)
-                    }
-                }
-            case .startTimer(let d):
-                let h = endpoint.timerService.schedule(after: d) { [weak self] in self?.handle(.timerFired) }
-                let old = state.withLock { s -> TimerService.Handle? in defer { s.timer = h }; return s.timer }
-                if let o = old { endpoint.timerService.cancel(o) }
-            case .cancelTimer:
-                if let h = state.withLock({ s -> TimerService.Handle? in defer { s.timer = nil }; return s.timer }) { endpoint.timerService.cancel(h) }
-            case .state(let s):
-                state.withLock { $0.history.append(s) }
-                onState(s)
-            }
-        }
+    /// Sends the first REGISTER (refreshes follow by themselves).
+    public func start() async { await agent.register(registrar: registrarURI, peer: registrar, expires: expires) }
+
+    /// Removes the binding (REGISTER with Expires: 0).
+    public func stop() async { await agent.unregister() }
+
+    /// Closes the agent's sockets.
+    public func close() {
+        agent.close()
+        task.withLock { $0?.cancel() }
     }
 
     /// Waits (bounded) until the state satisfies `done`.

@@ -106,10 +106,9 @@ enum PeerPorts {
        .requires("kamailio", { Kamailio.available }))
 struct KamailioRegistrationTests {
     func session(_ transport: String, port: UInt16, password: String, expires: UInt32 = 120) throws -> RegisterSession {
-        let endpoint = try SIPEndpoint(configuration: .init(listen: [try ListenSpec.parse("\(transport):127.0.0.1:0")])) { _ in }
         let peer = SIPPeer(transport: transport == "tcp" ? .tcp : .udp, address: try SocketAddress(ip: "127.0.0.1", port: port))
-        return RegisterSession(endpoint: endpoint, peer: peer, registrar: try SIPURI("sip:127.0.0.1:\(port)"),
-                               addressOfRecord: try SIPURI("sip:alice@127.0.0.1:\(port)"), username: "alice", password: password, expires: expires, seed: 1)
+        return try RegisterSession(listen: try ListenSpec.parse("\(transport):127.0.0.1:0"), peer: peer, registrar: try SIPURI("sip:127.0.0.1:\(port)"),
+                                   addressOfRecord: try SIPURI("sip:alice@127.0.0.1:\(port)"), username: "alice", password: password, expires: expires)
     }
 
     @Test(.timeLimit(.minutes(1)), arguments: ["udp", "tcp"])
@@ -118,12 +117,12 @@ struct KamailioRegistrationTests {
         let (pid, port, rundir) = try await Kamailio.start()
         defer { Kamailio.stop(pid) }
         let s = try session(transport, port: port, password: "alicepw")
-        defer { s.endpoint.close() }
-        s.start()
+        defer { s.close() }
+        await s.start()
         let registered = await s.wait(timeout: .seconds(10)) { $0.isSettled }
         #expect(registered == .registered(expires: 120))
         #expect(Kamailio.registeredUsers(rundir).contains("AoR: alice"))
-        s.stop()
+        await s.stop()
         let end = await s.wait(timeout: .seconds(10)) { $0.isSettled && $0 != .registered(expires: 120) }
         #expect(end == .unregistered)
         // The binding is really gone from Kamailio's location table.
@@ -140,15 +139,15 @@ struct KamailioRegistrationTests {
         let (pid, port, rundir) = try await Kamailio.start()
         defer { Kamailio.stop(pid) }
         let s = try session("udp", port: port, password: "alicepw", expires: 30)
-        defer { s.endpoint.close() }
-        s.start()
+        defer { s.close() }
+        await s.start()
         #expect(await s.wait(timeout: .seconds(10)) { $0.isSettled } == .registered(expires: 30))
         // The refresh is due 25 s after the 200.
         let refreshed = await s.wait(timeout: .seconds(35)) { _ in s.history.filter { $0 == .registered(expires: 30) }.count >= 2 }
         #expect(refreshed == .registered(expires: 30))
         #expect(s.history == [.registering, .registered(expires: 30), .registered(expires: 30)])
         #expect(Kamailio.registeredUsers(rundir).contains("AoR: alice"))
-        s.stop()
+        await s.stop()
         #expect(await s.wait(timeout: .seconds(10)) { $0 == .unregistered } == .unregistered)
     }
 
@@ -158,8 +157,8 @@ struct KamailioRegistrationTests {
         let (pid, port, _) = try await Kamailio.start()
         defer { Kamailio.stop(pid) }
         let s = try session("udp", port: port, password: "wrong")
-        defer { s.endpoint.close() }
-        s.start()
+        defer { s.close() }
+        await s.start()
         let end = await s.wait(timeout: .seconds(10)) { $0.isSettled }
         #expect(end == .failed(.badCredentials))
     }
