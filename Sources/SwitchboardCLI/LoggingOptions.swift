@@ -1,6 +1,9 @@
 import ArgumentParser
 import Logging
 import Synchronization
+import SIPMessage
+import SIPRuntime
+import SwitchboardTools
 
 /// `--log-level`, shared by every command that runs the stack: the one place the CLI
 /// bootstraps swift-log (the libraries never do), with lines on standard error.
@@ -21,6 +24,20 @@ struct LoggingOptions: ParsableArguments {
     }
 
     private static let bootstrapOnce = Mutex(false)
+}
+
+/// `--trace`, shared by the phones (`call`, `answer`).
+struct TraceOptions: ParsableArguments {
+    @Flag(name: .long, help: "Print every message sent and received, one line each (a ladder's arrows), on stdout.")
+    var trace = false
+
+    /// With `--trace`: a line per message (direction, peer, first line), for a ``Phone``.
+    func traceLines() -> (@Sendable (SIPMessage, Bool, SIPPeer) -> Void)? {
+        guard trace else { return nil }
+        return { m, outgoing, peer in
+            print("        \(outgoing ? "→" : "←") \(peer.address)  \(LadderPrinter.label(m))")
+        }
+    }
 }
 
 extension Logger.Level: @retroactive ExpressibleByArgument {}

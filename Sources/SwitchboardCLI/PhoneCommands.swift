@@ -11,6 +11,23 @@ import SDP
 import SIPProxy
 import Switchboard
 
+/// The account options shared by `call` and `answer`.
+struct AccountOptions: ParsableArguments {
+    @Option(name: .long, help: "Authentication user name for 401/407 challenges (default: our AOR's user).")
+    var user: String?
+
+    @Option(name: .long, help: "Password for 401/407 challenges.")
+    var password: String?
+
+    @Option(name: .long, help: "Register with this registrar (e.g. sip:127.0.0.1:5080) first, and unregister at the end.")
+    var register: String?
+
+    /// The digest credentials for `identity`, when a password was given.
+    func credentials(for identity: SIPURI) -> DigestClient? {
+        password.map { DigestClient(username: user ?? identity.user ?? "", password: $0) }
+    }
+}
+
 /// The media options shared by `call` and `answer`.
 struct MediaOptions: ParsableArguments {
     @Option(name: .long, help: "Send this tone (Hz) (default 440 when nothing else is played).")
@@ -100,12 +117,6 @@ func stamped(_ start: ContinuousClock.Instant) -> @Sendable (String) -> Void {
     }
 }
 
-func traceLines(_ enabled: Bool) -> (@Sendable (SIPMessage, Bool, SIPPeer) -> Void)? {
-    guard enabled else { return nil }
-    return { m, outgoing, peer in
-        print("        \(outgoing ? "→" : "←") \(peer.address)  \(LadderPrinter.label(m))")
-    }
-}
 
 struct Call: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -119,17 +130,10 @@ struct Call: AsyncParsableCommand {
     @Option(name: .long, help: "Our address of record (default: sip:switchboard@<the target's host>).")
     var from: String?
 
-    @Option(name: .long, help: "Authentication user name for 401/407 (default: our AOR's user).")
-    var user: String?
-
-    @Option(name: .long, help: "Password for 401/407 challenges.")
-    var password: String?
 
     @Option(name: .long, help: "An outbound proxy every request goes through, e.g. sip:127.0.0.1:5080.")
     var proxy: String?
 
-    @Option(name: .long, help: "Register with this registrar (e.g. sip:127.0.0.1:5080) before calling, and unregister after.")
-    var register: String?
 
     @Option(name: .long, help: "Local address: udp:HOST:PORT or tcp:… (port 0 = any).")
     var listen: String = "udp:127.0.0.1:0"
@@ -143,11 +147,11 @@ struct Call: AsyncParsableCommand {
     @Option(name: .long, help: "Give up on the setup after this many seconds (CANCEL).")
     var timeout: Double = 30
 
-    @Flag(name: .long, help: "Print every message sent and received.")
-    var trace = false
 
+    @OptionGroup var account: AccountOptions
     @OptionGroup var media: MediaOptions
     @OptionGroup var logging: LoggingOptions
+    @OptionGroup var tracing: TraceOptions
 
     func run() async throws {
         let targetURI = try SIPURI(target)
@@ -155,7 +159,7 @@ struct Call: AsyncParsableCommand {
         let point = try ListenSpec.parse(listen)
         let transport: TransportKind
         switch point { case .tcp: transport = .tcp; case .tls: transport = .tls; case .udp: transport = .udp }
-        let creds = password.map { DigestClient(username: user ?? identity.user ?? "", password: $0) }
+        let creds = account.credentials(for: identity)
         var config = SIPUserAgent.Configuration(endpoint: .init(listen: [point]), identity: identity, credentials: creds,
                                                 outboundProxy: try proxy.map { try SIPURI($0) }, transport: transport)
         config.logger = logging.logger("switchboard.call")
@@ -163,10 +167,10 @@ struct Call: AsyncParsableCommand {
         let host: String
         switch point { case .tcp(let a), .tls(let a), .udp(let a): host = a.ipString }
         let phone = try Phone(name: "call", configuration: config, media: try media.phoneMedia(host: host),
-                              report: { say(String($0.dropFirst(6))) }, trace: traceLines(trace))
+                              report: { say(String($0.dropFirst(6))) }, trace: tracing.traceLines())
         defer { phone.close() }
         say("from \(identity) on \(phone.agent.endpoint.localAddresses[0])")
-        if let r = register {
+        if let r = account.register {
             let registrar = try SIPURI(r)
             await phone.agent.register(registrar: registrar, expires: 600)
             let ok = await phone.wait(timeout: .seconds(40)) {
@@ -201,7 +205,7 @@ struct Call: AsyncParsableCommand {
             try? await phone.agent.perform(key) { s throws(SessionError) in try s.bye() }
         }
         _ = await phone.wait(key, timeout: .seconds(40)) { $0.isTerminated }
-        if register != nil {
+        if account.register != nil {
             await phone.agent.unregister()
             _ = await phone.wait(timeout: .seconds(40)) { phone.registrationStates.last?.isSettled == true && phone.registrationStates.last != .unregistering }
         }
@@ -222,14 +226,6 @@ struct Answer: AsyncParsableCommand {
     @Option(name: .long, help: "Our address of record (default: sip:switchboard@<listen host>).")
     var aor: String?
 
-    @Option(name: .long, help: "Authentication user name (default: the AOR's user).")
-    var user: String?
-
-    @Option(name: .long, help: "Password for 401/407 challenges.")
-    var password: String?
-
-    @Option(name: .long, help: "Register with this registrar (e.g. sip:127.0.0.1:5080) first.")
-    var register: String?
 
     @Option(name: .long, help: "Ring this many milliseconds before answering.")
     var ring: Int = 300
@@ -243,8 +239,6 @@ struct Answer: AsyncParsableCommand {
     @Option(name: .long, help: "Stop after this many seconds.")
     var duration: Double?
 
-    @Flag(name: .long, help: "Print every message sent and received.")
-    var trace = false
 
     @Option(name: .long, help: "Send early media for this many seconds before answering: 183 Session Progress with the SDP answer instead of 180, then the 200.")
     var earlyMedia: Double?
@@ -252,8 +246,10 @@ struct Answer: AsyncParsableCommand {
     @Option(name: .long, help: "With --early-media: send this tone (Hz) before the answer (ringback, announcement), then the call's own audio.")
     var earlyTone: Double?
 
+    @OptionGroup var account: AccountOptions
     @OptionGroup var media: MediaOptions
     @OptionGroup var logging: LoggingOptions
+    @OptionGroup var tracing: TraceOptions
 
     func phoneMedia(host: String) throws -> PhoneMediaOptions? {
         guard var options = try media.phoneMedia(host: host) else {
@@ -282,15 +278,15 @@ struct Answer: AsyncParsableCommand {
         case .udp(let a): transport = .udp; host = a.ipString
         }
         let identity = try SIPURI(aor ?? "sip:switchboard@\(host)")
-        let creds = password.map { DigestClient(username: user ?? identity.user ?? "", password: $0) }
+        let creds = account.credentials(for: identity)
         var config = SIPUserAgent.Configuration(endpoint: .init(listen: [point]), identity: identity, credentials: creds, transport: transport)
         config.logger = logging.logger("switchboard.answer")
         let say = stamped(.now)
         let phone = try Phone(name: "answer", configuration: config, autoAnswer: .milliseconds(Int64(ring)),
-                              media: try phoneMedia(host: host), report: { say(String($0.dropFirst(8))) }, trace: traceLines(trace))
+                              media: try phoneMedia(host: host), report: { say(String($0.dropFirst(8))) }, trace: tracing.traceLines())
         defer { phone.close() }
         say("listening on \(phone.agent.endpoint.localAddresses[0]) as \(identity)")
-        if let r = register {
+        if let r = account.register {
             await phone.agent.register(registrar: try SIPURI(r), expires: 600)
         }
         let stop = StopSignal()
@@ -321,7 +317,7 @@ struct Answer: AsyncParsableCommand {
                 }
             }
         }
-        if register != nil {
+        if account.register != nil {
             await phone.agent.unregister()
             _ = await phone.wait(timeout: .seconds(10)) { phone.registrationStates.last == .unregistered }
         }

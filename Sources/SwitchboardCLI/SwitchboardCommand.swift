@@ -151,8 +151,7 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .long, help: "For tls: listen points, the private key (PEM file).")
     var key: String?
 
-    @Option(name: .long, help: "Record every message sent and received into this pcapng file (TLS as its plaintext over TCP).")
-    var capture: String?
+    @OptionGroup var capture: CaptureOptions
 
     @Flag(name: .long, help: "Answer on the dialog layer: an INVITE session per call (180, 200 with an SDP answer, ACK, BYE).")
     var dialogs = false
@@ -210,19 +209,17 @@ struct Serve: AsyncParsableCommand {
         let tls = TLSConfiguration(certificateChain: cert.map { .file($0) }, privateKey: key.map { .file($0) })
         if echo {
             guard answer == 200, !dialogs else { throw ValidationError("--echo is a dialog-layer server of its own (without --answer or --dialogs)") }
-            guard capture == nil else { throw ValidationError("--capture is not available with --echo yet") }
+            guard capture.capture == nil else { throw ValidationError("--capture is not available with --echo yet") }
             try await runEcho(points, tls: tls)
             return
         }
         if dialogs {
             guard answer == 200 else { throw ValidationError("--dialogs answers with 200 (--answer is for the transaction-level server)") }
-            guard capture == nil else { throw ValidationError("--capture is not available with --dialogs yet") }
+            guard capture.capture == nil else { throw ValidationError("--capture is not available with --dialogs yet") }
             try await runDialogs(points, tls: tls)
             return
         }
-        let sink = try capture.map { path in
-            do { return try CaptureFileSink(path: path) } catch { throw ValidationError("\(error)") }
-        }
+        let sink = try capture.sink()
         defer { sink?.close() }
         let serve = try ServeCommand(listen: points, answer: answer, tls: tls, capture: sink, logger: logging.logger("switchboard.serve"))
         for p in serve.endpoint.localAddresses { print("listening on \(p)") }
@@ -345,16 +342,13 @@ struct Dial: AsyncParsableCommand {
     @Option(name: .long, help: "Give up after this many seconds.")
     var timeout: Int = 60
 
-    @Option(name: .long, help: "Record every message sent and received into this pcapng file (TLS as its plaintext over TCP).")
-    var capture: String?
+    @OptionGroup var capture: CaptureOptions
 
     @OptionGroup var logging: LoggingOptions
 
     func run() async throws {
         let tls = TLSConfiguration(trustedCertificates: ca.map { [.file($0)] } ?? [])
-        let sink = try capture.map { path in
-            do { return try CaptureFileSink(path: path) } catch { throw ValidationError("\(error)") }
-        }
+        let sink = try capture.sink()
         defer { sink?.close() }
         let result = try await DialCommand.run(target: target, count: count, rate: rate, listen: try ListenSpec.parse(listen), timeout: .seconds(timeout),
                                                tls: tls, serverName: serverName, logger: logging.logger("switchboard.dial"), capture: sink)
@@ -410,5 +404,17 @@ struct Register: AsyncParsableCommand {
         await session.stop()
         let end = await session.wait(timeout: .seconds(40)) { $0.isSettled }
         if end != .unregistered { throw ExitCode(1) }
+    }
+}
+
+/// `--capture FILE`, shared by `serve` and `dial`: the pcapng traffic mirror.
+struct CaptureOptions: ParsableArguments {
+    @Option(name: .long, help: "Record every message sent and received into this pcapng file (TLS as its plaintext over TCP).")
+    var capture: String?
+
+    /// The mirror writing that file (nil without `--capture`).
+    func sink() throws -> CaptureFileSink? {
+        guard let path = capture else { return nil }
+        do { return try CaptureFileSink(path: path) } catch { throw ValidationError("\(error)") }
     }
 }
