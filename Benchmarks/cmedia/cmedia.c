@@ -1,7 +1,7 @@
 /*
  * cmedia.c - C side of the Switchboard media benchmark: the cost of one 20 ms Opus frame through
  * the send path (opus_encode + RTP header + srtp_protect) and the receive path (srtp_unprotect +
- * opus_decode), calling libopus and libsrtp2 directly. Sources/MediaBench does the same through
+ * opus_decode), calling libopus and libsrtp2 directly. Benchmarks/Sources/MediaBench does the same through
  * Switchboard's Swift wrappers; scripts/bench-media runs both and compares.
  *
  *   cmedia --frames N --rounds R [--complexity 0-10] [--contexts C] [--bitrate B]
