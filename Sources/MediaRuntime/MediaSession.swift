@@ -2,6 +2,7 @@ import CSocket
 import Glibc
 import Media
 import MediaCodecs
+import NetworkIO
 import RTP
 import SDP
 import SRTP
@@ -143,10 +144,10 @@ public final class MediaSession: Sendable {
         // Codec objects and SRTP are built before taking the lock.
         let send = try CodecFactory.encoder(for: media.sendCodec, ptimeMS: ptimeMS, opusComplexity: configuration.opusComplexity,
                                               opusBitrate: configuration.opusBitrate)
-        guard let remote = MediaEndpoint(ip: media.remoteAddress, port: media.remoteRTPPort) else {
+        guard let remote = try? SocketAddress(ip: media.remoteAddress, port: media.remoteRTPPort) else {
             throw .invalidAddress(media.remoteAddress)
         }
-        let remoteRTCP = media.rtcpMux ? remote : (MediaEndpoint(ip: media.remoteRTCPAddress, port: media.remoteRTCPPort) ?? remote.withPort(remote.port &+ 1))
+        let remoteRTCP = media.rtcpMux ? remote : ((try? SocketAddress(ip: media.remoteRTCPAddress, port: media.remoteRTCPPort)) ?? remote.withPort(remote.port &+ 1))
         let previous = state.withLock { $0.negotiated }
         var srtp: SRTPContext? = state.withLock { $0.srtp }
         if let negotiated = media.srtp {
@@ -211,7 +212,7 @@ public final class MediaSession: Sendable {
         let now = MonotonicClock.now() - origin
         let wall = MonotonicClock.wallClock()
         // Ticks and receives check `running` under the lock: none runs after this one.
-        let bye = state.withLock { s -> ([UInt8], MediaEndpoint, Bool)? in
+        let bye = state.withLock { s -> ([UInt8], SocketAddress, Bool)? in
             defer { s.closeSink() }
             return s.byePacket(now: now, wallClock: wall)
         }
@@ -286,7 +287,7 @@ public final class MediaSession: Sendable {
             let stepped = scratch.clockOffset.map { $0 - offset > .milliseconds(1) || offset - $0 > .milliseconds(1) } ?? false
             scratch.clockOffset = offset
             for i in 0..<Int(count) {
-                guard let source = MediaEndpoint(storage: scratch.addresses[i], length: scratch.lengths[i]) else { continue }
+                guard let source = SocketAddress(storage: scratch.addresses[i], length: scratch.lengths[i]) else { continue }
                 let stamp = scratch.stamps[i]
                 let age = stamp > 0 && !stepped ? min(max(.zero, wall - .nanoseconds(stamp)), .seconds(1)) : .zero
                 let datagram = Array(scratch.buffer[(i * slot)..<(i * slot + min(scratch.sizes[i], slot))])
@@ -297,7 +298,7 @@ public final class MediaSession: Sendable {
         return total
     }
 
-    private func handle(_ datagram: consuming [UInt8], from source: MediaEndpoint, onRTCPPort: Bool, arrival: Duration, wallArrival: Duration) {
+    private func handle(_ datagram: consuming [UInt8], from source: SocketAddress, onRTCPPort: Bool, arrival: Duration, wallArrival: Duration) {
         // Moved, not copied: unprotecting in place then needs no second buffer.
         let size = datagram.count
         var bytes = consume datagram
@@ -341,7 +342,7 @@ public final class MediaSession: Sendable {
     private func tickLocked(at now: Duration, lateness: Int64) -> Duration {
         let elapsed = now - origin
         let wall = MonotonicClock.wallClock()
-        var out: [(bytes: [UInt8], destination: MediaEndpoint, rtcp: Bool)] = []
+        var out: [(bytes: [UInt8], destination: SocketAddress, rtcp: Bool)] = []
         let (output, ptime) = state.withLock { s -> ([MediaSessionEvent], Duration) in
             guard running.load(ordering: .relaxed) else { return ([], s.ptime) }
             s.recordLateness(nanoseconds: lateness)

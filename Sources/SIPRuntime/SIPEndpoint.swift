@@ -2,6 +2,7 @@ import Synchronization
 import SIPMessage
 import SIPTransaction
 import SIPTransport
+import NetworkIO
 
 /// Where a message came from or goes to: a transport, an address and, for connections, which
 /// connection.

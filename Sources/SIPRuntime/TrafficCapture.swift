@@ -1,4 +1,6 @@
+import NetworkIO
 import SIPTransport
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)

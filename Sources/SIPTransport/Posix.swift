@@ -1,5 +1,6 @@
 import CSocket
 import Glibc
+import NetworkIO
 
 /// Small helpers shared by the transports.
 enum Posix {

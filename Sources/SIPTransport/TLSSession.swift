@@ -1,6 +1,7 @@
 import COpenSSL
 import CSocket
 import Glibc
+import NetworkIO
 
 /// OpenSSL's per-thread error queue, as text for ``TransportError/tls(_:)``.
 enum OpenSSLErrors {

@@ -1,3 +1,4 @@
+import NetworkIO
 import SIPMessage
 
 /// Counters of a ``TLSTransport`` since it was created: the connection counters of a TCP

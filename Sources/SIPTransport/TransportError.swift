@@ -1,4 +1,5 @@
 import CSocket
+import NetworkIO
 import SIPMessage
 
 /// A system call that failed: its name, `errno` and the `strerror` text.

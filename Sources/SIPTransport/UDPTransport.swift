@@ -1,5 +1,6 @@
 import CSocket
 import Glibc
+import NetworkIO
 import SIPMessage
 import Synchronization
 

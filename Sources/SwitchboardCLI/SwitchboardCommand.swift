@@ -10,6 +10,8 @@ import SDP
 import Synchronization
 import SIPLoad
 import Switchboard
+import NetworkIO
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)

@@ -8,6 +8,7 @@ import SIPDialog
 import SIPRuntime
 import MediaRuntime
 import Media
+import NetworkIO
 
 import Switchboard
 import SIPProxy

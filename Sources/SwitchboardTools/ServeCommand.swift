@@ -5,6 +5,7 @@ import SIPTransaction
 import SIPTransport
 import SIPResolver
 import SIPLoad
+import NetworkIO
 
 /// Parses `udp:127.0.0.1:5060` / `udp:[::1]:5060` listen specifications.
 public enum ListenSpec {

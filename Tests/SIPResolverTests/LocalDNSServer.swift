@@ -1,5 +1,6 @@
 @_exported import SwitchboardTestSupport
 import Glibc
+import NetworkIO
 import SIPResolver
 import Synchronization
 
@@ -40,7 +41,7 @@ final class LocalDNSServer: Sendable {
     private let state = Mutex<(log: [LoggedQuery], stopped: Bool, thread: pthread_t?)>(([], false, nil))
 
     /// The address to configure a client with.
-    var address: DNSServerAddress { DNSServerAddress(.v4(IPv4Address(127, 0, 0, 1)), port: port) }
+    var address: SocketAddress { SocketAddress(.v4(IPv4Address(127, 0, 0, 1)), port: port) }
 
     /// The queries received so far, in order.
     var queries: [LoggedQuery] { state.withLock { $0.log } }
@@ -231,18 +232,18 @@ struct TestFailure: Error, CustomStringConvertible {
 }
 
 /// A client configured for one local server, with short, bounded waits.
-func localClient(_ servers: [DNSServerAddress], timeout: Duration = .milliseconds(400), attempts: Int = 2, hosts: HostsFile? = nil) -> DNSClient {
+func localClient(_ servers: [SocketAddress], timeout: Duration = .milliseconds(400), attempts: Int = 2, hosts: HostsFile? = nil) -> DNSClient {
     DNSClient(configuration: DNSClientConfiguration(nameservers: servers, timeout: timeout, attempts: attempts, hosts: hosts,
                                                     usesSystemResolverWithoutNameservers: false))
 }
 
 /// An address of 127.0.0.1 where nothing listens on UDP (a port bound, then released).
-func deadServerAddress() -> DNSServerAddress {
+func deadServerAddress() -> SocketAddress {
     let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     _ = LocalDNSServer.bind(fd, port: 0)
     let port = LocalDNSServer.localPort(fd)
     close(fd)
-    return DNSServerAddress(.v4(IPv4Address(127, 0, 0, 1)), port: port)
+    return SocketAddress(.v4(IPv4Address(127, 0, 0, 1)), port: port)
 }
 
 typealias SeededGenerator = TestRandom
