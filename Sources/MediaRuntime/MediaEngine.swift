@@ -1,6 +1,7 @@
 import CSocket
 import Dispatch
 import Glibc
+import NetworkIO
 import Synchronization
 
 /// The threads that run media sessions: a fixed set of workers (by default one per CPU), each
@@ -328,10 +329,9 @@ final class MediaWorker: @unchecked Sendable {
     private nonisolated(unsafe) var inboxClosed = false
     let stopping = Atomic<Bool>(false)
     private let stats: Mutex<MediaEngineStatistics>
-    private let thread = Mutex<MediaThread?>(nil)
+    /// Kept after shutdown (joining twice does nothing), for ``snapshot()``'s real-time count.
+    private let thread = Mutex<IOThread?>(nil)
     private let epoch: Int64
-    private let scheduling: MediaEngine.Scheduling
-    private let realtime = Atomic<Bool>(false)
     private let shared = Mutex(Shared())
     /// The earliest deadline in the heap (Int64.max when empty), kept under `shared`'s lock
     /// whenever the heap changes, so that other workers look without taking the lock.
@@ -354,7 +354,6 @@ final class MediaWorker: @unchecked Sendable {
 
     init(index: Int, phases: Int, scheduling: MediaEngine.Scheduling) throws(MediaSessionError) {
         self.index = index
-        self.scheduling = scheduling
         self.phases = phases
         phaseLoad = [Int](repeating: 0, count: phases)
         stats = Mutex(MediaEngineStatistics(threads: 0))
@@ -369,8 +368,14 @@ final class MediaWorker: @unchecked Sendable {
             for fd in [epoll, timer, wake] where fd >= 0 { _ = Glibc.close(fd) }
             throw .system("timerfd/eventfd", errno: code)
         }
-        let t = try MediaThread(name: "media-\(index)") { [self] in run() }
-        thread.withLock { $0 = t }
+        let realtimePriority: Int32?
+        if case .realtime(let priority) = scheduling { realtimePriority = priority } else { realtimePriority = nil }
+        do {
+            let t = try IOThread(name: "media-\(index)", realtimePriority: realtimePriority) { [self] in run() }
+            thread.withLock { $0 = t }
+        } catch {
+            throw .system(error.call, errno: error.code)
+        }
     }
 
     /// The workers whose overdue ticks this one may run (the engine's others).
@@ -422,7 +427,7 @@ final class MediaWorker: @unchecked Sendable {
     func snapshot() -> MediaEngineStatistics {
         var s = stats.withLock { $0 }
         s.sessions = load.load(ordering: .relaxed)
-        s.realtimeThreads = realtime.load(ordering: .relaxed) ? 1 : 0
+        s.realtimeThreads = thread.withLock { $0?.isRealtime ?? false } ? 1 : 0
         return s
     }
 
@@ -433,7 +438,7 @@ final class MediaWorker: @unchecked Sendable {
         if own { closesOwnDescriptors.store(true, ordering: .sequentiallyConsistent) }
         stopping.store(true, ordering: .sequentiallyConsistent)
         nudge()
-        if let t = thread.withLock({ t -> MediaThread? in defer { t = nil }; return t }) { t.join() }
+        thread.withLock { $0 }?.join()
         if !own { for fd in [epoll, timer, wake] { _ = Glibc.close(fd) } }
         setPeers([])
     }
@@ -577,9 +582,6 @@ final class MediaWorker: @unchecked Sendable {
 
     private func run() {
         pthread_setspecific(Self.currentKey, Unmanaged.passUnretained(self).toOpaque())
-        if case .realtime(let priority) = scheduling {
-            realtime.store(cs_set_thread_realtime(max(1, min(99, priority))) == 0, ordering: .relaxed)
-        }
         var tags = [UInt64](repeating: 0, count: 256)
         var expirations: UInt64 = 0
         var start = MonotonicClock.nanoseconds()

@@ -48,49 +48,6 @@ final class MediaSocket: Sendable {
     func close() { _ = Glibc.close(fd) }
 }
 
-/// A joinable POSIX thread running one closure.
-final class MediaThread: Sendable {
-    private final class Start {
-        let name: String
-        let body: @Sendable () -> Void
-        init(name: String, body: @escaping @Sendable () -> Void) {
-            self.name = name
-            self.body = body
-        }
-    }
-
-    private let threadID: Mutex<pthread_t?>
-
-    init(name: String, body: @escaping @Sendable () -> Void) throws(MediaSessionError) {
-        let start = Unmanaged.passRetained(Start(name: name, body: body)).toOpaque()
-        var tid = pthread_t()
-        let rc = pthread_create(&tid, nil, { argument in
-            let start = Unmanaged<Start>.fromOpaque(argument!).takeRetainedValue()
-            cs_set_thread_name(start.name)
-            start.body()
-            return nil
-        }, start)
-        guard rc == 0 else {
-            Unmanaged<Start>.fromOpaque(start).release()
-            throw .system("pthread_create", errno: rc)
-        }
-        threadID = Mutex(tid)
-    }
-
-    /// Waits for the thread to end (once; detaches when called from the thread itself).
-    func join() {
-        guard let tid = threadID.withLock({ id -> pthread_t? in
-            defer { id = nil }
-            return id
-        }) else { return }
-        if pthread_equal(tid, pthread_self()) != 0 {
-            pthread_detach(tid)
-        } else {
-            pthread_join(tid, nil)
-        }
-    }
-}
-
 enum MonotonicClock {
     /// CLOCK_MONOTONIC as a duration.
     static func now() -> Duration {

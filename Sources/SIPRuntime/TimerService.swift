@@ -1,5 +1,7 @@
 import Synchronization
 import SIPTransaction
+import NetworkIO
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -47,17 +49,17 @@ public final class TimerService: Sendable {
     private let state = Mutex(State())
     private let clock = WallClock()
     private let condition = MonotonicCondition()
-    private let thread = Mutex<pthread_t?>(nil)
+    private let thread = Mutex<IOThread?>(nil)
 
+    /// Starts the timer thread ("sip-timers"). The process cannot run SIP without it: failing to
+    /// create a thread stops the process.
     public init() {
-        let box = Unmanaged.passRetained(self)
-        var tid = pthread_t()
-        pthread_create(&tid, nil, { raw in
-            let service = Unmanaged<TimerService>.fromOpaque(raw!).takeRetainedValue()
-            service.loop()
-            return nil
-        }, box.toOpaque())
-        thread.withLock { $0 = tid }
+        do {
+            let t = try IOThread(name: "sip-timers") { [self] in loop() }
+            thread.withLock { $0 = t }
+        } catch {
+            fatalError("TimerService: \(error)")
+        }
     }
 
     /// The number of timers that have not fired or been cancelled.
@@ -91,9 +93,8 @@ public final class TimerService: Sendable {
         }
         guard wasRunning else { return }
         signal()
-        if let tid = thread.withLock({ t -> pthread_t? in defer { t = nil }; return t }) {
-            if !pthread_equal(tid, pthread_self()).isTrue { pthread_join(tid, nil) }
-        }
+        // From a timer callback this detaches the thread instead of waiting for itself.
+        thread.withLock { t -> IOThread? in defer { t = nil }; return t }?.join()
     }
 
     private func signal() { condition.signal() }
@@ -119,10 +120,6 @@ public final class TimerService: Sendable {
             }
         }
     }
-}
-
-extension Int32 {
-    var isTrue: Bool { self != 0 }
 }
 
 /// A pthread mutex and a condition variable on CLOCK_MONOTONIC. pthread objects are made for

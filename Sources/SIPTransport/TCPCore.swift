@@ -146,7 +146,7 @@ final class TCPCore: Sendable {
     }
 
     func start() throws(TransportError) {
-        do throws(TransportError) {
+        do throws(SystemCallError) {
             let t = try IOThread(name: "sip-\(kind == .tls ? "tls" : "tcp")-\(local.port)") { [self] in
                 ioLoop()
             }
@@ -155,7 +155,7 @@ final class TCPCore: Sendable {
             state.withLock { $0.closed = true }
             Posix.close(listenFD)
             Posix.close(wakeFD)
-            throw error
+            throw .system(error)
         }
     }
 

@@ -185,7 +185,7 @@ final class UDPCore: Sendable {
     }
 
     func start() throws(TransportError) {
-        do throws(TransportError) {
+        do throws(SystemCallError) {
             let t = try IOThread(name: "sip-udp-\(local.port)") { [self] in
                 receiveLoop()
                 releaseDescriptors()
@@ -194,7 +194,7 @@ final class UDPCore: Sendable {
         } catch {
             state.withLock { $0.closed = true }
             releaseDescriptors()
-            throw error
+            throw .system(error)
         }
     }
 
