@@ -74,7 +74,7 @@ let package = Package(
         .target(name: "SIPAuth", dependencies: ["SIPMessage", "COpenSSL"]),
         // pcap/pcapng reading, IPv4/IPv6 reassembly, UDP and TCP streams → SIP messages; no I/O in the decoder.
         .target(name: "PacketCapture", dependencies: ["SIPMessage", "NetworkIO"]),
-        // The live driver: endpoint (transports + transaction layer), wall-clock timers, routing,
+        // The live driver: endpoint (transports + transaction layer), timers on the monotonic clock, routing,
         // the traffic mirror, the user agent (sessions and registration on sockets).
         .target(name: "SIPRuntime", dependencies: ["SIPMessage", "SIPTransaction", "SIPTransport", "SIPDialog", "SIPAuth", "NetworkIO"]),
         // A registrar (digest) and a record-routing proxy to the registered contacts, on the live runtime.

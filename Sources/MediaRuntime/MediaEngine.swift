@@ -357,7 +357,7 @@ final class MediaWorker: @unchecked Sendable {
         self.phases = phases
         phaseLoad = [Int](repeating: 0, count: phases)
         stats = Mutex(MediaEngineStatistics(threads: 0))
-        epoch = MonotonicClock.nanoseconds()
+        epoch = MonotonicClock.now.nanoseconds
         lastPublished = epoch
         epoll = cs_epoll_create()
         guard epoll >= 0 else { throw .system("epoll_create1", errno: cs_errno()) }
@@ -584,7 +584,7 @@ final class MediaWorker: @unchecked Sendable {
         pthread_setspecific(Self.currentKey, Unmanaged.passUnretained(self).toOpaque())
         var tags = [UInt64](repeating: 0, count: 256)
         var expirations: UInt64 = 0
-        var start = MonotonicClock.nanoseconds()
+        var start = MonotonicClock.now.nanoseconds
         while !stopping.load(ordering: .relaxed) {
             let version = peersVersion.load(ordering: .acquiring)
             if version != knownPeersVersion {
@@ -595,9 +595,9 @@ final class MediaWorker: @unchecked Sendable {
             runDueTicks()
             let more = help()
             arm()
-            local.busy += .nanoseconds(MonotonicClock.nanoseconds() - start)
+            local.busy += .nanoseconds(MonotonicClock.now.nanoseconds - start)
             let n = tags.withUnsafeMutableBufferPointer { cs_epoll_wait(epoll, $0.baseAddress, Int32($0.count), more ? 0 : 1000) }
-            start = MonotonicClock.nanoseconds()
+            start = MonotonicClock.now.nanoseconds
             if n > 0 {
                 for i in 0..<Int(n) {
                     switch tags[i] {
@@ -657,7 +657,7 @@ final class MediaWorker: @unchecked Sendable {
                 if !readsAtTick { _ = cs_epoll_add(epoll, fds.rtp, id << 1) }
                 _ = cs_epoll_add(epoll, fds.rtcp, id << 1 | 1)
                 // The first tick: the next instant of the phase slot at least 1 ms away.
-                let now = MonotonicClock.nanoseconds()
+                let now = MonotonicClock.now.nanoseconds
                 let offset = Self.period * Int64(phase) / Int64(phases)
                 let fromEpoch = now + 1_000_000 - epoch - offset
                 let periods = (fromEpoch + Self.period - 1) / Self.period
@@ -671,12 +671,12 @@ final class MediaWorker: @unchecked Sendable {
                 remove(id, closing: fds, done: done)
             }
         }
-        if !commands.isEmpty { publish(MonotonicClock.nanoseconds()) }
+        if !commands.isEmpty { publish(MonotonicClock.now.nanoseconds) }
     }
 
     private func runDueTicks(limit: Int = .max) {
         // Deadlines within 50 µs are run now rather than after another wake-up.
-        var now = MonotonicClock.nanoseconds()
+        var now = MonotonicClock.now.nanoseconds
         var ran = 0
         while ran < limit, let job = take(dueBy: now + 50_000) {
             ran += 1
@@ -700,7 +700,7 @@ final class MediaWorker: @unchecked Sendable {
         if job.entry.readsAtTick {
             local.datagrams &+= UInt64(session.receive(onRTCPSocket: false, scratch: scratch, batches: job.entry.batches))
             // The tick's time follows the reads: no datagram arrived after the frame it feeds.
-            now = MonotonicClock.nanoseconds()
+            now = MonotonicClock.now.nanoseconds
         }
         let ptime = session.tick(at: .nanoseconds(now), lateness: late)
         let step = max(Int64(1_000_000), Int64(ptime.components.seconds) * 1_000_000_000 + Int64(ptime.components.attoseconds / 1_000_000_000))
@@ -710,7 +710,7 @@ final class MediaWorker: @unchecked Sendable {
         owner.release(job.id, next: (next, Entry.batches(forPtime: step), job.entry.batches))
         local.ticks &+= 1
         if owner !== self { local.helpedTicks &+= 1 }
-        return MonotonicClock.nanoseconds()
+        return MonotonicClock.now.nanoseconds
     }
 
     /// Runs other workers' ticks that are over ``helpThreshold`` late (a worker stalled by the
@@ -719,7 +719,7 @@ final class MediaWorker: @unchecked Sendable {
     /// draining it alone. Sessions stay with their worker; only the late ticks move.
     private func help() -> Bool {
         guard !peers.isEmpty else { return false }
-        var now = MonotonicClock.nanoseconds()
+        var now = MonotonicClock.now.nanoseconds
         var budget = Self.helpBudget
         // Each worker starts with a different peer, so that helpers do not all crowd one.
         for k in 0..<peers.count where budget > 0 {
@@ -766,7 +766,7 @@ final class MediaWorker: @unchecked Sendable {
     private func arm() {
         var deadline = earliest.load(ordering: .relaxed)
         if !peers.isEmpty {
-            let now = MonotonicClock.nanoseconds()
+            let now = MonotonicClock.now.nanoseconds
             for peer in peers where !peer.stopping.load(ordering: .relaxed) {
                 // A moment already past was looked at by help() just now (which declined for
                 // want of time, or left the rest for the next pass): arming for it would spin.

@@ -1,7 +1,6 @@
 import CSocket
 import Glibc
 import NetworkIO
-import Synchronization
 
 /// A bound, non-blocking UDP socket owned by a media session.
 final class MediaSocket: Sendable {
@@ -46,34 +45,4 @@ final class MediaSocket: Sendable {
     }
 
     func close() { _ = Glibc.close(fd) }
-}
-
-enum MonotonicClock {
-    /// CLOCK_MONOTONIC as a duration.
-    static func now() -> Duration {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return .seconds(ts.tv_sec) + .nanoseconds(ts.tv_nsec)
-    }
-
-    /// CLOCK_MONOTONIC in nanoseconds.
-    static func nanoseconds() -> Int64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
-    }
-
-    /// Wall-clock time since the Unix epoch (for RTCP NTP timestamps).
-    static func wallClock() -> Duration {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        return .seconds(ts.tv_sec) + .nanoseconds(ts.tv_nsec)
-    }
-
-    /// Sleeps until the monotonic time `deadline` (absolute, so ticks do not drift).
-    static func sleep(until deadline: Duration) {
-        let (seconds, attoseconds) = deadline.components
-        var ts = timespec(tv_sec: Int(seconds), tv_nsec: Int(attoseconds / 1_000_000_000))
-        while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nil) == EINTR {}
-    }
 }

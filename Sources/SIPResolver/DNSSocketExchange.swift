@@ -48,7 +48,7 @@ enum DNSSocketExchange {
         response.isResponse && response.id == id && response.questions.count == 1 && response.questions[0] == question
     }
 
-    static func milliseconds(until deadline: ContinuousClock.Instant) -> Int {
+    static func milliseconds(until deadline: MonotonicClock.Instant) -> Int {
         let (s, atto) = (deadline - .now).components
         if s < 0 || (s == 0 && atto <= 0) { return 0 }
         let ms = s * 1000 + atto / 1_000_000_000_000_000
@@ -56,7 +56,7 @@ enum DNSSocketExchange {
     }
 
     /// Waits for `events` on `fd` until the deadline; false on timeout.
-    static func wait(_ fd: Int32, events: Int32, deadline: ContinuousClock.Instant, cancel: CancellationFlag) throws(DNSExchangeFailure) -> Bool {
+    static func wait(_ fd: Int32, events: Int32, deadline: MonotonicClock.Instant, cancel: CancellationFlag) throws(DNSExchangeFailure) -> Bool {
         while true {
             if cancel.isCancelled { throw .cancelled }
             let remaining = milliseconds(until: deadline)
@@ -86,7 +86,7 @@ enum DNSSocketExchange {
     /// that do not parse or do not match the ID and question are ignored (RFC 5452 §9.1).
     static func udp(_ query: [UInt8], id: UInt16, question: DNSQuestion, server: SocketAddress, timeout: Duration,
                     limits: DNSParserLimits, cancel: CancellationFlag) throws(DNSExchangeFailure) -> DNSMessage {
-        let deadline = ContinuousClock.now + timeout
+        let deadline = MonotonicClock.now + timeout
         let fd = socket(server.family, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw .socket("socket", errno) }
         defer { close(fd) }
@@ -121,7 +121,7 @@ enum DNSSocketExchange {
     /// Sends `query` over TCP (two-octet length prefix, RFC 1035 §4.2.2) and reads the answer.
     static func tcp(_ query: [UInt8], id: UInt16, question: DNSQuestion, server: SocketAddress, timeout: Duration,
                     limits: DNSParserLimits, cancel: CancellationFlag) throws(DNSExchangeFailure) -> DNSMessage {
-        let deadline = ContinuousClock.now + timeout
+        let deadline = MonotonicClock.now + timeout
         let fd = socket(server.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         guard fd >= 0 else { throw .socket("socket", errno) }
         defer { close(fd) }
@@ -159,7 +159,7 @@ enum DNSSocketExchange {
     }
 
     /// Reads exactly `count` bytes from a non-blocking stream socket before the deadline.
-    static func read(_ fd: Int32, count: Int, deadline: ContinuousClock.Instant, cancel: CancellationFlag) throws(DNSExchangeFailure) -> [UInt8] {
+    static func read(_ fd: Int32, count: Int, deadline: MonotonicClock.Instant, cancel: CancellationFlag) throws(DNSExchangeFailure) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: count)
         var got = 0
         while got < count {

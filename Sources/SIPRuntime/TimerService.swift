@@ -8,28 +8,12 @@ import Glibc
 import Darwin
 #endif
 
-/// A source of monotonic time, so the same runtime code runs on the wall clock and on a
-/// virtual one.
-public protocol SIPClock: Sendable {
-    /// Time elapsed since an arbitrary fixed origin.
-    func now() -> Duration
-}
-
-/// The system's monotonic clock.
-public struct WallClock: SIPClock {
-    public init() {}
-    public func now() -> Duration {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return .seconds(Int64(ts.tv_sec)) + .nanoseconds(Int64(ts.tv_nsec))
-    }
-}
-
 /// Runs callbacks at future times on one thread, from a binary heap: cheap enough for the tens
 /// of thousands of transaction timers a busy server keeps. Cancelling is O(1): a cancelled
 /// entry stays in the heap and is skipped when it comes up.
 ///
-/// It runs on the monotonic wall clock (the simulation has its own virtual-time loop). Call
+/// It runs on ``MonotonicClock`` (the simulation has its own virtual-time loop); deadlines in
+/// the heap are durations since that clock's origin. Call
 /// ``shutdown()`` when done: the thread keeps the service alive until then.
 public final class TimerService: Sendable {
     public struct Handle: Hashable, Sendable { let id: UInt64 }
@@ -47,7 +31,6 @@ public final class TimerService: Sendable {
     }
 
     private let state = Mutex(State())
-    private let clock = WallClock()
     private let condition = MonotonicCondition()
     private let thread = Mutex<IOThread?>(nil)
 
@@ -68,7 +51,7 @@ public final class TimerService: Sendable {
     /// Runs `action` after `delay` on the timer thread.
     @discardableResult
     public func schedule(after delay: Duration, _ action: @escaping @Sendable () -> Void) -> Handle {
-        let deadline = clock.now() + max(delay, .zero)
+        let deadline = MonotonicClock.now.sinceOrigin + max(delay, .zero)
         let (id, first) = state.withLock { s -> (UInt64, Bool) in
             let id = s.nextID
             s.nextID += 1
@@ -104,7 +87,7 @@ public final class TimerService: Sendable {
             var due: [Entry] = []
             let (running, next) = state.withLock { s -> (Bool, Duration?) in
                 guard s.running else { return (false, nil) }
-                let now = clock.now()
+                let now = MonotonicClock.now.sinceOrigin
                 while let (_, e) = s.heap.pop(dueBy: now) {
                     if s.live.remove(e.id) != nil { due.append(e) }
                 }
@@ -159,7 +142,7 @@ final class MonotonicCondition: @unchecked Sendable {
         pthread_mutex_lock(lock)
         if shouldWait() {
             if let d = deadline {
-                var ts = timespec(tv_sec: Int(d.components.seconds), tv_nsec: Int(d.components.attoseconds / 1_000_000_000))
+                var ts = MonotonicClock.Instant(sinceOrigin: d).timespec
                 _ = pthread_cond_timedwait(cond, lock, &ts)
             } else {
                 pthread_cond_wait(cond, lock)

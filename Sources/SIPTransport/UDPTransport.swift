@@ -354,7 +354,7 @@ final class UDPCore: Sendable {
                     }
                     break
                 }
-                let now = ContinuousClock.now
+                let now = MonotonicClock.now
                 var delta = UDPTransportStatistics()
                 delta.receiveBatches = 1
                 for i in 0..<n {

@@ -89,7 +89,7 @@ struct DNSCacheTests {
 
     @Test func answersLiveForTheirTTLWithDecreasingTTL() {
         var cache = DNSCache(capacity: 4)
-        let t0 = ContinuousClock.now
+        let t0 = MonotonicClock.now
         cache.store(.records([record]), name: name, type: .a, ttl: 100, now: t0)
         #expect(cache.lookup(name: try! DNSName("EXAMPLE.com"), type: .a, now: t0) == .records([record]))
         guard case .records(let later)? = cache.lookup(name: name, type: .a, now: t0 + .seconds(30)) else {
@@ -103,7 +103,7 @@ struct DNSCacheTests {
 
     @Test func zeroTTLAndMaximumTTL() {
         var cache = DNSCache(capacity: 4, maximumTTL: 10)
-        let t0 = ContinuousClock.now
+        let t0 = MonotonicClock.now
         cache.store(.records([record]), name: name, type: .a, ttl: 0, now: t0)
         #expect(cache.count == 0)
         cache.store(.nonexistentDomain, name: name, type: .a, ttl: 1000, now: t0)
@@ -116,7 +116,7 @@ struct DNSCacheTests {
 
     @Test func sizeIsBoundedEvictingExpiredThenSoonest() throws {
         var cache = DNSCache(capacity: 3)
-        let t0 = ContinuousClock.now
+        let t0 = MonotonicClock.now
         let names = try (0..<5).map { try DNSName("h\($0).example.com") }
         cache.store(.records([]), name: names[0], type: .a, ttl: 5, now: t0)
         cache.store(.records([]), name: names[1], type: .a, ttl: 50, now: t0)
