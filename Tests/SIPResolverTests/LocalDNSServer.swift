@@ -38,7 +38,7 @@ final class LocalDNSServer: Sendable {
     let port: UInt16
     private let udp: Int32
     private let tcp: Int32
-    private let state = Mutex<(log: [LoggedQuery], stopped: Bool, thread: pthread_t?)>(([], false, nil))
+    private let state = Mutex<(log: [LoggedQuery], stopped: Bool, thread: IOThread?)>(([], false, nil))
 
     /// The address to configure a client with.
     var address: SocketAddress { SocketAddress(.v4(IPv4Address(127, 0, 0, 1)), port: port) }
@@ -73,28 +73,19 @@ final class LocalDNSServer: Sendable {
         udp = u
         tcp = t
         port = p
-        let box = Unmanaged.passRetained(self).toOpaque()
-        var thread = pthread_t()
-        guard pthread_create(&thread, nil, { arg in
-            let server = Unmanaged<LocalDNSServer>.fromOpaque(arg!).takeRetainedValue()
-            server.run()
-            return nil
-        }, box) == 0 else {
-            Unmanaged<LocalDNSServer>.fromOpaque(box).release()
-            throw TestFailure("pthread_create failed")
-        }
+        let thread = try IOThread(name: "test-dns-\(p)") { [self] in run() }
         state.withLock { $0.thread = thread }
     }
 
     /// Stops the server thread and closes its sockets.
     func stop() {
-        let thread: pthread_t? = state.withLock { s in
+        let thread: IOThread? = state.withLock { s in
             let t = s.thread
             s.stopped = true
             s.thread = nil
             return t
         }
-        if let thread { pthread_join(thread, nil) }
+        thread?.join()
     }
 
     deinit {
