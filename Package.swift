@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "SIPDialog", targets: ["SIPDialog"]),
         .library(name: "SIPSimulation", targets: ["SIPSimulation"]),
         .library(name: "SIPRuntime", targets: ["SIPRuntime"]),
+        .library(name: "NetworkIO", targets: ["NetworkIO"]),
         .library(name: "SIPTransport", targets: ["SIPTransport"]),
         .library(name: "SIPResolver", targets: ["SIPResolver"]),
         .library(name: "PacketCapture", targets: ["PacketCapture"]),
@@ -51,76 +52,80 @@ let package = Package(
         // SRTP/SRTCP with SDES keys (RFC 3711, 4568, 7714) over libsrtp2; keys from the CSPRNG.
         .target(name: "SRTP", dependencies: ["SDP", "CSRTP"]),
         // The live media session of a call: RTP/RTCP sockets, codecs, SRTP, jitter buffer, DTMF, statistics.
-        .target(name: "MediaRuntime", dependencies: ["RTP", "Media", "MediaCodecs", "SRTP", "SDP", "CSocket", .product(name: "Logging", package: "swift-log"), "NetworkIO"]),
+        .target(name: "MediaRuntime", dependencies: ["RTP", "Media", "MediaCodecs", "SRTP", "SDP", "NetworkIO", "CSocket", .product(name: "Logging", package: "swift-log")]),
         // RFC 3261 §17 transaction machines and the transaction layer; no I/O.
         .target(name: "SIPTransaction", dependencies: ["SIPMessage"]),
         // RFC 3261 §12 dialogs (and, as issue 4 grows, INVITE sessions); no I/O.
         .target(name: "SIPDialog", dependencies: ["SIPMessage", "SIPAuth", "SIPTransaction"]),
         // A virtual clock and an in-memory lossy network driving the real machines (for tests).
         .target(name: "SIPSimulation", dependencies: ["SIPMessage", "SIPTransaction", "SIPDialog", "SIPAuth"]),
-        // recvmmsg/sendmmsg, accept4, eventfd and socket-option helpers (_GNU_SOURCE) for SIPTransport.
+        // recvmmsg/sendmmsg, accept4, eventfd, sockaddr and socket-option helpers (_GNU_SOURCE) for
+        // NetworkIO, SIPTransport and MediaRuntime.
         .target(name: "CSocket"),
+        // What SIP, media and DNS share below their protocols: one socket address type (with the IP
+        // address types), one I/O thread, one monotonic clock, and the silent default logger.
+        .target(name: "NetworkIO", dependencies: ["CSocket", .product(name: "Logging", package: "swift-log")]),
         // The system OpenSSL (libssl, libcrypto) and wrappers for its macros, for TLS in SIPTransport.
         .target(name: "COpenSSL", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
-        // The I/O layer under SIP, DNS and media sockets (grows: one address type, one thread, one clock);
-        // today the silent default logger every component's configuration starts with.
-        .target(name: "NetworkIO", dependencies: ["CSocket", .product(name: "Logging", package: "swift-log")]),
         // UDP, TCP and TLS sockets for SIP: batched datagram I/O, stream framing, keep-alives.
-        .target(name: "SIPTransport", dependencies: ["SIPMessage", "CSocket", "COpenSSL", .product(name: "Logging", package: "swift-log"), "NetworkIO"]),
+        .target(name: "SIPTransport", dependencies: ["SIPMessage", "NetworkIO", "CSocket", "COpenSSL", .product(name: "Logging", package: "swift-log")]),
         // DNS messages, a UDP/TCP DNS client and RFC 3263 server location for SIP URIs.
-        .target(name: "SIPResolver", dependencies: ["SIPMessage"]),
+        .target(name: "SIPResolver", dependencies: ["SIPMessage", "NetworkIO"]),
         // HTTP Digest for SIP (RFC 3261 §22, RFC 7616, RFC 8760): client answers, server checks; no I/O.
         .target(name: "SIPAuth", dependencies: ["SIPMessage", "COpenSSL"]),
         // pcap/pcapng reading, IPv4/IPv6 reassembly, UDP and TCP streams → SIP messages; no I/O in the decoder.
-        .target(name: "PacketCapture", dependencies: ["SIPMessage"]),
-        // The live driver: endpoint (transports + transaction layer), wall-clock timers, routing,
+        .target(name: "PacketCapture", dependencies: ["SIPMessage", "NetworkIO"]),
+        // The live driver: endpoint (transports + transaction layer), timers on the monotonic clock, routing,
         // the traffic mirror, the user agent (sessions and registration on sockets).
-        .target(name: "SIPRuntime", dependencies: ["SIPMessage", "SIPTransaction", "SIPTransport", "SIPDialog", "SIPAuth", .product(name: "Logging", package: "swift-log"), "NetworkIO"]),
+        .target(name: "SIPRuntime", dependencies: ["SIPMessage", "SIPTransaction", "SIPTransport", "SIPDialog", "SIPAuth", "NetworkIO", .product(name: "Logging", package: "swift-log")]),
         // A registrar (digest) and a record-routing proxy to the registered contacts, on the live runtime.
-        .target(name: "SIPProxy", dependencies: ["SIPMessage", "SIPTransaction", "SIPTransport", "SIPAuth", "SIPDialog", "SIPRuntime", .product(name: "Logging", package: "swift-log"), "NetworkIO"]),
+        .target(name: "SIPProxy", dependencies: ["SIPMessage", "SIPTransaction", "SIPTransport", "SIPAuth", "SIPDialog", "SIPRuntime", "NetworkIO", .product(name: "Logging", package: "swift-log")]),
         // Load applications: the transaction-level answering server and call generator, the
         // dialog-level server, the echo line with a media session per call.
-        .target(name: "SIPLoad", dependencies: ["SIPMessage", "SIPTransaction", "SIPTransport", "SIPDialog", "SIPRuntime", "SDP", "Media", "MediaRuntime", .product(name: "Logging", package: "swift-log"), "NetworkIO"]),
+        .target(name: "SIPLoad", dependencies: ["SIPMessage", "SIPTransaction", "SIPTransport", "SIPDialog", "SIPRuntime", "SDP", "Media", "MediaRuntime",
+                                               "NetworkIO", .product(name: "Logging", package: "swift-log")]),
         // Captures → calls, dialogs, summaries, per-stream media details, the ladder model and its HTML page.
-        .target(name: "CaptureAnalysis", dependencies: ["SIPMessage", "SDP", "PacketCapture"]),
+        .target(name: "CaptureAnalysis", dependencies: ["SIPMessage", "SDP", "PacketCapture", "NetworkIO"]),
         // The face embedding servers import: Phone, calls with media, registration, the pcapng traffic mirror.
         .target(name: "Switchboard", dependencies: ["SIPMessage", "SDP", "SIPTransaction", "SIPTransport", "SIPAuth", "SIPDialog", "SIPRuntime",
-                                                    "SIPResolver", "MediaRuntime", "Media", "PacketCapture", .product(name: "Logging", package: "swift-log"), "NetworkIO"]),
+                                                    "SIPResolver", "MediaRuntime", "Media", "PacketCapture", "NetworkIO", .product(name: "Logging", package: "swift-log")]),
         // The command line's logic and its text/JSON rendering, kept in a library so tests drive it directly.
         .target(name: "SwitchboardTools", dependencies: ["Switchboard", "SIPProxy", "SIPLoad", "CaptureAnalysis", "MediaRuntime", "Media", "SIPMessage", "SDP",
-                                                         "SIPTransaction", "SIPTransport", "SIPRuntime", "SIPResolver", "PacketCapture", "SIPDialog", "SIPAuth", "CHeapStats", .product(name: "Logging", package: "swift-log"), "NetworkIO"]),
+                                                         "SIPTransaction", "SIPTransport", "SIPRuntime", "SIPResolver", "PacketCapture", "SIPDialog", "SIPAuth", "CHeapStats",
+                                                         "NetworkIO", .product(name: "Logging", package: "swift-log")]),
         // The `switchboard` executable (argument parsing only); its folder differs from `Switchboard` by more than case.
         .executableTarget(
             name: "SwitchboardCLI",
             dependencies: [
                 "SwitchboardTools", "Switchboard", "SIPProxy", "SIPLoad", "SIPRuntime", "SIPTransport", "SIPMessage", "SIPDialog", "MediaRuntime", "SDP",
-                .product(name: "Logging", package: "swift-log"),
+                "NetworkIO", .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         // Helpers shared by the test targets (paths, corpora, file reading, a seeded RNG).
-        .target(name: "SwitchboardTestSupport", dependencies: ["SIPResolver"], path: "Tests/Support"),
+        .target(name: "SwitchboardTestSupport", dependencies: ["SIPResolver", "NetworkIO"], path: "Tests/Support"),
         // glibc malloc statistics (mallinfo2, malloc_trim) for the memory benchmarks.
         .target(name: "CHeapStats"),
         .testTarget(name: "SIPMessageTests", dependencies: ["SwitchboardTestSupport", "SIPMessage"]),
         .testTarget(name: "SDPTests", dependencies: ["SDP", "SwitchboardTestSupport", "PacketCapture", "SIPMessage"]),
         .testTarget(name: "MediaCodecsTests", dependencies: ["SwitchboardTestSupport", "MediaCodecs", "SDP", "RTP", "PacketCapture"]),
         .testTarget(name: "SRTPTests", dependencies: ["SwitchboardTestSupport", "SRTP", "SDP", "RTP"]),
-        .testTarget(name: "MediaRuntimeTests", dependencies: ["SwitchboardTestSupport", "MediaRuntime", "Media", "MediaCodecs", "SDP", "SRTP", "RTP"]),
+        .testTarget(name: "MediaRuntimeTests", dependencies: ["SwitchboardTestSupport", "MediaRuntime", "Media", "MediaCodecs", "SDP", "SRTP", "RTP", "NetworkIO"]),
         .testTarget(name: "RTPTests", dependencies: ["SwitchboardTestSupport", "RTP"]),
         .testTarget(name: "MediaTests", dependencies: ["SwitchboardTestSupport", "Media", "RTP", "PacketCapture"]),
         .testTarget(name: "SIPTransactionTests", dependencies: ["SIPTransaction", "SIPMessage"]),
         .testTarget(name: "SIPDialogTests", dependencies: ["SIPDialog", "SIPMessage", "SIPAuth"]),
-        .testTarget(name: "SIPRuntimeTests", dependencies: ["SwitchboardTestSupport", "SIPRuntime", "SIPProxy", "SIPLoad", "SIPTransaction", "SIPTransport", "SIPMessage", "SIPDialog", "SIPAuth"]),
+        .testTarget(name: "SIPRuntimeTests", dependencies: ["SwitchboardTestSupport", "SIPRuntime", "SIPProxy", "SIPLoad", "SIPTransaction", "SIPTransport", "SIPMessage", "SIPDialog", "SIPAuth", "NetworkIO"]),
         .testTarget(name: "SIPSimulationTests", dependencies: ["SIPSimulation", "SIPTransaction", "SIPMessage", "SIPDialog", "SIPAuth"]),
-        .testTarget(name: "SIPTransportTests", dependencies: ["SIPTransport", "SIPMessage"]),
-        .testTarget(name: "SIPResolverTests", dependencies: ["SwitchboardTestSupport", "SIPResolver", "SIPMessage"]),
+        .testTarget(name: "NetworkIOTests", dependencies: ["NetworkIO"]),
+        .testTarget(name: "SIPTransportTests", dependencies: ["SIPTransport", "SIPMessage", "NetworkIO"]),
+        .testTarget(name: "SIPResolverTests", dependencies: ["SwitchboardTestSupport", "SIPResolver", "SIPMessage", "NetworkIO"]),
         .testTarget(name: "SIPAuthTests", dependencies: ["SwitchboardTestSupport", "SIPAuth", "SIPMessage"]),
-        .testTarget(name: "PacketCaptureTests", dependencies: ["SwitchboardTestSupport", "PacketCapture", "SIPMessage"]),
+        .testTarget(name: "PacketCaptureTests", dependencies: ["SwitchboardTestSupport", "PacketCapture", "SIPMessage", "NetworkIO"]),
         .testTarget(name: "SwitchboardTests", dependencies: ["SwitchboardTestSupport", "Switchboard", "SIPRuntime", "SIPTransport", "SIPTransaction",
-                                                      "SIPMessage", "SIPDialog", "SIPResolver", "MediaRuntime",
+                                                      "SIPMessage", "SIPDialog", "SIPResolver", "MediaRuntime", "NetworkIO",
                                                       .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "SwitchboardToolsTests", dependencies: ["SwitchboardTools", "Switchboard", "SIPProxy", "SIPLoad", "CaptureAnalysis", "MediaRuntime", "Media", "SIPMessage", "SDP", "SIPRuntime", "SIPTransport", "PacketCapture", "SIPDialog", "SwitchboardTestSupport"]),
+        .testTarget(name: "SwitchboardToolsTests", dependencies: ["SwitchboardTools", "Switchboard", "SIPProxy", "SIPLoad", "CaptureAnalysis", "MediaRuntime", "Media", "SIPMessage", "SDP", "SIPRuntime", "SIPTransport", "PacketCapture", "SIPDialog", "SwitchboardTestSupport", "NetworkIO"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,6 +1,8 @@
 import SIPMessage
 import SDP
 import PacketCapture
+import NetworkIO
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)

@@ -1,9 +1,9 @@
 import CSocket
 import Dispatch
 import Glibc
+import NetworkIO
 import Synchronization
 import Logging
-import NetworkIO
 
 /// The threads that run media sessions: a fixed set of workers (by default one per CPU), each
 /// owning many sessions.
@@ -337,11 +337,12 @@ final class MediaWorker: @unchecked Sendable {
     private nonisolated(unsafe) var inboxClosed = false
     let stopping = Atomic<Bool>(false)
     private let stats: Mutex<MediaEngineStatistics>
-    private let thread = Mutex<MediaThread?>(nil)
+    /// Kept after shutdown (joining twice does nothing), for ``snapshot()``'s real-time count.
+    private let thread = Mutex<IOThread?>(nil)
     private let epoch: Int64
-    private let scheduling: MediaEngine.Scheduling
-    private let realtime = Atomic<Bool>(false)
     private let logger: Logger
+    /// The SCHED_FIFO priority asked for (nil: normal scheduling).
+    private let requestedPriority: Int32?
     private let shared = Mutex(Shared())
     /// The earliest deadline in the heap (Int64.max when empty), kept under `shared`'s lock
     /// whenever the heap changes, so that other workers look without taking the lock.
@@ -364,12 +365,12 @@ final class MediaWorker: @unchecked Sendable {
 
     init(index: Int, phases: Int, scheduling: MediaEngine.Scheduling, logger: Logger) throws(MediaSessionError) {
         self.logger = logger
+        if case .realtime(let priority) = scheduling { requestedPriority = priority } else { requestedPriority = nil }
         self.index = index
-        self.scheduling = scheduling
         self.phases = phases
         phaseLoad = [Int](repeating: 0, count: phases)
         stats = Mutex(MediaEngineStatistics(threads: 0))
-        epoch = MonotonicClock.nanoseconds()
+        epoch = MonotonicClock.now.nanoseconds
         lastPublished = epoch
         epoll = cs_epoll_create()
         guard epoll >= 0 else { throw .system("epoll_create1", errno: cs_errno()) }
@@ -380,8 +381,12 @@ final class MediaWorker: @unchecked Sendable {
             for fd in [epoll, timer, wake] where fd >= 0 { _ = Glibc.close(fd) }
             throw .system("timerfd/eventfd", errno: code)
         }
-        let t = try MediaThread(name: "media-\(index)") { [self] in run() }
-        thread.withLock { $0 = t }
+        do {
+            let t = try IOThread(name: "media-\(index)", realtimePriority: requestedPriority) { [self] in run() }
+            thread.withLock { $0 = t }
+        } catch {
+            throw .system(error.call, errno: error.code)
+        }
     }
 
     /// The workers whose overdue ticks this one may run (the engine's others).
@@ -433,7 +438,7 @@ final class MediaWorker: @unchecked Sendable {
     func snapshot() -> MediaEngineStatistics {
         var s = stats.withLock { $0 }
         s.sessions = load.load(ordering: .relaxed)
-        s.realtimeThreads = realtime.load(ordering: .relaxed) ? 1 : 0
+        s.realtimeThreads = thread.withLock { $0?.isRealtime ?? false } ? 1 : 0
         return s
     }
 
@@ -444,7 +449,7 @@ final class MediaWorker: @unchecked Sendable {
         if own { closesOwnDescriptors.store(true, ordering: .sequentiallyConsistent) }
         stopping.store(true, ordering: .sequentiallyConsistent)
         nudge()
-        if let t = thread.withLock({ t -> MediaThread? in defer { t = nil }; return t }) { t.join() }
+        thread.withLock { $0 }?.join()
         if !own { for fd in [epoll, timer, wake] { _ = Glibc.close(fd) } }
         setPeers([])
     }
@@ -588,14 +593,13 @@ final class MediaWorker: @unchecked Sendable {
 
     private func run() {
         pthread_setspecific(Self.currentKey, Unmanaged.passUnretained(self).toOpaque())
-        if case .realtime(let priority) = scheduling {
-            let granted = cs_set_thread_realtime(max(1, min(99, priority))) == 0
-            realtime.store(granted, ordering: .relaxed)
-            if !granted { logger.warning("media worker \(index): real-time priority \(priority) refused (needs CAP_SYS_NICE); normal scheduling") }
+        // The thread asked for SCHED_FIFO before this body ran (IOThread); say so when refused.
+        if let priority = requestedPriority, sched_getscheduler(0) != SCHED_FIFO {
+            logger.warning("media worker \(index): real-time priority \(priority) refused (needs CAP_SYS_NICE); normal scheduling")
         }
         var tags = [UInt64](repeating: 0, count: 256)
         var expirations: UInt64 = 0
-        var start = MonotonicClock.nanoseconds()
+        var start = MonotonicClock.now.nanoseconds
         while !stopping.load(ordering: .relaxed) {
             let version = peersVersion.load(ordering: .acquiring)
             if version != knownPeersVersion {
@@ -606,9 +610,9 @@ final class MediaWorker: @unchecked Sendable {
             runDueTicks()
             let more = help()
             arm()
-            local.busy += .nanoseconds(MonotonicClock.nanoseconds() - start)
+            local.busy += .nanoseconds(MonotonicClock.now.nanoseconds - start)
             let n = tags.withUnsafeMutableBufferPointer { cs_epoll_wait(epoll, $0.baseAddress, Int32($0.count), more ? 0 : 1000) }
-            start = MonotonicClock.nanoseconds()
+            start = MonotonicClock.now.nanoseconds
             if n > 0 {
                 for i in 0..<Int(n) {
                     switch tags[i] {
@@ -668,7 +672,7 @@ final class MediaWorker: @unchecked Sendable {
                 if !readsAtTick { _ = cs_epoll_add(epoll, fds.rtp, id << 1) }
                 _ = cs_epoll_add(epoll, fds.rtcp, id << 1 | 1)
                 // The first tick: the next instant of the phase slot at least 1 ms away.
-                let now = MonotonicClock.nanoseconds()
+                let now = MonotonicClock.now.nanoseconds
                 let offset = Self.period * Int64(phase) / Int64(phases)
                 let fromEpoch = now + 1_000_000 - epoch - offset
                 let periods = (fromEpoch + Self.period - 1) / Self.period
@@ -682,12 +686,12 @@ final class MediaWorker: @unchecked Sendable {
                 remove(id, closing: fds, done: done)
             }
         }
-        if !commands.isEmpty { publish(MonotonicClock.nanoseconds()) }
+        if !commands.isEmpty { publish(MonotonicClock.now.nanoseconds) }
     }
 
     private func runDueTicks(limit: Int = .max) {
         // Deadlines within 50 µs are run now rather than after another wake-up.
-        var now = MonotonicClock.nanoseconds()
+        var now = MonotonicClock.now.nanoseconds
         var ran = 0
         while ran < limit, let job = take(dueBy: now + 50_000) {
             ran += 1
@@ -711,7 +715,7 @@ final class MediaWorker: @unchecked Sendable {
         if job.entry.readsAtTick {
             local.datagrams &+= UInt64(session.receive(onRTCPSocket: false, scratch: scratch, batches: job.entry.batches))
             // The tick's time follows the reads: no datagram arrived after the frame it feeds.
-            now = MonotonicClock.nanoseconds()
+            now = MonotonicClock.now.nanoseconds
         }
         let ptime = session.tick(at: .nanoseconds(now), lateness: late)
         let step = max(Int64(1_000_000), Int64(ptime.components.seconds) * 1_000_000_000 + Int64(ptime.components.attoseconds / 1_000_000_000))
@@ -721,7 +725,7 @@ final class MediaWorker: @unchecked Sendable {
         owner.release(job.id, next: (next, Entry.batches(forPtime: step), job.entry.batches))
         local.ticks &+= 1
         if owner !== self { local.helpedTicks &+= 1 }
-        return MonotonicClock.nanoseconds()
+        return MonotonicClock.now.nanoseconds
     }
 
     /// Runs other workers' ticks that are over ``helpThreshold`` late (a worker stalled by the
@@ -730,7 +734,7 @@ final class MediaWorker: @unchecked Sendable {
     /// draining it alone. Sessions stay with their worker; only the late ticks move.
     private func help() -> Bool {
         guard !peers.isEmpty else { return false }
-        var now = MonotonicClock.nanoseconds()
+        var now = MonotonicClock.now.nanoseconds
         var budget = Self.helpBudget
         // Each worker starts with a different peer, so that helpers do not all crowd one.
         for k in 0..<peers.count where budget > 0 {
@@ -777,7 +781,7 @@ final class MediaWorker: @unchecked Sendable {
     private func arm() {
         var deadline = earliest.load(ordering: .relaxed)
         if !peers.isEmpty {
-            let now = MonotonicClock.nanoseconds()
+            let now = MonotonicClock.now.nanoseconds
             for peer in peers where !peer.stopping.load(ordering: .relaxed) {
                 // A moment already past was looked at by help() just now (which declined for
                 // want of time, or left the rest for the next pass): arming for it would spin.

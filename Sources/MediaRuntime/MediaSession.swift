@@ -2,6 +2,7 @@ import CSocket
 import Glibc
 import Media
 import MediaCodecs
+import NetworkIO
 import RTP
 import SDP
 import SRTP
@@ -45,7 +46,7 @@ public final class MediaSession: Sendable {
     /// session's own worker reads its RTCP port.
     private let work = Mutex<Void>(())
     private let events: @Sendable (MediaSessionEvent) -> Void
-    private let origin: Duration
+    private let origin: MonotonicClock.Instant
 
     /// Binds the sockets and prepares the audio ends; no media flows until ``apply(_:)``.
     /// - Parameters:
@@ -61,7 +62,7 @@ public final class MediaSession: Sendable {
     ) throws(MediaSessionError) {
         self.configuration = configuration
         self.events = events
-        origin = MonotonicClock.now()
+        origin = MonotonicClock.now
         // An even port pair from a random starting point of the range.
         let low = configuration.portRange.lowerBound &+ (configuration.portRange.lowerBound & 1)
         let high = configuration.portRange.upperBound
@@ -144,10 +145,10 @@ public final class MediaSession: Sendable {
         // Codec objects and SRTP are built before taking the lock.
         let send = try CodecFactory.encoder(for: media.sendCodec, ptimeMS: ptimeMS, opusComplexity: configuration.opusComplexity,
                                               opusBitrate: configuration.opusBitrate)
-        guard let remote = MediaEndpoint(ip: media.remoteAddress, port: media.remoteRTPPort) else {
+        guard let remote = try? SocketAddress(ip: media.remoteAddress, port: media.remoteRTPPort) else {
             throw .invalidAddress(media.remoteAddress)
         }
-        let remoteRTCP = media.rtcpMux ? remote : (MediaEndpoint(ip: media.remoteRTCPAddress, port: media.remoteRTCPPort) ?? remote.withPort(remote.port &+ 1))
+        let remoteRTCP = media.rtcpMux ? remote : ((try? SocketAddress(ip: media.remoteRTCPAddress, port: media.remoteRTCPPort)) ?? remote.withPort(remote.port &+ 1))
         let previous = state.withLock { $0.negotiated }
         var srtp: SRTPContext? = state.withLock { $0.srtp }
         if let negotiated = media.srtp {
@@ -166,7 +167,7 @@ public final class MediaSession: Sendable {
         } else {
             srtp = nil
         }
-        let now = MonotonicClock.now() - origin
+        let now = MonotonicClock.now - origin
         let startThreads = state.withLock { s -> Bool in
             let first = s.negotiated == nil
             s.configure(media: media, encoder: send, ptime: ptime, remote: remote, remoteRTCP: remoteRTCP, srtp: srtp,
@@ -193,7 +194,7 @@ public final class MediaSession: Sendable {
     /// - Throws: ``MediaSessionError/dtmfUnavailable(_:)`` without a negotiated telephone-event
     ///   or while not sending; ``MediaSessionError/dtmf(_:)`` for invalid digits.
     public func sendDigits(_ digits: String) throws(MediaSessionError) {
-        let now = MonotonicClock.now() - origin
+        let now = MonotonicClock.now - origin
         try state.withLock { s throws(MediaSessionError) in try s.queueDigits(digits, now: now) }
     }
 
@@ -211,10 +212,10 @@ public final class MediaSession: Sendable {
     /// later, when the tick or read running the callback ends.
     public func stop() {
         guard running.exchange(false, ordering: .sequentiallyConsistent) else { return }
-        let now = MonotonicClock.now() - origin
-        let wall = MonotonicClock.wallClock()
+        let now = MonotonicClock.now - origin
+        let wall = WallTime.now()
         // Ticks and receives check `running` under the lock: none runs after this one.
-        let bye = state.withLock { s -> ([UInt8], MediaEndpoint, Bool)? in
+        let bye = state.withLock { s -> ([UInt8], SocketAddress, Bool)? in
             defer { s.closeSink() }
             return s.byePacket(now: now, wallClock: wall)
         }
@@ -285,14 +286,14 @@ public final class MediaSession: Sendable {
             // (never in the future, never more than a second back). A step of the wall clock
             // (the offset between the clocks moved by over 1 ms since the worker's last batch)
             // makes this batch's stamps meaningless: it counts as arriving now.
-            let monotonic = MonotonicClock.now()
+            let monotonic = MonotonicClock.now
             let now = monotonic - origin
-            let wall = MonotonicClock.wallClock()
-            let offset = wall - monotonic
+            let wall = WallTime.now()
+            let offset = wall - monotonic.sinceOrigin
             let stepped = scratch.clockOffset.map { $0 - offset > .milliseconds(1) || offset - $0 > .milliseconds(1) } ?? false
             scratch.clockOffset = offset
             for i in 0..<Int(count) {
-                guard let source = MediaEndpoint(storage: scratch.addresses[i], length: scratch.lengths[i]) else { continue }
+                guard let source = SocketAddress(storage: scratch.addresses[i], length: scratch.lengths[i]) else { continue }
                 let stamp = scratch.stamps[i]
                 let age = stamp > 0 && !stepped ? min(max(.zero, wall - .nanoseconds(stamp)), .seconds(1)) : .zero
                 let datagram = Array(scratch.buffer[(i * slot)..<(i * slot + min(scratch.sizes[i], slot))])
@@ -303,7 +304,7 @@ public final class MediaSession: Sendable {
         return total
     }
 
-    private func handle(_ datagram: consuming [UInt8], from source: MediaEndpoint, onRTCPPort: Bool, arrival: Duration, wallArrival: Duration) {
+    private func handle(_ datagram: consuming [UInt8], from source: SocketAddress, onRTCPPort: Bool, arrival: Duration, wallArrival: Duration) {
         // Moved, not copied: unprotecting in place then needs no second buffer.
         let size = datagram.count
         var bytes = consume datagram
@@ -345,9 +346,9 @@ public final class MediaSession: Sendable {
     }
 
     private func tickLocked(at now: Duration, lateness: Int64) -> Duration {
-        let elapsed = now - origin
-        let wall = MonotonicClock.wallClock()
-        var out: [(bytes: [UInt8], destination: MediaEndpoint, rtcp: Bool)] = []
+        let elapsed = now - origin.sinceOrigin
+        let wall = WallTime.now()
+        var out: [(bytes: [UInt8], destination: SocketAddress, rtcp: Bool)] = []
         let (output, ptime) = state.withLock { s -> ([MediaSessionEvent], Duration) in
             guard running.load(ordering: .relaxed) else { return ([], s.ptime) }
             s.recordLateness(nanoseconds: lateness)

@@ -1,5 +1,6 @@
 import Media
 import MediaCodecs
+import NetworkIO
 import RTP
 import SDP
 import SRTP
@@ -80,7 +81,7 @@ public enum MediaSessionEvent: Sendable, Hashable {
     /// An RFC 4733 event ended (reported exactly once per event).
     case dtmf(ReceivedDTMF)
     /// Symmetric RTP latched onto the peer's actual source address.
-    case latched(MediaEndpoint)
+    case latched(SocketAddress)
     /// A call-quality warning was raised or cleared.
     case quality(QualityEvent)
     /// The peer sent an RTCP BYE.

@@ -1,6 +1,7 @@
 import Glibc
 import Media
 import MediaCodecs
+import NetworkIO
 import RTP
 import SDP
 import SRTP
@@ -128,7 +129,7 @@ struct SessionState {
     var flow: Flow?
     var ptime: Duration = .milliseconds(20)
     var srtp: SRTPContext?
-    var remoteRTCP: MediaEndpoint?
+    var remoteRTCP: SocketAddress?
 
     // Sending.
     var encoder: (any AudioEncoder & Sendable)?
@@ -141,7 +142,7 @@ struct SessionState {
     var lastSendTime: Duration = .zero
 
     // Receiving.
-    var latch: SymmetricRTPLatch<MediaEndpoint>?
+    var latch: SymmetricRTPLatch<SocketAddress>?
     var source: SourceState?
     var jitter: JitterBuffer?
     var receiveClockRate = 8000
@@ -187,7 +188,7 @@ struct SessionState {
     }
 
     mutating func configure(media: NegotiatedMedia, encoder newEncoder: any AudioEncoder & Sendable, ptime newPtime: Duration,
-                            remote: MediaEndpoint, remoteRTCP newRemoteRTCP: MediaEndpoint, srtp newSRTP: SRTPContext?,
+                            remote: SocketAddress, remoteRTCP newRemoteRTCP: SocketAddress, srtp newSRTP: SRTPContext?,
                             configuration: MediaSessionConfiguration, now: Duration) {
         let old = negotiated
         negotiated = media
@@ -268,7 +269,7 @@ struct SessionState {
 
     // MARK: receiving
 
-    mutating func receiveRTP(_ packet: RTPPacket, from address: MediaEndpoint, size: Int, arrival: Duration) -> [MediaSessionEvent] {
+    mutating func receiveRTP(_ packet: RTPPacket, from address: SocketAddress, size: Int, arrival: Duration) -> [MediaSessionEvent] {
         // The latch is observed in place (copying it out and back cost a retain per packet).
         guard let media = flow, let decision = latch?.observe(packet, from: address, at: arrival) else {
             refused += 1
@@ -317,7 +318,7 @@ struct SessionState {
         }
     }
 
-    mutating func receiveRTCP(_ compound: RTCPCompoundPacket, from address: MediaEndpoint, arrival: Duration, wallClock: Duration) -> [MediaSessionEvent] {
+    mutating func receiveRTCP(_ compound: RTCPCompoundPacket, from address: SocketAddress, arrival: Duration, wallClock: Duration) -> [MediaSessionEvent] {
         guard negotiated != nil else { return [] }
         rtcpReceived += 1
         var events: [MediaSessionEvent] = []
@@ -346,7 +347,7 @@ struct SessionState {
 
     // MARK: the tick
 
-    mutating func tick(at now: Duration, wallClock: Duration, outgoing: inout [(bytes: [UInt8], destination: MediaEndpoint, rtcp: Bool)]) -> [MediaSessionEvent] {
+    mutating func tick(at now: Duration, wallClock: Duration, outgoing: inout [(bytes: [UInt8], destination: SocketAddress, rtcp: Bool)]) -> [MediaSessionEvent] {
         guard let media = flow else { return [] }
         var events: [MediaSessionEvent] = []
         let destination = latch?.destination
@@ -460,7 +461,7 @@ struct SessionState {
         return bytes
     }
 
-    func rtcpDestination() -> MediaEndpoint? {
+    func rtcpDestination() -> SocketAddress? {
         guard let media = negotiated else { return nil }
         if media.rtcpMux { return latch?.destination }
         if let latched = latch?.latchedAddress { return latched.withPort(latched.port &+ 1) }
@@ -501,7 +502,7 @@ struct SessionState {
         return bytes
     }
 
-    mutating func byePacket(now: Duration, wallClock: Duration) -> ([UInt8], MediaEndpoint, Bool)? {
+    mutating func byePacket(now: Duration, wallClock: Duration) -> ([UInt8], SocketAddress, Bool)? {
         guard let media = negotiated, let target = rtcpDestination() else { return nil }
         guard let bytes = rtcpReport(now: now, wallClock: wallClock, bye: true) else { return nil }
         return (bytes, target, media.rtcpMux)

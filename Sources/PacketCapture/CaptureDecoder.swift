@@ -1,69 +1,5 @@
+import NetworkIO
 import SIPMessage
-
-/// An IPv4 (4 bytes) or IPv6 (16 bytes) address.
-///
-/// Stored inline (two words and a length), so decoding a packet allocates nothing for its
-/// addresses and hashing an endpoint is cheap.
-public struct IPAddress: Sendable, Hashable, CustomStringConvertible {
-    private var high: UInt64 = 0
-    private var low: UInt64 = 0
-    private var length: UInt8 = 0
-
-    /// The address in network byte order: 4 bytes for IPv4, 16 for IPv6 (at most 16 bytes are kept).
-    public var bytes: [UInt8] {
-        get {
-            var out = [UInt8](repeating: 0, count: Int(length))
-            for i in 0..<Int(length) { out[i] = byte(i) }
-            return out
-        }
-        set { self = IPAddress(bytes: newValue) }
-    }
-
-    /// An address from its network-order bytes.
-    public init(bytes: [UInt8]) { self.init(bytes[...]) }
-
-    /// An address from network-order bytes (at most 16 are kept).
-    init(_ b: ArraySlice<UInt8>) {
-        length = UInt8(min(b.count, 16))
-        var i = 0
-        for x in b.prefix(16) {
-            if i < 8 { high |= UInt64(x) << (56 - 8 * UInt64(i)) } else { low |= UInt64(x) << (56 - 8 * UInt64(i - 8)) }
-            i += 1
-        }
-    }
-
-    /// The number of bytes: 4 or 16.
-    public var byteCount: Int { Int(length) }
-
-    /// The address as two big-endian words (bytes 0–7 and 8–15, zero-filled) and its length,
-    /// for hashing without an array.
-    public var packed: (high: UInt64, low: UInt64, length: UInt8) { (high, low, length) }
-
-    private func byte(_ i: Int) -> UInt8 {
-        i < 8 ? UInt8(truncatingIfNeeded: high >> (56 - 8 * UInt64(i))) : UInt8(truncatingIfNeeded: low >> (56 - 8 * UInt64(i - 8)))
-    }
-
-    /// Dotted quad for IPv4; RFC 5952 text for IPv6.
-    public var description: String {
-        let bytes = self.bytes
-        if bytes.count == 4 { return bytes.map(String.init).joined(separator: ".") }
-        var words: [UInt16] = []
-        for i in stride(from: 0, to: bytes.count - 1, by: 2) { words.append(UInt16(bytes[i]) << 8 | UInt16(bytes[i + 1])) }
-        // Longest run (≥ 2) of zero words becomes "::".
-        var best = (start: -1, count: 0), i = 0
-        while i < words.count {
-            if words[i] == 0 {
-                var j = i
-                while j < words.count && words[j] == 0 { j += 1 }
-                if j - i > best.count && j - i >= 2 { best = (i, j - i) }
-                i = j
-            } else { i += 1 }
-        }
-        let hex = { (w: ArraySlice<UInt16>) in w.map { String($0, radix: 16) }.joined(separator: ":") }
-        if best.start < 0 { return hex(words[...]) }
-        return hex(words[..<best.start]) + "::" + hex(words[(best.start + best.count)...])
-    }
-}
 
 /// An IP address and a transport port.
 public struct CaptureEndpoint: Sendable, Hashable, CustomStringConvertible {
@@ -415,7 +351,7 @@ public struct CaptureDecoder: Sendable {
         let flagsOffset = Int(p[s + 6]) << 8 | Int(p[s + 7])
         let more = flagsOffset & 0x2000 != 0
         let fragOffset = (flagsOffset & 0x1FFF) * 8
-        let src = IPAddress(p[(s + 12)..<(s + 16)]), dst = IPAddress(p[(s + 16)..<(s + 20)])
+        let src = IPAddress.v4(IPv4Address(p, at: s + 12)), dst = IPAddress.v4(IPv4Address(p, at: s + 16))
         let payload = p[(s + ihl)..<(s + total)]
         if more || fragOffset != 0 {
             counters.fragments += 1
@@ -440,7 +376,7 @@ public struct CaptureDecoder: Sendable {
         guard length > 0 else { return anomaly(f.number, .malformed("IPv6 jumbogram (payload length 0) not supported")) }
         guard p.count >= 40 + length else { return anomaly(f.number, .truncated("IPv6 payload of \(length) bytes, \(p.count - 40) captured")) }
         counters.ipv6Packets += 1
-        let src = IPAddress(p[(s + 8)..<(s + 24)]), dst = IPAddress(p[(s + 24)..<(s + 40)])
+        let src = IPAddress.v6(IPv6Address(p, at: s + 8)), dst = IPAddress.v6(IPv6Address(p, at: s + 24))
         walkIPv6(next: p[s + 6], p[(s + 40)..<(s + 40 + length)], src, dst, f, reassembled: false)
     }
 
@@ -799,5 +735,22 @@ enum SIPDetector {
              UInt8(ascii: "+"), UInt8(ascii: "`"), UInt8(ascii: "'"), UInt8(ascii: "~"): return true
         default: return false
         }
+    }
+}
+
+extension IPv4Address {
+    /// The address in the four bytes of `p` from `offset` (the caller checked the length).
+    init(_ p: ArraySlice<UInt8>, at offset: Int) {
+        self.init(p[offset], p[offset + 1], p[offset + 2], p[offset + 3])
+    }
+}
+
+extension IPv6Address {
+    /// The address in the sixteen bytes of `p` from `offset` (the caller checked the length).
+    init(_ p: ArraySlice<UInt8>, at offset: Int) {
+        var high: UInt64 = 0, low: UInt64 = 0
+        for i in 0..<8 { high = high << 8 | UInt64(p[offset + i]) }
+        for i in 8..<16 { low = low << 8 | UInt64(p[offset + i]) }
+        self.init(high: high, low: low)
     }
 }

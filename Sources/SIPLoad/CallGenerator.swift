@@ -3,6 +3,7 @@ import SIPMessage
 import SIPRuntime
 import SIPTransaction
 import SIPTransport
+import NetworkIO
 
 /// Places short calls against a UAS (INVITE, ACK for the 2xx, BYE), at a given rate: the UAC
 /// side of the SIPp interop tests and a load generator. Each call succeeds when its BYE gets a
@@ -51,7 +52,7 @@ public final class CallGenerator: Sendable {
         for n in 0..<count {
             endpoint.timerService.schedule(after: interval * n) { [weak self] in self?.startCall(n) }
         }
-        let clock = ContinuousClock()
+        let clock = MonotonicClock()
         let deadline = clock.now + timeout
         while clock.now < deadline {
             if state.withLock({ $0.result.finished >= count }) { break }

@@ -8,6 +8,7 @@ import SIPDialog
 import SDP
 import Media
 import MediaRuntime
+import NetworkIO
 
 /// `switchboard serve --echo`: an echo test line for many calls at once. The SIP side is the
 /// dialog-layer ``DialogServer`` (no thread per call, one lock, O(1) work per message); every
@@ -204,8 +205,8 @@ public final class EchoServer: Sendable {
 final class CallTable: Sendable {
     let options: EchoServer.Options
     let state = Mutex(EchoServer.State())
-    let clock = ContinuousClock()
-    let origin: ContinuousClock.Instant
+    let clock = MonotonicClock()
+    let origin: MonotonicClock.Instant
 
     init(options: EchoServer.Options) {
         self.options = options

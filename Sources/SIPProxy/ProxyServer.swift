@@ -7,6 +7,7 @@ import SIPTransaction
 import SIPTransport
 import SIPAuth
 import SIPDialog
+import NetworkIO
 
 /// A registrar with a transaction-stateful proxy in front of its location service (RFC 3261
 /// §10.3 and §16), on a ``SIPEndpoint``: REGISTER for the domain is answered by
@@ -65,7 +66,6 @@ public final class ProxyServer: Sendable {
     public let configuration: Configuration
     private let state: Mutex<State>
     private let endpointBox = Mutex<SIPEndpoint?>(nil)
-    private let clock = WallClock()
 
     public init(configuration: Configuration) {
         self.configuration = configuration
@@ -87,7 +87,7 @@ public final class ProxyServer: Sendable {
         return state.withLock { $0.registrar.lookup(aor, now: now) }
     }
 
-    private func seconds() -> Int64 { clock.now().components.seconds }
+    private func seconds() -> Int64 { MonotonicClock.now.sinceOrigin.components.seconds }
 
     /// Handles one endpoint event.
     public func handle(_ event: EndpointEvent) {

@@ -1,3 +1,5 @@
+import NetworkIO
+
 /// A bounded cache of DNS answers that honours their TTLs.
 ///
 /// Pure: the caller passes the current instant to every call, so tests drive time by hand.
@@ -21,8 +23,8 @@ public struct DNSCache: Sendable {
 
     struct Entry {
         var answer: Answer
-        var stored: ContinuousClock.Instant
-        var expires: ContinuousClock.Instant
+        var stored: MonotonicClock.Instant
+        var expires: MonotonicClock.Instant
     }
 
     /// The most entries kept.
@@ -41,7 +43,7 @@ public struct DNSCache: Sendable {
     public var count: Int { entries.count }
 
     /// Stores an answer for `ttl` seconds from `now`.
-    public mutating func store(_ answer: Answer, name: DNSName, type: DNSRecordType, ttl: UInt32, now: ContinuousClock.Instant) {
+    public mutating func store(_ answer: Answer, name: DNSName, type: DNSRecordType, ttl: UInt32, now: MonotonicClock.Instant) {
         let seconds = min(ttl, maximumTTL)
         guard seconds > 0, capacity > 0 else { return }
         let key = Key(name: name, type: type)
@@ -51,7 +53,7 @@ public struct DNSCache: Sendable {
 
     /// The answer stored for `name` and `type` if it has not expired, with each record's TTL
     /// reduced by the time it has spent in the cache. Expired entries are removed.
-    public mutating func lookup(name: DNSName, type: DNSRecordType, now: ContinuousClock.Instant) -> Answer? {
+    public mutating func lookup(name: DNSName, type: DNSRecordType, now: MonotonicClock.Instant) -> Answer? {
         let key = Key(name: name, type: type)
         guard let entry = entries[key] else { return nil }
         guard now < entry.expires else {
@@ -70,7 +72,7 @@ public struct DNSCache: Sendable {
     /// Removes every entry.
     public mutating func removeAll() { entries.removeAll() }
 
-    mutating func evict(now: ContinuousClock.Instant) {
+    mutating func evict(now: MonotonicClock.Instant) {
         entries = entries.filter { $0.value.expires > now }
         while entries.count >= capacity, let soonest = entries.min(by: { $0.value.expires < $1.value.expires }) {
             entries[soonest.key] = nil

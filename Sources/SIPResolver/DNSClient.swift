@@ -1,4 +1,5 @@
 import Glibc
+import NetworkIO
 import Synchronization
 
 /// Something that answers DNS lookups: ``DNSClient``, or a stand-in in tests.

@@ -1,37 +1,11 @@
-/// The address of a DNS server: an IP address and a port (53 by default).
-public struct DNSServerAddress: Sendable, Hashable, CustomStringConvertible {
-    /// The server's IP address.
-    public var address: IPAddress
-    /// The server's UDP and TCP port.
-    public var port: UInt16
-
-    /// Creates a server address.
-    public init(_ address: IPAddress, port: UInt16 = 53) {
-        self.address = address
-        self.port = port
-    }
-
-    /// Parses an IPv4 or IPv6 address (brackets allowed); `nil` when it is not one.
-    public init?(_ text: String, port: UInt16 = 53) {
-        guard let address = IPAddress(text) else { return nil }
-        self.init(address, port: port)
-    }
-
-    /// `192.0.2.53:53` or `[2001:db8::53]:53`.
-    public var description: String {
-        switch address {
-        case .v4(let a): return "\(a):\(port)"
-        case .v6(let a): return "[\(a)]:\(port)"
-        }
-    }
-}
+import NetworkIO
 
 /// Settings of a ``DNSClient``.
 public struct DNSClientConfiguration: Sendable, Hashable {
     /// The servers to ask, in order. When empty, A and AAAA lookups go to the system resolver
     /// (`getaddrinfo`) if ``usesSystemResolverWithoutNameservers`` is set, and other lookups
     /// fail with ``DNSError/noNameservers``.
-    public var nameservers: [DNSServerAddress]
+    public var nameservers: [SocketAddress]
     /// How long to wait for one answer from one server (UDP, or the whole TCP exchange).
     public var timeout: Duration
     /// How many rounds over ``nameservers`` to make before giving up (at least one).
@@ -54,7 +28,7 @@ public struct DNSClientConfiguration: Sendable, Hashable {
     /// The defaults wait 2 s per server and make two rounds, cache 256 answers for at most an
     /// hour (five minutes when negative), consult no host table, and fall back to the system
     /// resolver for addresses only when `nameservers` is empty.
-    public init(nameservers: [DNSServerAddress], timeout: Duration = .seconds(2), attempts: Int = 2,
+    public init(nameservers: [SocketAddress], timeout: Duration = .seconds(2), attempts: Int = 2,
                 cacheCapacity: Int = 256, maximumCacheTTL: UInt32 = 3600, maximumNegativeCacheTTL: UInt32 = 300,
                 hosts: HostsFile? = nil, usesSystemResolverWithoutNameservers: Bool = true, limits: DNSParserLimits = .default) {
         self.nameservers = nameservers
@@ -73,7 +47,7 @@ public struct DNSClientConfiguration: Sendable, Hashable {
     /// `timeout:n` (1–30 s) and `attempts:n` (1–5) options. Other settings (`search`, `ndots`)
     /// do not apply: SIP names are fully qualified.
     public init(resolvConf text: String, hosts: HostsFile? = nil) {
-        var servers = [DNSServerAddress]()
+        var servers = [SocketAddress]()
         var timeout = Duration.seconds(2)
         var attempts = 2
         for line in text.split(whereSeparator: { $0 == "\n" || $0 == "\r" }) {
@@ -81,7 +55,9 @@ public struct DNSClientConfiguration: Sendable, Hashable {
             guard let keyword = fields.first, !keyword.hasPrefix("#"), !keyword.hasPrefix(";") else { continue }
             switch keyword {
             case "nameserver":
-                if fields.count >= 2, servers.count < 3, let s = DNSServerAddress(String(fields[1])) { servers.append(s) }
+                if fields.count >= 2, servers.count < 3, let ip = IPAddress(String(fields[1])) {
+                    servers.append(SocketAddress(ip, port: 53))
+                }
             case "options":
                 for option in fields.dropFirst() {
                     if option.hasPrefix("timeout:"), let n = Int(option.dropFirst(8)) {

@@ -1,3 +1,5 @@
+import NetworkIO
+
 extension DNSMessage {
     /// Parses a DNS message (RFC 1035 §4.1), following name compression pointers
     /// (§4.1.4) and decoding the RDATA of A, AAAA, CNAME, NS, PTR, SOA, TXT, SRV and NAPTR

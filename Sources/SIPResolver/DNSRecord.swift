@@ -1,3 +1,5 @@
+import NetworkIO
+
 /// A service location record (RFC 2782).
 public struct DNSSRVRecord: Sendable, Hashable, CustomStringConvertible {
     /// Lower values are tried first.

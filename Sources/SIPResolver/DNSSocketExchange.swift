@@ -1,5 +1,6 @@
 import Dispatch
 import Glibc
+import NetworkIO
 import Synchronization
 
 /// Set when the task waiting for a blocking exchange is cancelled; the exchange polls it.
@@ -47,7 +48,7 @@ enum DNSSocketExchange {
         response.isResponse && response.id == id && response.questions.count == 1 && response.questions[0] == question
     }
 
-    static func milliseconds(until deadline: ContinuousClock.Instant) -> Int {
+    static func milliseconds(until deadline: MonotonicClock.Instant) -> Int {
         let (s, atto) = (deadline - .now).components
         if s < 0 || (s == 0 && atto <= 0) { return 0 }
         let ms = s * 1000 + atto / 1_000_000_000_000_000
@@ -55,7 +56,7 @@ enum DNSSocketExchange {
     }
 
     /// Waits for `events` on `fd` until the deadline; false on timeout.
-    static func wait(_ fd: Int32, events: Int32, deadline: ContinuousClock.Instant, cancel: CancellationFlag) throws(DNSExchangeFailure) -> Bool {
+    static func wait(_ fd: Int32, events: Int32, deadline: MonotonicClock.Instant, cancel: CancellationFlag) throws(DNSExchangeFailure) -> Bool {
         while true {
             if cancel.isCancelled { throw .cancelled }
             let remaining = milliseconds(until: deadline)
@@ -70,63 +71,28 @@ enum DNSSocketExchange {
         }
     }
 
-    /// Calls `body` with the server's socket address.
-    static func withSocketAddress<R>(_ server: DNSServerAddress, _ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
-        switch server.address {
-        case .v4(let a):
-            var sin = sockaddr_in()
-            sin.sin_family = sa_family_t(AF_INET)
-            sin.sin_port = server.port.bigEndian
-            sin.sin_addr.s_addr = a.value.bigEndian
-            return withUnsafePointer(to: &sin) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-        case .v6(let a):
-            var sin6 = sockaddr_in6()
-            sin6.sin6_family = sa_family_t(AF_INET6)
-            sin6.sin6_port = server.port.bigEndian
-            let bytes = a.bytes
-            withUnsafeMutableBytes(of: &sin6.sin6_addr) { raw in
-                for i in 0..<16 { raw[i] = bytes[i] }
-            }
-            return withUnsafePointer(to: &sin6) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
-            }
-        }
-    }
-
-    static func family(of server: DNSServerAddress) -> Int32 {
-        if case .v4 = server.address { return AF_INET }
-        return AF_INET6
-    }
-
     /// Binds `fd` to a random port above 1023 of the wildcard address of the server's family
     /// (RFC 5452 §9.2); after eight ports in use, lets the kernel choose.
-    static func bindRandomPort(_ fd: Int32, like server: DNSServerAddress) {
+    static func bindRandomPort(_ fd: Int32, like server: SocketAddress) {
         var generator = SystemRandomNumberGenerator()
         for _ in 0..<8 {
             let port = UInt16.random(in: 1024...UInt16.max, using: &generator)
-            let wildcard: DNSServerAddress
-            switch server.address {
-            case .v4: wildcard = DNSServerAddress(.v4(IPv4Address(0)), port: port)
-            case .v6: wildcard = DNSServerAddress(.v6(IPv6Address(high: 0, low: 0)), port: port)
-            }
-            let rc = withSocketAddress(wildcard) { bind(fd, $0, $1) }
+            let rc = SocketAddress.wildcard(ipv6: server.isIPv6, port: port).withSockaddr { bind(fd, $0, $1) }
             if rc == 0 { return }
         }
     }
 
     /// Sends `query` over UDP from a random port and waits for the matching answer. Datagrams
     /// that do not parse or do not match the ID and question are ignored (RFC 5452 §9.1).
-    static func udp(_ query: [UInt8], id: UInt16, question: DNSQuestion, server: DNSServerAddress, timeout: Duration,
+    static func udp(_ query: [UInt8], id: UInt16, question: DNSQuestion, server: SocketAddress, timeout: Duration,
                     limits: DNSParserLimits, cancel: CancellationFlag) throws(DNSExchangeFailure) -> DNSMessage {
-        let deadline = ContinuousClock.now + timeout
-        let fd = socket(family(of: server), Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let deadline = MonotonicClock.now + timeout
+        let fd = socket(server.family, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw .socket("socket", errno) }
         defer { close(fd) }
         bindRandomPort(fd, like: server)
         // A connected socket only receives datagrams from the server, and reports ICMP errors.
-        guard withSocketAddress(server, { connect(fd, $0, $1) }) == 0 else { throw .socket("connect", errno) }
+        guard server.withSockaddr({ connect(fd, $0, $1) }) == 0 else { throw .socket("connect", errno) }
         let sent = query.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         guard sent == query.count else { throw .socket("send", errno) }
         var buffer = [UInt8](repeating: 0, count: 65_536)
@@ -153,13 +119,13 @@ enum DNSSocketExchange {
     }
 
     /// Sends `query` over TCP (two-octet length prefix, RFC 1035 §4.2.2) and reads the answer.
-    static func tcp(_ query: [UInt8], id: UInt16, question: DNSQuestion, server: DNSServerAddress, timeout: Duration,
+    static func tcp(_ query: [UInt8], id: UInt16, question: DNSQuestion, server: SocketAddress, timeout: Duration,
                     limits: DNSParserLimits, cancel: CancellationFlag) throws(DNSExchangeFailure) -> DNSMessage {
-        let deadline = ContinuousClock.now + timeout
-        let fd = socket(family(of: server), Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        let deadline = MonotonicClock.now + timeout
+        let fd = socket(server.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         guard fd >= 0 else { throw .socket("socket", errno) }
         defer { close(fd) }
-        if withSocketAddress(server, { connect(fd, $0, $1) }) != 0 {
+        if server.withSockaddr({ connect(fd, $0, $1) }) != 0 {
             guard errno == EINPROGRESS else { throw .socket("connect", errno) }
             guard try wait(fd, events: Int32(POLLOUT), deadline: deadline, cancel: cancel) else { throw .timedOut }
             var error: Int32 = 0
@@ -193,7 +159,7 @@ enum DNSSocketExchange {
     }
 
     /// Reads exactly `count` bytes from a non-blocking stream socket before the deadline.
-    static func read(_ fd: Int32, count: Int, deadline: ContinuousClock.Instant, cancel: CancellationFlag) throws(DNSExchangeFailure) -> [UInt8] {
+    static func read(_ fd: Int32, count: Int, deadline: MonotonicClock.Instant, cancel: CancellationFlag) throws(DNSExchangeFailure) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: count)
         var got = 0
         while got < count {

@@ -1,4 +1,5 @@
 import Glibc
+import NetworkIO
 
 /// The static host table of `/etc/hosts`: lines of an address followed by names, `#` starting
 /// a comment. Consulted by ``DNSClient`` for A and AAAA before any query, as the system

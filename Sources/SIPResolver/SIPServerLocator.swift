@@ -1,3 +1,4 @@
+import NetworkIO
 import SIPMessage
 
 /// Why a SIP URI could not be turned into targets.

@@ -4,6 +4,7 @@ import NetworkIO
 import SIPMessage
 import SIPTransaction
 import SIPTransport
+import NetworkIO
 
 /// Where a message came from or goes to: a transport, an address and, for connections, which
 /// connection.

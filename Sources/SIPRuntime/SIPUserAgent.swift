@@ -6,6 +6,7 @@ import SIPTransaction
 import SIPTransport
 import SIPAuth
 import SIPDialog
+import NetworkIO
 
 /// A SIP user agent on real sockets: the ``SessionManager`` (INVITE sessions) and a
 /// ``RegistrationClient`` driven by a ``SIPEndpoint`` and its timer thread.

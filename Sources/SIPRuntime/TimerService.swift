@@ -1,33 +1,19 @@
 import Synchronization
 import SIPTransaction
+import NetworkIO
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
 
-/// A source of monotonic time, so the same runtime code runs on the wall clock and on a
-/// virtual one.
-public protocol SIPClock: Sendable {
-    /// Time elapsed since an arbitrary fixed origin.
-    func now() -> Duration
-}
-
-/// The system's monotonic clock.
-public struct WallClock: SIPClock {
-    public init() {}
-    public func now() -> Duration {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return .seconds(Int64(ts.tv_sec)) + .nanoseconds(Int64(ts.tv_nsec))
-    }
-}
-
 /// Runs callbacks at future times on one thread, from a binary heap: cheap enough for the tens
 /// of thousands of transaction timers a busy server keeps. Cancelling is O(1): a cancelled
 /// entry stays in the heap and is skipped when it comes up.
 ///
-/// It runs on the monotonic wall clock (the simulation has its own virtual-time loop). Call
+/// It runs on ``MonotonicClock`` (the simulation has its own virtual-time loop); deadlines in
+/// the heap are durations since that clock's origin. Call
 /// ``shutdown()`` when done: the thread keeps the service alive until then.
 public final class TimerService: Sendable {
     public struct Handle: Hashable, Sendable { let id: UInt64 }
@@ -45,19 +31,18 @@ public final class TimerService: Sendable {
     }
 
     private let state = Mutex(State())
-    private let clock = WallClock()
     private let condition = MonotonicCondition()
-    private let thread = Mutex<pthread_t?>(nil)
+    private let thread = Mutex<IOThread?>(nil)
 
+    /// Starts the timer thread ("sip-timers"). The process cannot run SIP without it: failing to
+    /// create a thread stops the process.
     public init() {
-        let box = Unmanaged.passRetained(self)
-        var tid = pthread_t()
-        pthread_create(&tid, nil, { raw in
-            let service = Unmanaged<TimerService>.fromOpaque(raw!).takeRetainedValue()
-            service.loop()
-            return nil
-        }, box.toOpaque())
-        thread.withLock { $0 = tid }
+        do {
+            let t = try IOThread(name: "sip-timers") { [self] in loop() }
+            thread.withLock { $0 = t }
+        } catch {
+            fatalError("TimerService: \(error)")
+        }
     }
 
     /// The number of timers that have not fired or been cancelled.
@@ -66,7 +51,7 @@ public final class TimerService: Sendable {
     /// Runs `action` after `delay` on the timer thread.
     @discardableResult
     public func schedule(after delay: Duration, _ action: @escaping @Sendable () -> Void) -> Handle {
-        let deadline = clock.now() + max(delay, .zero)
+        let deadline = MonotonicClock.now.sinceOrigin + max(delay, .zero)
         let (id, first) = state.withLock { s -> (UInt64, Bool) in
             let id = s.nextID
             s.nextID += 1
@@ -91,9 +76,8 @@ public final class TimerService: Sendable {
         }
         guard wasRunning else { return }
         signal()
-        if let tid = thread.withLock({ t -> pthread_t? in defer { t = nil }; return t }) {
-            if !pthread_equal(tid, pthread_self()).isTrue { pthread_join(tid, nil) }
-        }
+        // From a timer callback this detaches the thread instead of waiting for itself.
+        thread.withLock { t -> IOThread? in defer { t = nil }; return t }?.join()
     }
 
     private func signal() { condition.signal() }
@@ -103,7 +87,7 @@ public final class TimerService: Sendable {
             var due: [Entry] = []
             let (running, next) = state.withLock { s -> (Bool, Duration?) in
                 guard s.running else { return (false, nil) }
-                let now = clock.now()
+                let now = MonotonicClock.now.sinceOrigin
                 while let (_, e) = s.heap.pop(dueBy: now) {
                     if s.live.remove(e.id) != nil { due.append(e) }
                 }
@@ -119,10 +103,6 @@ public final class TimerService: Sendable {
             }
         }
     }
-}
-
-extension Int32 {
-    var isTrue: Bool { self != 0 }
 }
 
 /// A pthread mutex and a condition variable on CLOCK_MONOTONIC. pthread objects are made for
@@ -162,7 +142,7 @@ final class MonotonicCondition: @unchecked Sendable {
         pthread_mutex_lock(lock)
         if shouldWait() {
             if let d = deadline {
-                var ts = timespec(tv_sec: Int(d.components.seconds), tv_nsec: Int(d.components.attoseconds / 1_000_000_000))
+                var ts = MonotonicClock.Instant(sinceOrigin: d).timespec
                 _ = pthread_cond_timedwait(cond, lock, &ts)
             } else {
                 pthread_cond_wait(cond, lock)

@@ -1,4 +1,6 @@
+import NetworkIO
 import SIPTransport
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -45,11 +47,7 @@ public struct SIPTrafficRecord: Sendable {
     }
 
     /// The wall clock now (CLOCK_REALTIME), as stored in ``time``.
-    public static func now() -> Duration {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        return .seconds(Int64(ts.tv_sec)) + .nanoseconds(Int64(ts.tv_nsec))
-    }
+    public static func now() -> Duration { WallTime.now() }
 }
 
 /// Receives a copy of every message an ``SIPEndpoint`` sends or receives (set

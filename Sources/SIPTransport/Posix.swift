@@ -1,5 +1,6 @@
 import CSocket
 import Glibc
+import NetworkIO
 
 /// Small helpers shared by the transports.
 enum Posix {
@@ -9,7 +10,7 @@ enum Posix {
     }
 
     /// Milliseconds to wait in poll(2) until `deadline` (rounded up; 0 when past; -1 for none).
-    static func pollTimeout(until deadline: ContinuousClock.Instant?, now: ContinuousClock.Instant, cap: Duration? = nil) -> Int32 {
+    static func pollTimeout(until deadline: MonotonicClock.Instant?, now: MonotonicClock.Instant, cap: Duration? = nil) -> Int32 {
         var wait: Duration? = deadline.map { now.duration(to: $0) }
         if let cap { wait = wait.map { min($0, cap) } ?? cap }
         guard let wait else { return -1 }

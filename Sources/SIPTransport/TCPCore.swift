@@ -1,5 +1,6 @@
 import CSocket
 import Glibc
+import NetworkIO
 import SIPMessage
 import Synchronization
 import Logging
@@ -8,9 +9,9 @@ import Logging
 final class TCPConnection {
     enum Phase {
         /// A non-blocking connect is in progress; it fails at the deadline.
-        case connecting(deadline: ContinuousClock.Instant)
+        case connecting(deadline: MonotonicClock.Instant)
         /// TLS: the TCP connection is up and the handshake runs; it fails at the deadline.
-        case handshaking(deadline: ContinuousClock.Instant)
+        case handshaking(deadline: MonotonicClock.Instant)
         case established
     }
 
@@ -32,13 +33,13 @@ final class TCPConnection {
     /// TLS: input is buffered in the session (a handshake run by `connect` read past its end),
     /// so the I/O thread must decrypt it without waiting for the socket.
     var inputPending = false
-    var lastActivity: ContinuousClock.Instant
+    var lastActivity: MonotonicClock.Instant
     /// Set by another thread (or a failed send); the I/O thread closes the connection.
     var closeRequest: ConnectionCloseReason?
     /// Whether ``TransportEvent/connectionOpened(_:)`` has been reported.
     var reportedOpen = false
 
-    init(fd: Int32, info: ConnectionInfo, phase: Phase, now: ContinuousClock.Instant, tls: TLSSession? = nil, serverName: String? = nil) {
+    init(fd: Int32, info: ConnectionInfo, phase: Phase, now: MonotonicClock.Instant, tls: TLSSession? = nil, serverName: String? = nil) {
         self.fd = fd
         self.info = info
         self.phase = phase
@@ -59,7 +60,7 @@ final class TCPConnection {
 
     /// Writes queued bytes until the socket would block; returns the bytes written, or the
     /// error that makes the connection unusable.
-    func flush(now: ContinuousClock.Instant) -> Result<Int, SystemCallError> {
+    func flush(now: MonotonicClock.Instant) -> Result<Int, SystemCallError> {
         var written = 0
         while outHead < out.count {
             let n = out.withUnsafeBufferPointer { cs_send_stream(fd, $0.baseAddress! + outHead, $0.count - outHead) }
@@ -149,7 +150,7 @@ final class TCPCore: Sendable {
     }
 
     func start() throws(TransportError) {
-        do throws(TransportError) {
+        do throws(SystemCallError) {
             let t = try IOThread(name: "sip-\(kind == .tls ? "tls" : "tcp")-\(local.port)") { [self] in
                 ioLoop()
             }
@@ -158,7 +159,7 @@ final class TCPCore: Sendable {
             state.withLock { $0.closed = true }
             Posix.close(listenFD)
             Posix.close(wakeFD)
-            throw error
+            throw .system(error)
         }
     }
 
@@ -218,7 +219,7 @@ final class TCPCore: Sendable {
                 s.statistics.sendErrors += 1
                 throw .connectionLimitReached(limit: configuration.maxConnections)
             }
-            let now = ContinuousClock.now
+            let now = MonotonicClock.now
             let session = try tls?.makeClientSession(remote: remote, serverName: serverName)
             let (fd, localAddress) = try Self.startConnect(to: remote)
             let info = ConnectionInfo(id: .next(), remote: remote, local: localAddress, direction: .outbound, transport: kind)
@@ -294,7 +295,7 @@ final class TCPCore: Sendable {
         var handshaking = false
         do throws(TransportError) {
             // Wait for the connect on this thread; the I/O thread sees only established sockets.
-            let deadline = ContinuousClock.now + configuration.connectTimeout
+            let deadline = MonotonicClock.now + configuration.connectTimeout
             var pfd = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
             while true {
                 let rc = poll(&pfd, 1, Posix.pollTimeout(until: deadline, now: .now))
@@ -399,7 +400,7 @@ final class TCPCore: Sendable {
         var targets: [PollTarget] = []
         // TLS connections whose session holds input to decrypt whether or not the socket is readable.
         var forcedReads: Set<ConnectionID> = []
-        var acceptPausedUntil: ContinuousClock.Instant?
+        var acceptPausedUntil: MonotonicClock.Instant?
 
         func deliver() {
             for event in events {
@@ -411,11 +412,11 @@ final class TCPCore: Sendable {
 
         while true {
             // 1. Under the lock: pending closes, timeouts, open reports, TLS encryption, and the poll set.
-            var now = ContinuousClock.now
+            var now = MonotonicClock.now
             fds.removeAll(keepingCapacity: true)
             targets.removeAll(keepingCapacity: true)
             forcedReads.removeAll(keepingCapacity: true)
-            var deadline: ContinuousClock.Instant? = nil
+            var deadline: MonotonicClock.Instant? = nil
             if let paused = acceptPausedUntil, paused <= now { acceptPausedUntil = nil }
             let closed = state.withLock { s -> Bool in
                 if s.closed {
@@ -483,7 +484,7 @@ final class TCPCore: Sendable {
                 continue
             }
             if rc == 0 && forcedReads.isEmpty { continue }
-            now = ContinuousClock.now
+            now = MonotonicClock.now
 
             // 3. Handle what is ready.
             for (k, target) in targets.enumerated() {
@@ -505,7 +506,7 @@ final class TCPCore: Sendable {
 
     /// Writes a connection's queued bytes until the socket would block; under the lock, on the
     /// I/O thread. Returns false when the write failed and the connection was removed.
-    private func flushOrRemove(_ c: TCPConnection, now: ContinuousClock.Instant, _ s: inout State, _ events: inout [TransportEvent]) -> Bool {
+    private func flushOrRemove(_ c: TCPConnection, now: MonotonicClock.Instant, _ s: inout State, _ events: inout [TransportEvent]) -> Bool {
         switch c.flush(now: now) {
         case .success(let n):
             s.statistics.bytesSent += n
@@ -519,7 +520,7 @@ final class TCPCore: Sendable {
     /// TLS: encrypts the plaintext queued on an established connection and writes what the
     /// socket takes; under the lock, on the I/O thread. Returns false when the connection failed
     /// and was removed.
-    private func encryptQueued(_ c: TCPConnection, now: ContinuousClock.Instant, _ s: inout State, _ events: inout [TransportEvent]) -> Bool {
+    private func encryptQueued(_ c: TCPConnection, now: MonotonicClock.Instant, _ s: inout State, _ events: inout [TransportEvent]) -> Bool {
         guard let session = c.tls, !c.plaintextOut.isEmpty else { return true }
         if let failure = session.write(c.plaintextOut) {
             remove(c.info.id, reason: .failed(.tls(failure)), &s, &events)
@@ -532,7 +533,7 @@ final class TCPCore: Sendable {
 
     /// Accepts pending connections; returns when to poll the listener again if accepting must
     /// pause (descriptor exhaustion), else `nil`.
-    private func acceptConnections(now: ContinuousClock.Instant, _ events: inout [TransportEvent]) -> ContinuousClock.Instant? {
+    private func acceptConnections(now: MonotonicClock.Instant, _ events: inout [TransportEvent]) -> MonotonicClock.Instant? {
         for _ in 0..<64 {
             var storage = sockaddr_storage()
             var length = socklen_t(0)
@@ -585,7 +586,7 @@ final class TCPCore: Sendable {
         return nil
     }
 
-    private func handleConnection(_ id: ConnectionID, fd: Int32, revents: Int32, now: ContinuousClock.Instant, buffer: UnsafeMutablePointer<UInt8>, size: Int, plaintext: UnsafeMutablePointer<UInt8>?, framers: inout [ConnectionID: SIPStreamFramer], _ events: inout [TransportEvent]) {
+    private func handleConnection(_ id: ConnectionID, fd: Int32, revents: Int32, now: MonotonicClock.Instant, buffer: UnsafeMutablePointer<UInt8>, size: Int, plaintext: UnsafeMutablePointer<UInt8>?, framers: inout [ConnectionID: SIPStreamFramer], _ events: inout [TransportEvent]) {
         // Connect completion and writes, under the lock.
         let (readable, session) = state.withLock { s -> (Bool, TLSSession?) in
             guard let c = s.connections[id], c.fd == fd, c.closeRequest == nil else { return (false, nil) }

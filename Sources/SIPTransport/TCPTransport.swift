@@ -1,3 +1,4 @@
+import NetworkIO
 import SIPMessage
 import Logging
 import NetworkIO

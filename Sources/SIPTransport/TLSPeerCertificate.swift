@@ -1,3 +1,4 @@
+import NetworkIO
 import SIPMessage
 
 /// The names in a peer's certificate, read after the TLS handshake, and the RFC 5922 rules

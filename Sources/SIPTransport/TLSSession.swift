@@ -1,6 +1,7 @@
 import COpenSSL
 import CSocket
 import Glibc
+import NetworkIO
 
 /// OpenSSL's per-thread error queue, as text for ``TransportError/tls(_:)``.
 enum OpenSSLErrors {
@@ -445,7 +446,7 @@ extension TLSSession {
     /// session (see ``hasBufferedInput``).
     /// - Throws: ``TransportError/tls(_:)`` when the handshake fails, is refused or times out,
     ///   ``TransportError/system(_:)`` when the socket fails.
-    func handshake(on fd: Int32, remote: SocketAddress, deadline: ContinuousClock.Instant) throws(TransportError) {
+    func handshake(on fd: Int32, remote: SocketAddress, deadline: MonotonicClock.Instant) throws(TransportError) {
         var buffer = [UInt8](repeating: 0, count: 16_384)
         while true {
             let progress = handshake()
@@ -473,7 +474,7 @@ extension TLSSession {
     }
 
     /// Writes all of `bytes` to a non-blocking socket, waiting for it to drain until `deadline`.
-    private static func write(_ bytes: [UInt8], to fd: Int32, deadline: ContinuousClock.Instant) throws(TransportError) {
+    private static func write(_ bytes: [UInt8], to fd: Int32, deadline: MonotonicClock.Instant) throws(TransportError) {
         var offset = 0
         while offset < bytes.count {
             let n = bytes.withUnsafeBufferPointer { cs_send_stream(fd, $0.baseAddress! + offset, $0.count - offset) }
@@ -489,7 +490,7 @@ extension TLSSession {
     }
 
     /// Polls one descriptor; false when the deadline passed first.
-    private static func wait(for events: Int16, on fd: Int32, until deadline: ContinuousClock.Instant) throws(TransportError) -> Bool {
+    private static func wait(for events: Int16, on fd: Int32, until deadline: MonotonicClock.Instant) throws(TransportError) -> Bool {
         var pfd = pollfd(fd: fd, events: events, revents: 0)
         while true {
             let rc = poll(&pfd, 1, Posix.pollTimeout(until: deadline, now: .now))

@@ -1,3 +1,4 @@
+import NetworkIO
 import SIPMessage
 import Synchronization
 
@@ -85,10 +86,10 @@ public struct InboundMessage: Sendable {
     /// back over the same connection (RFC 3261 §18.2.2).
     public var connection: ConnectionID?
     /// When it was read from the socket (monotonic clock).
-    public var receivedAt: ContinuousClock.Instant
+    public var receivedAt: MonotonicClock.Instant
 
     /// Creates an inbound message.
-    public init(message: SIPMessage, source: SocketAddress, local: SocketAddress, transport: TransportKind, connection: ConnectionID?, receivedAt: ContinuousClock.Instant) {
+    public init(message: SIPMessage, source: SocketAddress, local: SocketAddress, transport: TransportKind, connection: ConnectionID?, receivedAt: MonotonicClock.Instant) {
         self.message = message
         self.source = source
         self.local = local

@@ -1,5 +1,6 @@
 import CSocket
 import Glibc
+import NetworkIO
 import SIPMessage
 import Synchronization
 import Logging
@@ -190,7 +191,7 @@ final class UDPCore: Sendable {
     }
 
     func start() throws(TransportError) {
-        do throws(TransportError) {
+        do throws(SystemCallError) {
             let t = try IOThread(name: "sip-udp-\(local.port)") { [self] in
                 receiveLoop()
                 releaseDescriptors()
@@ -199,7 +200,7 @@ final class UDPCore: Sendable {
         } catch {
             state.withLock { $0.closed = true }
             releaseDescriptors()
-            throw error
+            throw .system(error)
         }
     }
 
@@ -360,7 +361,7 @@ final class UDPCore: Sendable {
                     }
                     break
                 }
-                let now = ContinuousClock.now
+                let now = MonotonicClock.now
                 var delta = UDPTransportStatistics()
                 delta.receiveBatches = 1
                 for i in 0..<n {

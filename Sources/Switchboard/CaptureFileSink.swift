@@ -1,7 +1,9 @@
+import NetworkIO
 import PacketCapture
 import SIPRuntime
 import SIPTransport
 import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -115,10 +117,6 @@ public final class CaptureFileSink: SIPTrafficSink {
 
     /// A socket address as a capture endpoint (the IPv6 scope is dropped).
     public static func endpoint(_ a: SocketAddress) -> CaptureEndpoint {
-        var text = a.ipString
-        if let percent = text.firstIndex(of: "%") { text = String(text[..<percent]) }
-        var bytes = [UInt8](repeating: 0, count: a.isIPv6 ? 16 : 4)
-        _ = bytes.withUnsafeMutableBytes { inet_pton(a.isIPv6 ? AF_INET6 : AF_INET, text, $0.baseAddress) }
-        return CaptureEndpoint(address: IPAddress(bytes: bytes), port: a.port)
+        CaptureEndpoint(address: a.ip, port: a.port)
     }
 }

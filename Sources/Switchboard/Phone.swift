@@ -10,6 +10,7 @@ import SIPDialog
 import SIPRuntime
 import MediaRuntime
 import Media
+import NetworkIO
 
 /// A user agent with a phone's behaviour for the command line and the demo: it answers the
 /// peer's offers (hold is answered with the mirrored direction), optionally answers incoming
@@ -419,7 +420,7 @@ public final class Phone: Sendable {
 
     /// Waits (bounded) for a condition; returns whether it held in time.
     public func wait(timeout: Duration, _ condition: @Sendable () -> Bool) async -> Bool {
-        let clock = ContinuousClock(), deadline = clock.now + timeout
+        let clock = MonotonicClock(), deadline = clock.now + timeout
         while clock.now < deadline {
             if condition() { return true }
             try? await Task.sleep(for: .milliseconds(5))

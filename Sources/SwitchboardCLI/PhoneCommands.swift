@@ -10,6 +10,7 @@ import MediaRuntime
 import SDP
 import SIPProxy
 import Switchboard
+import NetworkIO
 
 /// The account options shared by `call` and `answer`.
 struct AccountOptions: ParsableArguments {
@@ -106,9 +107,9 @@ struct Demo: AsyncParsableCommand {
 }
 
 /// Prints state changes with the time since start.
-func stamped(_ start: ContinuousClock.Instant) -> @Sendable (String) -> Void {
+func stamped(_ start: MonotonicClock.Instant) -> @Sendable (String) -> Void {
     { line in
-        let d = ContinuousClock.now - start
+        let d = MonotonicClock.now - start
         let ms = d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000
         // "%7.3f  " without Foundation (whose ICU-backed loading costs every command ~10 ms).
         let whole = String(ms / 1000), fraction = String(ms % 1000)
@@ -290,9 +291,9 @@ struct Answer: AsyncParsableCommand {
             await phone.agent.register(registrar: try SIPURI(r), expires: 600)
         }
         let stop = StopSignal()
-        let clock = ContinuousClock(), start = clock.now
+        let clock = MonotonicClock(), start = clock.now
         var hungUp: Set<SessionKey> = []
-        var answeredAt: [SessionKey: ContinuousClock.Instant] = [:]
+        var answeredAt: [SessionKey: MonotonicClock.Instant] = [:]
         var dtmfSent: Set<SessionKey> = []
         while !stop.requested {
             try await Task.sleep(for: .milliseconds(50))
@@ -367,7 +368,7 @@ struct Proxy: AsyncParsableCommand {
         box.withLock { $0 = proxy }
         for p in endpoint.localAddresses { print("listening on \(p) for \(domain)") }
         let stop = StopSignal()
-        let clock = ContinuousClock(), start = clock.now
+        let clock = MonotonicClock(), start = clock.now
         var last = proxy.statistics
         while !stop.requested {
             try await Task.sleep(for: .seconds(1))

@@ -10,6 +10,8 @@ import SDP
 import Synchronization
 import SIPLoad
 import Switchboard
+import NetworkIO
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -280,7 +282,7 @@ struct Serve: AsyncParsableCommand {
     private func report<Snapshot>(every: Int = 1, snapshot: () -> Snapshot, line: (Snapshot, Int) -> String) async throws {
         let stop = StopSignal()
         var previous = snapshot()
-        let clock = ContinuousClock(), start = clock.now
+        let clock = MonotonicClock(), start = clock.now
         var ticks = 0
         while !stop.requested {
             try await Task.sleep(for: .seconds(1))

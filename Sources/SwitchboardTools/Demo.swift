@@ -8,6 +8,7 @@ import SIPDialog
 import SIPRuntime
 import MediaRuntime
 import Media
+import NetworkIO
 
 import Switchboard
 import SIPProxy
@@ -88,13 +89,13 @@ public enum DemoRun {
 
         let names = Mutex<[UInt16: String]>([proxyPeer.address.port: "registrar/proxy"])
         let ladder = LadderPrinter(names: ["alice", "registrar/proxy", "bob"])
-        let start = ContinuousClock.now
+        let start = MonotonicClock.now
         let trace: @Sendable (String) -> @Sendable (SIPMessage, Bool, SIPPeer) -> Void = { me in
             { m, outgoing, peer in
                 let other = names.withLock { $0[peer.address.port] } ?? "\(peer.address)"
                 // Each message is drawn once: by its sender, or by its receiver when the proxy sent it.
                 guard outgoing || other == "registrar/proxy" else { return }
-                output(ladder.line(time: ContinuousClock.now - start, from: outgoing ? me : other, to: outgoing ? other : me, message: m))
+                output(ladder.line(time: MonotonicClock.now - start, from: outgoing ? me : other, to: outgoing ? other : me, message: m))
             }
         }
         func config(_ user: String, _ password: String) throws -> SIPUserAgent.Configuration {

@@ -4,6 +4,7 @@ import SIPAuth
 import SIPDialog
 import SIPRuntime
 import SIPTransport
+import NetworkIO
 
 import Logging
 import NetworkIO
@@ -73,7 +74,7 @@ public final class RegisterSession: Sendable {
 
     /// Waits (bounded) until the state satisfies `done`.
     public func wait(timeout: Duration, until done: @Sendable (RegistrationClient.State) -> Bool) async -> RegistrationClient.State {
-        let clock = ContinuousClock(), deadline = clock.now + timeout
+        let clock = MonotonicClock(), deadline = clock.now + timeout
         while clock.now < deadline {
             let s = current
             if done(s) { return s }

@@ -1,5 +1,6 @@
 import Glibc
 import Media
+import NetworkIO
 import SDP
 import Synchronization
 import Testing
@@ -219,8 +220,8 @@ extension MediaEngineTests {
             var tone = ToneGenerator(frequency: 440, amplitude: 0.3, sampleRate: 8000)
             var sampleRate: Int { 8000 }
             mutating func nextFrame(count: Int) -> [Int16]? {
-                let until = MonotonicClock.nanoseconds() + 12_000_000
-                while MonotonicClock.nanoseconds() < until {}
+                let until = MonotonicClock.now.nanoseconds + 12_000_000
+                while MonotonicClock.now.nanoseconds < until {}
                 return tone.next(count)
             }
         }

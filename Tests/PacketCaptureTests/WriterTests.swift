@@ -1,13 +1,14 @@
 import Testing
 import PacketCapture
 import SIPMessage
+import NetworkIO
 
 /// The pcapng encoder, read back by our own reader.
 @Suite struct WriterTests {
-    static let a4 = CaptureEndpoint(address: IPAddress(bytes: [127, 0, 0, 1]), port: 5060)
-    static let b4 = CaptureEndpoint(address: IPAddress(bytes: [127, 0, 0, 2]), port: 40000)
-    static let a6 = CaptureEndpoint(address: IPAddress(bytes: [0x20, 0x01, 0x0d, 0xb8] + Array(repeating: 0, count: 11) + [1]), port: 5060)
-    static let b6 = CaptureEndpoint(address: IPAddress(bytes: [0x20, 0x01, 0x0d, 0xb8] + Array(repeating: 0, count: 11) + [2]), port: 5070)
+    static let a4 = CaptureEndpoint(address: IPAddress(bytes: [127, 0, 0, 1])!, port: 5060)
+    static let b4 = CaptureEndpoint(address: IPAddress(bytes: [127, 0, 0, 2])!, port: 40000)
+    static let a6 = CaptureEndpoint(address: IPAddress(bytes: [0x20, 0x01, 0x0d, 0xb8] + Array(repeating: 0, count: 11) + [1])!, port: 5060)
+    static let b6 = CaptureEndpoint(address: IPAddress(bytes: [0x20, 0x01, 0x0d, 0xb8] + Array(repeating: 0, count: 11) + [2])!, port: 5070)
 
     static func t(_ ms: Int64) -> CaptureTimestamp { CaptureTimestamp(seconds: 1_700_000_000, nanoseconds: ms * 1_000_000 + 123) }
 
@@ -97,17 +98,5 @@ import SIPMessage
         let again = e.tcp(from: Self.a4, to: Self.b4, payload: Build.sipInvite, time: Self.t(9))
         let s = try CaptureSummary(bytes: e.header() + again)
         #expect(s.counters.frames == 4 && s.messages.count == 1)
-    }
-
-    @Test func addressesAreStoredInline() {
-        let v4 = IPAddress(bytes: [192, 0, 2, 1])
-        #expect(v4.bytes == [192, 0, 2, 1] && v4.byteCount == 4 && v4.description == "192.0.2.1")
-        let v6 = Self.a6.address
-        #expect(v6.byteCount == 16 && v6.description == "2001:db8::1")
-        // An IPv4 address and the IPv6 address with the same leading bytes differ.
-        #expect(IPAddress(bytes: [192, 0, 2, 1]) != IPAddress(bytes: [192, 0, 2, 1] + Array(repeating: 0, count: 12)))
-        var x = v4
-        x.bytes = [10, 0, 0, 1]
-        #expect(x.description == "10.0.0.1" && x != v4)
     }
 }

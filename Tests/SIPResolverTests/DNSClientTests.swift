@@ -1,6 +1,7 @@
 import Glibc
 import Testing
 import SIPResolver
+import NetworkIO
 
 /// The client against ``LocalDNSServer`` on 127.0.0.1. Every wait is bounded well under 2 s.
 @Suite("DNS client over loopback")
@@ -245,7 +246,7 @@ struct DNSClientTests {
         let hosts = temporaryFile("192.0.2.77 gateway.example.com\n")
         defer { unlink(resolvConf); unlink(hosts) }
         var configuration = DNSClientConfiguration.system(resolvConfPath: resolvConf, hostsPath: hosts)
-        #expect(configuration.nameservers == [DNSServerAddress("127.0.0.1")!])
+        #expect(configuration.nameservers == [SocketAddress(.v4(IPv4Address(127, 0, 0, 1)), port: 53)])
         #expect(configuration.timeout == .seconds(1) && configuration.attempts == 1)
         #expect(configuration.hosts?.addresses(for: Z.name("gateway.example.com")) == [.v4(IPv4Address(192, 0, 2, 77))])
         // Point it at the local server's port: the file cannot say which port.

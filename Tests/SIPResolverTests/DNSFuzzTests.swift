@@ -1,5 +1,6 @@
 import Testing
 @testable import SIPResolver
+import NetworkIO
 
 /// Seeded mutation tests: the parser must throw or succeed on any input, never trap, and what
 /// it accepts must survive encode → parse unchanged.

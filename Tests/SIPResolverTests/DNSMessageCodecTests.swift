@@ -1,5 +1,6 @@
 import Testing
 @testable import SIPResolver
+import NetworkIO
 
 /// Wire-format vectors built by hand from RFC 1035 §4.1, RFC 2782 and RFC 3403.
 @Suite("DNS message codec")

@@ -1,5 +1,6 @@
 import Testing
 @testable import SIPResolver
+import NetworkIO
 
 @Suite("Names, addresses, host and resolver files")
 struct DNSNameAndAddressTests {
@@ -36,43 +37,6 @@ struct DNSNameAndAddressTests {
         #expect(throws: DNSNameError.nameTooLong(257)) { try DNSName([label, label, label, label].joined(separator: ".")) }
         _ = try DNSName([label, label, label, String(repeating: "z", count: 61)].joined(separator: "."))
         #expect(throws: DNSNameError.emptyLabel) { try DNSName(labels: [[]]) }
-    }
-
-    @Test func ipv4Text() {
-        #expect(IPv4Address("192.0.2.1")?.value == 0xC000_0201)
-        #expect(IPv4Address("0.0.0.0")?.description == "0.0.0.0")
-        #expect(IPv4Address("255.255.255.255")?.bytes == [255, 255, 255, 255])
-        for bad in ["", "1.2.3", "1.2.3.4.5", "256.1.1.1", "1..2.3", "1.2.3.", "a.b.c.d", "1.2.3.4 ", "0001.2.3.4"] {
-            #expect(IPv4Address(bad) == nil, "\(bad)")
-        }
-    }
-
-    @Test func ipv6TextFollowsRFC5952() {
-        let cases: [(String, String)] = [
-            ("2001:0db8:0000:0000:0000:0000:0000:0001", "2001:db8::1"),
-            ("2001:db8:0:0:1:0:0:1", "2001:db8::1:0:0:1"),  // the first of two equal runs
-            ("2001:db8:0:1:1:1:1:1", "2001:db8:0:1:1:1:1:1"),  // a single zero group stays
-            ("::", "::"),
-            ("::1", "::1"),
-            ("1::", "1::"),
-            ("FE80::A:B", "fe80::a:b"),
-            ("::ffff:192.0.2.1", "::ffff:192.0.2.1"),
-            ("64:ff9b::192.0.2.33", "64:ff9b::c000:221"),
-            ("1:2:3:4:5:6:7:8", "1:2:3:4:5:6:7:8"),
-            ("1:0:0:2:0:0:0:3", "1:0:0:2::3"),
-        ]
-        for (input, canonical) in cases {
-            #expect(IPv6Address(input)?.description == canonical, "\(input)")
-        }
-        for bad in ["", ":", ":::", "1:2:3:4:5:6:7", "1:2:3:4:5:6:7:8:9", "1::2::3", "12345::", "g::1", "1:", ":1", "1:2:3:4:5:6:7::8:9",
-                    "[::1]", "fe80::1%eth0", "::1.2.3", "1:2:3:4:5:6:7:1.2.3.4"] {
-            #expect(IPv6Address(bad) == nil, "\(bad)")
-        }
-        #expect(IPv6Address(bytes: [UInt8](repeating: 0, count: 15)) == nil)
-        #expect(IPv6Address("2001:db8::1")?.bytes == [0x20, 0x01, 0x0D, 0xB8] + [UInt8](repeating: 0, count: 11) + [1])
-        #expect(IPAddress("[2001:db8::1]") == .v6(IPv6Address("2001:db8::1")!))
-        #expect(IPAddress("192.0.2.1") == .v4(IPv4Address(192, 0, 2, 1)))
-        #expect(IPAddress("example.com") == nil)
     }
 
     @Test func resolvConf() {
@@ -125,7 +89,7 @@ struct DNSCacheTests {
 
     @Test func answersLiveForTheirTTLWithDecreasingTTL() {
         var cache = DNSCache(capacity: 4)
-        let t0 = ContinuousClock.now
+        let t0 = MonotonicClock.now
         cache.store(.records([record]), name: name, type: .a, ttl: 100, now: t0)
         #expect(cache.lookup(name: try! DNSName("EXAMPLE.com"), type: .a, now: t0) == .records([record]))
         guard case .records(let later)? = cache.lookup(name: name, type: .a, now: t0 + .seconds(30)) else {
@@ -139,7 +103,7 @@ struct DNSCacheTests {
 
     @Test func zeroTTLAndMaximumTTL() {
         var cache = DNSCache(capacity: 4, maximumTTL: 10)
-        let t0 = ContinuousClock.now
+        let t0 = MonotonicClock.now
         cache.store(.records([record]), name: name, type: .a, ttl: 0, now: t0)
         #expect(cache.count == 0)
         cache.store(.nonexistentDomain, name: name, type: .a, ttl: 1000, now: t0)
@@ -152,7 +116,7 @@ struct DNSCacheTests {
 
     @Test func sizeIsBoundedEvictingExpiredThenSoonest() throws {
         var cache = DNSCache(capacity: 3)
-        let t0 = ContinuousClock.now
+        let t0 = MonotonicClock.now
         let names = try (0..<5).map { try DNSName("h\($0).example.com") }
         cache.store(.records([]), name: names[0], type: .a, ttl: 5, now: t0)
         cache.store(.records([]), name: names[1], type: .a, ttl: 50, now: t0)

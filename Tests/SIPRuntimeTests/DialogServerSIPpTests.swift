@@ -7,6 +7,7 @@ import SIPDialog
 import SwitchboardTestSupport
 @testable import SIPRuntime
 import SIPLoad
+import NetworkIO
 
 /// The dialog-level UAS (`DialogServer`, behind `switchboard serve --dialogs`) under SIPp's
 /// built-in uac: every call must complete (INVITE, 180, 200 with SDP, ACK, BYE) and leave no

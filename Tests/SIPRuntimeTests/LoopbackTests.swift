@@ -5,6 +5,7 @@ import SIPTransaction
 import SIPTransport
 @testable import SIPRuntime
 import SIPLoad
+import NetworkIO
 
 @Suite("Live runtime on 127.0.0.1")
 struct LoopbackTests {

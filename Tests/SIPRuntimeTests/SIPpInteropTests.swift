@@ -6,6 +6,7 @@ import SIPTransport
 import SwitchboardTestSupport
 @testable import SIPRuntime
 import SIPLoad
+import NetworkIO
 
 /// Interop with SIPp (Debian package `sip-tester`, installed by scripts/test). Runs are bounded
 /// in calls (-m) and time (-timeout, and the test's own deadline), on 127.0.0.1 only. Without

@@ -8,6 +8,7 @@ import SIPDialog
 import SIPAuth
 @testable import SIPRuntime
 import SIPProxy
+import NetworkIO
 
 /// SIPp against Switchboard's registrar and proxy: the REGISTER-challenge scenario of the SIPp
 /// project (read in place from ../shared/corpora), and SIPp's built-in `uac` calling, through

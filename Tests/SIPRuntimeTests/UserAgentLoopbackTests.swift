@@ -7,6 +7,7 @@ import SIPDialog
 import SIPAuth
 @testable import SIPRuntime
 import SIPProxy
+import NetworkIO
 
 /// Records a user agent's events and waits for conditions on them, with a bound.
 final class AgentEvents: Sendable {

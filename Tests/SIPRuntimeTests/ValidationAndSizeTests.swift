@@ -4,6 +4,7 @@ import SIPMessage
 import SIPTransaction
 import SIPTransport
 @testable import SIPRuntime
+import NetworkIO
 
 @Suite("Runtime: invalid requests and large requests")
 struct ValidationAndSizeTests {

@@ -1,4 +1,5 @@
 import Glibc
+import NetworkIO
 import SIPMessage
 import SIPTransport
 import Testing

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import NetworkIO
 import SIPMessage
 import SIPTransport
 import Testing

@@ -1,4 +1,5 @@
 import Glibc
+import NetworkIO
 import SIPResolver
 import Synchronization
 
@@ -37,10 +38,10 @@ public final class LocalDNSServer: Sendable {
     public let port: UInt16
     private let udp: Int32
     private let tcp: Int32
-    private let state = Mutex<(log: [LoggedQuery], stopped: Bool, thread: pthread_t?)>(([], false, nil))
+    private let state = Mutex<(log: [LoggedQuery], stopped: Bool, thread: IOThread?)>(([], false, nil))
 
     /// The address to configure a client with.
-    public var address: DNSServerAddress { DNSServerAddress(.v4(IPv4Address(127, 0, 0, 1)), port: port) }
+    public var address: SocketAddress { SocketAddress(.v4(IPv4Address(127, 0, 0, 1)), port: port) }
 
     /// The queries received so far, in order.
     public var queries: [LoggedQuery] { state.withLock { $0.log } }
@@ -72,28 +73,19 @@ public final class LocalDNSServer: Sendable {
         udp = u
         tcp = t
         port = p
-        let box = Unmanaged.passRetained(self).toOpaque()
-        var thread = pthread_t()
-        guard pthread_create(&thread, nil, { arg in
-            let server = Unmanaged<LocalDNSServer>.fromOpaque(arg!).takeRetainedValue()
-            server.run()
-            return nil
-        }, box) == 0 else {
-            Unmanaged<LocalDNSServer>.fromOpaque(box).release()
-            throw TestFailure("pthread_create failed")
-        }
+        let thread = try IOThread(name: "test-dns-\(p)") { [self] in run() }
         state.withLock { $0.thread = thread }
     }
 
     /// Stops the server thread and closes its sockets.
     public func stop() {
-        let thread: pthread_t? = state.withLock { s in
+        let thread: IOThread? = state.withLock { s in
             let t = s.thread
             s.stopped = true
             s.thread = nil
             return t
         }
-        if let thread { pthread_join(thread, nil) }
+        thread?.join()
     }
 
     deinit {
@@ -231,18 +223,18 @@ public struct TestFailure: Error, CustomStringConvertible {
 }
 
 /// A client configured for one local server, with short, bounded waits.
-public func localClient(_ servers: [DNSServerAddress], timeout: Duration = .milliseconds(400), attempts: Int = 2, hosts: HostsFile? = nil) -> DNSClient {
+public func localClient(_ servers: [SocketAddress], timeout: Duration = .milliseconds(400), attempts: Int = 2, hosts: HostsFile? = nil) -> DNSClient {
     DNSClient(configuration: DNSClientConfiguration(nameservers: servers, timeout: timeout, attempts: attempts, hosts: hosts,
                                                     usesSystemResolverWithoutNameservers: false))
 }
 
 /// An address of 127.0.0.1 where nothing listens on UDP (a port bound, then released).
-public func deadServerAddress() -> DNSServerAddress {
+public func deadServerAddress() -> SocketAddress {
     let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     _ = LocalDNSServer.bind(fd, port: 0)
     let port = LocalDNSServer.localPort(fd)
     close(fd)
-    return DNSServerAddress(.v4(IPv4Address(127, 0, 0, 1)), port: port)
+    return SocketAddress(.v4(IPv4Address(127, 0, 0, 1)), port: port)
 }
 
 public typealias SeededGenerator = TestRandom

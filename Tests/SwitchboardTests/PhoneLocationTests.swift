@@ -8,6 +8,7 @@ import SIPTransport
 import SIPDialog
 import SIPRuntime
 import SIPResolver
+import NetworkIO
 import Switchboard
 import SwitchboardTestSupport
 

@@ -1,6 +1,7 @@
 import Foundation
 import Media
 import MediaRuntime
+import NetworkIO
 import SDP
 import SIPDialog
 import SIPMessage

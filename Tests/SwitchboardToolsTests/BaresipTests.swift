@@ -9,6 +9,7 @@ import SIPRuntime
 import SIPTransport
 @testable import SwitchboardTools
 import Switchboard
+import NetworkIO
 
 /// baresip 1.0 (installed by scripts/test), started by scripts/peers/baresip-start on
 /// 127.0.0.1 and scripted through scripts/peers/baresip-ctl. Skipped with a message without

@@ -4,6 +4,7 @@ import PacketCapture
 import SwitchboardTestSupport
 @testable import SwitchboardTools
 @testable import CaptureAnalysis
+import NetworkIO
 
 /// Writes a synthetic capture (our pcapng writer) for the call-detail tests.
 final class CallDetailCapture {
@@ -15,7 +16,7 @@ final class CallDetailCapture {
     deinit { unlink(path) }
 
     static func endpoint(_ last: UInt8, _ port: UInt16) -> CaptureEndpoint {
-        CaptureEndpoint(address: IPAddress(bytes: [192, 0, 2, last]), port: port)
+        CaptureEndpoint(address: IPAddress(bytes: [192, 0, 2, last])!, port: port)
     }
 
     func send(_ from: CaptureEndpoint, _ to: CaptureEndpoint, _ payload: [UInt8]) {

@@ -1,4 +1,6 @@
+import NetworkIO
 import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #endif

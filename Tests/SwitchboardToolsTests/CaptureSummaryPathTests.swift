@@ -3,6 +3,7 @@ import SwitchboardTestSupport
 import Testing
 import PacketCapture
 @testable import SwitchboardTools
+import NetworkIO
 
 /// The summary (`switchboard capture FILE`) reads digests scanned in place; `--calls` reads
 /// parsed messages. Both must count the same.
@@ -38,8 +39,8 @@ struct CaptureSummaryPathTests {
         let path = NSTemporaryDirectory() + "summary-path-\(getpid()).pcapng"
         defer { unlink(path) }
         let w = try CaptureWriter(path: path)
-        let a = CaptureEndpoint(address: IPAddress(bytes: [192, 0, 2, 1]), port: 5060)
-        let b = CaptureEndpoint(address: IPAddress(bytes: [192, 0, 2, 2]), port: 5060)
+        let a = CaptureEndpoint(address: IPAddress(bytes: [192, 0, 2, 1])!, port: 5060)
+        let b = CaptureEndpoint(address: IPAddress(bytes: [192, 0, 2, 2])!, port: 5060)
         func msg(_ s: String) -> [UInt8] { Array(s.replacingOccurrences(of: "\n", with: "\r\n").utf8) }
         func invite(_ id: String, _ branch: String) -> [UInt8] {
             msg("INVITE sip:b@x SIP/2.0\nVia: SIP/2.0/UDP 192.0.2.1;branch=\(branch)\nFrom: <sip:a@x>;tag=f\nTo: <sip:b@x>\nCall-ID: \(id)\nCSeq: 1 INVITE\nContent-Length: 0\n\n")

@@ -4,6 +4,7 @@ import PacketCapture
 import SwitchboardTestSupport
 @testable import SwitchboardTools
 @testable import CaptureAnalysis
+import NetworkIO
 
 /// Chromium (Debian package `chromium`, installed by scripts/test), run headless with a time
 /// limit and a private profile.
@@ -35,8 +36,8 @@ struct HTMLLadderTests {
     static func count(_ needle: String, in s: String) -> Int { s.components(separatedBy: needle).count - 1 }
 
     @Test func messagesAndLabelsAreEscaped() {
-        let a = CaptureEndpoint(address: IPAddress(bytes: [127, 0, 0, 1]), port: 5060)
-        let b = CaptureEndpoint(address: IPAddress(bytes: [127, 0, 0, 2]), port: 5060)
+        let a = CaptureEndpoint(address: IPAddress(bytes: [127, 0, 0, 1])!, port: 5060)
+        let b = CaptureEndpoint(address: IPAddress(bytes: [127, 0, 0, 2])!, port: 5060)
         let t = CaptureTimestamp(seconds: 1, nanoseconds: 0)
         let arrow = CaptureAnalyzer.Arrow(time: t, source: a, destination: b, label: "<b>INVITE</b>", frameNumber: 1, retransmission: false,
                                           text: "INVITE sip:x SIP/2.0\r\nSubject: </pre><script>alert(1)</script> & \"q\"\r\n\r\n")

@@ -6,6 +6,7 @@ import SIPDialog
 import SIPRuntime
 import SIPTransport
 @testable import SwitchboardTools
+import NetworkIO
 
 /// Kamailio (installed by scripts/test) as a registrar with digest authentication, started by
 /// scripts/peers/kamailio-start on 127.0.0.1 with the project's own configuration. Skipped

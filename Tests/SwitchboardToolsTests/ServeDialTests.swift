@@ -2,6 +2,7 @@ import Testing
 import SIPRuntime
 import SIPTransport
 @testable import SwitchboardTools
+import NetworkIO
 
 @Suite("switchboard serve and dial")
 struct ServeDialTests {

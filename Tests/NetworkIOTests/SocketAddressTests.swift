@@ -1,7 +1,7 @@
 import Testing
-import SIPTransport
+@testable import NetworkIO
 
-@Suite("SocketAddress and TransportKind")
+@Suite("SocketAddress")
 struct SocketAddressTests {
     @Test func parsesIPv4WithPort() throws {
         let a = try SocketAddress("127.0.0.1:5060")
@@ -44,11 +44,11 @@ struct SocketAddressTests {
         "1.2.3:5060", "", ":5060", "[fe80::1%]:5060", "[fe80::1%nosuchif0]:5060",
     ])
     func rejectsInvalidText(_ text: String) {
-        #expect(throws: TransportError.self) { try SocketAddress(text) }
+        #expect(throws: SocketAddressError.self) { try SocketAddress(text) }
     }
 
     @Test func rejectsHostNames() {
-        #expect(throws: TransportError.invalidAddress("example.com", reason: "not a numeric IPv4 or IPv6 address")) {
+        #expect(throws: SocketAddressError(text: "example.com", reason: "not a numeric IPv4 or IPv6 address")) {
             try SocketAddress(ip: "example.com", port: 5060)
         }
     }
@@ -59,18 +59,25 @@ struct SocketAddressTests {
         #expect(try SocketAddress("127.0.0.1:1").withPort(2) == (try SocketAddress("127.0.0.1:2")))
     }
 
-    @Test func transportKinds() {
-        #expect(TransportKind.udp.viaToken == "UDP")
-        #expect(TransportKind.tcp.viaToken == "TCP")
-        #expect(TransportKind.tls.viaToken == "TLS")
-        #expect(!TransportKind.udp.isReliable)
-        #expect(TransportKind.tcp.isReliable && TransportKind.tls.isReliable)
-        #expect(TransportKind.tls.defaultPort == 5061 && TransportKind.udp.defaultPort == 5060)
+    @Test func partsAndWildcards() throws {
+        let a = SocketAddress(.v4(IPv4Address(192, 0, 2, 1)), port: 5060)
+        #expect(a == (try SocketAddress("192.0.2.1:5060")))
+        #expect(a.ip == IPAddress("192.0.2.1") && a.scopeID == 0)
+        // A scope applies to IPv6 only.
+        #expect(SocketAddress(.v4(IPv4Address(192, 0, 2, 1)), port: 5060, scopeID: 3).scopeID == 0)
+        let scoped = SocketAddress(IPAddress("fe80::1")!, port: 5060, scopeID: 3)
+        #expect(scoped == (try SocketAddress("[fe80::1%3]:5060")))
+        #expect(scoped.withPort(1).scopeID == 3)
+        #expect(SocketAddress.wildcard(ipv6: false).description == "0.0.0.0:0")
+        #expect(SocketAddress.wildcard(ipv6: true, port: 53).description == "[::]:53")
+        #expect(SocketAddress.wildcard(ipv6: true).isWildcard && SocketAddress.wildcard(ipv6: false).isWildcard)
     }
 
-    @Test func errorsDescribeThemselves() {
-        let e = TransportError.system(SystemCallError(call: "bind", code: 98))
-        #expect(e.description.contains("bind"))
-        #expect(e.description.contains("Address already in use"))
+    @Test func sockaddrRoundTrip() throws {
+        for text in ["192.0.2.1:5060", "[2001:db8::1]:5061", "[fe80::1%1]:5062", "0.0.0.0:0"] {
+            let a = try SocketAddress(text)
+            let (storage, length) = a.sockaddr
+            #expect(SocketAddress(storage: storage, length: length) == a, "\(text)")
+        }
     }
 }

@@ -214,6 +214,48 @@ public enum IPAddress: Sendable, Hashable, CustomStringConvertible {
         self = .v6(v6)
     }
 
+    /// An address from its network-order bytes: 4 give IPv4, 16 give IPv6; `nil` for any
+    /// other count.
+    public init?(bytes: some Collection<UInt8>) {
+        switch bytes.count {
+        case 4:
+            var value: UInt32 = 0
+            for b in bytes { value = value << 8 | UInt32(b) }
+            self = .v4(IPv4Address(value))
+        case 16:
+            guard let v6 = IPv6Address(bytes: bytes) else { return nil }
+            self = .v6(v6)
+        default:
+            return nil
+        }
+    }
+
+    /// The address in network byte order: 4 bytes for IPv4, 16 for IPv6.
+    public var bytes: [UInt8] {
+        switch self {
+        case .v4(let a): return a.bytes
+        case .v6(let a): return a.bytes
+        }
+    }
+
+    /// The number of bytes: 4 for IPv4, 16 for IPv6.
+    public var byteCount: Int { isIPv6 ? 16 : 4 }
+
+    /// Whether this is an IPv6 address.
+    public var isIPv6: Bool {
+        if case .v6 = self { return true }
+        return false
+    }
+
+    /// The address as two big-endian words (bytes 0–7 and 8–15, zero-filled) and its length in
+    /// bytes, for hashing or comparing without an array.
+    public var packed: (high: UInt64, low: UInt64, length: UInt8) {
+        switch self {
+        case .v4(let a): return (UInt64(a.value) << 32, 0, 4)
+        case .v6(let a): return (a.high, a.low, 16)
+        }
+    }
+
     /// The address text: dotted quad, or RFC 5952 IPv6 text without brackets.
     public var description: String {
         switch self {
