@@ -217,3 +217,23 @@ extension ReplacesDecision {
         }
     }
 }
+
+extension ReferRequest {
+    /// The `Replaces` an attended transfer embeds for its consultation dialog (RFC 5589 §7): the
+    /// transfer target matches `to-tag` against its own tag and `from-tag` against ours, so the
+    /// tags come from the dialog as *we* hold it — our local tag is the `from-tag` whether we
+    /// placed the consultation call or the target called us (taking From/To of the INVITE
+    /// instead swaps them for an incoming consultation call).
+    public static func replaces(forConsultation dialog: SessionKey, remoteTag: String, earlyOnly: Bool = false) -> Replaces {
+        Replaces(callID: dialog.callID, toTag: remoteTag, fromTag: dialog.localTag, earlyOnly: earlyOnly)
+    }
+
+    /// The Refer-To of an attended transfer: the target's Contact (its device, never its address
+    /// of record, which may fork elsewhere) with `replaces` embedded as an escaped URI header.
+    public static func referTo(contact: SIPURI, replaces: Replaces) -> NameAddress {
+        var uri = contact
+        uri.headers.removeAll { $0.name.lowercased() == "replaces" }
+        uri.headers.append(SIPParameter(name: "Replaces", value: replaces.description))
+        return NameAddress(uri: uri)
+    }
+}

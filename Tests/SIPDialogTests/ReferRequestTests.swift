@@ -88,6 +88,23 @@ struct ReferRequestTests {
         } else { Issue.record("accepted with an unknown Target-Dialog") }
     }
 
+    @Test("the attended Refer-To: the consultation's Replaces, tags from our side of the dialog, escaped and read back")
+    func attendedReferTo() throws {
+        // We placed the consultation call: our tag is its From tag.
+        let placed = ReferRequest.replaces(forConsultation: SessionKey(callID: "k1@a", localTag: "ours"), remoteTag: "targets")
+        #expect(placed == Replaces(callID: "k1@a", toTag: "targets", fromTag: "ours"))
+        // The target called us: our tag is the To tag of that INVITE, and still the from-tag here.
+        let incoming = ReferRequest.replaces(forConsultation: SessionKey(callID: "k2@c", localTag: "ours2"), remoteTag: "theirs2", earlyOnly: true)
+        #expect(incoming.fromTag == "ours2" && incoming.toTag == "theirs2" && incoming.earlyOnly)
+        let contact = try SIPURI("sip:carol@192.0.2.3:5070;transport=tcp")
+        let referTo = ReferRequest.referTo(contact: contact, replaces: placed)
+        let m = try Self.refer([(.referTo, referTo.description)])
+        let r = try ReferRequest.read(m, policy: ReferPolicy(), inDialog: true).get()
+        #expect(r.replaces == placed)
+        #expect(r.target.description == "sip:carol@192.0.2.3:5070;transport=tcp")
+        #expect(referTo.description.contains("Replaces=k1%40a%3Bto-tag%3Dtargets%3Bfrom-tag%3Dours"))
+    }
+
     // MARK: Replaces (RFC 3891 §3)
 
     static let confirmed = ReplaceableDialog(key: SessionKey(callID: "x9@c", localTag: "t2"), remoteTag: "f3", phase: .confirmed, placedByUs: false)
