@@ -71,6 +71,9 @@ public struct InviteSession: Sendable {
     // MARK: UAC: the dialog-creating INVITE
     private var target: NameAddress
     private var initialOffer: SessionBody?
+    /// Headers the application adds to our initial INVITE (Referred-By, Replaces, …), kept for
+    /// its authenticated retry too.
+    private var initialHeaders: [(SIPHeaderName, String)] = []
     private var invite: SIPMessage?
     private var inviteCSeq: UInt32 = 0
     private var inviteFinal = false
@@ -483,6 +486,13 @@ public struct InviteSession: Sendable {
         invite = request
     }
 
+    /// UAC, before ``start()``: headers for the initial INVITE (a transferee's `Referred-By` and
+    /// `Replaces`, RFC 3892 and RFC 3891).
+    public mutating func addInitialHeaders(_ headers: [(SIPHeaderName, String)]) {
+        guard role == .uac, state == .idle else { return }
+        initialHeaders += headers
+    }
+
     private var isProceeding: Bool {
         if case .proceeding = state { return true }
         return false
@@ -512,6 +522,7 @@ public struct InviteSession: Sendable {
             }
             if let ua = configuration.userAgent { try m.append(.userAgent, ua) }
             for (n, v) in authorization { try m.append(n, v) }
+            for (n, v) in initialHeaders { try m.append(n, v) }
             if let b = initialOffer { m.setBody(b.bytes, contentType: b.contentType) }
             invite = m
             return [.send(m)]

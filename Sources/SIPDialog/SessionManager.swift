@@ -80,9 +80,10 @@ public struct SessionManager: Sendable {
 
     /// Starts a call to `target`, with `offer` (or none: a delayed offer).
     public mutating func call(_ target: NameAddress, offer: SessionBody?, configuration override: InviteSessionConfiguration? = nil,
-                              credentials override2: DigestClient? = nil) -> (SessionKey, [Output]) {
+                              credentials override2: DigestClient? = nil, headers: [(SIPHeaderName, String)] = []) -> (SessionKey, [Output]) {
         var s = InviteSession(calling: target, shared: override.map(SharedConfiguration.init) ?? sharedConfiguration, offer: offer,
                               credentials: override2 ?? credentials, seed: rng.next())
+        s.addInitialHeaders(headers)
         let key = SessionKey(callID: s.callID, localTag: s.localTag)
         let actions = s.start()
         sessions[key] = Slot(s, inviteTransaction: nil)

@@ -172,11 +172,12 @@ public final class SIPUserAgent: Sendable {
     ///   server location found them for the target or the outbound proxy: when one fails
     ///   (timeout or transport error) before any response, the INVITE goes again, with a new
     ///   branch, to the next (§4.3). Empty: the agent's resolver picks the one peer.
-    public func call(_ target: SIPURI, offer: SessionBody?, targets: [SIPPeer] = [],
+    /// - Parameter headers: added to the INVITE (a transferee's `Referred-By` and `Replaces`).
+    public func call(_ target: SIPURI, offer: SessionBody?, targets: [SIPPeer] = [], headers: [(SIPHeaderName, String)] = [],
                      prepare: (@Sendable (SessionKey) -> Void)? = nil) async -> SessionKey {
         await onQueue {
             let (key, out) = self.state.withLock { s in
-                let (key, out) = s.manager.call(NameAddress(uri: target), offer: offer)
+                let (key, out) = s.manager.call(NameAddress(uri: target), offer: offer, headers: headers)
                 if !targets.isEmpty { s.targets[key] = Targets(peers: targets) }
                 return (key, out)
             }

@@ -18,10 +18,10 @@ import NetworkIO
 public final class Phone: Sendable {
     public let agent: SIPUserAgent
     public let name: String
-    private let report: @Sendable (String) -> Void
+    let report: @Sendable (String) -> Void
     private let autoAnswer: Duration?
     private let task = Mutex<Task<Void, Never>?>(nil)
-    private let states = Mutex<[SessionKey: [SessionState]]>([:])
+    let callStates = Mutex<[SessionKey: [SessionState]]>([:])
     private let incoming = Mutex<[SessionKey]>([])
     private let registration = Mutex<[RegistrationClient.State]>([])
     /// One offer/answer engine per session (RFC 3264 state, versions, payload types).
@@ -36,6 +36,12 @@ public final class Phone: Sendable {
     /// whose answer differs from an unreliable 18x's is taken on this copy (RFC 6337 §3.1 asks
     /// for the same answer, not every peer obeys), and so is a later fork's early answer.
     private let offerEngines = Mutex<[SessionKey: OfferAnswer]>([:])
+    /// Transfers in progress, as transferor and as transferee (see Phone+Transfer.swift).
+    let transfers = Mutex(TransferBook())
+    /// What a REFER we receive may ask (checked before ``referDecision``).
+    public let referPolicy: ReferPolicy
+    /// Asked for each REFER that passed ``referPolicy``: accept (true, the default) or decline (603).
+    let referDecision: @Sendable (SessionKey, ReferRequest) -> Bool
     /// RFC 3263 server location for next hops named by a domain (made on first use).
     private let locator: Mutex<SIPServerLocator?>
     private let dns: DNSClientConfiguration?
@@ -49,8 +55,11 @@ public final class Phone: Sendable {
     ///   - dns: where RFC 3263 server location asks (NAPTR, SRV, A/AAAA) when a call's next hop
     ///     (its outbound proxy, else its target) is named by a domain; nil reads the system's
     ///     `/etc/resolv.conf` and `/etc/hosts` when first needed.
+    ///   - referPolicy: what a REFER we receive may ask (schemes, out-of-dialog, bounds).
+    ///   - referDecision: asked for each REFER that passed the policy; true accepts (the default).
     public init(name: String, configuration: SIPUserAgent.Configuration, autoAnswer: Duration? = nil,
                 codecs: [Codec] = [.opus, .pcmu, .pcma, .telephoneEvent], media: PhoneMediaOptions? = nil, dns: DNSClientConfiguration? = nil,
+                referPolicy: ReferPolicy = ReferPolicy(), referDecision: @escaping @Sendable (SessionKey, ReferRequest) -> Bool = { _, _ in true },
                 report: @escaping @Sendable (String) -> Void = { _ in },
                 trace: (@Sendable (SIPMessage, Bool, SIPPeer) -> Void)? = nil) throws {
         agent = try SIPUserAgent(configuration: configuration, tracing: trace != nil)
@@ -60,6 +69,8 @@ public final class Phone: Sendable {
         self.report = report
         self.autoAnswer = autoAnswer
         self.dns = dns
+        self.referPolicy = referPolicy
+        self.referDecision = referDecision
         self.locator = Mutex(nil)
         let t = Task { [agent, weak self] in
             for await e in agent.events {
@@ -167,14 +178,14 @@ public final class Phone: Sendable {
     /// SRV, A/AAAA, over the transports this phone listens on) and the INVITE fails over from
     /// one to the next when a server does not answer (see ``SIPUserAgent/call(_:offer:targets:prepare:)``);
     /// a name that locates nothing ends the call with a transport error.
-    public func call(_ target: SIPURI) async -> SessionKey {
+    public func call(_ target: SIPURI, headers: [(SIPHeaderName, String)] = []) async -> SessionKey {
         let targets = await locate(agent.configuration.outboundProxy ?? target)
         let media = newMedia()
         var engine = newEngine(media: media)
         let offer = (try? engine.makeOffer()).map { SessionBody.sdp($0.serialized()) }
         // The engine is in place before the INVITE leaves: the answer may come back at once.
         let ready = engine
-        return await agent.call(target, offer: offer, targets: targets) { key in
+        return await agent.call(target, offer: offer, targets: targets, headers: headers) { key in
             if let media { self.mediaSessions.withLock { $0[key] = media } }
             self.engines.withLock { $0[key] = ready }
             self.offerEngines.withLock { $0[key] = ready }
@@ -252,47 +263,14 @@ public final class Phone: Sendable {
         case .incomingCall(let key, let m):
             incoming.withLock { $0.append(key) }
             let from = (try? m.from().uri.description) ?? "?"
-            report("\(name): incoming call from \(from)")
-            if let delay = autoAnswer {
-                // The offer in the INVITE (if any) is answered now; a refusal is a 488.
-                let offer = await agent.session(key)?.remoteBody
-                if let o = offer, case .failure(let err) = answer(key, offer: o) {
-                    report("\(name): refusing the offer: \(err.reason)")
-                    let warning = err.warningHeaderValue() ?? ""
-                    try? await agent.perform(key) { s throws(SessionError) in try s.reject(488, headers: [(.warning, warning)]) }
-                    return
-                }
-                let early = offer == nil ? nil : mediaOptions?.earlyMedia
-                if let early {
-                    // Early media: the answer goes in a 183 now, the same one in the 200 later.
-                    let answer = engines.withLock { $0[key]?.localDescription }.map { SessionBody.sdp($0.serialized()) }
-                    try? await agent.perform(key) { s throws(SessionError) in try s.provisional(183, body: answer) }
-                    report("\(name): early media for \(early)")
-                } else {
-                    try? await agent.perform(key) { s throws(SessionError) in try s.provisional(180) }
-                }
-                // Ring in a task of its own: this loop keeps handling events meanwhile.
-                Task { [agent] in
-                    try? await Task.sleep(for: early ?? delay)
-                    if early != nil, let options = self.mediaOptions, options.earlyInput != nil, let media = self.media(key) {
-                        // The call's own input takes over from the early one, in the same stream.
-                        do {
-                            if let source = try PhoneMediaOptions.source(options.input) { media.setInput(source) }
-                        } catch {
-                            self.report("\(self.name): input not switched: \(error)")
-                        }
-                    }
-                    let body: SessionBody?
-                    if offer != nil {
-                        body = self.engines.withLock { $0[key]?.localDescription }.map { SessionBody.sdp($0.serialized()) }
-                    } else {
-                        // No offer in the INVITE: ours goes in the 200, the answer in the ACK.
-                        body = try? self.withEngine(key) { (e: inout OfferAnswer) throws(OfferAnswerError) in
-                            SessionBody.sdp(try e.makeOffer().serialized())
-                        }.get()
-                    }
-                    try? await agent.perform(key) { s throws(SessionError) in try s.accept(body: body) }
-                }
+            let referredBy = ((try? m.referredBy()) ?? nil).map { " (Referred-By \($0.uri))" } ?? ""
+            let replaces = ((try? m.replaces()) ?? nil).map { " (Replaces \($0))" } ?? ""
+            report("\(name): incoming call from \(from)\(referredBy)\(replaces)")
+            if let replaced = await replacesDecision(for: key, invite: m) {
+                // RFC 3891: a call that replaces one of ours is answered at once, or refused.
+                await takeReplacing(key, m, replaced)
+            } else if let delay = autoAnswer {
+                await answerIncoming(key, after: delay)
             }
         case .session(let key, let ev):
             switch ev {
@@ -304,7 +282,8 @@ public final class Phone: Sendable {
                 if s.isTerminated || s == .confirmed { _ = offerEngines.withLock { $0.removeValue(forKey: key) } }
                 // Reported before it is recorded: whoever waits for the state sees the lines first.
                 report("\(name): \(s.label)")
-                states.withLock { $0[key, default: []].append(s) }
+                callStates.withLock { $0[key, default: []].append(s) }
+                await transferCallChanged(key, s)
             case .remoteOffer(let b, let method):
                 // Answer re-INVITEs and UPDATEs (and a 2xx offer to our offerless INVITE); the
                 // initial INVITE's offer is answered when the call is accepted.
@@ -338,6 +317,12 @@ public final class Phone: Sendable {
                 case .failure(let err):
                     report("\(name): bad answer: \(err.reason)")
                 }
+            case .request(let m, let tx) where m.method == .refer:
+                await receivedRefer(key, m, tx)
+            case .request(let m, let tx) where m.method == .notify:
+                await receivedNotify(key, m, tx)
+            case .requestCompleted(let method, let code, let response) where method == .refer || method == .notify:
+                await transferRequestCompleted(key, method, code, response)
             case .request(let m, let tx):
                 if m.method == .info, let body = SessionBody(of: m), body.contentType.type.lowercased() == "application",
                     body.contentType.subtype.lowercased() == "dtmf-relay"
@@ -367,6 +352,50 @@ public final class Phone: Sendable {
             report("\(name): \(s.label)")
         case .request, .trace:
             break
+        }
+    }
+
+    /// Answers an incoming call: its offer (if any) now (a refusal is a 488), 180 (or a 183 with
+    /// early media) unless `ring` is off, then the 200 after `delay`.
+    func answerIncoming(_ key: SessionKey, after delay: Duration, ring: Bool = true) async {
+        // The offer in the INVITE (if any) is answered now; a refusal is a 488.
+        let offer = await agent.session(key)?.remoteBody
+        if let o = offer, case .failure(let err) = answer(key, offer: o) {
+            report("\(name): refusing the offer: \(err.reason)")
+            let warning = err.warningHeaderValue() ?? ""
+            try? await agent.perform(key) { s throws(SessionError) in try s.reject(488, headers: [(.warning, warning)]) }
+            return
+        }
+        let early = offer == nil ? nil : mediaOptions?.earlyMedia
+        if let early {
+            // Early media: the answer goes in a 183 now, the same one in the 200 later.
+            let answer = engines.withLock { $0[key]?.localDescription }.map { SessionBody.sdp($0.serialized()) }
+            try? await agent.perform(key) { s throws(SessionError) in try s.provisional(183, body: answer) }
+            report("\(name): early media for \(early)")
+        } else {
+            if ring { try? await agent.perform(key) { s throws(SessionError) in try s.provisional(180) } }
+        }
+        // Ring in a task of its own: this loop keeps handling events meanwhile.
+        Task { [agent] in
+            try? await Task.sleep(for: early ?? delay)
+            if early != nil, let options = self.mediaOptions, options.earlyInput != nil, let media = self.media(key) {
+                // The call's own input takes over from the early one, in the same stream.
+                do {
+                    if let source = try PhoneMediaOptions.source(options.input) { media.setInput(source) }
+                } catch {
+                    self.report("\(self.name): input not switched: \(error)")
+                }
+            }
+            let body: SessionBody?
+            if offer != nil {
+                body = self.engines.withLock { $0[key]?.localDescription }.map { SessionBody.sdp($0.serialized()) }
+            } else {
+                // No offer in the INVITE: ours goes in the 200, the answer in the ACK.
+                body = try? self.withEngine(key) { (e: inout OfferAnswer) throws(OfferAnswerError) in
+                    SessionBody.sdp(try e.makeOffer().serialized())
+                }.get()
+            }
+            try? await agent.perform(key) { s throws(SessionError) in try s.accept(body: body) }
         }
     }
 
@@ -411,7 +440,7 @@ public final class Phone: Sendable {
     public func digitsReceivedByInfo(_ key: SessionKey) -> String { infoDigits.withLock { $0[key] ?? "" } }
 
     /// The states a session went through.
-    public func states(_ key: SessionKey) -> [SessionState] { states.withLock { $0[key] ?? [] } }
+    public func states(_ key: SessionKey) -> [SessionState] { callStates.withLock { $0[key] ?? [] } }
 
     /// Incoming calls so far.
     public var incomingCalls: [SessionKey] { incoming.withLock { $0 } }

@@ -1,0 +1,324 @@
+import Synchronization
+import SIPMessage
+import SIPTransaction
+import SIPDialog
+import SIPRuntime
+
+/// The transfers a phone is part of: as transferor (a REFER it sent, keyed by the call it
+/// transfers) and as transferee (a REFER it accepted, keyed by the call that carried it, and
+/// the new call it placed).
+struct TransferBook: Sendable {
+    /// A REFER we sent.
+    struct Outgoing: Sendable {
+        var subscriber: ReferSubscriber
+        var outcome: ReferOutcome?
+        var timer: Task<Void, Never>?
+    }
+
+    /// A REFER we accepted.
+    struct Incoming: Sendable {
+        var request: ReferRequest
+        var notifier: ReferNotifier?
+        var newCall: SessionKey?
+        var timer: Task<Void, Never>?
+    }
+
+    var outgoing: [SessionKey: Outgoing] = [:]
+    var incoming: [SessionKey: Incoming] = [:]
+    /// The new call a transferee placed → the call whose REFER asked for it.
+    var byNewCall: [SessionKey: SessionKey] = [:]
+    /// REFERs each dialog carried.
+    var refers: [SessionKey: Int] = [:]
+}
+
+extension Phone {
+    // MARK: Transferor
+
+    /// Transfers the call to `target` (blind transfer, RFC 5589 §6): a REFER in the call's
+    /// dialog; the progress the transferee reports (NOTIFY sipfrags) goes to `report`; on a
+    /// final 2xx the call is hung up (`hangUpOnSuccess`). Returns when the outcome is known:
+    /// success only on the final NOTIFY's 2xx, never on the 202; ``ReferOutcome/unknown(_:)``
+    /// without a subscription or when no NOTIFY comes within `notifyTimeout` (the call is then
+    /// still ours to take back).
+    public func transfer(_ key: SessionKey, to target: SIPURI, noSubscription: Bool = false, notifyTimeout: Duration = .seconds(32),
+                         hangUpOnSuccess: Bool = true) async -> ReferOutcome {
+        await refer(key, referTo: NameAddress(uri: target), noSubscription: noSubscription, notifyTimeout: notifyTimeout,
+                    hangUpOnSuccess: hangUpOnSuccess)
+    }
+
+    /// Attended transfer (RFC 5589 §7): the call `key` is transferred to the party of the
+    /// consultation call, which the transferee's INVITE replaces (`Replaces` embedded in the
+    /// Refer-To, built from the consultation's Contact and our view of its tags). The
+    /// consultation may still be ringing (an early dialog we placed).
+    public func transfer(_ key: SessionKey, replacing consultation: SessionKey, notifyTimeout: Duration = .seconds(32),
+                         hangUpOnSuccess: Bool = true) async -> ReferOutcome {
+        guard let session = await agent.session(consultation), let dialog = session.dialog, case .sip(let contact) = dialog.remoteTarget else {
+            report("\(name): no consultation dialog to refer to")
+            return .refused(481)
+        }
+        let replaces = ReferRequest.replaces(forConsultation: consultation, remoteTag: dialog.id.remoteTag,
+                                             earlyOnly: session.state != .confirmed)
+        return await refer(key, referTo: ReferRequest.referTo(contact: contact, replaces: replaces), noSubscription: false,
+                           notifyTimeout: notifyTimeout, hangUpOnSuccess: hangUpOnSuccess)
+    }
+
+    private func refer(_ key: SessionKey, referTo: NameAddress, noSubscription: Bool, notifyTimeout: Duration,
+                       hangUpOnSuccess: Bool) async -> ReferOutcome {
+        var headers: [(SIPHeaderName, String)] = [(.referTo, referTo.description),
+                                                 (.referredBy, NameAddress(uri: agent.configuration.identity).description)]
+        if noSubscription { headers.append((SIPHeaderName("Refer-Sub"), "false")) }
+        let configuration = ReferSubscriber.Configuration(notifyTimeout: notifyTimeout, requestedNoSubscription: noSubscription)
+        let busy = transfers.withLock { $0.outgoing[key].map { $0.outcome == nil } ?? false }
+        guard !busy else { return .refused(491) }
+        let sent = headers
+        do {
+            try await agent.perform(key) { [self] s throws(SessionError) in
+                // The subscriber is in place before the REFER leaves: its 202 and the first
+                // NOTIFY may come back at once. Its CSeq is the dialog's next one.
+                let cseq = (s.dialog?.localSequence).map { $0 &+ 1 } ?? 1
+                let actions = try s.sendRequest(.refer, headers: sent)
+                self.transfers.withLock { $0.outgoing[key] = TransferBook.Outgoing(subscriber: ReferSubscriber(referCSeq: cseq, configuration: configuration)) }
+                return actions
+            }
+        } catch {
+            report("\(name): REFER not sent: \(error)")
+            return .refused(481)
+        }
+        report("\(name): REFER to \(referTo.uri)")
+        let deadline = notifyTimeout * 4 + .seconds(64)
+        _ = await wait(timeout: deadline) { self.transfers.withLock { $0.outgoing[key]?.outcome != nil } }
+        let outcome = transfers.withLock { $0.outgoing[key]?.outcome } ?? .unknown(.noNotify)
+        report("\(name): transfer \(outcome)")
+        if outcome.isSuccess && hangUpOnSuccess {
+            try? await agent.perform(key) { s throws(SessionError) in try s.bye() }
+        }
+        return outcome
+    }
+
+    /// A NOTIFY in a call: for our REFER's subscription, else 481 (RFC 6665 §4.1.3).
+    func receivedNotify(_ key: SessionKey, _ m: SIPMessage, _ tx: TransactionID) async {
+        let actions = transfers.withLock { book -> [ReferSubscriber.Action]? in
+            guard var o = book.outgoing[key], o.subscriber.matches(m) else { return nil }
+            let a = o.subscriber.handleNotify(m)
+            book.outgoing[key] = o
+            return a
+        }
+        guard let actions else {
+            try? await agent.perform(key) { s throws(SessionError) in s.respond(to: m, in: tx, statusCode: 481) }
+            return
+        }
+        await applySubscriber(key, actions, notify: (m, tx))
+    }
+
+    private func applySubscriber(_ key: SessionKey, _ actions: [ReferSubscriber.Action], notify: (SIPMessage, TransactionID)? = nil) async {
+        for a in actions {
+            switch a {
+            case .respond(let code):
+                if let (m, tx) = notify { try? await agent.perform(key) { s throws(SessionError) in s.respond(to: m, in: tx, statusCode: code) } }
+            case .progress(let status):
+                report("\(name): transfer progress: \(status)")
+            case .finished(let outcome):
+                transfers.withLock { $0.outgoing[key]?.outcome = outcome }
+            case .startTimer(let d):
+                let t = Task { [weak self] in
+                    try? await Task.sleep(for: d)
+                    guard !Task.isCancelled, let self else { return }
+                    let more = self.transfers.withLock { book -> [ReferSubscriber.Action] in
+                        guard var o = book.outgoing[key] else { return [] }
+                        let a = o.subscriber.timerFired()
+                        book.outgoing[key] = o
+                        return a
+                    }
+                    await self.applySubscriber(key, more)
+                }
+                transfers.withLock { book in
+                    book.outgoing[key]?.timer?.cancel()
+                    book.outgoing[key]?.timer = t
+                }
+            case .cancelTimer:
+                transfers.withLock { book in
+                    book.outgoing[key]?.timer?.cancel()
+                    book.outgoing[key]?.timer = nil
+                }
+            }
+        }
+    }
+
+    /// The final response to a REFER or NOTIFY we sent in a call.
+    func transferRequestCompleted(_ key: SessionKey, _ method: SIPMethod, _ code: Int, _ response: SIPMessage?) async {
+        report("\(name): \(method.token) → \(code)")
+        if method == .refer {
+            let actions = transfers.withLock { book -> [ReferSubscriber.Action] in
+                guard var o = book.outgoing[key] else { return [] }
+                let a = response.map { o.subscriber.handleReferResponse($0) } ?? o.subscriber.handleReferFailure(timeout: code == 408)
+                book.outgoing[key] = o
+                return a
+            }
+            await applySubscriber(key, actions)
+        } else {
+            await notifierStep(key) { $0.notifyCompleted(statusCode: response == nil ? nil : code) }
+        }
+    }
+
+    // MARK: Transferee
+
+    /// A REFER in a call: checked against ``referPolicy``, then ``referDecision``; accepted with
+    /// 202 (and `Refer-Sub: false` when asked and granted), the transferor kept informed by
+    /// NOTIFYs while we call the target with its `Referred-By` and `Replaces`.
+    func receivedRefer(_ key: SessionKey, _ m: SIPMessage, _ tx: TransactionID) async {
+        let (count, open) = transfers.withLock { ($0.refers[key] ?? 0, $0.incoming.count) }
+        let request: ReferRequest
+        switch ReferRequest.read(m, policy: referPolicy, inDialog: true, refersInDialog: count, openSubscriptions: open) {
+        case .failure(let refusal):
+            report("\(name): REFER refused: \(refusal)")
+            agent.logger(for: key).info("REFER refused: \(refusal)")
+            let warning = "399 switchboard \"\(refusal.reason)\""
+            try? await agent.perform(key) { s throws(SessionError) in s.respond(to: m, in: tx, statusCode: refusal.statusCode, headers: [(.warning, warning)]) }
+            return
+        case .success(let r):
+            request = r
+        }
+        transfers.withLock { $0.refers[key] = count + 1 }
+        let referredBy = request.referredBy.map { " (Referred-By \($0.uri))" } ?? ""
+        guard referDecision(key, request) else {
+            report("\(name): REFER to \(request.target) declined\(referredBy)")
+            try? await agent.perform(key) { s throws(SessionError) in s.respond(to: m, in: tx, statusCode: 603) }
+            return
+        }
+        let noSubscription = request.grantsNoSubscription(referPolicy)
+        let answerHeaders: [(SIPHeaderName, String)] = noSubscription ? [(SIPHeaderName("Refer-Sub"), "false")] : []
+        try? await agent.perform(key) { s throws(SessionError) in s.respond(to: m, in: tx, statusCode: 202, headers: answerHeaders) }
+        report("\(name): transfer to \(request.target)\(referredBy)\(request.replaces.map { " replacing \($0.callID)" } ?? "")")
+        transfers.withLock { book in
+            book.incoming[key] = TransferBook.Incoming(request: request,
+                                                       notifier: noSubscription ? nil : ReferNotifier(referCSeq: request.cseq, writesEventID: count > 0))
+        }
+        await notifierStep(key) { $0.accepted() }
+        guard case .sip(let target) = request.target else {
+            // tel: URIs need a gateway this phone does not know: the transfer fails.
+            await notifierStep(key) { $0.progress(SIPFragStatus(statusCode: 488, reasonPhrase: "Not Acceptable Here")) }
+            return
+        }
+        var headers: [(SIPHeaderName, String)] = []
+        if let by = request.referredBy { headers.append((.referredBy, by.description)) }
+        if let replaces = request.replaces { headers.append((.replaces, replaces.description)) }
+        let newCall = await call(target, headers: headers)
+        transfers.withLock { book in
+            book.incoming[key]?.newCall = newCall
+            book.byNewCall[newCall] = key
+        }
+    }
+
+    /// A state change of any call: for a call placed by a transfer, its progress goes to the
+    /// transferor; for a call that carried a transfer of ours or theirs, its end closes the books.
+    func transferCallChanged(_ key: SessionKey, _ state: SessionState) async {
+        if let original = transfers.withLock({ $0.byNewCall[key] }) {
+            let status: SIPFragStatus?
+            switch state {
+            case .proceeding(let code): status = SIPFragStatus(statusCode: code, reasonPhrase: code == 180 ? "Ringing" : code == 183 ? "Session Progress" : "Trying")
+            case .confirmed: status = SIPFragStatus(statusCode: 200, reasonPhrase: "OK")
+            case .terminated(let reason): status = Self.finalStatus(reason)
+            default: status = nil
+            }
+            if let status { await notifierStep(original) { $0.progress(status) } }
+            if state.isTerminated || state == .confirmed { _ = transfers.withLock { $0.byNewCall.removeValue(forKey: key) } }
+        }
+        if state.isTerminated {
+            transfers.withLock { book in
+                if let o = book.outgoing.removeValue(forKey: key) { o.timer?.cancel() }
+                // Our REFER's dialog ended: its subscription goes with it (no NOTIFY can follow).
+                if let i = book.incoming.removeValue(forKey: key) { i.timer?.cancel() }
+                book.refers[key] = nil
+            }
+        }
+    }
+
+    /// The sipfrag status for a placed call that ended before it was answered.
+    static func finalStatus(_ reason: SessionEndReason) -> SIPFragStatus? {
+        switch reason {
+        case .rejected(let c), .declined(let c): return SIPFragStatus(statusCode: c, reasonPhrase: c == 486 ? "Busy Here" : c == 603 ? "Declined" : "")
+        case .timeout: return SIPFragStatus(statusCode: 408, reasonPhrase: "Request Timeout")
+        case .cancelled, .remoteCancelled: return SIPFragStatus(statusCode: 487, reasonPhrase: "Request Terminated")
+        case .transportError: return SIPFragStatus(statusCode: 503, reasonPhrase: "Service Unavailable")
+        case .authenticationFailed: return SIPFragStatus(statusCode: 403, reasonPhrase: "Forbidden")
+        case .dialogGone(let c): return SIPFragStatus(statusCode: c, reasonPhrase: "")
+        case .localHangup, .remoteHangup, .noAck, .sessionExpired: return nil
+        }
+    }
+
+    /// Runs `body` on the notifier of the REFER the call `key` carried, and carries out what it says.
+    private func notifierStep(_ key: SessionKey, _ body: (inout ReferNotifier) -> [ReferNotifier.Action]) async {
+        let actions = transfers.withLock { book -> [ReferNotifier.Action] in
+            guard var notifier = book.incoming[key]?.notifier else { return [] }
+            let a = body(&notifier)
+            book.incoming[key]?.notifier = notifier
+            return a
+        }
+        for a in actions {
+            switch a {
+            case .send(let notify):
+                let headers: [(SIPHeaderName, String)] = [(.event, notify.event), (.subscriptionState, notify.subscriptionState)]
+                let body = notify.body
+                do {
+                    try await agent.perform(key) { s throws(SessionError) in try s.sendRequest(.notify, body: body, headers: headers) }
+                } catch {
+                    // The dialog is gone (the transferor hung up first): the subscription with it.
+                    agent.logger(for: key).debug("NOTIFY not sent: \(error)")
+                    await notifierStep(key) { $0.notifyCompleted(statusCode: 481) }
+                }
+            case .startTimer(let d):
+                let t = Task { [weak self] in
+                    try? await Task.sleep(for: d)
+                    guard !Task.isCancelled, let self else { return }
+                    await self.notifierStep(key) { $0.timerFired() }
+                }
+                transfers.withLock { book in
+                    book.incoming[key]?.timer?.cancel()
+                    book.incoming[key]?.timer = t
+                }
+            case .cancelTimer:
+                transfers.withLock { book in
+                    book.incoming[key]?.timer?.cancel()
+                    book.incoming[key]?.timer = nil
+                }
+            case .terminated:
+                transfers.withLock { $0.incoming[key]?.notifier = nil }
+            }
+        }
+    }
+
+    // MARK: Transfer target
+
+    /// The RFC 3891 decision for an incoming INVITE with `Replaces`, among this phone's calls
+    /// with that Call-ID; nil without Replaces.
+    func replacesDecision(for key: SessionKey, invite: SIPMessage) async -> ReplacesDecision? {
+        guard !invite.values(.replaces).isEmpty else { return nil }
+        let callID = (try? invite.replaces())??.callID
+        var dialogs: [ReplaceableDialog] = []
+        for k in Set(callStates.withLock { Array($0.keys) } + incomingCalls) where k != key && k.callID == callID {
+            guard let s = await agent.session(k) else { continue }
+            let phase: ReplaceableDialog.Phase = s.isTerminated ? .terminated : s.state == .confirmed ? .confirmed : .early
+            dialogs.append(ReplaceableDialog(key: k, remoteTag: s.dialog?.id.remoteTag, phase: phase, placedByUs: s.dialog?.isUAC ?? true))
+        }
+        return ReplacesDecision.decide(for: invite, among: dialogs)
+    }
+
+    /// Takes an incoming call that replaces one of ours: answered at once (no ringing), the
+    /// replaced call ended with BYE (or CANCEL, an early call we placed); or refused.
+    func takeReplacing(_ key: SessionKey, _ invite: SIPMessage, _ decision: ReplacesDecision) async {
+        let by = ((try? invite.referredBy()) ?? nil).map { " (Referred-By \($0.uri))" } ?? ""
+        switch decision {
+        case .refuse(let code):
+            report("\(name): Replaces refused with \(code)\(by)")
+            try? await agent.perform(key) { s throws(SessionError) in try s.reject(code) }
+        case .replace(let old, let method):
+            report("\(name): call replaces \(old.callID)\(by)")
+            await answerIncoming(key, after: .zero, ring: false)
+            if method == .cancel {
+                try? await agent.perform(old) { s throws(SessionError) in try s.cancel() }
+            } else {
+                try? await agent.perform(old) { s throws(SessionError) in try s.bye() }
+            }
+        }
+    }
+}

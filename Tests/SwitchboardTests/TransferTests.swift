@@ -1,0 +1,148 @@
+import Testing
+import Synchronization
+import SIPMessage
+import SIPTransaction
+import SIPTransport
+import SIPDialog
+import SIPRuntime
+import NetworkIO
+import Switchboard
+
+/// Transfer between three of our own phones on 127.0.0.1 (RFC 5589's roles: transferor,
+/// transferee, transfer target), over real sockets, without media.
+@Suite("Phone: call transfer (REFER, Replaces)")
+struct TransferTests {
+    static let fast = TransactionTimers(t1: .milliseconds(20), t2: .milliseconds(160), t4: .milliseconds(200))
+
+    static func phone(_ user: String, autoAnswer: Duration? = .milliseconds(20), lines: Lines,
+                      referDecision: @escaping @Sendable (SessionKey, ReferRequest) -> Bool = { _, _ in true }) throws -> Phone {
+        var c = SIPUserAgent.Configuration(endpoint: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))], timers: fast),
+                                           identity: try SIPURI("sip:\(user)@127.0.0.1"))
+        c.sessionTimer = nil
+        return try Phone(name: user, configuration: c, autoAnswer: autoAnswer, referDecision: referDecision, report: { lines.add($0) })
+    }
+
+    static func uri(_ p: Phone, _ user: String) throws -> SIPURI {
+        try SIPURI("sip:\(user)@127.0.0.1:\(p.agent.endpoint.localAddresses[0].address.port)")
+    }
+
+    /// Every report line of the three phones, in order.
+    final class Lines: Sendable {
+        private let all = Mutex<[String]>([])
+        func add(_ s: String) { all.withLock { $0.append(s) } }
+        var text: [String] { all.withLock { $0 } }
+        func contains(_ part: String) -> Bool { text.contains { $0.contains(part) } }
+    }
+
+    static func up(_ p: Phone, _ key: SessionKey) async -> Bool {
+        await p.wait(key, timeout: .seconds(5)) { $0 == .confirmed }
+    }
+
+    @Test("blind transfer: the transferee calls the target with Referred-By, success comes from the final NOTIFY, the transferor hangs up")
+    func blind() async throws {
+        let lines = Lines()
+        let alice = try Self.phone("alice", lines: lines), bob = try Self.phone("bob", lines: lines), carol = try Self.phone("carol", lines: lines)
+        defer { alice.close(); bob.close(); carol.close() }
+        let ab = await alice.call(try Self.uri(bob, "bob"))
+        #expect(await Self.up(alice, ab))
+        let outcome = await alice.transfer(ab, to: try Self.uri(carol, "carol"), notifyTimeout: .seconds(5))
+        #expect(outcome == .succeeded(200), "lines: \(lines.text)")
+        #expect(await alice.wait(ab, timeout: .seconds(5)) { $0 == .terminated(.localHangup) })
+        // Bob's new call to Carol is up; Carol heard who referred it.
+        #expect(carol.incomingCalls.count == 1)
+        let bc = try #require(carol.incomingCalls.first)
+        #expect(await carol.wait(bc, timeout: .seconds(5)) { $0 == .confirmed })
+        #expect(lines.contains("bob: transfer to sip:carol@"))
+        #expect(lines.contains("carol: incoming call from sip:bob@127.0.0.1 (Referred-By sip:alice@127.0.0.1)"), "lines: \(lines.text)")
+        #expect(lines.contains("alice: transfer progress: SIP/2.0 100 Trying"))
+        #expect(lines.contains("alice: transfer progress: SIP/2.0 200 OK"))
+        #expect(lines.contains("alice: NOTIFY") == false, "alice sends no NOTIFY")
+    }
+
+    @Test("the target never answers: the transfer fails with 408 and the call stays with the transferor")
+    func targetNeverAnswers() async throws {
+        let lines = Lines()
+        let alice = try Self.phone("alice", lines: lines), bob = try Self.phone("bob", lines: lines)
+        defer { alice.close(); bob.close() }
+        let nobody = try UDPTransport(bindingTo: try SocketAddress(ip: "127.0.0.1", port: 0)) { _ in }
+        let silent = try SIPURI("sip:nobody@127.0.0.1:\(nobody.localAddress.port)")
+        defer { nobody.close() }
+        let ab = await alice.call(try Self.uri(bob, "bob"))
+        #expect(await Self.up(alice, ab))
+        let outcome = await alice.transfer(ab, to: silent, notifyTimeout: .seconds(5))
+        #expect(outcome == .failed(408), "lines: \(lines.text)")
+        #expect(alice.states(ab).last == .confirmed, "the call is still ours to take back")
+    }
+
+    @Test("the transferee declines the REFER: refused (603), the call goes on")
+    func declined() async throws {
+        let lines = Lines()
+        let alice = try Self.phone("alice", lines: lines)
+        let bob = try Self.phone("bob", lines: lines, referDecision: { _, _ in false })
+        let carol = try Self.phone("carol", lines: lines)
+        defer { alice.close(); bob.close(); carol.close() }
+        let ab = await alice.call(try Self.uri(bob, "bob"))
+        #expect(await Self.up(alice, ab))
+        #expect(await alice.transfer(ab, to: try Self.uri(carol, "carol"), notifyTimeout: .seconds(5)) == .refused(603))
+        #expect(carol.incomingCalls.isEmpty)
+        #expect(alice.states(ab).last == .confirmed)
+    }
+
+    @Test("a Refer-To with an http: URI is refused with 403 and nothing is fetched or called")
+    func badScheme() async throws {
+        let lines = Lines()
+        let alice = try Self.phone("alice", lines: lines), bob = try Self.phone("bob", lines: lines)
+        defer { alice.close(); bob.close() }
+        let ab = await alice.call(try Self.uri(bob, "bob"))
+        #expect(await Self.up(alice, ab))
+        try await alice.agent.perform(ab) { s throws(SessionError) in try s.sendRequest(.refer, headers: [(.referTo, "<http://198.51.100.1/x>")]) }
+        #expect(await alice.wait(timeout: .seconds(5)) { lines.contains("alice: REFER → 403") }, "lines: \(lines.text)")
+        #expect(lines.contains("bob: REFER refused: 403: Refer-To scheme http is not followed"))
+    }
+
+    @Test("Refer-Sub: false granted: the outcome is unknown, yet the transferee places the call")
+    func noSubscription() async throws {
+        let lines = Lines()
+        let alice = try Self.phone("alice", lines: lines), bob = try Self.phone("bob", lines: lines), carol = try Self.phone("carol", lines: lines)
+        defer { alice.close(); bob.close(); carol.close() }
+        let ab = await alice.call(try Self.uri(bob, "bob"))
+        #expect(await Self.up(alice, ab))
+        #expect(await alice.transfer(ab, to: try Self.uri(carol, "carol"), noSubscription: true) == .unknown(.noSubscription))
+        #expect(alice.states(ab).last == .confirmed, "an unknown outcome does not hang up")
+        #expect(await carol.wait(timeout: .seconds(5)) { carol.incomingCalls.count == 1 })
+    }
+
+    @Test("attended transfer: the transferee's INVITE replaces the consultation call at the target")
+    func attended() async throws {
+        let lines = Lines()
+        let alice = try Self.phone("alice", lines: lines), bob = try Self.phone("bob", lines: lines), carol = try Self.phone("carol", lines: lines)
+        defer { alice.close(); bob.close(); carol.close() }
+        let ab = await alice.call(try Self.uri(bob, "bob"))
+        #expect(await Self.up(alice, ab))
+        try await alice.hold(ab, true)
+        let ac = await alice.call(try Self.uri(carol, "carol"))
+        #expect(await Self.up(alice, ac))
+        let outcome = await alice.transfer(ab, replacing: ac, notifyTimeout: .seconds(5))
+        #expect(outcome == .succeeded(200), "lines: \(lines.text)")
+        // Carol took Bob's call in place of the consultation, which she ended with BYE.
+        #expect(await alice.wait(ac, timeout: .seconds(5)) { $0 == .terminated(.remoteHangup) }, "lines: \(lines.text)")
+        #expect(await alice.wait(ab, timeout: .seconds(5)) { $0 == .terminated(.localHangup) })
+        #expect(lines.contains("carol: call replaces \(ac.callID)"))
+        #expect(lines.contains("(Replaces \(ac.callID);to-tag="), "lines: \(lines.text)")
+        #expect(carol.incomingCalls.count == 2)
+        let bc = try #require(carol.incomingCalls.last)
+        #expect(await carol.wait(bc, timeout: .seconds(5)) { $0 == .confirmed })
+    }
+
+    @Test("Replaces naming no dialog of the target: 481, and the transfer fails")
+    func replacesNothing() async throws {
+        let lines = Lines()
+        let alice = try Self.phone("alice", lines: lines), bob = try Self.phone("bob", lines: lines), carol = try Self.phone("carol", lines: lines)
+        defer { alice.close(); bob.close(); carol.close() }
+        let ab = await alice.call(try Self.uri(bob, "bob"))
+        #expect(await Self.up(alice, ab))
+        let bogus = ReferRequest.referTo(contact: try Self.uri(carol, "carol"), replaces: Replaces(callID: "nope@x", toTag: "a", fromTag: "b"))
+        try await alice.agent.perform(ab) { s throws(SessionError) in try s.sendRequest(.refer, headers: [(.referTo, bogus.description)]) }
+        #expect(await alice.wait(timeout: .seconds(5)) { lines.contains("carol: Replaces refused with 481") }, "lines: \(lines.text)")
+    }
+}
