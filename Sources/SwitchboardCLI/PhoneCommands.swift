@@ -12,6 +12,49 @@ import SIPProxy
 import Switchboard
 import NetworkIO
 
+/// The transfer options shared by `call` and `answer` (RFC 5589: we are the transferor).
+struct TransferOptions: ParsableArguments {
+    @Option(name: .long, help: "Once the call is up, transfer it to this URI (blind: REFER, the call is held first) and exit 0 only when the transfer succeeded.")
+    var transferTo: String?
+
+    @Option(name: .long, help: "Attended transfer: once the call is up, hold it, call this URI, and when that call is answered transfer the first call to it (REFER with Replaces).")
+    var consult: String?
+
+    @Option(name: .long, help: "With --transfer-to or --consult: seconds in the call before transferring.")
+    var transferAfter: Double = 1
+
+    @Option(name: .long, help: "A REFER we receive (as transferee): accept or reject (603).")
+    var refer: ReferAnswer = .accept
+
+    enum ReferAnswer: String, ExpressibleByArgument { case accept, reject }
+
+    func validate() throws {
+        if transferTo != nil && consult != nil { throw ValidationError("--transfer-to and --consult are exclusive") }
+        guard transferAfter >= 0 else { throw ValidationError("--transfer-after takes a number of seconds") }
+    }
+
+    var wanted: Bool { transferTo != nil || consult != nil }
+
+    /// Transfers the call `key` as asked; returns the outcome (nil when no transfer was asked).
+    func run(_ phone: Phone, _ key: SessionKey, say: @escaping @Sendable (String) -> Void) async throws -> ReferOutcome? {
+        guard wanted else { return nil }
+        try await Task.sleep(for: .milliseconds(Int64(transferAfter * 1000)))
+        guard phone.states(key).last == .confirmed else { return nil }
+        try? await phone.hold(key, true)
+        if let t = transferTo {
+            return await phone.transfer(key, to: try SIPURI(t))
+        }
+        let consultation = await phone.call(try SIPURI(consult!))
+        guard await phone.wait(consultation, timeout: .seconds(30), for: { $0 == .confirmed || $0.isTerminated }),
+              phone.states(consultation).last == .confirmed else {
+            say("the consultation call was not answered: taking the call back")
+            try? await phone.hold(key, false)
+            return .unknown(.noNotify)
+        }
+        return await phone.transfer(key, replacing: consultation)
+    }
+}
+
 /// The account options shared by `call` and `answer`.
 struct AccountOptions: ParsableArguments {
     @Option(name: .long, help: "Authentication user name for 401/407 challenges (default: our AOR's user).")
@@ -151,6 +194,7 @@ struct Call: AsyncParsableCommand {
 
     @OptionGroup var account: AccountOptions
     @OptionGroup var media: MediaOptions
+    @OptionGroup var transfer: TransferOptions
     @OptionGroup var logging: LoggingOptions
     @OptionGroup var tracing: TraceOptions
 
@@ -167,8 +211,9 @@ struct Call: AsyncParsableCommand {
         let say = stamped(.now)
         let host: String
         switch point { case .tcp(let a), .tls(let a), .udp(let a): host = a.ipString }
+        let accepts = transfer.refer == .accept
         let phone = try Phone(name: "call", configuration: config, media: try media.phoneMedia(host: host),
-                              report: { say(String($0.dropFirst(6))) }, trace: tracing.traceLines())
+                              referDecision: { _, _ in accepts }, report: { say(String($0.dropFirst(6))) }, trace: tracing.traceLines())
         defer { phone.close() }
         say("from \(identity) on \(phone.agent.endpoint.localAddresses[0])")
         if let r = account.register {
@@ -191,6 +236,16 @@ struct Call: AsyncParsableCommand {
         }
         if let digits = media.dtmf {
             do { try await phone.sendDigits(key, digits) } catch { say("DTMF not sent: \(error)") }
+        }
+        if transfer.wanted {
+            let outcome = try await transfer.run(phone, key, say: say)
+            // A transfer that did not succeed leaves the call with us: hang it up and say so.
+            if !phone.states(key).contains(where: \.isTerminated) {
+                try? await phone.agent.perform(key) { s throws(SessionError) in try s.bye() }
+            }
+            _ = await phone.wait(key, timeout: .seconds(5)) { $0.isTerminated }
+            guard outcome?.isSuccess == true else { throw ExitCode(1) }
+            return
         }
         let third = Duration.milliseconds(Int64(duration * 1000 / 3))
         if hold {
@@ -249,6 +304,7 @@ struct Answer: AsyncParsableCommand {
 
     @OptionGroup var account: AccountOptions
     @OptionGroup var media: MediaOptions
+    @OptionGroup var transfer: TransferOptions
     @OptionGroup var logging: LoggingOptions
     @OptionGroup var tracing: TraceOptions
 
@@ -283,8 +339,10 @@ struct Answer: AsyncParsableCommand {
         var config = SIPUserAgent.Configuration(endpoint: .init(listen: [point]), identity: identity, credentials: creds, transport: transport)
         config.logger = logging.logger("switchboard.answer")
         let say = stamped(.now)
+        let accepts = transfer.refer == .accept
         let phone = try Phone(name: "answer", configuration: config, autoAnswer: .milliseconds(Int64(ring)),
-                              media: try phoneMedia(host: host), report: { say(String($0.dropFirst(8))) }, trace: tracing.traceLines())
+                              media: try phoneMedia(host: host), referDecision: { _, _ in accepts },
+                              report: { say(String($0.dropFirst(8))) }, trace: tracing.traceLines())
         defer { phone.close() }
         say("listening on \(phone.agent.endpoint.localAddresses[0]) as \(identity)")
         if let r = account.register {
@@ -295,6 +353,7 @@ struct Answer: AsyncParsableCommand {
         var hungUp: Set<SessionKey> = []
         var answeredAt: [SessionKey: MonotonicClock.Instant] = [:]
         var dtmfSent: Set<SessionKey> = []
+        var transferring: Set<SessionKey> = []
         while !stop.requested {
             try await Task.sleep(for: .milliseconds(50))
             if let d = duration, clock.now - start >= .milliseconds(Int64(d * 1000)) { break }
@@ -305,6 +364,17 @@ struct Answer: AsyncParsableCommand {
                 for k in calls where phone.states(k).last == .confirmed && !dtmfSent.contains(k) {
                     dtmfSent.insert(k)
                     do { try await phone.sendDigits(k, digits) } catch { say("DTMF not sent: \(error)") }
+                }
+            }
+            if transfer.wanted {
+                // Each answered call is transferred once (we are the transferor).
+                for k in calls where phone.states(k).last == .confirmed && !transferring.contains(k) {
+                    transferring.insert(k)
+                    let options = transfer
+                    Task {
+                        let outcome = try? await options.run(phone, k, say: say)
+                        say("transfer of \(k.callID): \(outcome.map { "\($0)" } ?? "not done")")
+                    }
                 }
             }
             if let h = hangupAfter {
