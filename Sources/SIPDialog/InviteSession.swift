@@ -74,6 +74,9 @@ public struct InviteSession: Sendable {
     /// Headers the application adds to our initial INVITE (Referred-By, Replaces, …), kept for
     /// its authenticated retry too.
     private var initialHeaders: [(SIPHeaderName, String)] = []
+    /// Following 3xx: the targets tried and left, and the headers the last 3xx asked to keep.
+    private var redirects: RedirectTargets?
+    private var redirectHeaders: [(SIPHeaderName, String)] = []
     private var invite: SIPMessage?
     private var inviteCSeq: UInt32 = 0
     private var inviteFinal = false
@@ -486,6 +489,31 @@ public struct InviteSession: Sendable {
         invite = request
     }
 
+    /// RFC 3261 §8.1.3.4: the INVITE goes again to the next target of the 3xx (same Call-ID and
+    /// From tag, CSeq + 1), or the call ends with ``SessionEndReason/redirectFailed(_:_:)``.
+    private mutating func followRedirect(_ response: SIPMessage, _ code: Int) -> [Action] {
+        guard case .sip(let original) = target.uri else {
+            inviteFinal = true
+            return cancelAllTimers() + [set(.terminated(.redirectFailed(code, .unsupportedScheme)))]
+        }
+        var r = redirects ?? RedirectTargets(original: original, policy: configuration.redirects)
+        let ours = configuration.contact.sipURI.map { [$0] } ?? []
+        let next = r.next(after: response, ours: ours)
+        redirects = r
+        switch next {
+        case .failure(let why):
+            inviteFinal = true
+            return cancelAllTimers() + [set(.terminated(.redirectFailed(code, why)))]
+        case .success(let uri):
+            // RFC 5806/7044: the diversion history the 3xx carries goes with the new INVITE.
+            redirectHeaders = response.values(.diversion).map { (.diversion, $0) } + response.values(SIPHeaderName(.historyInfo)).map { (SIPHeaderName(.historyInfo), $0) }
+            inviteCSeq += 1
+            earlyDialogs = [:]
+            gotProvisional = false
+            return [.event(.redirected(statusCode: code, target: uri))] + sendInitialInvite(authorization: [])
+        }
+    }
+
     /// UAC, before ``start()``: headers for the initial INVITE (a transferee's `Referred-By` and
     /// `Replaces`, RFC 3892 and RFC 3891).
     public mutating func addInitialHeaders(_ headers: [(SIPHeaderName, String)]) {
@@ -500,7 +528,9 @@ public struct InviteSession: Sendable {
 
     private mutating func sendInitialInvite(authorization: [(SIPHeaderName, AuthenticationHeader)]) -> [Action] {
         do {
-            var m = try SIPMessage(method: .invite, uri: target.uri)
+            // After a redirection the Request-URI is the new target; To stays the original (§8.1.3.4).
+            let redirected: URI? = redirects.flatMap { $0.tried.count > 1 ? $0.tried.last.map(URI.sip) : nil }
+            var m = try SIPMessage(method: .invite, uri: redirected ?? target.uri)
             try m.append(.via, newVia())
             try m.append(.maxForwards, "70")
             for r in configuration.outboundRoute { try m.append(.route, r) }
@@ -522,7 +552,7 @@ public struct InviteSession: Sendable {
             }
             if let ua = configuration.userAgent { try m.append(.userAgent, ua) }
             for (n, v) in authorization { try m.append(n, v) }
-            for (n, v) in initialHeaders { try m.append(n, v) }
+            for (n, v) in initialHeaders + redirectHeaders { try m.append(n, v) }
             if let b = initialOffer { m.setBody(b.bytes, contentType: b.contentType) }
             invite = m
             return [.send(m)]
@@ -704,6 +734,9 @@ public struct InviteSession: Sendable {
                 inviteCSeq += 1
                 earlyDialogs = [:]
                 return sendInitialInvite(authorization: [])
+            }
+            if (300..<400).contains(code), !cancelRequested, configuration.redirects.mode == .follow {
+                return followRedirect(r, code)
             }
             inviteFinal = true
             let reason: SessionEndReason = (cancelSent || cancelRequested) && code == 487 ? .cancelled : .rejected(code)

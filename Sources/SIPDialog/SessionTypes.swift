@@ -74,12 +74,15 @@ public struct InviteSessionConfiguration: Sendable {
     public var allow: [SIPMethod]
     /// A proxy route to put on the dialog-creating INVITE (an outbound proxy, loose routing).
     public var outboundRoute: [NameAddress]
+    /// What our calls do with a 3xx.
+    public var redirects: RedirectPolicy
 
     public init(localParty: NameAddress, contact: NameAddress, viaTransport: String = "UDP", viaSentBy: String,
                 timers: TransactionTimers = .rfc3261, reliableProvisional: ReliableProvisionalPolicy = .supported,
                 sessionTimer: SessionTimerSettings? = SessionTimerSettings(), userAgent: String? = nil,
-                allow: [SIPMethod] = [.invite, .ack, .cancel, .bye, .options, .info, .message, .update, .prack],
-                outboundRoute: [NameAddress] = []) {
+                allow: [SIPMethod] = [.invite, .ack, .cancel, .bye, .options, .info, .message, .update, .prack, .refer, .notify],
+                outboundRoute: [NameAddress] = [], redirects: RedirectPolicy = RedirectPolicy()) {
+        self.redirects = redirects
         self.localParty = localParty
         self.contact = contact
         self.viaTransport = viaTransport
@@ -139,6 +142,8 @@ public enum SessionEndReason: Sendable, Hashable {
     case dialogGone(Int)
     /// The peer's challenge could not be answered, or our credentials were refused.
     case authenticationFailed(String)
+    /// Our INVITE was redirected (this 3xx) and could not be followed further.
+    case redirectFailed(Int, RedirectFailure)
 }
 
 /// The states an INVITE session goes through, as a user sees them.
@@ -185,6 +190,9 @@ public enum SessionEvent: Sendable {
     case request(SIPMessage, transaction: TransactionID)
     /// The final response to a request we sent inside the dialog (re-INVITE, UPDATE, INFO…).
     case requestCompleted(method: SIPMethod, statusCode: Int, response: SIPMessage?)
+    /// Our INVITE got this 3xx and goes again to `target` (same Call-ID and tag, the next CSeq,
+    /// the 3xx's Diversion and History-Info kept), as ``RedirectPolicy`` says.
+    case redirected(statusCode: Int, target: SIPURI)
     /// A re-INVITE or UPDATE we asked for was refused with 491 and will be retried.
     case glare(retryAfter: Duration)
     /// The session interval was refreshed (RFC 4028): the new interval in seconds.

@@ -30,6 +30,8 @@ public final class SIPUserAgent: Sendable {
         public var sessionTimer: SessionTimerSettings?
         /// User-Agent and Server header value.
         public var userAgent: String?
+        /// What our calls do with a 3xx: follow the targets (q order, each once, bounded) or end.
+        public var redirects = RedirectPolicy()
         /// Where the agent (and its endpoint: this is ``SIPEndpoint/Configuration/logger``) logs:
         /// `info` for registration changes, `debug` for each call's state changes (with the
         /// Call-ID and local tag as metadata) and for requests refused, `trace` for every message.
@@ -137,7 +139,7 @@ public final class SIPUserAgent: Sendable {
             localParty: NameAddress(displayName: configuration.displayName, uri: configuration.identity),
             contact: NameAddress(uri: contactURI), viaTransport: configuration.transport.viaToken, viaSentBy: sentBy,
             timers: configuration.endpoint.timers, reliableProvisional: configuration.reliableProvisional,
-            sessionTimer: configuration.sessionTimer, userAgent: configuration.userAgent)
+            sessionTimer: configuration.sessionTimer, userAgent: configuration.userAgent, redirects: configuration.redirects)
         if var proxy = configuration.outboundProxy {
             proxy.parameters.set("lr", nil)
             sc.outboundRoute = [NameAddress(uri: proxy)]
@@ -428,6 +430,11 @@ public final class SIPUserAgent: Sendable {
             if let h = state.withLock({ $0.timers.removeValue(forKey: TimerKey(key: key, timer: t)) }) { endpoint.timerService.cancel(h) }
         case .event(let e):
             if debugs, case .stateChanged(let st) = e { logger(for: key).debug("call state \(st)") }
+            if case .redirected(let code, let target) = e {
+                // The INVITE goes to a new Request-URI: the located targets were the old one's.
+                state.withLock { $0.targets[key] = nil }
+                logger(for: key).info("redirected (\(code)) to \(target)")
+            }
             continuation.yield(.session(key, e))
             if case .stateChanged(.terminated) = e {
                 let handles = state.withLock { s -> [TimerService.Handle] in

@@ -241,7 +241,7 @@ extension Phone {
         case .cancelled, .remoteCancelled: return SIPFragStatus(statusCode: 487, reasonPhrase: "Request Terminated")
         case .transportError: return SIPFragStatus(statusCode: 503, reasonPhrase: "Service Unavailable")
         case .authenticationFailed: return SIPFragStatus(statusCode: 403, reasonPhrase: "Forbidden")
-        case .dialogGone(let c): return SIPFragStatus(statusCode: c, reasonPhrase: "")
+        case .dialogGone(let c), .redirectFailed(let c, _): return SIPFragStatus(statusCode: c, reasonPhrase: "")
         case .localHangup, .remoteHangup, .noAck, .sessionExpired: return nil
         }
     }
@@ -319,6 +319,31 @@ extension Phone {
             } else {
                 try? await agent.perform(old) { s throws(SessionError) in try s.bye() }
             }
+        }
+    }
+}
+
+extension Phone {
+    // MARK: Forwarding (3xx)
+
+    /// Forwards an incoming call that is not answered yet (trying, ringing): a 3xx (302 by
+    /// default; 301 or 380 where asked) listing `targets` as Contacts, the first preferred (q
+    /// 1.0, then 0.9, …), each valid for `expires` seconds, with a `Diversion` header (RFC 5806)
+    /// naming us and `reason`.
+    public func forward(_ key: SessionKey, to targets: [SIPURI], statusCode: Int = 302, reason: String = "unconditional",
+                        expires: UInt32 = 3600) async {
+        guard (300..<400).contains(statusCode), !targets.isEmpty else { return }
+        let contacts = targets.prefix(10).enumerated().map { i, t -> String in
+            let q = max(1, 10 - i)
+            return "<\(t)>;q=\(q == 10 ? "1.0" : "0.\(q)");expires=\(expires)"
+        }
+        let headers: [(SIPHeaderName, String)] = [(.contact, contacts.joined(separator: ", ")),
+                                                 (.diversion, "<\(agent.configuration.identity)>;reason=\(reason);counter=1")]
+        report("\(name): forwarding (\(statusCode)) to \(targets.map(\.description).joined(separator: ", "))")
+        do {
+            try await agent.perform(key) { s throws(SessionError) in try s.reject(statusCode, headers: headers) }
+        } catch {
+            report("\(name): not forwarded: \(error)")
         }
     }
 }

@@ -38,6 +38,8 @@ public final class Phone: Sendable {
     private let offerEngines = Mutex<[SessionKey: OfferAnswer]>([:])
     /// Transfers in progress, as transferor and as transferee (see Phone+Transfer.swift).
     let transfers = Mutex(TransferBook())
+    /// Where incoming calls are forwarded (302), when set.
+    public let forwardTargets: [SIPURI]
     /// What a REFER we receive may ask (checked before ``referDecision``).
     public let referPolicy: ReferPolicy
     /// Asked for each REFER that passed ``referPolicy``: accept (true, the default) or decline (603).
@@ -55,11 +57,13 @@ public final class Phone: Sendable {
     ///   - dns: where RFC 3263 server location asks (NAPTR, SRV, A/AAAA) when a call's next hop
     ///     (its outbound proxy, else its target) is named by a domain; nil reads the system's
     ///     `/etc/resolv.conf` and `/etc/hosts` when first needed.
+    ///   - forwardTo: answer every incoming call with a 302 listing these targets (call forwarding)
+    ///     instead of ringing; empty rings as usual.
     ///   - referPolicy: what a REFER we receive may ask (schemes, out-of-dialog, bounds).
     ///   - referDecision: asked for each REFER that passed the policy; true accepts (the default).
     public init(name: String, configuration: SIPUserAgent.Configuration, autoAnswer: Duration? = nil,
                 codecs: [Codec] = [.opus, .pcmu, .pcma, .telephoneEvent], media: PhoneMediaOptions? = nil, dns: DNSClientConfiguration? = nil,
-                referPolicy: ReferPolicy = ReferPolicy(), referDecision: @escaping @Sendable (SessionKey, ReferRequest) -> Bool = { _, _ in true },
+                forwardTo: [SIPURI] = [], referPolicy: ReferPolicy = ReferPolicy(), referDecision: @escaping @Sendable (SessionKey, ReferRequest) -> Bool = { _, _ in true },
                 report: @escaping @Sendable (String) -> Void = { _ in },
                 trace: (@Sendable (SIPMessage, Bool, SIPPeer) -> Void)? = nil) throws {
         agent = try SIPUserAgent(configuration: configuration, tracing: trace != nil)
@@ -70,6 +74,7 @@ public final class Phone: Sendable {
         self.autoAnswer = autoAnswer
         self.dns = dns
         self.referPolicy = referPolicy
+        self.forwardTargets = forwardTo
         self.referDecision = referDecision
         self.locator = Mutex(nil)
         let t = Task { [agent, weak self] in
@@ -266,7 +271,9 @@ public final class Phone: Sendable {
             let referredBy = ((try? m.referredBy()) ?? nil).map { " (Referred-By \($0.uri))" } ?? ""
             let replaces = ((try? m.replaces()) ?? nil).map { " (Replaces \($0))" } ?? ""
             report("\(name): incoming call from \(from)\(referredBy)\(replaces)")
-            if let replaced = await replacesDecision(for: key, invite: m) {
+            if !forwardTargets.isEmpty {
+                await forward(key, to: forwardTargets)
+            } else if let replaced = await replacesDecision(for: key, invite: m) {
                 // RFC 3891: a call that replaces one of ours is answered at once, or refused.
                 await takeReplacing(key, m, replaced)
             } else if let delay = autoAnswer {
@@ -342,6 +349,8 @@ public final class Phone: Sendable {
                     _ = withEngine(key) { (e: inout OfferAnswer) throws(OfferAnswerError) in e.rollback() }
                 }
                 report("\(name): \(method.token) → \(code)")
+            case .redirected(let code, let target):
+                report("\(name): redirected (\(code)) to \(target)")
             case .glare(let d):
                 report("\(name): glare (491), retrying in \(d)")
             default:

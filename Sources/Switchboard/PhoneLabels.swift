@@ -53,6 +53,7 @@ extension SessionEndReason {
         case .transportError: return "transport error"
         case .dialogGone(let c): return "dialog gone (\(c))"
         case .authenticationFailed(let why): return "authentication failed: \(why)"
+        case .redirectFailed(let code, let why): return "redirected (\(code)) and \(why)"
         }
     }
 }

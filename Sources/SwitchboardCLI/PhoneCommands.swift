@@ -191,6 +191,11 @@ struct Call: AsyncParsableCommand {
     @Option(name: .long, help: "Give up on the setup after this many seconds (CANCEL).")
     var timeout: Double = 30
 
+    @Option(name: .long, help: "A 3xx answer: follow its targets (q order, each once, at most 5 hops) or reject (the call fails with the targets printed).")
+    var redirects: RedirectAnswer = .follow
+
+    enum RedirectAnswer: String, ExpressibleByArgument { case follow, reject }
+
 
     @OptionGroup var account: AccountOptions
     @OptionGroup var media: MediaOptions
@@ -208,6 +213,7 @@ struct Call: AsyncParsableCommand {
         var config = SIPUserAgent.Configuration(endpoint: .init(listen: [point]), identity: identity, credentials: creds,
                                                 outboundProxy: try proxy.map { try SIPURI($0) }, transport: transport)
         config.logger = logging.logger("switchboard.call")
+        config.redirects = RedirectPolicy(mode: redirects == .follow ? .follow : .fail)
         let say = stamped(.now)
         let host: String
         switch point { case .tcp(let a), .tls(let a), .udp(let a): host = a.ipString }
@@ -302,6 +308,9 @@ struct Answer: AsyncParsableCommand {
     @Option(name: .long, help: "With --early-media: send this tone (Hz) before the answer (ringback, announcement), then the call's own audio.")
     var earlyTone: Double?
 
+    @Option(name: .long, help: "Forward every call: answer with 302 listing these targets (comma-separated, preferred first; q-values and Diversion added).")
+    var forwardTo: String?
+
     @OptionGroup var account: AccountOptions
     @OptionGroup var media: MediaOptions
     @OptionGroup var transfer: TransferOptions
@@ -341,7 +350,9 @@ struct Answer: AsyncParsableCommand {
         let say = stamped(.now)
         let accepts = transfer.refer == .accept
         let phone = try Phone(name: "answer", configuration: config, autoAnswer: .milliseconds(Int64(ring)),
-                              media: try phoneMedia(host: host), referDecision: { _, _ in accepts },
+                              media: try phoneMedia(host: host),
+                              forwardTo: try (forwardTo ?? "").split(separator: ",").map { try SIPURI(String($0)) },
+                              referDecision: { _, _ in accepts },
                               report: { say(String($0.dropFirst(8))) }, trace: tracing.traceLines())
         defer { phone.close() }
         say("listening on \(phone.agent.endpoint.localAddresses[0]) as \(identity)")

@@ -146,3 +146,67 @@ struct TransferTests {
         #expect(await alice.wait(timeout: .seconds(5)) { lines.contains("carol: Replaces refused with 481") }, "lines: \(lines.text)")
     }
 }
+
+/// Forwarding with 302 between our own phones on 127.0.0.1, both roles.
+@Suite("Phone: forwarding (3xx)")
+struct ForwardingTests {
+    static func phone(_ user: String, forwardTo: [SIPURI] = [], follow: Bool = true, lines: TransferTests.Lines) throws -> Phone {
+        var c = SIPUserAgent.Configuration(endpoint: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))], timers: TransferTests.fast),
+                                           identity: try SIPURI("sip:\(user)@127.0.0.1"))
+        c.sessionTimer = nil
+        c.redirects = RedirectPolicy(mode: follow ? .follow : .fail)
+        return try Phone(name: user, configuration: c, autoAnswer: .milliseconds(20), forwardTo: forwardTo, report: { lines.add($0) })
+    }
+
+    @Test("bob forwards to carol (302 with q-values and Diversion); alice's call follows and reaches carol")
+    func forwarded() async throws {
+        let lines = TransferTests.Lines()
+        let carol = try Self.phone("carol", lines: lines)
+        let bob = try Self.phone("bob", forwardTo: [try TransferTests.uri(carol, "carol")], lines: lines)
+        let alice = try Self.phone("alice", lines: lines)
+        defer { alice.close(); bob.close(); carol.close() }
+        let key = await alice.call(try TransferTests.uri(bob, "bob"))
+        #expect(await alice.wait(key, timeout: .seconds(5)) { $0 == .confirmed }, "lines: \(lines.text)")
+        #expect(lines.contains("bob: forwarding (302) to sip:carol@"))
+        #expect(lines.contains("alice: redirected (302) to sip:carol@"))
+        #expect(carol.incomingCalls.count == 1)
+        #expect(bob.states(bob.incomingCalls[0]).last == .terminated(.declined(302)))
+    }
+
+    @Test("with redirects rejected, the 302 ends the call")
+    func notFollowed() async throws {
+        let lines = TransferTests.Lines()
+        let carol = try Self.phone("carol", lines: lines)
+        let bob = try Self.phone("bob", forwardTo: [try TransferTests.uri(carol, "carol")], lines: lines)
+        let alice = try Self.phone("alice", follow: false, lines: lines)
+        defer { alice.close(); bob.close(); carol.close() }
+        let key = await alice.call(try TransferTests.uri(bob, "bob"))
+        #expect(await alice.wait(key, timeout: .seconds(5)) { $0.isTerminated })
+        #expect(alice.states(key).last == .terminated(.rejected(302)))
+        #expect(carol.incomingCalls.isEmpty)
+    }
+
+    @Test("two phones forwarding to each other: the loop ends the call with a clear reason")
+    func loop() async throws {
+        let lines = TransferTests.Lines()
+        // Bound first with placeholder targets, then each forwards to the other's address.
+        let probeB = try UDPTransport(bindingTo: try SocketAddress(ip: "127.0.0.1", port: 0)) { _ in }
+        let probeD = try UDPTransport(bindingTo: try SocketAddress(ip: "127.0.0.1", port: 0)) { _ in }
+        let portB = probeB.localAddress.port, portD = probeD.localAddress.port
+        probeB.close(); probeD.close()
+        func at(_ user: String, _ port: UInt16) throws -> Phone {
+            var c = SIPUserAgent.Configuration(endpoint: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: port))], timers: TransferTests.fast),
+                                               identity: try SIPURI("sip:\(user)@127.0.0.1"))
+            c.sessionTimer = nil
+            let other = user == "bob" ? portD : portB
+            return try Phone(name: user, configuration: c, forwardTo: [try SIPURI("sip:\(user == "bob" ? "dave" : "bob")@127.0.0.1:\(other)")],
+                             report: { lines.add($0) })
+        }
+        let bob = try at("bob", portB), dave = try at("dave", portD)
+        let alice = try Self.phone("alice", lines: lines)
+        defer { alice.close(); bob.close(); dave.close() }
+        let key = await alice.call(try SIPURI("sip:bob@127.0.0.1:\(portB)"))
+        #expect(await alice.wait(key, timeout: .seconds(5)) { $0.isTerminated }, "lines: \(lines.text)")
+        #expect(alice.states(key).last == .terminated(.redirectFailed(302, .loop)), "lines: \(lines.text)")
+    }
+}
