@@ -82,6 +82,13 @@ static srtp_err_status_t aes_dealloc(srtp_cipher_pointer_t cipher) {
     return srtp_err_status_ok;
 }
 
+/* Runs `octets` octets of buffer through the context in place, in the direction it was set up
+ * for (counter mode: always encryption, which is its own inverse; GCM: per packet). */
+static int update_in_place(EVP_CIPHER_CTX *ctx, uint8_t *buffer, int octets) {
+    int written = 0;
+    return EVP_CipherUpdate(ctx, buffer, &written, buffer, octets) == 1 && written == octets;
+}
+
 /* ---- AES counter mode ------------------------------------------------------------------ */
 
 static const srtp_cipher_type_t csrtp_icm128_type, csrtp_icm256_type;
@@ -119,9 +126,7 @@ static srtp_err_status_t icm_set_iv(void *opaque, uint8_t *iv, srtp_cipher_direc
 static srtp_err_status_t icm_crypt(void *opaque, uint8_t *buffer, unsigned int *octets) {
     csrtp_aes *state = opaque;
     if (*octets > (unsigned int)INT32_MAX) return srtp_err_status_bad_param;
-    int written = 0;
-    if (EVP_EncryptUpdate(state->ctx, buffer, &written, buffer, (int)*octets) != 1 || written != (int)*octets)
-        return srtp_err_status_cipher_fail;
+    if (!update_in_place(state->ctx, buffer, (int)*octets)) return srtp_err_status_cipher_fail;
     return srtp_err_status_ok;
 }
 
@@ -216,9 +221,7 @@ static srtp_err_status_t gcm_encrypt(void *opaque, uint8_t *buffer, unsigned int
     if (state->direction != srtp_direction_encrypt) return srtp_err_status_bad_param;
     if (*octets > (unsigned int)INT32_MAX) return srtp_err_status_bad_param;
     if (*octets == 0) return srtp_err_status_ok;
-    int written = 0;
-    if (EVP_CipherUpdate(state->ctx, buffer, &written, buffer, (int)*octets) != 1 || written != (int)*octets)
-        return srtp_err_status_cipher_fail;
+    if (!update_in_place(state->ctx, buffer, (int)*octets)) return srtp_err_status_cipher_fail;
     return srtp_err_status_ok;
 }
 
@@ -243,9 +246,8 @@ static srtp_err_status_t gcm_decrypt(void *opaque, uint8_t *buffer, unsigned int
     int body = (int)*octets - state->tag_octets;
     if (EVP_CIPHER_CTX_ctrl(state->ctx, EVP_CTRL_AEAD_SET_TAG, state->tag_octets, buffer + body) != 1)
         return srtp_err_status_auth_fail;
+    if (body > 0 && !update_in_place(state->ctx, buffer, body)) return srtp_err_status_cipher_fail;
     int written = 0;
-    if (body > 0 && (EVP_CipherUpdate(state->ctx, buffer, &written, buffer, body) != 1 || written != body))
-        return srtp_err_status_cipher_fail;
     unsigned char none[16];
     if (EVP_CipherFinal_ex(state->ctx, none, &written) != 1) return srtp_err_status_auth_fail;
     *octets = (unsigned int)body;

@@ -62,22 +62,24 @@ static srtp_err_status_t fill(srtp_policy_t *policy, srtp_master_key_t *storage,
     return srtp_err_status_ok;
 }
 
-srtp_err_status_t csrtp_create(srtp_t *session, int profile, int outbound, const csrtp_key *keys,
-                               unsigned int count, unsigned long window_size) {
+/* Fills a policy on the stack, then creates a session into *created (create != 0) or updates
+ * `existing` with it; the policy only has to live for that call. */
+static srtp_err_status_t create_or_update(int create, srtp_t *created, srtp_t existing, int profile, int outbound,
+                                          const csrtp_key *keys, unsigned int count, unsigned long window_size) {
     srtp_policy_t policy;
     srtp_master_key_t storage[SRTP_MAX_NUM_MASTER_KEYS];
     srtp_master_key_t *pointers[SRTP_MAX_NUM_MASTER_KEYS];
     srtp_err_status_t status = fill(&policy, storage, pointers, profile, outbound, keys, count, window_size);
     if (status != srtp_err_status_ok) return status;
-    return srtp_create(session, &policy);
+    return create ? srtp_create(created, &policy) : srtp_update(existing, &policy);
+}
+
+srtp_err_status_t csrtp_create(srtp_t *session, int profile, int outbound, const csrtp_key *keys,
+                               unsigned int count, unsigned long window_size) {
+    return create_or_update(1, session, NULL, profile, outbound, keys, count, window_size);
 }
 
 srtp_err_status_t csrtp_update(srtp_t session, int profile, int outbound, const csrtp_key *keys,
                                unsigned int count, unsigned long window_size) {
-    srtp_policy_t policy;
-    srtp_master_key_t storage[SRTP_MAX_NUM_MASTER_KEYS];
-    srtp_master_key_t *pointers[SRTP_MAX_NUM_MASTER_KEYS];
-    srtp_err_status_t status = fill(&policy, storage, pointers, profile, outbound, keys, count, window_size);
-    if (status != srtp_err_status_ok) return status;
-    return srtp_update(session, &policy);
+    return create_or_update(0, NULL, session, profile, outbound, keys, count, window_size);
 }

@@ -341,16 +341,7 @@ public struct DTMFReceiver: Sendable {
             } else {
                 cur.segmentDuration = ev.duration
             }
-            cur.info.duration = cur.segmentBase &+ UInt32(cur.segmentDuration)
-            cur.info.volume = ev.volume
-            cur.lastHeard = arrival
-            if ev.end {
-                cur.ended = true
-                cur.info.endReceived = true
-                remember(cur)
-                out.append(.ended(cur.info))
-            }
-            current = cur
+            heard(cur, ev, arrival: arrival, into: &out)
             return out
         }
         if recentEnded.contains(timestamp) { return [] }
@@ -364,16 +355,7 @@ public struct DTMFReceiver: Sendable {
                 cur.segmentBase &+= delta
                 cur.segmentTimestamp = timestamp
                 cur.segmentDuration = ev.duration
-                cur.info.duration = cur.segmentBase &+ UInt32(ev.duration)
-                cur.info.volume = ev.volume
-                cur.lastHeard = arrival
-                if ev.end {
-                    cur.ended = true
-                    cur.info.endReceived = true
-                    remember(cur)
-                    out.append(.ended(cur.info))
-                }
-                current = cur
+                heard(cur, ev, arrival: arrival, into: &out)
                 return out
             }
             cur.ended = true
@@ -401,6 +383,23 @@ public struct DTMFReceiver: Sendable {
         remember(cur)
         current = cur
         return [.ended(cur.info)]
+    }
+
+    /// Takes a packet of the event in progress once its segment fields are up to date: the
+    /// duration so far, the volume and the arrival, and the end (reported once) when the packet
+    /// has the E bit. `cur` becomes the current event.
+    private mutating func heard(_ cur: Current, _ ev: TelephoneEvent, arrival: Duration, into out: inout [Output]) {
+        var cur = cur
+        cur.info.duration = cur.segmentBase &+ UInt32(cur.segmentDuration)
+        cur.info.volume = ev.volume
+        cur.lastHeard = arrival
+        if ev.end {
+            cur.ended = true
+            cur.info.endReceived = true
+            remember(cur)
+            out.append(.ended(cur.info))
+        }
+        current = cur
     }
 
     private mutating func remember(_ cur: Current) {

@@ -479,10 +479,7 @@ public struct JitterBuffer: Sendable {
                 let missing = MissingFrame(sequenceNumber: UInt16(truncatingIfNeeded: nextSeq + Int64(emptyRun)),
                                            timestamp: UInt32(truncatingIfNeeded: playout), next: nil, reason: .underrun)
                 emptyRun += 1
-                statistics.concealed += 1
-                playout += frame
-                playedEnd = playout
-                return .missing(missing)
+                return conceal(missing)
             }
             talkspurt = false
             playout += frame
@@ -533,10 +530,7 @@ public struct JitterBuffer: Sendable {
             let missing = MissingFrame(sequenceNumber: UInt16(truncatingIfNeeded: nextSeq), timestamp: UInt32(truncatingIfNeeded: expected),
                                        next: gap == 1 ? e.packet : nil, reason: .lost)
             advanceNextSequence(to: nextSeq + 1)
-            statistics.concealed += 1
-            playout += frame
-            playedEnd = playout
-            return .missing(missing)
+            return conceal(missing)
         }
         talkspurt = false
         playout += frame
@@ -544,6 +538,15 @@ public struct JitterBuffer: Sendable {
     }
 
     // MARK: internals
+
+    /// Plays a missing frame in place of the one due (underrun or loss): counts it as
+    /// concealed and moves the playout point one frame on.
+    private mutating func conceal(_ missing: MissingFrame) -> JitterBufferFrame {
+        statistics.concealed += 1
+        playout += frame
+        playedEnd = playout
+        return .missing(missing)
+    }
 
     private mutating func advanceNextSequence(to target: Int64) {
         guard target > nextSeq else { return }

@@ -144,6 +144,15 @@ public enum G711 {
         return UnsafePointer(p)
     }
 
+    /// The samples in a frame of `milliseconds` at 8 kHz, for an encoder or a decoder; throws
+    /// ``AudioCodecError/invalidConfiguration(_:)`` outside 1…120 ms.
+    static func samplesPerFrame(milliseconds: Int) throws(AudioCodecError) -> Int {
+        guard (1...120).contains(milliseconds) else {
+            throw .invalidConfiguration("G.711 frame of \(milliseconds) ms (1 to 120 allowed)")
+        }
+        return milliseconds * 8
+    }
+
     /// Decodes `codes` into `pcm`, as many as both hold; returns that count.
     @inlinable
     @discardableResult
@@ -164,11 +173,8 @@ public struct G711Encoder: AudioEncoder, Sendable {
 
     /// Creates an encoder for frames of `frameMilliseconds` (1 to 120).
     public init(law: G711.Law, frameMilliseconds: Int = 20) throws(AudioCodecError) {
-        guard (1...120).contains(frameMilliseconds) else {
-            throw .invalidConfiguration("G.711 frame of \(frameMilliseconds) ms (1 to 120 allowed)")
-        }
         self.law = law
-        self.samplesPerFrame = frameMilliseconds * 8
+        self.samplesPerFrame = try G711.samplesPerFrame(milliseconds: frameMilliseconds)
     }
 
     /// `PCMU/8000` or `PCMA/8000`.
@@ -199,11 +205,8 @@ public struct G711Decoder: AudioDecoder, Sendable {
 
     /// Creates a decoder; `frameMilliseconds` is the expected packet duration.
     public init(law: G711.Law, frameMilliseconds: Int = 20) throws(AudioCodecError) {
-        guard (1...120).contains(frameMilliseconds) else {
-            throw .invalidConfiguration("G.711 frame of \(frameMilliseconds) ms (1 to 120 allowed)")
-        }
         self.law = law
-        self.samplesPerFrame = frameMilliseconds * 8
+        self.samplesPerFrame = try G711.samplesPerFrame(milliseconds: frameMilliseconds)
         self.concealer = G711Concealer(sampleRate: 8000)
     }
 

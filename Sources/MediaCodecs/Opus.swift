@@ -137,10 +137,7 @@ public final class OpusEncoder: AudioEncoder, Sendable {
         }
 
         func validate() throws(AudioCodecError) {
-            guard Opus.sampleRates.contains(sampleRate) else {
-                throw .invalidConfiguration("Opus sample rate \(sampleRate) (8000, 12000, 16000, 24000 or 48000)")
-            }
-            guard channels == 1 || channels == 2 else { throw .invalidConfiguration("Opus channels \(channels) (1 or 2)") }
+            try Opus.validateFormat(sampleRate: sampleRate, channels: channels)
             if let bitrate, !(500...512_000).contains(bitrate) {
                 throw .invalidConfiguration("Opus bitrate \(bitrate) (500 to 512000)")
             }
@@ -290,10 +287,7 @@ public final class OpusDecoder: AudioDecoder, Sendable {
 
     /// Creates a decoder.
     public init(sampleRate: Int = 48000, channels: Int = 1, frameDuration: OpusFrameDuration = .ms20) throws(AudioCodecError) {
-        guard Opus.sampleRates.contains(sampleRate) else {
-            throw .invalidConfiguration("Opus sample rate \(sampleRate) (8000, 12000, 16000, 24000 or 48000)")
-        }
-        guard channels == 1 || channels == 2 else { throw .invalidConfiguration("Opus channels \(channels) (1 or 2)") }
+        try Opus.validateFormat(sampleRate: sampleRate, channels: channels)
         var error: Int32 = 0
         guard let decoder = opus_decoder_create(Int32(sampleRate), Int32(channels), &error) else {
             throw Opus.error("opus_decoder_create", error)
@@ -324,24 +318,23 @@ public final class OpusDecoder: AudioDecoder, Sendable {
     public func decodeFEC(
         from following: UnsafeRawBufferPointer, samplesPerChannel: Int, into pcm: UnsafeMutableBufferPointer<Int16>
     ) throws(AudioCodecError) -> Int {
-        guard pcm.count >= samplesPerChannel * channels else {
-            throw .bufferTooSmall(needed: samplesPerChannel * channels, available: pcm.count)
-        }
-        return try run(following.isEmpty ? nil : following, frameSize: samplesPerChannel, fec: true, into: pcm, operation: "opus_decode(fec)")
+        try run(following.isEmpty ? nil : following, frameSize: samplesPerChannel, fec: true, into: pcm, operation: "opus_decode(fec)")
     }
 
     /// Packet-loss concealment: `samplesPerChannel` samples extrapolated from the past
     /// (a multiple of 2.5 ms; libopus decodes with no packet).
     public func concealLoss(samplesPerChannel: Int, into pcm: UnsafeMutableBufferPointer<Int16>) throws(AudioCodecError) -> Int {
-        guard pcm.count >= samplesPerChannel * channels else {
-            throw .bufferTooSmall(needed: samplesPerChannel * channels, available: pcm.count)
-        }
-        return try run(nil, frameSize: samplesPerChannel, fec: false, into: pcm, operation: "opus_decode(plc)")
+        try run(nil, frameSize: samplesPerChannel, fec: false, into: pcm, operation: "opus_decode(plc)")
     }
 
+    /// Decodes (or, without a payload, conceals) `frameSize` samples per channel into `pcm`,
+    /// which must hold them all.
     private func run(
         _ payload: UnsafeRawBufferPointer?, frameSize: Int, fec: Bool, into pcm: UnsafeMutableBufferPointer<Int16>, operation: String
     ) throws(AudioCodecError) -> Int {
+        guard pcm.count >= frameSize * channels else {
+            throw .bufferTooSmall(needed: frameSize * channels, available: pcm.count)
+        }
         guard let out = pcm.baseAddress, frameSize > 0 else { throw .bufferTooSmall(needed: channels, available: pcm.count) }
         if let payload, payload.count > Int(Int32.max) { throw .invalidFrameSize(samples: 0, detail: "payload too large") }
         nonisolated(unsafe) let input = payload?.baseAddress?.assumingMemoryBound(to: UInt8.self)
@@ -403,6 +396,15 @@ public enum Opus {
     public static func channels(inPacket payload: [UInt8]) -> Int? {
         guard let toc = payload.first else { return nil }
         return toc & 0x04 != 0 ? 2 : 1
+    }
+
+    /// Throws ``AudioCodecError/invalidConfiguration(_:)`` unless `sampleRate` is one of
+    /// ``sampleRates`` and there are one or two channels: what an encoder and a decoder both need.
+    static func validateFormat(sampleRate: Int, channels: Int) throws(AudioCodecError) {
+        guard sampleRates.contains(sampleRate) else {
+            throw .invalidConfiguration("Opus sample rate \(sampleRate) (8000, 12000, 16000, 24000 or 48000)")
+        }
+        guard channels == 1 || channels == 2 else { throw .invalidConfiguration("Opus channels \(channels) (1 or 2)") }
     }
 
     static func error(_ operation: String, _ code: Int32) -> AudioCodecError {

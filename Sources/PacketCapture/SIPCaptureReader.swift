@@ -34,13 +34,7 @@ public final class SIPCaptureReader {
     /// The next message or anomaly, or `nil` at the end of the capture.
     public func next() throws(CaptureFileError) -> CaptureEvent? {
         while queue.isEmpty {
-            if finished { return nil }
-            if let (frame, bytes) = try reader.nextFrameInPlace() {
-                decoder.decode(frame, bytes: bytes, into: &queue)
-            } else {
-                queue = decoder.finish()
-                finished = true
-            }
+            guard try decodeNext(into: &queue) else { return nil }
             if queue.count > 1 { queue.reverse() }
         }
         return queue.popLast()
@@ -54,13 +48,20 @@ public final class SIPCaptureReader {
     public func nextEvents(into events: inout [CaptureEvent]) throws(CaptureFileError) -> Bool {
         events.removeAll(keepingCapacity: true)
         while events.isEmpty {
-            if finished { return false }
-            if let (frame, bytes) = try reader.nextFrameInPlace() {
-                decoder.decode(frame, bytes: bytes, into: &events)
-            } else {
-                events = decoder.finish()
-                finished = true
-            }
+            guard try decodeNext(into: &events) else { return false }
+        }
+        return true
+    }
+
+    /// Appends the events of the next frame to `events` (empty on entry), or, past the last
+    /// frame, those ``CaptureDecoder/finish()`` reports; `false` once that has been done.
+    private func decodeNext(into events: inout [CaptureEvent]) throws(CaptureFileError) -> Bool {
+        if finished { return false }
+        if let (frame, bytes) = try reader.nextFrameInPlace() {
+            decoder.decode(frame, bytes: bytes, into: &events)
+        } else {
+            events = decoder.finish()
+            finished = true
         }
         return true
     }

@@ -183,28 +183,33 @@ public struct RTCPCompoundPacket: Sendable, Hashable {
         return out
     }
 
+    /// Appends the report blocks and the profile extension that end an SR or RR; returns the
+    /// report count for the header, or nil when there are more than 31 blocks.
+    private static func writeReports(_ reports: [RTCPReportBlock], _ profileExtension: [UInt8], to out: inout [UInt8]) -> UInt8? {
+        guard reports.count <= 31 else { return nil }
+        for r in reports { r.write(to: &out) }
+        out += profileExtension
+        return UInt8(reports.count)
+    }
+
     private static func write(_ packet: RTCPPacket, padding: Int, to out: inout [UInt8]) -> Bool {
         let h = out.count
         var count: UInt8 = 0
         out += [0, packet.packetType, 0, 0]
         switch packet {
         case .senderReport(let sr):
-            guard sr.reports.count <= 31 else { return false }
-            count = UInt8(sr.reports.count)
             out.appendBE32(sr.ssrc)
             out.appendBE32(sr.ntpTimestamp.seconds)
             out.appendBE32(sr.ntpTimestamp.fraction)
             out.appendBE32(sr.rtpTimestamp)
             out.appendBE32(sr.packetCount)
             out.appendBE32(sr.octetCount)
-            for r in sr.reports { r.write(to: &out) }
-            out += sr.profileExtension
+            guard let n = writeReports(sr.reports, sr.profileExtension, to: &out) else { return false }
+            count = n
         case .receiverReport(let rr):
-            guard rr.reports.count <= 31 else { return false }
-            count = UInt8(rr.reports.count)
             out.appendBE32(rr.ssrc)
-            for r in rr.reports { r.write(to: &out) }
-            out += rr.profileExtension
+            guard let n = writeReports(rr.reports, rr.profileExtension, to: &out) else { return false }
+            count = n
         case .sourceDescription(let sdes):
             guard sdes.chunks.count <= 31 else { return false }
             count = UInt8(sdes.chunks.count)

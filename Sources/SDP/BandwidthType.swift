@@ -1,16 +1,10 @@
 /// The `<bwtype>` of a `b=` line. Unknown types are kept as written.
-public struct BandwidthType: RawRepresentable, Hashable, Sendable, ExpressibleByStringLiteral,
-    CustomStringConvertible
-{
+public struct BandwidthType: SDPToken {
     /// The token as it appears on the wire, for example `AS`.
     public var rawValue: String
 
     /// Wraps a bandwidth type token.
     public init(rawValue: String) { self.rawValue = rawValue }
-    /// Wraps a bandwidth type token.
-    public init(_ rawValue: String) { self.rawValue = rawValue }
-    /// Wraps a bandwidth type token given as a literal.
-    public init(stringLiteral value: String) { self.rawValue = value }
 
     /// `CT`: conference total, in kilobits per second (RFC 8866).
     public static let conferenceTotal = BandwidthType(rawValue: "CT")
@@ -22,7 +16,4 @@ public struct BandwidthType: RawRepresentable, Hashable, Sendable, ExpressibleBy
     public static let rtcpSenders = BandwidthType(rawValue: "RS")
     /// `RR`: RTCP bandwidth allocated to other participants, in bits per second (RFC 3556).
     public static let rtcpReceivers = BandwidthType(rawValue: "RR")
-
-    /// The token, as written on the wire.
-    public var description: String { rawValue }
 }

@@ -1,17 +1,11 @@
 /// The `<crypto-suite>` of an `a=crypto` attribute (RFC 4568 section 6.2,
 /// RFC 6188, RFC 7714). Unknown suites are kept as written.
-public struct CryptoSuite: RawRepresentable, Hashable, Sendable, ExpressibleByStringLiteral,
-    CustomStringConvertible
-{
+public struct CryptoSuite: SDPToken {
     /// The suite name as it appears on the wire.
     public var rawValue: String
 
     /// Wraps a suite name.
     public init(rawValue: String) { self.rawValue = rawValue }
-    /// Wraps a suite name.
-    public init(_ rawValue: String) { self.rawValue = rawValue }
-    /// Wraps a suite name given as a literal.
-    public init(stringLiteral value: String) { self.rawValue = value }
 
     /// `AES_CM_128_HMAC_SHA1_80` (RFC 4568)
     public static let aesCM128HMACSHA1_80 = CryptoSuite(rawValue: "AES_CM_128_HMAC_SHA1_80")
@@ -56,7 +50,4 @@ public struct CryptoSuite: RawRepresentable, Hashable, Sendable, ExpressibleBySt
         guard let key = masterKeyLength, let salt = masterSaltLength else { return nil }
         return key + salt
     }
-
-    /// The suite name, as written on the wire.
-    public var description: String { rawValue }
 }

@@ -1,16 +1,10 @@
 /// The `<media>` field of an `m=` line. Unknown types are kept as written.
-public struct MediaType: RawRepresentable, Hashable, Sendable, ExpressibleByStringLiteral,
-    CustomStringConvertible
-{
+public struct MediaType: SDPToken {
     /// The token as it appears on the wire, for example `audio`.
     public var rawValue: String
 
     /// Wraps a media type token.
     public init(rawValue: String) { self.rawValue = rawValue }
-    /// Wraps a media type token.
-    public init(_ rawValue: String) { self.rawValue = rawValue }
-    /// Wraps a media type token given as a literal.
-    public init(stringLiteral value: String) { self.rawValue = value }
 
     /// `audio`
     public static let audio = MediaType(rawValue: "audio")
@@ -24,7 +18,4 @@ public struct MediaType: RawRepresentable, Hashable, Sendable, ExpressibleByStri
     public static let message = MediaType(rawValue: "message")
     /// `image` (T.38 fax)
     public static let image = MediaType(rawValue: "image")
-
-    /// The token, as written on the wire.
-    public var description: String { rawValue }
 }

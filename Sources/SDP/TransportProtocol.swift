@@ -1,17 +1,11 @@
 /// The `<proto>` field of an `m=` line: slash-separated tokens such as
 /// `RTP/AVP` or `UDP/TLS/RTP/SAVPF`. Unknown protocols are kept as written.
-public struct TransportProtocol: RawRepresentable, Hashable, Sendable, ExpressibleByStringLiteral,
-    CustomStringConvertible
-{
+public struct TransportProtocol: SDPToken {
     /// The protocol as it appears on the wire.
     public var rawValue: String
 
     /// Wraps a protocol string.
     public init(rawValue: String) { self.rawValue = rawValue }
-    /// Wraps a protocol string.
-    public init(_ rawValue: String) { self.rawValue = rawValue }
-    /// Wraps a protocol string given as a literal.
-    public init(stringLiteral value: String) { self.rawValue = value }
 
     /// `RTP/AVP` (RFC 3551).
     public static let rtpAVP = TransportProtocol(rawValue: "RTP/AVP")
@@ -42,7 +36,4 @@ public struct TransportProtocol: RawRepresentable, Hashable, Sendable, Expressib
     public var isSecureRTP: Bool {
         isRTP && (components.last == "SAVP" || components.last == "SAVPF")
     }
-
-    /// The protocol, as written on the wire.
-    public var description: String { rawValue }
 }

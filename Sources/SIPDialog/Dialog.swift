@@ -41,6 +41,19 @@ public enum DialogError: Error, Sendable, Hashable {
     case notThisDialog
 }
 
+extension DialogError {
+    /// The dialog error for a failure while reading the headers a dialog is built from: a
+    /// header that does not parse is ``malformed(_:)``, a ``DialogError`` stays as it is, and
+    /// anything else is reported as ``missing(_:)``.
+    init(reading error: any Error) {
+        switch error {
+        case let e as SIPParseError: self = .malformed(e)
+        case let e as DialogError: self = e
+        default: self = .missing("\(error)")
+        }
+    }
+}
+
 /// The state of one dialog (RFC 3261 §12), a value type with no I/O: created from the
 /// dialog-forming request and a response, it builds the requests sent inside the dialog and
 /// checks the requests received.
@@ -85,12 +98,8 @@ public struct Dialog: Sendable, Hashable {
             remoteTarget = contact.uri
             let r = try request.requestURI()
             secure = r.scheme == "sips"
-        } catch let e as SIPParseError {
-            throw .malformed(e)
-        } catch let e as DialogError {
-            throw e
         } catch {
-            throw .missing("\(error)")
+            throw DialogError(reading: error)
         }
         id = dialogID
         state = code < 200 ? .early : .confirmed
@@ -113,12 +122,8 @@ public struct Dialog: Sendable, Hashable {
             guard let contact = try request.contact()?.addresses.first else { throw DialogError.missing("Contact in the request") }
             remoteTarget = contact.uri
             secure = try request.requestURI().scheme == "sips"
-        } catch let e as SIPParseError {
-            throw .malformed(e)
-        } catch let e as DialogError {
-            throw e
         } catch {
-            throw .missing("\(error)")
+            throw DialogError(reading: error)
         }
         id = DialogID(callID: callID, localTag: localTag, remoteTag: remoteTag)
         state = code < 200 ? .early : .confirmed

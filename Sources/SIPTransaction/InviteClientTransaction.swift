@@ -15,14 +15,8 @@ import SIPMessage
 public struct InviteClientTransaction: Sendable {
     public enum State: Sendable, Hashable { case idle, calling, proceeding, completed, accepted, terminated }
 
-    public enum Event: Sendable {
-        /// A response matched to this transaction.
-        case response(SIPMessage)
-        /// A timer the driver started has fired.
-        case timer(TransactionTimer)
-        /// The transport could not send.
-        case transportError
-    }
+    /// The events this machine is fed.
+    public typealias Event = ClientTransactionInput
 
     public private(set) var state: State = .idle
     /// The INVITE this transaction sends.
@@ -43,10 +37,7 @@ public struct InviteClientTransaction: Sendable {
     public mutating func start() -> [TransactionAction] {
         guard state == .idle else { return [] }
         state = .calling
-        var out: [TransactionAction] = [.transmit(request)]
-        if !reliable { out.append(.startTimer(.A, after: intervalA)) }
-        out.append(.startTimer(.B, after: timers.timeout))
-        return out
+        return timers.transmit(request, reliable: reliable, retransmit: .A, interval: intervalA, timeout: .B)
     }
 
     public mutating func handle(_ event: Event) -> [TransactionAction] {

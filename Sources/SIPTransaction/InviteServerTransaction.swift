@@ -11,14 +11,8 @@ import SIPMessage
 public struct InviteServerTransaction: Sendable {
     public enum State: Sendable, Hashable { case idle, proceeding, completed, confirmed, accepted, terminated }
 
-    public enum Event: Sendable {
-        /// A request matched to this transaction: a retransmitted INVITE, or an ACK.
-        case request(SIPMessage)
-        /// The TU sends a response.
-        case send(SIPMessage)
-        case timer(TransactionTimer)
-        case transportError
-    }
+    /// The events this machine is fed: `.request` is a retransmitted INVITE or an ACK.
+    public typealias Event = ServerTransactionInput
 
     public private(set) var state: State = .idle
     public let request: SIPMessage
@@ -64,10 +58,7 @@ public struct InviteServerTransaction: Sendable {
                 return [.cancelTimer(.trying), .transmit(r), .startTimer(.L, after: timers.timeout)]
             default:
                 state = .completed
-                var out: [TransactionAction] = [.cancelTimer(.trying), .transmit(r)]
-                if !reliable { out.append(.startTimer(.G, after: intervalG)) }
-                out.append(.startTimer(.H, after: timers.timeout))
-                return out
+                return timers.transmit(r, after: .cancelTimer(.trying), reliable: reliable, retransmit: .G, interval: intervalG, timeout: .H)
             }
         case (.proceeding, .transportError), (.completed, .transportError), (.accepted, .transportError):
             state = .terminated

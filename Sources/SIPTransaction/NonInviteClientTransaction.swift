@@ -10,11 +10,8 @@ import SIPMessage
 public struct NonInviteClientTransaction: Sendable {
     public enum State: Sendable, Hashable { case idle, trying, proceeding, completed, terminated }
 
-    public enum Event: Sendable {
-        case response(SIPMessage)
-        case timer(TransactionTimer)
-        case transportError
-    }
+    /// The events this machine is fed.
+    public typealias Event = ClientTransactionInput
 
     public private(set) var state: State = .idle
     public let request: SIPMessage
@@ -32,10 +29,7 @@ public struct NonInviteClientTransaction: Sendable {
     public mutating func start() -> [TransactionAction] {
         guard state == .idle else { return [] }
         state = .trying
-        var out: [TransactionAction] = [.transmit(request)]
-        if !reliable { out.append(.startTimer(.E, after: intervalE)) }
-        out.append(.startTimer(.F, after: timers.timeout))
-        return out
+        return timers.transmit(request, reliable: reliable, retransmit: .E, interval: intervalE, timeout: .F)
     }
 
     public mutating func handle(_ event: Event) -> [TransactionAction] {

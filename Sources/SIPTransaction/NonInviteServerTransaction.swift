@@ -9,14 +9,8 @@ import SIPMessage
 public struct NonInviteServerTransaction: Sendable {
     public enum State: Sendable, Hashable { case idle, trying, proceeding, completed, terminated }
 
-    public enum Event: Sendable {
-        /// A retransmission of the request.
-        case request(SIPMessage)
-        /// The TU sends a response.
-        case send(SIPMessage)
-        case timer(TransactionTimer)
-        case transportError
-    }
+    /// The events this machine is fed: `.request` is a retransmission of the request.
+    public typealias Event = ServerTransactionInput
 
     public private(set) var state: State = .idle
     public let request: SIPMessage

@@ -41,6 +41,29 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
         case nonInviteClient(NonInviteClientTransaction)
         case inviteServer(InviteServerTransaction)
         case nonInviteServer(NonInviteServerTransaction)
+
+        /// Feeds `client` to a client machine, or `server` to a server one, and returns what
+        /// the machine asks for; nil when there is no event for this machine's side.
+        mutating func handle(client: ClientTransactionInput?, server: ServerTransactionInput?) -> [TransactionAction]? {
+            switch self {
+            case .inviteClient(var t):
+                guard let event = client else { return nil }
+                defer { self = .inviteClient(t) }
+                return t.handle(event)
+            case .nonInviteClient(var t):
+                guard let event = client else { return nil }
+                defer { self = .nonInviteClient(t) }
+                return t.handle(event)
+            case .inviteServer(var t):
+                guard let event = server else { return nil }
+                defer { self = .inviteServer(t) }
+                return t.handle(event)
+            case .nonInviteServer(var t):
+                guard let event = server else { return nil }
+                defer { self = .nonInviteServer(t) }
+                return t.handle(event)
+            }
+        }
     }
 
     struct Entry: Sendable {
@@ -143,20 +166,7 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
 
     /// Sends the TU's response in a server transaction.
     public mutating func respond(_ response: SIPMessage, in id: TransactionID) -> [Output] {
-        guard var e = entries[id] else { return [] }
-        let actions: [TransactionAction]
-        switch e.machine {
-        case .inviteServer(var t):
-            actions = t.handle(.send(response))
-            e.machine = .inviteServer(t)
-        case .nonInviteServer(var t):
-            actions = t.handle(.send(response))
-            e.machine = .nonInviteServer(t)
-        default:
-            return []
-        }
-        entries[id] = e
-        return outputs(for: id, actions)
+        feed(id, client: nil, server: .send(response))
     }
 
     // MARK: Input
@@ -168,17 +178,7 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
             counters.strayResponses += 1
             return [.strayResponse(message, from: source)]
         }
-        let actions: [TransactionAction]
-        switch e.machine {
-        case .inviteClient(var t):
-            actions = t.handle(.response(message))
-            e.machine = .inviteClient(t)
-        case .nonInviteClient(var t):
-            actions = t.handle(.response(message))
-            e.machine = .nonInviteClient(t)
-        default:
-            return []
-        }
+        guard let actions = e.machine.handle(client: .response(message), server: nil) else { return [] }
         if actions.isEmpty { counters.retransmissionsAbsorbed += 1 }
         entries[id] = e
         return outputs(for: id, actions)
@@ -188,17 +188,7 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
         guard let method = request.method, let key = ServerKey(request: request) else { return [] }
         if let id = serverIndex[key], var e = entries[id] {
             // A retransmission, or the ACK for a non-2xx (or 2xx, RFC 6026) response.
-            let actions: [TransactionAction]
-            switch e.machine {
-            case .inviteServer(var t):
-                actions = t.handle(.request(request))
-                e.machine = .inviteServer(t)
-            case .nonInviteServer(var t):
-                actions = t.handle(.request(request))
-                e.machine = .nonInviteServer(t)
-            default:
-                return []
-            }
+            guard let actions = e.machine.handle(client: nil, server: .request(request)) else { return [] }
             entries[id] = e
             if actions.isEmpty || actions.allSatisfy({ if case .transmit = $0 { return true } else { return false } }) {
                 counters.retransmissionsAbsorbed += 1
@@ -256,28 +246,18 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
 
     /// A timer the driver started has fired.
     public mutating func timerFired(_ id: TransactionID, _ timer: TransactionTimer) -> [Output] {
-        guard var e = entries[id] else { return [] }
-        let actions: [TransactionAction]
-        switch e.machine {
-        case .inviteClient(var t): actions = t.handle(.timer(timer)); e.machine = .inviteClient(t)
-        case .nonInviteClient(var t): actions = t.handle(.timer(timer)); e.machine = .nonInviteClient(t)
-        case .inviteServer(var t): actions = t.handle(.timer(timer)); e.machine = .inviteServer(t)
-        case .nonInviteServer(var t): actions = t.handle(.timer(timer)); e.machine = .nonInviteServer(t)
-        }
-        entries[id] = e
-        return outputs(for: id, actions)
+        feed(id, client: .timer(timer), server: .timer(timer))
     }
 
     /// The transport could not send for this transaction.
     public mutating func transportFailed(_ id: TransactionID) -> [Output] {
-        guard var e = entries[id] else { return [] }
-        let actions: [TransactionAction]
-        switch e.machine {
-        case .inviteClient(var t): actions = t.handle(.transportError); e.machine = .inviteClient(t)
-        case .nonInviteClient(var t): actions = t.handle(.transportError); e.machine = .nonInviteClient(t)
-        case .inviteServer(var t): actions = t.handle(.transportError); e.machine = .inviteServer(t)
-        case .nonInviteServer(var t): actions = t.handle(.transportError); e.machine = .nonInviteServer(t)
-        }
+        feed(id, client: .transportError, server: .transportError)
+    }
+
+    /// Feeds `client` or `server` to the transaction's machine, whichever its side takes, and
+    /// turns what it asks for into outputs.
+    private mutating func feed(_ id: TransactionID, client: ClientTransactionInput?, server: ServerTransactionInput?) -> [Output] {
+        guard var e = entries[id], let actions = e.machine.handle(client: client, server: server) else { return [] }
         entries[id] = e
         return outputs(for: id, actions)
     }

@@ -57,6 +57,23 @@ public struct TransactionTimers: Sendable, Hashable {
     public var timeout: Duration { t1 * 64 }
     /// Timer D: at least 32 s on unreliable transports, 0 on reliable ones.
     public func timerD(reliable: Bool) -> Duration { reliable ? .zero : max(.seconds(32), t1 * 64) }
+
+    /// The actions for a message sent for the first time and retransmitted until answered
+    /// (a client's request under Timers A/B or E/F, an INVITE server's final response under
+    /// G/H): `first` if given, the transmission, the `retransmit` timer after `interval` on an
+    /// unreliable transport only, and the `timeout` timer after 64·T1.
+    func transmit(
+        _ message: SIPMessage, after first: TransactionAction? = nil, reliable: Bool,
+        retransmit: TransactionTimer, interval: Duration, timeout: TransactionTimer
+    ) -> [TransactionAction] {
+        var out: [TransactionAction] = []
+        out.reserveCapacity(4)
+        if let first { out.append(first) }
+        out.append(.transmit(message))
+        if !reliable { out.append(.startTimer(retransmit, after: interval)) }
+        out.append(.startTimer(timeout, after: self.timeout))
+        return out
+    }
 }
 
 /// What a transaction machine asks its driver to do.

@@ -100,6 +100,14 @@ import Testing
         #expect(decoded.count == 160)
         for (x, y) in zip(pcm, decoded) { #expect(abs(Int(x) - Int(y)) <= 256) }
         #expect(throws: AudioCodecError.self) { try G711Encoder(law: .muLaw, frameMilliseconds: 0) }
+        // Encoder and decoder take the same frame durations: 1 to 120 ms, 8 samples each.
+        for ms in [0, -20, 121] {
+            let refusal = AudioCodecError.invalidConfiguration("G.711 frame of \(ms) ms (1 to 120 allowed)")
+            #expect(throws: refusal) { try G711Encoder(law: .aLaw, frameMilliseconds: ms) }
+            #expect(throws: refusal) { try G711Decoder(law: .aLaw, frameMilliseconds: ms) }
+        }
+        #expect(try G711Encoder(law: .aLaw, frameMilliseconds: 1).samplesPerFrame == 8)
+        #expect(try G711Decoder(law: .muLaw, frameMilliseconds: 120).samplesPerFrame == 960)
         #expect(throws: AudioCodecError.bufferTooSmall(needed: 160, available: 10)) {
             var small = [UInt8](repeating: 0, count: 10)
             _ = try pcm.withUnsafeBufferPointer { p in try small.withUnsafeMutableBytes { try encoder.encode(p, into: $0) } }

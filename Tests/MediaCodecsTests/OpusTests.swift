@@ -130,6 +130,40 @@ import Testing
         #expect(encoder.samplesPerFrame == 1920 && encoder.currentBitrate == 16000)
     }
 
+    @Test func encoderAndDecoderRefuseTheSameFormats() throws {
+        for (rate, channels) in [(44100, 1), (11025, 2), (48000, 0), (16000, 3)] {
+            var encoderError: AudioCodecError?
+            do { _ = try OpusEncoder(.init(sampleRate: rate, channels: channels)) } catch { encoderError = error }
+            var decoderError: AudioCodecError?
+            do { _ = try OpusDecoder(sampleRate: rate, channels: channels) } catch { decoderError = error }
+            #expect(encoderError != nil && encoderError == decoderError, "\(rate) Hz × \(channels)")
+            guard case .invalidConfiguration = decoderError else { Issue.record("not a configuration error"); continue }
+        }
+        for rate in Opus.sampleRates.sorted() {
+            _ = try OpusEncoder(.init(sampleRate: rate, channels: 2))
+            _ = try OpusDecoder(sampleRate: rate, channels: 2)
+        }
+    }
+
+    @Test func fecAndConcealmentNeedRoomForTheWholeFrame() throws {
+        let decoder = try OpusDecoder(sampleRate: 48000, channels: 2)
+        var pcm = [Int16](repeating: 0, count: 2 * 480 - 1)
+        pcm.withUnsafeMutableBufferPointer { out in
+            #expect(throws: AudioCodecError.bufferTooSmall(needed: 960, available: 959)) {
+                try decoder.concealLoss(samplesPerChannel: 480, into: out)
+            }
+            #expect(throws: AudioCodecError.bufferTooSmall(needed: 960, available: 959)) {
+                try [UInt8]().withUnsafeBytes { try decoder.decodeFEC(from: $0, samplesPerChannel: 480, into: out) }
+            }
+            // No samples asked for: the frame size itself is refused, as before.
+            #expect(throws: AudioCodecError.bufferTooSmall(needed: 2, available: 959)) {
+                try decoder.concealLoss(samplesPerChannel: 0, into: out)
+            }
+            // Room for the whole frame is enough.
+            #expect((try? decoder.concealLoss(samplesPerChannel: 240, into: out)) == 240)
+        }
+    }
+
     /// One lost packet: its in-band FEC copy, decoded from the next packet, is closer to what
     /// the lost packet itself would have given than plain concealment is.
     @Test func fecRecoversALostPacketBetterThanConcealment() throws {

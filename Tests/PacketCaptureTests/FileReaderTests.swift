@@ -67,6 +67,37 @@ import Glibc
         #expect(r.counters.frames == 2)
     }
 
+    @Test func eventBatchesMatchTheOneByOneReader() throws {
+        func kinds(_ events: [CaptureEvent]) -> [String] {
+            events.map { if case .message = $0 { "message" } else { "other" } }
+        }
+        let file = Build.pcap([packet, packet, packet])
+        let single = try SIPCaptureReader(bytes: file)
+        var one: [CaptureEvent] = []
+        while let e = try single.next() { one.append(e) }
+        #expect(try single.next() == nil)
+        let batched = try SIPCaptureReader(bytes: file)
+        var all: [CaptureEvent] = []
+        var batch = one  // stale contents, replaced by each call
+        var batches = 0
+        while try batched.nextEvents(into: &batch) {
+            #expect(!batch.isEmpty)
+            all += batch
+            batches += 1
+        }
+        #expect(batch.isEmpty)
+        #expect(try batched.nextEvents(into: &batch) == false)
+        #expect(kinds(all) == kinds(one) && kinds(one) == ["message", "message", "message"])
+        #expect(batches == 3 && batched.counters.frames == single.counters.frames)
+        // A truncated file: the batches before the failure, then the error.
+        let cut = try SIPCaptureReader(bytes: Array(file.dropLast(1)))
+        var count = 0
+        #expect(throws: CaptureFileError.self) {
+            while try cut.nextEvents(into: &batch) { count += batch.count }
+        }
+        #expect(count == 2)
+    }
+
     @Test func recordOverSnapLengthOrLimit() throws {
         let file = Build.pcap([packet], snapLength: 64)
         let (frames, error) = readAll(try CaptureFileReader(bytes: file))

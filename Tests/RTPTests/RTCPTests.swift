@@ -140,6 +140,22 @@ import Testing
         #expect(try RTCPCompoundPacket(parsing: bytes) == c)
     }
 
+    @Test func senderAndReceiverReportsEndTheSameWay() throws {
+        // Report blocks and the profile extension follow the SR's sender info as they follow the
+        // RR's SSRC; 31 blocks fit the 5-bit count, 32 do not.
+        func sr(_ n: Int) -> RTCPPacket {
+            .senderReport(RTCPSenderReport(
+                ssrc: 7, ntpTimestamp: NTPTimestamp(seconds: 1, fraction: 2), rtpTimestamp: 3, packetCount: 4, octetCount: 5,
+                reports: Array(repeating: Self.reportBlock, count: n), profileExtension: [9, 9, 9, 9]))
+        }
+        let full = RTCPCompoundPacket(packets: [sr(31), .receiverReport(RTCPReceiverReport(ssrc: 8, reports: [Self.reportBlock], profileExtension: [1, 2, 3, 4]))])
+        let bytes = try #require(full.serialized())
+        #expect(bytes[0] == 0x80 | 31)
+        #expect(bytes.count == (4 + 24 + 31 * 24 + 4) + (4 + 4 + 24 + 4))
+        #expect(try RTCPCompoundPacket(parsing: bytes) == full)
+        #expect(RTCPCompoundPacket(packets: [sr(32)]).serialized() == nil)
+    }
+
     @Test func unencodableCompoundsAreRefused() {
         #expect(RTCPCompoundPacket(packets: [.receiverReport(RTCPReceiverReport(ssrc: 1, reports: Array(repeating: Self.reportBlock, count: 32)))]).serialized() == nil)
         #expect(RTCPCompoundPacket(packets: [.app(RTCPApp(subtype: 1, ssrc: 1, name: [1, 2, 3]))]).serialized() == nil)

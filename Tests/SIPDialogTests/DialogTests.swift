@@ -181,6 +181,21 @@ struct DialogTests {
         let failure = SIPMessage(responseTo: Flow.invite, statusCode: 486, toTag: "x")
         #expect(throws: DialogError.missing("a 101-299 response")) { _ = try Dialog(uacRequest: Flow.invite, response: failure) }
     }
+
+    @Test func headerFailuresMapToDialogErrors() {
+        // A Contact that does not parse: the parse error is kept, typed, in either role.
+        let badContact = msg(String(decoding: Flow.ok.serialized(), as: UTF8.self).replacingOccurrences(
+            "Contact: <sip:bob@client.biloxi.example.com;transport=tcp>", "Contact: <sip:bob@client"))
+        #expect { _ = try Dialog(uacRequest: Flow.invite, response: badContact) } throws: { error in
+            if case .malformed = error as? DialogError { return true } else { return false }
+        }
+        // The mapping itself: parse errors are malformed, dialog errors pass, the rest is missing.
+        let parse = SIPParseError(offset: 3, rule: .headerValue, detail: "x")
+        #expect(DialogError(reading: parse) == .malformed(parse))
+        #expect(DialogError(reading: DialogError.notThisDialog) == .notThisDialog)
+        struct Other: Error, CustomStringConvertible { var description: String { "other" } }
+        #expect(DialogError(reading: Other()) == .missing("other"))
+    }
 }
 
 extension String {
