@@ -3,6 +3,7 @@
 #define _GNU_SOURCE 1
 
 #include "CSocket.h"
+#include <stdio.h>
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -408,4 +409,8 @@ void cs_set_thread_name(const char *name) {
     strncpy(shortened, name, sizeof shortened - 1);
     shortened[sizeof shortened - 1] = 0;
     pthread_setname_np(pthread_self(), shortened);
+}
+
+void cs_stdout_line_buffered(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
 }

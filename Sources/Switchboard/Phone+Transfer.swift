@@ -8,15 +8,20 @@ import SIPRuntime
 /// transfers) and as transferee (a REFER it accepted, keyed by the call that carried it, and
 /// the new call it placed).
 struct TransferBook: Sendable {
+    /// A transfer with the one timer its machine asks for.
+    protocol Timed: Sendable {
+        var timer: Task<Void, Never>? { get set }
+    }
+
     /// A REFER we sent.
-    struct Outgoing: Sendable {
+    struct Outgoing: Timed {
         var subscriber: ReferSubscriber
         var outcome: ReferOutcome?
         var timer: Task<Void, Never>?
     }
 
     /// A REFER we accepted.
-    struct Incoming: Sendable {
+    struct Incoming: Timed {
         var request: ReferRequest
         var notifier: ReferNotifier?
         var newCall: SessionKey?
@@ -110,7 +115,7 @@ extension Phone {
         await applySubscriber(key, actions, notify: (m, tx))
     }
 
-    private func applySubscriber(_ key: SessionKey, _ actions: [ReferSubscriber.Action], notify: (SIPMessage, TransactionID)? = nil) async {
+    func applySubscriber(_ key: SessionKey, _ actions: [ReferSubscriber.Action], notify: (SIPMessage, TransactionID)? = nil) async {
         for a in actions {
             switch a {
             case .respond(let code):
@@ -120,27 +125,35 @@ extension Phone {
             case .finished(let outcome):
                 transfers.withLock { $0.outgoing[key]?.outcome = outcome }
             case .startTimer(let d):
-                let t = Task { [weak self] in
-                    try? await Task.sleep(for: d)
-                    guard !Task.isCancelled, let self else { return }
-                    let more = self.transfers.withLock { book -> [ReferSubscriber.Action] in
+                setTimer(\.outgoing, key, after: d) { phone in
+                    let more = phone.transfers.withLock { book -> [ReferSubscriber.Action] in
                         guard var o = book.outgoing[key] else { return [] }
                         let a = o.subscriber.timerFired()
                         book.outgoing[key] = o
                         return a
                     }
-                    await self.applySubscriber(key, more)
-                }
-                transfers.withLock { book in
-                    book.outgoing[key]?.timer?.cancel()
-                    book.outgoing[key]?.timer = t
+                    await phone.applySubscriber(key, more)
                 }
             case .cancelTimer:
-                transfers.withLock { book in
-                    book.outgoing[key]?.timer?.cancel()
-                    book.outgoing[key]?.timer = nil
-                }
+                setTimer(\.outgoing, key, after: nil)
             }
+        }
+    }
+
+    /// (Re)arms a transfer's timer (`after` nil only cancels it): `fire` runs on expiry unless it
+    /// was cancelled or replaced first.
+    private func setTimer<T: TransferBook.Timed>(_ table: WritableKeyPath<TransferBook, [SessionKey: T]>, _ key: SessionKey, after: Duration?,
+                                                 fire: @escaping @Sendable (Phone) async -> Void = { _ in }) {
+        let task = after.map { d in
+            Task { [weak self] in
+                try? await Task.sleep(for: d)
+                guard !Task.isCancelled, let self else { return }
+                await fire(self)
+            }
+        }
+        transfers.withLock { book in
+            book[keyPath: table][key]?.timer?.cancel()
+            book[keyPath: table][key]?.timer = task
         }
     }
 
@@ -247,7 +260,7 @@ extension Phone {
     }
 
     /// Runs `body` on the notifier of the REFER the call `key` carried, and carries out what it says.
-    private func notifierStep(_ key: SessionKey, _ body: (inout ReferNotifier) -> [ReferNotifier.Action]) async {
+    func notifierStep(_ key: SessionKey, _ body: (inout ReferNotifier) -> [ReferNotifier.Action]) async {
         let actions = transfers.withLock { book -> [ReferNotifier.Action] in
             guard var notifier = book.incoming[key]?.notifier else { return [] }
             let a = body(&notifier)
@@ -267,20 +280,9 @@ extension Phone {
                     await notifierStep(key) { $0.notifyCompleted(statusCode: 481) }
                 }
             case .startTimer(let d):
-                let t = Task { [weak self] in
-                    try? await Task.sleep(for: d)
-                    guard !Task.isCancelled, let self else { return }
-                    await self.notifierStep(key) { $0.timerFired() }
-                }
-                transfers.withLock { book in
-                    book.incoming[key]?.timer?.cancel()
-                    book.incoming[key]?.timer = t
-                }
+                setTimer(\.incoming, key, after: d) { phone in await phone.notifierStep(key) { $0.timerFired() } }
             case .cancelTimer:
-                transfers.withLock { book in
-                    book.incoming[key]?.timer?.cancel()
-                    book.incoming[key]?.timer = nil
-                }
+                setTimer(\.incoming, key, after: nil)
             case .terminated:
                 transfers.withLock { $0.incoming[key]?.notifier = nil }
             }

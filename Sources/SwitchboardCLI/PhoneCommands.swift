@@ -230,13 +230,17 @@ struct Call: AsyncParsableCommand {
             }
             guard ok, case .registered? = phone.registrationStates.last else { throw ExitCode(1) }
         }
+        // SIGINT/SIGTERM hang up at once (CANCEL or BYE) and end the command.
+        let stop = StopSignal()
         let key = await phone.call(targetURI)
-        let answered = await phone.wait(key, timeout: .seconds(timeout)) { $0 == .confirmed || $0.isTerminated }
-        guard answered, phone.states(key).contains(.confirmed) else {
+        let answered = await phone.wait(timeout: .seconds(timeout)) {
+            stop.requested || phone.states(key).contains { $0 == .confirmed || $0.isTerminated }
+        }
+        guard answered, !stop.requested || phone.states(key).contains(.confirmed), phone.states(key).contains(.confirmed) else {
             if !phone.states(key).contains(where: \.isTerminated) {
-                say("no answer after \(timeout) s: cancelling")
+                say(stop.requested ? "interrupted: cancelling" : "no answer after \(timeout) s: cancelling")
                 try? await phone.agent.perform(key) { s throws(SessionError) in try s.cancel() }
-                _ = await phone.wait(key, timeout: .seconds(40)) { $0.isTerminated }
+                _ = await phone.wait(key, timeout: .seconds(2)) { $0.isTerminated }
             }
             throw ExitCode(1)
         }
@@ -255,24 +259,30 @@ struct Call: AsyncParsableCommand {
         }
         let third = Duration.milliseconds(Int64(duration * 1000 / 3))
         if hold {
-            try await Task.sleep(for: third)
-            try? await phone.hold(key, true)
-            try await Task.sleep(for: third)
-            try? await phone.hold(key, false)
-            try await Task.sleep(for: third)
+            if await !stop.sleep(third) {
+                try? await phone.hold(key, true)
+                if await !stop.sleep(third) {
+                    try? await phone.hold(key, false)
+                    _ = await stop.sleep(third)
+                }
+            }
         } else {
-            try await Task.sleep(for: .milliseconds(Int64(duration * 1000)))
+            _ = await stop.sleep(.milliseconds(Int64(duration * 1000)))
         }
+        if stop.requested { say("interrupted: hanging up") }
         if !phone.states(key).contains(where: \.isTerminated) {
             try? await phone.agent.perform(key) { s throws(SessionError) in try s.bye() }
         }
-        _ = await phone.wait(key, timeout: .seconds(40)) { $0.isTerminated }
+        // The user's call ends with our BYE: its transaction finishes in the background (at most
+        // 2 s are given to its answer), never holding the command for Timer F.
+        _ = await phone.wait(key, timeout: .seconds(2)) { $0.isTerminated }
         if account.register != nil {
             await phone.agent.unregister()
             _ = await phone.wait(timeout: .seconds(40)) { phone.registrationStates.last?.isSettled == true && phone.registrationStates.last != .unregistering }
         }
         let end = phone.states(key).last
-        guard end == .terminated(.localHangup) || end == .terminated(.remoteHangup) else { throw ExitCode(1) }
+        let hungUp = phone.states(key).contains(.terminating) && end != .terminated(.remoteHangup)
+        guard end == .terminated(.localHangup) || end == .terminated(.remoteHangup) || hungUp else { throw ExitCode(1) }
     }
 }
 

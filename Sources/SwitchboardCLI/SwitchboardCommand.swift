@@ -1,4 +1,5 @@
 import SwitchboardTools
+import CSocket
 import ArgumentParser
 import Dispatch
 import SIPRuntime
@@ -25,6 +26,22 @@ struct SwitchboardCommand: AsyncParsableCommand {
         abstract: "Switchboard: a SIP/RTP stack in Swift.",
         subcommands: [Demo.self, Call.self, Answer.self, Proxy.self, Parse.self, Frame.self, Serve.self, Dial.self, Register.self, Capture.self]
     )
+
+    /// Every line printed reaches a file or pipe as it is printed (line-buffered stdout), so a
+    /// command redirected and then killed loses nothing it said.
+    static func main() async {
+        cs_stdout_line_buffered()
+        do {
+            var command = try parseAsRoot()
+            if var asynchronous = command as? AsyncParsableCommand {
+                try await asynchronous.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            exit(withError: error)
+        }
+    }
 }
 
 struct Parse: ParsableCommand {
@@ -297,8 +314,9 @@ struct Serve: AsyncParsableCommand {
     }
 }
 
-/// SIGINT/SIGTERM set a flag the serve loop polls once a second.
-final class StopSignal {
+/// SIGINT/SIGTERM set a flag the long-running commands poll (serve once a second, call every 20 ms).
+/// The dispatch sources are set once, in `init`; the flag is behind a lock.
+final class StopSignal: @unchecked Sendable {
     final class Flag: Sendable {
         let value = Mutex(false)
     }
@@ -315,6 +333,16 @@ final class StopSignal {
         }
     }
     var requested: Bool { flag.value.withLock { $0 } }
+
+    /// Sleeps `duration`, or less when a signal comes; returns whether one came.
+    func sleep(_ duration: Duration) async -> Bool {
+        let clock = ContinuousClock(), end = clock.now + duration
+        while clock.now < end {
+            if requested { return true }
+            try? await Task.sleep(for: min(.milliseconds(20), end - clock.now))
+        }
+        return requested
+    }
 }
 
 struct Dial: AsyncParsableCommand {

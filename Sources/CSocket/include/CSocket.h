@@ -141,6 +141,10 @@ int cs_set_thread_realtime(int priority);
 /* Names the calling thread (at most 15 bytes are kept). */
 void cs_set_thread_name(const char *name);
 
+/// Makes standard output line-buffered (setvbuf _IOLBF), so that a command's output reaches a
+/// file or pipe line by line even when the process is killed.
+void cs_stdout_line_buffered(void);
+
 #ifdef __cplusplus
 }
 #endif
