@@ -3,7 +3,9 @@
 extension SIPMessage {
     /// Decodes and checks everything the stack relies on:
     /// - the version is SIP/2.0 (else rule `unsupportedVersion`, answered 505);
-    /// - a request's Request-URI is a well-formed URI, and a SIP Request-URI has no headers;
+    /// - a request's Request-URI is a well-formed URI, and a SIP Request-URI has no headers
+    ///   (except in a request inside a dialog — its To has a tag —, which is matched by Call-ID
+    ///   and tags: an odd Request-URI there is tolerated);
     /// - Via, From, To, Call-ID and CSeq are present, and From, To, Call-ID, CSeq,
     ///   Max-Forwards and Content-Type appear at most once;
     /// - every Via, From, To, Contact, Route, Record-Route, CSeq, Max-Forwards, Expires and
@@ -18,11 +20,24 @@ extension SIPMessage {
             throw SIPParseError(offset: pristineRange?.lowerBound ?? 0, rule: .unsupportedVersion, detail: "\(version) is not supported")
         }
         if let b = requestURIBytes {
-            let uri = try URI.parse(b)
-            if case .sip(let u) = uri, !u.headers.isEmpty {
-                throw SIPParseError(offset: b.startIndex, rule: .uri, detail: "a Request-URI cannot carry headers (RFC 3261 §19.1.5)")
+            do throws(SIPParseError) {
+                let uri = try URI.parse(b)
+                if case .sip(let u) = uri, !u.headers.isEmpty {
+                    throw SIPParseError(offset: b.startIndex, rule: .uri, detail: "a Request-URI cannot carry headers (RFC 3261 §19.1.5)")
+                }
+            } catch {
+                // Tolerant in what we accept: a request inside a dialog (its To has a tag) is
+                // matched by Call-ID and tags, never by its Request-URI, and deployed equipment
+                // writes odd hosts there (`sip:a@host_name`); its BYE, re-INVITE or REFER is
+                // still handled. Outside a dialog the Request-URI is what we act on: refused.
+                guard toTagBytes == nil else { return try validateHeaders() }
+                throw error
             }
         }
+        try validateHeaders()
+    }
+
+    private func validateHeaders() throws(SIPParseError) {
         for h: KnownHeader in [.via, .from, .to, .callID, .cseq] where firstValueBytes(h) == nil {
             throw missing(h)
         }
