@@ -364,7 +364,11 @@ public final class SIPUserAgent: Sendable {
             case .request(let m, let tx):
                 let code: Int
                 switch m.method {
-                case .options?, .message?, .notify?: code = 200
+                case .options?, .message?: code = 200
+                // RFC 6665 §4.1.3: a NOTIFY that matches no subscription of ours.
+                case .notify?: code = 481
+                // RFC 3515: a REFER outside a dialog is not followed (a phone's policy; see ReferPolicy).
+                case .refer?: code = 403
                 default: code = 405
                 }
                 var r = SIPMessage(responseTo: m, statusCode: code, toTag: String(UInt32.random(in: 1...UInt32.max), radix: 36))

@@ -432,7 +432,11 @@ struct Register: AsyncParsableCommand {
         guard case .registered = registered else { throw ExitCode(1) }
         if duration > 0 { try await Task.sleep(for: .seconds(duration)) }
         await session.stop()
-        let end = await session.wait(timeout: .seconds(40)) { $0.isSettled }
+        // Settled again, and no longer the registration that was in force before the stop.
+        let end = await session.wait(timeout: .seconds(40)) { s in
+            if case .registered = s { return false }
+            return s.isSettled
+        }
         if end != .unregistered { throw ExitCode(1) }
     }
 }

@@ -50,7 +50,11 @@ public final class RegisterSession: Sendable {
     }
 
     /// The current state.
-    public var current: RegistrationClient.State { states.list.withLock { $0.last ?? .unregistered } }
+    /// Until the agent reports its first state, a started registration is `.registering` (the
+    /// REGISTER is on its way), never a settled-looking `.unregistered`.
+    public var current: RegistrationClient.State {
+        states.list.withLock { $0.last } ?? (states.started.withLock { $0 } ? .registering : .unregistered)
+    }
 
     /// Every state the registration went through, in order.
     public var history: [RegistrationClient.State] { states.list.withLock { $0 } }
@@ -58,10 +62,14 @@ public final class RegisterSession: Sendable {
     /// The states, shared with the task reading the agent's events.
     private final class Box: Sendable {
         let list = Mutex<[RegistrationClient.State]>([])
+        let started = Mutex(false)
     }
 
     /// Sends the first REGISTER (refreshes follow by themselves).
-    public func start() async { await agent.register(registrar: registrarURI, peer: registrar, expires: expires) }
+    public func start() async {
+        states.started.withLock { $0 = true }
+        await agent.register(registrar: registrarURI, peer: registrar, expires: expires)
+    }
 
     /// Removes the binding (REGISTER with Expires: 0).
     public func stop() async { await agent.unregister() }
