@@ -484,7 +484,7 @@ public struct InviteSession: Sendable {
     /// §4.3: a new transaction). A CANCEL now matches the new transaction. Ignored unless the
     /// session is still calling and `request` is its INVITE (same CSeq).
     public mutating func inviteResent(_ request: SIPMessage) {
-        guard role == .uac, state == .calling, request.method == .invite, let inv = invite,
+        guard role == .uac, state == .calling || state == .terminating, request.method == .invite, let inv = invite,
               let cs = try? request.cseq(), let old = try? inv.cseq(), cs.sequence == old.sequence else { return }
         invite = request
     }
@@ -510,9 +510,30 @@ public struct InviteSession: Sendable {
             inviteCSeq += 1
             earlyDialogs = [:]
             gotProvisional = false
-            return [.event(.redirected(statusCode: code, target: uri))] + sendInitialInvite(authorization: [])
+            // A new target: its challenge, its reliable provisionals and its answer are new; an
+            // early answer from the old target (a 100rel 183 with SDP) is void.
+            answeredInviteChallenge = false
+            lastRSeq = [:]
+            if initialOffer != nil { offer = .local(.invite) }
+            remoteBody = nil
+            var out: [Action] = [.event(.redirected(statusCode: code, target: uri))]
+            if state != .calling { out.append(set(.calling)) }
+            return out + sendInitialInvite(authorization: [])
         }
     }
+
+    /// The Request-URI our INVITE goes to now: the target, or the last redirection's.
+    var currentRequestURI: URI {
+        redirects.flatMap { $0.tried.count > 1 ? $0.tried.last.map(URI.sip) : nil } ?? target.uri
+    }
+
+    /// UAC: whether the application asked to cancel the call (the CANCEL may still wait for a
+    /// provisional response, RFC 3261 §9.1).
+    public var isCancelRequested: Bool { cancelRequested }
+
+    /// UAC: the early dialogs of our unanswered INVITE (one per tagged provisional response,
+    /// forked calls have several), for Replaces matching and attended transfer while ringing.
+    public var earlyDialogList: [Dialog] { Array(earlyDialogs.values) }
 
     /// UAC, before ``start()``: headers for the initial INVITE (a transferee's `Referred-By` and
     /// `Replaces`, RFC 3892 and RFC 3891).
@@ -529,8 +550,7 @@ public struct InviteSession: Sendable {
     private mutating func sendInitialInvite(authorization: [(SIPHeaderName, AuthenticationHeader)]) -> [Action] {
         do {
             // After a redirection the Request-URI is the new target; To stays the original (§8.1.3.4).
-            let redirected: URI? = redirects.flatMap { $0.tried.count > 1 ? $0.tried.last.map(URI.sip) : nil }
-            var m = try SIPMessage(method: .invite, uri: redirected ?? target.uri)
+            var m = try SIPMessage(method: .invite, uri: currentRequestURI)
             try m.append(.via, newVia())
             try m.append(.maxForwards, "70")
             for r in configuration.outboundRoute { try m.append(.route, r) }
@@ -711,7 +731,7 @@ public struct InviteSession: Sendable {
                 let stale = challenges.contains { $0.stale }
                 if !answeredInviteChallenge || stale, var dc = digest {
                     do {
-                        let headers = try dc.authorize(challenges: challenges, method: .invite, requestURI: target.uri.description,
+                        let headers = try dc.authorize(challenges: challenges, method: .invite, requestURI: currentRequestURI.description,
                                                        body: initialOffer?.bytes ?? [], using: &rng)
                         digest = dc
                         answeredInviteChallenge = true
@@ -835,8 +855,10 @@ public struct InviteSession: Sendable {
             return out
         default:
             out.append(.event(.requestCompleted(method: p.method, statusCode: code, response: r)))
-            if code == 481 || code == 408 {
-                // §12.2.1.2: the dialog is gone at the peer.
+            // §12.2.1.2: the dialog is gone at the peer — except for the requests of another
+            // dialog usage (RFC 5057 §5.6): a 481 or 408 to a NOTIFY, REFER or SUBSCRIBE ends
+            // that subscription only, never the call.
+            if code == 481 || code == 408, ![SIPMethod.notify, .refer, .subscribe].contains(p.method) {
                 out += cancelAllTimers() + [set(.terminated(.dialogGone(code)))]
             }
             return out

@@ -21,8 +21,9 @@ public struct ReferNotifier: Sendable {
         /// Attempts for the final NOTIFY when one goes unanswered.
         public var finalAttempts: Int
 
-        /// Defaults: 60 s, the final NOTIFY tried twice.
-        public init(expires: UInt32 = 60, finalAttempts: Int = 2) {
+        /// Defaults: 180 s (longer than a target usually rings: the subscription should outlive
+        /// the referred INVITE), the final NOTIFY tried twice.
+        public init(expires: UInt32 = 180, finalAttempts: Int = 2) {
             self.expires = expires
             self.finalAttempts = max(1, finalAttempts)
         }

@@ -99,8 +99,9 @@ public struct ReferSubscriber: Sendable {
         case cancelTimer
     }
 
-    /// The REFER's CSeq number: the `id` of its `Event: refer` (RFC 3515 §2.4.6).
-    public let referCSeq: UInt32
+    /// The REFER's CSeq number: the `id` of its `Event: refer` (RFC 3515 §2.4.6). A REFER
+    /// sent again with credentials (401/407) has the next one: taken from its final response.
+    public private(set) var referCSeq: UInt32
     public let configuration: Configuration
     public private(set) var state: State = .referring
     /// The last status line a NOTIFY carried.
@@ -122,6 +123,7 @@ public struct ReferSubscriber: Sendable {
     /// The final response to the REFER (provisional responses change nothing).
     public mutating func handleReferResponse(_ response: SIPMessage) -> [Action] {
         guard let code = response.statusCode, code >= 200, case .referring = state else { return [] }
+        if let cseq = try? response.cseq(), cseq.method == .refer { referCSeq = cseq.sequence }
         guard code < 300 else { return finish(.refused(code), close: true) }
         // RFC 4488: no subscription only when we asked for none and the 2xx grants it.
         let granted = response.values(SIPHeaderName("Refer-Sub")).first.map { $0.trimmed.lowercased() == "false" } ?? false
@@ -163,7 +165,10 @@ public struct ReferSubscriber: Sendable {
                 out += finish(.unknown(.terminatedWithoutFinalStatus(reason: subscription.reason)), close: true)
             } else {
                 state = .active
-                out.append(.startTimer(configuration.notifyTimeout))
+                // A notifier NOTIFYs on changes only: silence is normal while the subscription
+                // lasts (the target may ring a long time), so wait out its expiry, plus slack.
+                let wait = subscription.expires.map { max(configuration.notifyTimeout, .seconds(Int64($0)) + .seconds(5)) } ?? configuration.notifyTimeout
+                out.append(.startTimer(wait))
             }
         case .finished(let outcome):
             if terminated { state = .closed(outcome) }

@@ -369,7 +369,12 @@ public final class SIPUserAgent: Sendable {
                 case .notify?: code = 481
                 // RFC 3515: a REFER outside a dialog is not followed (a phone's policy; see ReferPolicy).
                 case .refer?: code = 403
-                default: code = 405
+                // Requests that only exist inside a dialog, for a dialog we do not have (§12.2.2).
+                case .bye?, .info?, .update?, .prack?: code = 481
+                // Known methods a user agent does not serve outside dialogs.
+                case .subscribe?, .publish?, .register?: code = 405
+                // Methods we do not know at all (§8.2.1).
+                default: code = 501
                 }
                 var r = SIPMessage(responseTo: m, statusCode: code, toTag: String(UInt32.random(in: 1...UInt32.max), radix: 36))
                 try? r.append(.allow, sessionConfiguration.allow.map(\.token).joined(separator: ", "))
@@ -435,8 +440,9 @@ public final class SIPUserAgent: Sendable {
         case .event(let e):
             if debugs, case .stateChanged(let st) = e { logger(for: key).debug("call state \(st)") }
             if case .redirected(let code, let target) = e {
-                // The INVITE goes to a new Request-URI: the located targets were the old one's.
-                state.withLock { $0.targets[key] = nil }
+                // The INVITE goes to a new Request-URI: targets located for the old one do not
+                // apply — unless they were the outbound proxy's, which still carries the INVITE.
+                if sessionConfiguration.outboundRoute.isEmpty { state.withLock { $0.targets[key] = nil } }
                 logger(for: key).info("redirected (\(code)) to \(target)")
             }
             continuation.yield(.session(key, e))
@@ -478,7 +484,9 @@ public final class SIPUserAgent: Sendable {
     private func failOver(_ id: TransactionID, peer: SIPPeer, timedOut: Bool) -> Bool {
         let next = state.withLock { s -> (SessionKey, SIPMessage, SIPPeer)? in
             guard let invite = s.invites.removeValue(forKey: id), var t = s.targets[invite.key], !t.answered,
-                  t.index + 1 < t.peers.count else { return nil }
+                  t.index + 1 < t.peers.count,
+                  // Cancelled before any response: nothing to try next (RFC 3261 §9.1).
+                  s.manager[invite.key]?.isCancelRequested != true else { return nil }
             t.index += 1
             s.targets[invite.key] = t
             var request = invite.request

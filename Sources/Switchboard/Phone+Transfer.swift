@@ -57,7 +57,9 @@ extension Phone {
     /// consultation may still be ringing (an early dialog we placed).
     public func transfer(_ key: SessionKey, replacing consultation: SessionKey, notifyTimeout: Duration = .seconds(32),
                          hangUpOnSuccess: Bool = true) async -> ReferOutcome {
-        guard let session = await agent.session(consultation), let dialog = session.dialog, case .sip(let contact) = dialog.remoteTarget else {
+        // The consultation's dialog: confirmed, or (the target still rings) its early dialog.
+        guard let session = await agent.session(consultation), let dialog = session.dialog ?? session.earlyDialogList.first,
+              case .sip(let contact) = dialog.remoteTarget else {
             report("\(name): no consultation dialog to refer to")
             return .refused(481)
         }
@@ -73,8 +75,14 @@ extension Phone {
                                                  (.referredBy, NameAddress(uri: agent.configuration.identity).description)]
         if noSubscription { headers.append((SIPHeaderName("Refer-Sub"), "false")) }
         let configuration = ReferSubscriber.Configuration(notifyTimeout: notifyTimeout, requestedNoSubscription: noSubscription)
-        let busy = transfers.withLock { $0.outgoing[key].map { $0.outcome == nil } ?? false }
-        guard !busy else { return .refused(491) }
+        // Reserve the call's one outgoing transfer (check and insert under one lock).
+        let reserved = transfers.withLock { book -> Bool in
+            if let o = book.outgoing[key], o.outcome == nil { return false }
+            book.outgoing[key]?.timer?.cancel()
+            book.outgoing[key] = TransferBook.Outgoing(subscriber: ReferSubscriber(referCSeq: 0, configuration: configuration))
+            return true
+        }
+        guard reserved else { return .refused(491) }
         let sent = headers
         do {
             try await agent.perform(key) { [self] s throws(SessionError) in
@@ -82,11 +90,12 @@ extension Phone {
                 // NOTIFY may come back at once. Its CSeq is the dialog's next one.
                 let cseq = (s.dialog?.localSequence).map { $0 &+ 1 } ?? 1
                 let actions = try s.sendRequest(.refer, headers: sent)
-                self.transfers.withLock { $0.outgoing[key] = TransferBook.Outgoing(subscriber: ReferSubscriber(referCSeq: cseq, configuration: configuration)) }
+                self.transfers.withLock { $0.outgoing[key]?.subscriber = ReferSubscriber(referCSeq: cseq, configuration: configuration) }
                 return actions
             }
         } catch {
             report("\(name): REFER not sent: \(error)")
+            transfers.withLock { $0.outgoing[key] = nil }
             return .refused(481)
         }
         report("\(name): REFER to \(referTo.uri)")
@@ -179,7 +188,19 @@ extension Phone {
     /// 202 (and `Refer-Sub: false` when asked and granted), the transferor kept informed by
     /// NOTIFYs while we call the target with its `Referred-By` and `Replaces`.
     func receivedRefer(_ key: SessionKey, _ m: SIPMessage, _ tx: TransactionID) async {
-        let (count, open) = transfers.withLock { ($0.refers[key] ?? 0, $0.incoming.count) }
+        let (count, open, busy) = transfers.withLock { book -> (Int, Int, Bool) in
+            let i = book.incoming[key]
+            let inProgress = i.map { $0.notifier != nil || $0.newCall.map { book.byNewCall[$0] != nil } ?? true } ?? false
+            return (book.refers[key] ?? 0, book.incoming.values.filter { $0.notifier != nil }.count, inProgress)
+        }
+        guard !busy else {
+            // One transfer at a time per call: its NOTIFYs and its new call are this dialog's.
+            report("\(name): REFER refused: a transfer is already in progress in this call")
+            try? await agent.perform(key) { s throws(SessionError) in
+                s.respond(to: m, in: tx, statusCode: 403, headers: [(.warning, "399 switchboard \"a transfer is already in progress in this call\"")])
+            }
+            return
+        }
         let request: ReferRequest
         switch ReferRequest.read(m, policy: referPolicy, inDialog: true, refersInDialog: count, openSubscriptions: open) {
         case .failure(let refusal):
@@ -203,13 +224,14 @@ extension Phone {
         try? await agent.perform(key) { s throws(SessionError) in s.respond(to: m, in: tx, statusCode: 202, headers: answerHeaders) }
         report("\(name): transfer to \(request.target)\(referredBy)\(request.replaces.map { " replacing \($0.callID)" } ?? "")")
         transfers.withLock { book in
+            book.incoming[key]?.timer?.cancel()
             book.incoming[key] = TransferBook.Incoming(request: request,
                                                        notifier: noSubscription ? nil : ReferNotifier(referCSeq: request.cseq, writesEventID: count > 0))
         }
         await notifierStep(key) { $0.accepted() }
         guard case .sip(let target) = request.target else {
             // tel: URIs need a gateway this phone does not know: the transfer fails.
-            await notifierStep(key) { $0.progress(SIPFragStatus(statusCode: 488, reasonPhrase: "Not Acceptable Here")) }
+            await notifierStep(key) { $0.progress(SIPFragStatus(statusCode: 488)) }
             return
         }
         var headers: [(SIPHeaderName, String)] = []
@@ -228,8 +250,8 @@ extension Phone {
         if let original = transfers.withLock({ $0.byNewCall[key] }) {
             let status: SIPFragStatus?
             switch state {
-            case .proceeding(let code): status = SIPFragStatus(statusCode: code, reasonPhrase: code == 180 ? "Ringing" : code == 183 ? "Session Progress" : "Trying")
-            case .confirmed: status = SIPFragStatus(statusCode: 200, reasonPhrase: "OK")
+            case .proceeding(let code): status = SIPFragStatus(statusCode: code)
+            case .confirmed: status = SIPFragStatus(statusCode: 200)
             case .terminated(let reason): status = Self.finalStatus(reason)
             default: status = nil
             }
@@ -249,12 +271,13 @@ extension Phone {
     /// The sipfrag status for a placed call that ended before it was answered.
     static func finalStatus(_ reason: SessionEndReason) -> SIPFragStatus? {
         switch reason {
-        case .rejected(let c), .declined(let c): return SIPFragStatus(statusCode: c, reasonPhrase: c == 486 ? "Busy Here" : c == 603 ? "Declined" : "")
-        case .timeout: return SIPFragStatus(statusCode: 408, reasonPhrase: "Request Timeout")
-        case .cancelled, .remoteCancelled: return SIPFragStatus(statusCode: 487, reasonPhrase: "Request Terminated")
-        case .transportError: return SIPFragStatus(statusCode: 503, reasonPhrase: "Service Unavailable")
-        case .authenticationFailed: return SIPFragStatus(statusCode: 403, reasonPhrase: "Forbidden")
-        case .dialogGone(let c), .redirectFailed(let c, _): return SIPFragStatus(statusCode: c, reasonPhrase: "")
+        case .rejected(let c), .declined(let c), .dialogGone(let c): return SIPFragStatus(statusCode: c)
+        case .timeout: return SIPFragStatus(statusCode: 408)
+        case .cancelled, .remoteCancelled: return SIPFragStatus(statusCode: 487)
+        case .transportError: return SIPFragStatus(statusCode: 503)
+        case .authenticationFailed: return SIPFragStatus(statusCode: 403)
+        // A redirection that could not be followed: the target cannot be reached.
+        case .redirectFailed: return SIPFragStatus(statusCode: 480)
         case .localHangup, .remoteHangup, .noAck, .sessionExpired: return nil
         }
     }
@@ -300,7 +323,14 @@ extension Phone {
         for k in Set(callStates.withLock { Array($0.keys) } + incomingCalls) where k != key && k.callID == callID {
             guard let s = await agent.session(k) else { continue }
             let phase: ReplaceableDialog.Phase = s.isTerminated ? .terminated : s.state == .confirmed ? .confirmed : .early
-            dialogs.append(ReplaceableDialog(key: k, remoteTag: s.dialog?.id.remoteTag, phase: phase, placedByUs: s.dialog?.isUAC ?? true))
+            if let d = s.dialog {
+                dialogs.append(ReplaceableDialog(key: k, remoteTag: d.id.remoteTag, phase: phase, placedByUs: d.isUAC))
+            } else {
+                // A call we placed that still rings: one early dialog per tagged provisional.
+                for d in s.earlyDialogList {
+                    dialogs.append(ReplaceableDialog(key: k, remoteTag: d.id.remoteTag, phase: phase, placedByUs: true))
+                }
+            }
         }
         return ReplacesDecision.decide(for: invite, among: dialogs)
     }

@@ -16,11 +16,11 @@ struct ReferNotifierTests {
     func basicFlow() {
         var n = ReferNotifier(referCSeq: 3)
         let a = n.accepted()
-        #expect(a.contains(.startTimer(.seconds(60))))
+        #expect(a.contains(.startTimer(.seconds(180))))
         let first = Self.sent(a)
         #expect(first.count == 1)
         #expect(first.first?.status == Self.trying)
-        #expect(first.first?.subscriptionState == "active;expires=60")
+        #expect(first.first?.subscriptionState == "active;expires=180")
         #expect(first.first?.event == "refer")
         #expect(first.first?.body.contentType.essence == "message/sipfrag")
         #expect(String(decoding: first.first?.body.bytes ?? [], as: UTF8.self) == "SIP/2.0 100 Trying\r\n")

@@ -171,6 +171,23 @@ struct ReferSubscriberTests {
         #expect(s.state == .active)
     }
 
+    @Test("silence while active lasts until the subscription's expiry (plus slack), not the fixed bound")
+    func waitsOutExpiry() throws {
+        var s = ReferSubscriber(referCSeq: 7, configuration: .init(notifyTimeout: .seconds(32)))
+        _ = s.handleReferResponse(try Self.response(202, to: try Self.refer()))
+        #expect(s.handleNotify(try Self.notify("SIP/2.0 180 Ringing", state: "active;expires=120")).contains(.startTimer(.seconds(125))))
+        #expect(s.handleNotify(try Self.notify("SIP/2.0 180 Ringing", state: "active;expires=10")).contains(.startTimer(.seconds(32))))
+    }
+
+    @Test("a REFER sent again with credentials: the NOTIFYs' id is its new CSeq")
+    func challengedRefer() throws {
+        var s = ReferSubscriber(referCSeq: 7)
+        let again = try Self.refer(cseq: 8)
+        _ = s.handleReferResponse(try Self.response(202, to: again))
+        #expect(s.referCSeq == 8)
+        #expect(s.matches(try Self.notify("SIP/2.0 100 Trying", state: "active", event: "refer;id=8")))
+    }
+
     @Test("NOTIFYs match by Event id = the REFER's CSeq, or without id")
     func matching() throws {
         let s = ReferSubscriber(referCSeq: 7)

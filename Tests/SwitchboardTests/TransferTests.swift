@@ -134,6 +134,27 @@ struct TransferTests {
         #expect(await carol.wait(bc, timeout: .seconds(5)) { $0 == .confirmed })
     }
 
+    @Test("early-only Replaces: the target's own ringing call is replaced (CANCEL) and it takes the transferee's call")
+    func earlyOnlyReplacesARingingCall() async throws {
+        let lines = Lines()
+        let alice = try Self.phone("alice", autoAnswer: .seconds(20), lines: lines)
+        let bob = try Self.phone("bob", lines: lines), carol = try Self.phone("carol", lines: lines)
+        defer { alice.close(); bob.close(); carol.close() }
+        let ab = await alice.call(try Self.uri(bob, "bob"))
+        #expect(await Self.up(alice, ab))
+        // Carol calls alice, who lets it ring; alice transfers bob to carol, replacing that call.
+        let ca = await carol.call(try Self.uri(alice, "alice"))
+        #expect(await carol.wait(ca, timeout: .seconds(5)) { if case .proceeding = $0 { return true } else { return false } })
+        let ringing = try #require(alice.incomingCalls.first)
+        let outcome = await alice.transfer(ab, replacing: ringing, notifyTimeout: .seconds(5))
+        #expect(outcome == .succeeded(200), "lines: \(lines.text)")
+        #expect(lines.contains("carol: call replaces \(ca.callID)"), "lines: \(lines.text)")
+        #expect(await carol.wait(ca, timeout: .seconds(5)) { $0 == .terminated(.cancelled) }, "carol's own call is cancelled")
+        #expect(await alice.wait(ringing, timeout: .seconds(5)) { $0 == .terminated(.remoteCancelled) })
+        let bc = try #require(carol.incomingCalls.first)
+        #expect(await carol.wait(bc, timeout: .seconds(5)) { $0 == .confirmed })
+    }
+
     @Test("Replaces naming no dialog of the target: 481, and the transfer fails")
     func replacesNothing() async throws {
         let lines = Lines()
@@ -144,6 +165,12 @@ struct TransferTests {
         let bogus = ReferRequest.referTo(contact: try Self.uri(carol, "carol"), replaces: Replaces(callID: "nope@x", toTag: "a", fromTag: "b"))
         try await alice.agent.perform(ab) { s throws(SessionError) in try s.sendRequest(.refer, headers: [(.referTo, bogus.description)]) }
         #expect(await alice.wait(timeout: .seconds(5)) { lines.contains("carol: Replaces refused with 481") }, "lines: \(lines.text)")
+        // Alice sent that REFER by hand, so she has no subscription: her 481 to bob's NOTIFY ends
+        // the subscription only (RFC 5057), never the call between them.
+        #expect(await alice.wait(timeout: .seconds(5)) { lines.contains("bob: NOTIFY → 481") }, "lines: \(lines.text)")
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(alice.states(ab).last == .confirmed, "lines: \(lines.text)")
+        #expect(!lines.contains("bob: ended: dialog gone (481)"), "lines: \(lines.text)")
     }
 }
 
