@@ -506,7 +506,11 @@ public struct InviteSession: Sendable {
             return cancelAllTimers() + [set(.terminated(.redirectFailed(code, why)))]
         case .success(let uri):
             // RFC 5806/7044: the diversion history the 3xx carries goes with the new INVITE.
-            redirectHeaders = response.values(.diversion).map { (.diversion, $0) } + response.values(SIPHeaderName(.historyInfo)).map { (SIPHeaderName(.historyInfo), $0) }
+            // The diversion history grows hop by hop (each 3xx's entries kept once).
+            for h in response.values(.diversion).map({ (SIPHeaderName.diversion, $0) }) + response.values(SIPHeaderName(.historyInfo)).map({ (SIPHeaderName(.historyInfo), $0) })
+            where !redirectHeaders.contains(where: { $0.0 == h.0 && $0.1 == h.1 }) {
+                redirectHeaders.append(h)
+            }
             inviteCSeq += 1
             earlyDialogs = [:]
             gotProvisional = false
@@ -755,7 +759,9 @@ public struct InviteSession: Sendable {
                 earlyDialogs = [:]
                 return sendInitialInvite(authorization: [])
             }
-            if (300..<400).contains(code), !cancelRequested, configuration.redirects.mode == .follow {
+            // 300, 301 and 302 name new Request-URIs; a 305's Contact is a proxy to route through
+            // and a 380's alternatives are in its body (§21.3): those end the call.
+            if (300...302).contains(code), !cancelRequested, configuration.redirects.mode == .follow {
                 return followRedirect(r, code)
             }
             inviteFinal = true

@@ -171,7 +171,10 @@ public struct ReferSubscriber: Sendable {
                 out.append(.startTimer(wait))
             }
         case .finished(let outcome):
-            if terminated { state = .closed(outcome) }
+            if terminated {
+                state = .closed(outcome)
+                out.append(.cancelTimer)
+            }
         case .closed:
             break
         }

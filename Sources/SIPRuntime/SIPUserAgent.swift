@@ -64,8 +64,9 @@ public final class SIPUserAgent: Sendable {
         case session(SessionKey, SessionEvent)
         /// The registration changed state.
         case registration(RegistrationClient.State)
-        /// A request outside any dialog (MESSAGE, OPTIONS…); already answered (200, or 405 for
-        /// methods a user agent does not serve outside dialogs).
+        /// A request outside any dialog (MESSAGE, OPTIONS…); already answered: 200 for OPTIONS and
+        /// MESSAGE, 481 for NOTIFY and for BYE/INFO/UPDATE/PRACK (no such dialog), 403 for REFER,
+        /// 405 for SUBSCRIBE/PUBLISH/REGISTER, 501 for methods we do not know.
         case request(SIPMessage, from: SIPPeer)
         /// A message was sent (`outgoing`) or received, for ladders and logs.
         case trace(SIPMessage, outgoing: Bool, peer: SIPPeer)

@@ -128,7 +128,9 @@ extension Phone {
         for a in actions {
             switch a {
             case .respond(let code):
-                if let (m, tx) = notify { try? await agent.perform(key) { s throws(SessionError) in s.respond(to: m, in: tx, statusCode: code) } }
+                // A 415 says what we take (RFC 3261 §21.4.13).
+                let headers: [(SIPHeaderName, String)] = code == 415 ? [(SIPHeaderName("Accept"), "message/sipfrag")] : []
+                if let (m, tx) = notify { try? await agent.perform(key) { s throws(SessionError) in s.respond(to: m, in: tx, statusCode: code, headers: headers) } }
             case .progress(let status):
                 report("\(name): transfer progress: \(status)")
             case .finished(let outcome):
@@ -237,10 +239,19 @@ extension Phone {
         var headers: [(SIPHeaderName, String)] = []
         if let by = request.referredBy { headers.append((.referredBy, by.description)) }
         if let replaces = request.replaces { headers.append((.replaces, replaces.description)) }
-        let newCall = await call(target, headers: headers)
-        transfers.withLock { book in
-            book.incoming[key]?.newCall = newCall
-            book.byNewCall[newCall] = key
+        // Placed in a task of its own: locating a target named by a domain (DNS) must not hold
+        // this phone's event loop, which answers every call's requests.
+        let sent = headers
+        Task {
+            let newCall = await self.call(target, headers: sent)
+            self.transfers.withLock { book in
+                book.incoming[key]?.newCall = newCall
+                book.byNewCall[newCall] = key
+            }
+            // States the call reached before it was recorded here (a fast failure) still count.
+            if let last = self.states(newCall).last, last.isTerminated || last == .confirmed {
+                await self.transferCallChanged(newCall, last)
+            }
         }
     }
 

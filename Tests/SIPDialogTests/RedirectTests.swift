@@ -84,6 +84,30 @@ struct RedirectTests {
         #expect(s.state == .confirmed)
     }
 
+    @Test("a 183 with an early answer, then a 302: the new target's answer is the one taken, the call is 'calling' again")
+    func earlyAnswerThenRedirect() throws {
+        var (s, invite) = Self.session(.init(mode: .follow))
+        let early = InviteSessionTests.reply(invite, 183, tag: "b1", headers: [(.require, "100rel"), (.rseq, "1")], body: InviteSessionTests.answer)
+        _ = s.handle(.response(early))
+        #expect(s.remoteBody != nil)
+        let out = s.handle(.response(try Self.redirect(["<sip:carol@192.0.2.3>"], to: invite)))
+        #expect(s.state == .calling)
+        #expect(s.remoteBody == nil)
+        let again = try #require(InviteSessionTests.sent(out).first { $0.method == .invite })
+        let carolAnswer = SessionBody.sdp("v=0\r\ns=carol\r\n")
+        let done = s.handle(.response(InviteSessionTests.reply(again, 200, tag: "c1", body: carolAnswer)))
+        let answered = InviteSessionTests.events(done).contains { if case .remoteAnswer(let b) = $0 { return b == carolAnswer } else { return false } }
+        #expect(answered, "the 2xx's answer from the new target is reported")
+        #expect(s.state == .confirmed)
+    }
+
+    @Test("305 and 380 are not followed like 302", arguments: [305, 380])
+    func notFollowedCodes(_ code: Int) throws {
+        var (s, invite) = Self.session(.init(mode: .follow))
+        _ = s.handle(.response(try Self.redirect(["<sip:carol@192.0.2.3>"], code: code, to: invite)))
+        #expect(s.state == .terminated(.rejected(code)))
+    }
+
     @Test("with redirects not followed, a 3xx ends the call as rejected")
     func sessionFails() throws {
         var (s, invite) = Self.session(.init(mode: .fail))
