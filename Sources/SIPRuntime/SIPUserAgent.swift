@@ -463,9 +463,13 @@ public final class SIPUserAgent: Sendable {
         switch event {
         case .provisional(let m), .final(let m):
             if tracing { continuation.yield(.trace(m, outgoing: false, peer: peer)) }
+            // RFC 3263 §4.3: a 503 from a located target moves on to the next one, like a
+            // timeout (its transaction has ACKed it); the session never sees it.
+            if case .final = event, m.statusCode == 503, let id = transaction, failOver(id, peer: peer, timedOut: false, status: 503) { return }
             apply(state.withLock { s in
                 if let id = transaction, let invite = s.invites[id] {
-                    s.targets[invite.key]?.answered = true
+                    // 100 Trying is hop by hop and a 503 may still fail over: neither pins the target.
+                    if m.statusCode != 100 && m.statusCode != 503 { s.targets[invite.key]?.answered = true }
                     if case .final = event { s.invites[id] = nil }
                 }
                 return s.manager.response(m)
@@ -482,7 +486,7 @@ public final class SIPUserAgent: Sendable {
     /// RFC 3263 §4.3: our initial INVITE's transaction `id` failed before any response; when
     /// the call has another located target, the same INVITE with a new branch goes there (the
     /// session's CANCEL follows it). Returns whether it did.
-    private func failOver(_ id: TransactionID, peer: SIPPeer, timedOut: Bool) -> Bool {
+    private func failOver(_ id: TransactionID, peer: SIPPeer, timedOut: Bool, status: Int? = nil) -> Bool {
         let next = state.withLock { s -> (SessionKey, SIPMessage, SIPPeer)? in
             guard let invite = s.invites.removeValue(forKey: id), var t = s.targets[invite.key], !t.answered,
                   t.index + 1 < t.peers.count,
@@ -502,7 +506,8 @@ public final class SIPUserAgent: Sendable {
             return (invite.key, request, t.current)
         }
         guard let (key, request, target) = next else { return false }
-        logger(for: key).info("target \(peer) failed (\(timedOut ? "timeout" : "transport error")); trying \(target)")
+        let why = status.map { "\($0)" } ?? (timedOut ? "timeout" : "transport error")
+        logger(for: key).info("target \(peer) failed (\(why)); trying \(target)")
         apply(key, .send(request))
         return true
     }

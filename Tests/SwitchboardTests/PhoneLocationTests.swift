@@ -73,6 +73,43 @@ struct PhoneLocationTests {
         #expect(await caller.wait(key, timeout: .seconds(5)) { $0.isTerminated })
     }
 
+    @Test("a 503 from the first SRV target moves the call on to the second (RFC 3263 §4.3)")
+    func failsOverOn503() async throws {
+        let callee = try Phone(name: "alice", configuration: .init(endpoint: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))]),
+                                                                   identity: try SIPURI("sip:alice@example.test")),
+                               autoAnswer: .milliseconds(10))
+        defer { callee.close() }
+        // A server that answers every INVITE with 503 (the transaction layer of the caller ACKs it).
+        let box = Mutex<UDPTransport?>(nil)
+        let busy = try UDPTransport(bindingTo: try SocketAddress(ip: "127.0.0.1", port: 0)) { e in
+            guard case .message(let inbound) = e, inbound.message.method == .invite else { return }
+            let r = SIPMessage(responseTo: inbound.message, statusCode: 503, toTag: "busy1")
+            try? box.withLock { $0 }?.send(r.serialized(), to: inbound.source)
+        }
+        box.withLock { $0 = busy }
+        defer { busy.close() }
+        let dns = try LocalDNSServer(zone: [
+            Z.srv("_sip._udp.example.test", 10, 0, busy.localAddress.port, "busy.example.test"),
+            Z.srv("_sip._udp.example.test", 20, 0, callee.agent.endpoint.localAddresses[0].address.port, "live.example.test"),
+            Z.a("busy.example.test", "127.0.0.1"),
+            Z.a("live.example.test", "127.0.0.1"),
+            Z.soa("example.test"),
+        ])
+        defer { dns.stop() }
+        let log = RecordingLog()
+        var configuration = SIPUserAgent.Configuration(endpoint: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))]),
+                                                       identity: try SIPURI("sip:bob@example.test"))
+        configuration.sessionTimer = nil
+        configuration.logger = log.logger(level: .info)
+        let caller = try Phone(name: "bob", configuration: configuration,
+                               dns: DNSClientConfiguration(nameservers: [dns.address], timeout: .seconds(1), usesSystemResolverWithoutNameservers: false))
+        defer { caller.close() }
+        let key = await caller.call(try SIPURI("sip:alice@example.test"))
+        #expect(await caller.wait(key, timeout: .seconds(10)) { $0 == .confirmed }, "states: \(caller.states(key)) log: \(log.messages)")
+        #expect(log.messages.contains { $0.contains("failed (503); trying udp:127.0.0.1:") }, "log: \(log.messages)")
+        try await caller.agent.perform(key) { s throws(SessionError) in try s.bye() }
+    }
+
     @Test("a name that locates nothing ends the call with a transport error, at once")
     func unknownNameFails() async throws {
         let dns = try LocalDNSServer(zone: [Z.soa("example.test")])
