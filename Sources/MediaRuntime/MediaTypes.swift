@@ -5,7 +5,6 @@ import RTP
 import SDP
 import SRTP
 import Logging
-import NetworkIO
 
 /// Why a media session could not do what was asked.
 public enum MediaSessionError: Error, Sendable, Hashable, CustomStringConvertible {

@@ -505,8 +505,8 @@ public struct InviteSession: Sendable {
             inviteFinal = true
             return cancelAllTimers() + [set(.terminated(.redirectFailed(code, why)))]
         case .success(let uri):
-            // RFC 5806/7044: the diversion history the 3xx carries goes with the new INVITE.
-            // The diversion history grows hop by hop (each 3xx's entries kept once).
+            // RFC 5806/7044: the diversion history the 3xx carries goes with the new INVITE,
+            // growing hop by hop (each 3xx's entries kept once).
             for h in response.values(.diversion).map({ (SIPHeaderName.diversion, $0) }) + response.values(SIPHeaderName(.historyInfo)).map({ (SIPHeaderName(.historyInfo), $0) })
             where !redirectHeaders.contains(where: { $0.0 == h.0 && $0.1 == h.1 }) {
                 redirectHeaders.append(h)

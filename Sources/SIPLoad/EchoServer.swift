@@ -8,7 +8,6 @@ import SIPDialog
 import SDP
 import Media
 import MediaRuntime
-import NetworkIO
 
 /// `switchboard serve --echo`: an echo test line for many calls at once. The SIP side is the
 /// dialog-layer ``DialogServer`` (no thread per call, one lock, O(1) work per message); every

@@ -22,53 +22,12 @@ public struct SIPFragStatus: Sendable, Hashable, CustomStringConvertible {
         self.reasonPhrase = reasonPhrase
     }
 
-    /// A status line with the standard reason phrase of `statusCode` (RFC 3261 §21, and the
-    /// class's generic phrase for codes it does not name): the Status-Line grammar requires a
-    /// space after the code, and strict peers reject a line without a phrase.
+    /// A status line with RFC 3261 §21's reason phrase for `statusCode`
+    /// (``SIPMessage/defaultReasonPhrase(_:)``): the Status-Line grammar requires a space after
+    /// the code, and strict peers reject a line without a phrase.
     public init(statusCode: Int) {
         self.statusCode = statusCode
-        self.reasonPhrase = SIPFragStatus.standardPhrase(statusCode)
-    }
-
-    /// RFC 3261 §21's phrase for a code (the class's generic one for others).
-    public static func standardPhrase(_ code: Int) -> String {
-        switch code {
-        case 100: return "Trying"
-        case 180: return "Ringing"
-        case 181: return "Call Is Being Forwarded"
-        case 182: return "Queued"
-        case 183: return "Session Progress"
-        case 200: return "OK"
-        case 202: return "Accepted"
-        case 300: return "Multiple Choices"
-        case 301: return "Moved Permanently"
-        case 302: return "Moved Temporarily"
-        case 380: return "Alternative Service"
-        case 400: return "Bad Request"
-        case 401: return "Unauthorized"
-        case 403: return "Forbidden"
-        case 404: return "Not Found"
-        case 407: return "Proxy Authentication Required"
-        case 408: return "Request Timeout"
-        case 480: return "Temporarily Unavailable"
-        case 481: return "Call/Transaction Does Not Exist"
-        case 486: return "Busy Here"
-        case 487: return "Request Terminated"
-        case 488: return "Not Acceptable Here"
-        case 500: return "Server Internal Error"
-        case 503: return "Service Unavailable"
-        case 600: return "Busy Everywhere"
-        case 603: return "Decline"
-        default:
-            switch code / 100 {
-            case 1: return "Session Progress"
-            case 2: return "OK"
-            case 3: return "Redirection"
-            case 4: return "Request Failure"
-            case 5: return "Server Failure"
-            default: return "Global Failure"
-            }
-        }
+        self.reasonPhrase = SIPMessage.defaultReasonPhrase(statusCode)
     }
 
     /// Reads the status line at the start of a sipfrag body.

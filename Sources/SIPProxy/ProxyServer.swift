@@ -7,7 +7,6 @@ import SIPTransaction
 import SIPTransport
 import SIPAuth
 import SIPDialog
-import NetworkIO
 
 /// A registrar with a transaction-stateful proxy in front of its location service (RFC 3261
 /// §10.3 and §16), on a ``SIPEndpoint``: REGISTER for the domain is answered by

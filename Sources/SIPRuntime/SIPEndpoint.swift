@@ -4,7 +4,6 @@ import NetworkIO
 import SIPMessage
 import SIPTransaction
 import SIPTransport
-import NetworkIO
 
 /// Where a message came from or goes to: a transport, an address and, for connections, which
 /// connection.
@@ -356,7 +355,7 @@ public final class SIPEndpoint: Sendable {
               let tcpLocal = tcp.withLock({ $0.first { $0.localAddress.isIPv6 == peer.address.isIPv6 }?.localAddress }),
               let top = request.elementBytes(.via).first, var via = try? Via(bytes: top) else { return (request, peer) }
         via.transport = "TCP"
-        via.host = tcpLocal.isIPv6 ? .ipv6(tcpLocal.ipString) : .ipv4(tcpLocal.ipString)
+        via.host = tcpLocal.sipHost
         via.port = tcpLocal.port
         var moved = request
         moved.replaceFirstElement(.via, with: via.description)

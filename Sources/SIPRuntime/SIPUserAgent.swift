@@ -134,7 +134,7 @@ public final class SIPUserAgent: Sendable {
             throw .invalidAddress("", reason: "the endpoint has no listen point")
         }
         let sentBy = local.address.description
-        var contactURI = SIPURI(user: configuration.identity.user, host: SIPUserAgent.host(of: local.address), port: local.address.port)
+        var contactURI = SIPURI(user: configuration.identity.user, host: local.address.sipHost, port: local.address.port)
         if configuration.transport != .udp { contactURI.parameters.set("transport", configuration.transport.viaToken.lowercased()) }
         var sc = InviteSessionConfiguration(
             localParty: NameAddress(displayName: configuration.displayName, uri: configuration.identity),
@@ -613,10 +613,6 @@ public final class SIPUserAgent: Sendable {
         let port = u.port ?? (kind == .tls ? 5061 : 5060)
         guard let a = try? SocketAddress(ip: host, port: port) else { return nil }
         return SIPPeer(transport: kind, address: a)
-    }
-
-    static func host(of a: SocketAddress) -> SIPHost {
-        a.isIPv6 ? .ipv6(a.ipString) : .ipv4(a.ipString)
     }
 }
 

@@ -1,7 +1,6 @@
 import NetworkIO
 import SIPMessage
 import Logging
-import NetworkIO
 
 /// Settings of a ``TCPTransport``.
 public struct TCPTransportConfiguration: Sendable, Hashable {

@@ -1,7 +1,6 @@
 import NetworkIO
 import SIPMessage
 import Logging
-import NetworkIO
 
 /// Counters of a ``TLSTransport`` since it was created: the connection counters of a TCP
 /// transport (readable directly, `statistics.messagesReceived`) and the TLS handshakes.

@@ -4,7 +4,6 @@ import NetworkIO
 import SIPMessage
 import Synchronization
 import Logging
-import NetworkIO
 
 /// Settings of a ``UDPTransport``.
 public struct UDPTransportConfiguration: Sendable, Hashable {

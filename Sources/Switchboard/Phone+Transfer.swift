@@ -22,7 +22,6 @@ struct TransferBook: Sendable {
 
     /// A REFER we accepted.
     struct Incoming: Timed {
-        var request: ReferRequest
         var notifier: ReferNotifier?
         var newCall: SessionKey?
         var timer: Task<Void, Never>?
@@ -227,8 +226,7 @@ extension Phone {
         report("\(name): transfer to \(request.target)\(referredBy)\(request.replaces.map { " replacing \($0.callID)" } ?? "")")
         transfers.withLock { book in
             book.incoming[key]?.timer?.cancel()
-            book.incoming[key] = TransferBook.Incoming(request: request,
-                                                       notifier: noSubscription ? nil : ReferNotifier(referCSeq: request.cseq, writesEventID: count > 0))
+            book.incoming[key] = TransferBook.Incoming(notifier: noSubscription ? nil : ReferNotifier(referCSeq: request.cseq, writesEventID: count > 0))
         }
         await notifierStep(key) { $0.accepted() }
         guard case .sip(let target) = request.target else {

@@ -206,9 +206,7 @@ public final class Phone: Sendable {
         if case .ipv6 = hop.host { return [] }
         if host.lowercased() == "localhost" { return [] }
         let listening = Set(agent.endpoint.localAddresses.map(\.transport))
-        let wanted = [ResolvedTarget.Transport.udp, .tcp, .tls].filter { t in
-            listening.contains(t == .udp ? .udp : t == .tcp ? .tcp : .tls)
-        }
+        let wanted = [ResolvedTarget.Transport.udp, .tcp, .tls].filter { listening.contains(TransportKind($0)) }
         let locator = self.locator.withLock { l -> SIPServerLocator in
             if let l { return l }
             let made = SIPServerLocator(lookup: DNSClient(configuration: dns ?? .system()), configuration: .init(transports: wanted))
@@ -218,7 +216,7 @@ public final class Phone: Sendable {
         do {
             let found = try await locator.resolve(hop)
             let peers = found.compactMap { t -> SIPPeer? in
-                let kind: TransportKind = t.transport == .udp ? .udp : t.transport == .tcp ? .tcp : .tls
+                let kind = TransportKind(t.transport)
                 guard listening.contains(kind), let address = try? SocketAddress(ip: t.address, port: t.port) else { return nil }
                 return SIPPeer(transport: kind, address: address, serverName: t.serverName)
             }

@@ -7,7 +7,6 @@ import SIPTransport
 import NetworkIO
 
 import Logging
-import NetworkIO
 
 /// `switchboard register`: one address of record registered through a ``SIPUserAgent`` (the one
 /// driver of ``RegistrationClient`` on a live endpoint), its states collected in order.

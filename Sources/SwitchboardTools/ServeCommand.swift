@@ -5,6 +5,7 @@ import SIPTransaction
 import SIPTransport
 import SIPResolver
 import SIPLoad
+import Switchboard
 import Logging
 import NetworkIO
 
@@ -81,7 +82,7 @@ public enum DialCommand {
     /// Where to send: RFC 3263 (numeric hosts as they are; names through /etc/hosts, NAPTR, SRV
     /// and A/AAAA), keeping the first target over the local transport.
     static func locate(_ uri: SIPURI, transport: TransportKind, dns: DNSClientConfiguration) async throws -> (SocketAddress, String?) {
-        let wanted: ResolvedTarget.Transport = transport == .tls ? .tls : transport == .tcp ? .tcp : .udp
+        let wanted = ResolvedTarget.Transport(transport)
         let locator = SIPServerLocator(lookup: DNSClient(configuration: dns), configuration: .init(transports: [wanted]))
         let targets = try await locator.resolve(uri)
         guard let t = targets.first(where: { $0.transport == wanted }) else {

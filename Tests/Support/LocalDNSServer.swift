@@ -230,11 +230,17 @@ public func localClient(_ servers: [SocketAddress], timeout: Duration = .millise
 
 /// An address of 127.0.0.1 where nothing listens on UDP (a port bound, then released).
 public func deadServerAddress() -> SocketAddress {
+    SocketAddress(.v4(IPv4Address(127, 0, 0, 1)), port: freeUDPPort())
+}
+
+/// A UDP port of 127.0.0.1 free right now (bound, read, released): for a peer to start on, or,
+/// left alone, an address where nothing answers.
+public func freeUDPPort() -> UInt16 {
     let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     _ = LocalDNSServer.bind(fd, port: 0)
     let port = LocalDNSServer.localPort(fd)
     close(fd)
-    return SocketAddress(.v4(IPv4Address(127, 0, 0, 1)), port: port)
+    return port
 }
 
 public typealias SeededGenerator = TestRandom

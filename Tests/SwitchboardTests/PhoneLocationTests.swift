@@ -17,19 +17,6 @@ import SwitchboardTestSupport
 /// answer (RFC 3263 §4.3).
 @Suite("Phone: RFC 3263 location and failover")
 struct PhoneLocationTests {
-    /// A UDP port with nothing bound to it (bound, read, closed).
-    static func deadPort() -> UInt16 {
-        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        var sin = sockaddr_in()
-        sin.sin_family = sa_family_t(AF_INET)
-        sin.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafePointer(to: &sin) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
-        _ = withUnsafeMutablePointer(to: &sin) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-        close(fd)
-        return UInt16(bigEndian: sin.sin_port)
-    }
-
     /// Short transaction timers, so the dead target's Timer B (64·T1) fires after 1.28 s.
     static let fast = TransactionTimers(t1: .milliseconds(20), t2: .milliseconds(160), t4: .milliseconds(200))
 
@@ -40,7 +27,7 @@ struct PhoneLocationTests {
                                autoAnswer: .milliseconds(10))
         defer { callee.close() }
         let live = callee.agent.endpoint.localAddresses[0].address.port
-        let dead = Self.deadPort()
+        let dead = freeUDPPort()
         let dns = try LocalDNSServer(zone: [
             Z.srv("_sip._udp.example.test", 10, 0, dead, "dead.example.test"),
             Z.srv("_sip._udp.example.test", 20, 0, live, "live.example.test"),

@@ -51,12 +51,6 @@ struct SIPpTransferTests {
 
     static func port(_ p: Phone) -> UInt16 { p.agent.endpoint.localAddresses[0].address.port }
 
-    static func freePort() throws -> UInt16 {
-        let probe = try UDPTransport(bindingTo: try SocketAddress(ip: "127.0.0.1", port: 0)) { _ in }
-        defer { probe.close() }
-        return probe.localAddress.port
-    }
-
     @Test("SIPp transfers us (uac_transferor.xml): 202, NOTIFYs until terminated with a final SIP/2.0 200, then its BYE",
           .timeLimit(.minutes(1)))
     func sippAsTransferor() async throws {
@@ -65,7 +59,7 @@ struct SIPpTransferTests {
         defer { bob.close(); carol.close() }
         let (status, log) = try await Self.sipp([
             "127.0.0.1:\(Self.port(bob))", "-sf", TestPaths.repoRoot + "/Fixtures/sipp/uac_transferor.xml", "-s", "bob",
-            "-key", "transfer_target", "sip:carol@127.0.0.1:\(Self.port(carol))", "-i", "127.0.0.1", "-p", String(try Self.freePort()),
+            "-key", "transfer_target", "sip:carol@127.0.0.1:\(Self.port(carol))", "-i", "127.0.0.1", "-p", String(freeUDPPort()),
             "-m", "1", "-timeout", "15", "-timeout_error",
         ])
         #expect(status == 0, "sipp: \(log)\n\(lines.text)")
@@ -82,7 +76,7 @@ struct SIPpTransferTests {
         defer { bob.close(); carol.close() }
         let (status, log) = try await Self.sipp([
             "127.0.0.1:\(Self.port(bob))", "-sf", TestPaths.repoRoot + "/Fixtures/sipp/uac_redirected.xml", "-s", "bob",
-            "-i", "127.0.0.1", "-p", String(try Self.freePort()), "-m", "1", "-timeout", "10", "-timeout_error",
+            "-i", "127.0.0.1", "-p", String(freeUDPPort()), "-m", "1", "-timeout", "10", "-timeout_error",
         ])
         #expect(status == 0, "sipp: \(log)\n\(lines.text)")
         #expect(log.contains("redirected to sip:carol@127.0.0.1:\(Self.port(carol)) with Diversion reason="), "\(log)")
@@ -93,7 +87,7 @@ struct SIPpTransferTests {
         let lines = TransferTests.Lines()
         let alice = try Self.phone("alice", lines: lines), carol = try Self.phone("carol", lines: lines)
         defer { alice.close(); carol.close() }
-        let sippPort = try Self.freePort()
+        let sippPort = freeUDPPort()
         async let run = Self.sipp([
             "-sf", TestPaths.repoRoot + "/Fixtures/sipp/uas_forwarder.xml", "-key", "redirect_target", "sip:carol@127.0.0.1:\(Self.port(carol))",
             "-i", "127.0.0.1", "-p", String(sippPort), "-m", "1", "-timeout", "10", "-timeout_error",

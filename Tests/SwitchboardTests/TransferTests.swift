@@ -7,6 +7,7 @@ import SIPDialog
 import SIPRuntime
 import NetworkIO
 import Switchboard
+import SwitchboardTestSupport
 
 /// Transfer between three of our own phones on 127.0.0.1 (RFC 5589's roles: transferor,
 /// transferee, transfer target), over real sockets, without media.
@@ -216,11 +217,10 @@ struct ForwardingTests {
     @Test("two phones forwarding to each other: the loop ends the call with a clear reason")
     func loop() async throws {
         let lines = TransferTests.Lines()
-        // Bound first with placeholder targets, then each forwards to the other's address.
-        let probeB = try UDPTransport(bindingTo: try SocketAddress(ip: "127.0.0.1", port: 0)) { _ in }
-        let probeD = try UDPTransport(bindingTo: try SocketAddress(ip: "127.0.0.1", port: 0)) { _ in }
-        let portB = probeB.localAddress.port, portD = probeD.localAddress.port
-        probeB.close(); probeD.close()
+        // Two free ports first, so that each phone can forward to the other's address.
+        let portB = freeUDPPort()
+        var portD = freeUDPPort()
+        while portD == portB { portD = freeUDPPort() }
         func at(_ user: String, _ port: UInt16) throws -> Phone {
             var c = SIPUserAgent.Configuration(endpoint: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: port))], timers: TransferTests.fast),
                                                identity: try SIPURI("sip:\(user)@127.0.0.1"))
