@@ -26,6 +26,8 @@ public final class AnsweringServer: Sendable {
         var peer: SIPPeer
         var interval: Duration
         var elapsed: Duration
+        /// The retransmission or ACK-timeout timer, cancelled when the ACK comes.
+        var timer: TimerService.Handle?
     }
 
     struct DialogKey: Hashable { var callID: String; var cseq: UInt32 }
@@ -90,9 +92,12 @@ public final class AnsweringServer: Sendable {
             endpoint.respond(SIPMessage(responseTo: c.message, statusCode: 487, toTag: nextTag()), to: invite)
         case .ack(let m, _):
             guard let id = m.callID, let cs = try? m.cseq() else { return }
-            state.withLock { s in
-                if s.pending.removeValue(forKey: DialogKey(callID: id, cseq: cs.sequence)) != nil { s.stats.acks += 1 }
+            let timer = state.withLock { s -> TimerService.Handle? in
+                guard let p = s.pending.removeValue(forKey: DialogKey(callID: id, cseq: cs.sequence)) else { return nil }
+                s.stats.acks += 1
+                return p.timer
             }
+            if let timer { endpoint.timerService.cancel(timer) }
         default:
             break
         }
@@ -100,7 +105,7 @@ public final class AnsweringServer: Sendable {
 
     private func scheduleRetransmission(_ key: DialogKey, after delay: Duration) {
         guard let endpoint = endpointBox.withLock({ $0 }) else { return }
-        endpoint.timerService.schedule(after: delay) { [weak self] in
+        let handle = endpoint.timerService.schedule(after: delay) { [weak self] in
             guard let self else { return }
             let resend: Pending? = self.state.withLock { s in
                 guard var p = s.pending[key] else { return nil }
@@ -119,14 +124,21 @@ public final class AnsweringServer: Sendable {
             endpoint.sendStateless(p.response, to: p.peer)
             self.scheduleRetransmission(key, after: p.interval)
         }
+        note(handle, for: key)
+    }
+
+    /// Remembers the pending answer's timer, so its ACK cancels it.
+    private func note(_ handle: TimerService.Handle, for key: DialogKey) {
+        state.withLock { s in s.pending[key]?.timer = handle }
     }
 
     private func scheduleAckTimeout(_ key: DialogKey) {
         guard let endpoint = endpointBox.withLock({ $0 }) else { return }
-        endpoint.timerService.schedule(after: timers.timeout) { [weak self] in
+        let handle = endpoint.timerService.schedule(after: timers.timeout) { [weak self] in
             self?.state.withLock { s in
                 if s.pending.removeValue(forKey: key) != nil { s.stats.ackTimeouts += 1 }
             }
         }
+        note(handle, for: key)
     }
 }

@@ -12,7 +12,9 @@ import NetworkIO
 /// ``RegistrationClient`` driven by a ``SIPEndpoint`` and its timer thread.
 ///
 /// Everything the machines do runs on one serial queue (the owner of the sessions), so nothing
-/// is locked twice; the endpoint's transport and timer threads only hand work to that queue.
+/// is locked twice. The queue has no thread of its own (``InlineSerialQueue``): a message is
+/// handled on the transport thread that read it, a timer on the timer thread, unless another
+/// thread is already running the agent's work, which then runs it next, in order.
 /// Events reach the application through ``events``; commands are `async`.
 public final class SIPUserAgent: Sendable {
     public struct Configuration: Sendable {
@@ -107,7 +109,7 @@ public final class SIPUserAgent: Sendable {
     public let tracing: Bool
 
     private let continuation: AsyncStream<Event>.Continuation
-    private let queue = DispatchQueue(label: "switchboard.user-agent")
+    private let queue = InlineSerialQueue()
     private let state: Mutex<State>
     private let resolver: @Sendable (SIPURI, TransportKind) -> SIPPeer?
     /// Whether the logger wants `debug` (read once; per-call metadata is built only then).
@@ -152,7 +154,7 @@ public final class SIPUserAgent: Sendable {
 
     /// Stops: unregisters nothing (call ``unregister()`` first), closes the sockets, ends ``events``.
     public func close() {
-        queue.sync {
+        queue.sync { [self] in
             let handles = state.withLock { s -> [TimerService.Handle] in
                 s.closed = true
                 return Array(s.timers.values) + (s.registrationTimer.map { [$0] } ?? [])

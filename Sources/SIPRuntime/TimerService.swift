@@ -9,8 +9,15 @@ import Darwin
 #endif
 
 /// Runs callbacks at future times on one thread, from a binary heap: cheap enough for the tens
-/// of thousands of transaction timers a busy server keeps. Cancelling is O(1): a cancelled
-/// entry stays in the heap and is skipped when it comes up.
+/// of thousands of transaction timers a busy server keeps. The heap holds only deadlines and
+/// ids (plain integers, nothing to retain while it is reordered); the callbacks sit in a table
+/// by id, so cancelling is one removal that also frees the callback at once, and a cancelled
+/// id is skipped when it comes up.
+///
+/// Timers are batched: the thread sleeps until the earliest deadline rounded up to the next
+/// ``resolution`` step, then runs everything due, so timers that fall due close together cost
+/// one wake-up (under load, thousands a second would otherwise each wake the thread). A timer
+/// therefore fires up to one step late; SIP's shortest timer (T1, 500 ms) does not notice.
 ///
 /// It runs on ``MonotonicClock`` (the simulation has its own virtual-time loop); deadlines in
 /// the heap are durations since that clock's origin. Call
@@ -18,25 +25,25 @@ import Darwin
 public final class TimerService: Sendable {
     public struct Handle: Hashable, Sendable { let id: UInt64 }
 
-    struct Entry {
-        var id: UInt64
-        var action: @Sendable () -> Void
-    }
-
     struct State {
-        var heap = DeadlineHeap<Entry>()
-        var live: Set<UInt64> = []
+        var heap = DeadlineHeap<UInt64>()
+        var actions: [UInt64: @Sendable () -> Void] = [:]
         var nextID: UInt64 = 1
         var running = true
     }
 
+    /// How late a timer may fire so that neighbours share a wake-up.
+    public let resolution: Duration
     private let state = Mutex(State())
     private let condition = MonotonicCondition()
     private let thread = Mutex<IOThread?>(nil)
 
     /// Starts the timer thread ("sip-timers"). The process cannot run SIP without it: failing to
     /// create a thread stops the process.
-    public init() {
+    /// - Parameter resolution: timers due within one step of each other fire together (default
+    ///   4 ms; `.zero` wakes for every deadline).
+    public init(resolution: Duration = .milliseconds(4)) {
+        self.resolution = max(resolution, .zero)
         do {
             let t = try IOThread(name: "sip-timers") { [self] in loop() }
             thread.withLock { $0 = t }
@@ -46,7 +53,7 @@ public final class TimerService: Sendable {
     }
 
     /// The number of timers that have not fired or been cancelled.
-    public var pendingCount: Int { state.withLock { $0.live.count } }
+    public var pendingCount: Int { state.withLock { $0.actions.count } }
 
     /// Runs `action` after `delay` on the timer thread.
     @discardableResult
@@ -55,8 +62,8 @@ public final class TimerService: Sendable {
         let (id, first) = state.withLock { s -> (UInt64, Bool) in
             let id = s.nextID
             s.nextID += 1
-            s.live.insert(id)
-            let first = s.heap.push(Entry(id: id, action: action), at: deadline)
+            s.actions[id] = action
+            let first = s.heap.push(id, at: deadline)
             return (id, first)
         }
         if first { signal() }
@@ -65,15 +72,19 @@ public final class TimerService: Sendable {
 
     /// Cancels a timer; nothing happens if it already fired.
     public func cancel(_ h: Handle) {
-        state.withLock { _ = $0.live.remove(h.id) }
+        // The callback is released outside the lock (it may hold the last reference to
+        // something whose deinit takes other locks).
+        let released = state.withLock { $0.actions.removeValue(forKey: h.id) }
+        _ = released
     }
 
     /// Stops the thread; pending timers never fire.
     public func shutdown() {
-        let wasRunning = state.withLock { s -> Bool in
-            defer { s.running = false; s.heap.removeAll(); s.live.removeAll() }
-            return s.running
+        let (wasRunning, released) = state.withLock { s -> (Bool, [UInt64: @Sendable () -> Void]) in
+            defer { s.running = false; s.heap.removeAll(); s.actions = [:] }
+            return (s.running, s.actions)
         }
+        _ = released
         guard wasRunning else { return }
         signal()
         // From a timer callback this detaches the thread instead of waiting for itself.
@@ -82,21 +93,34 @@ public final class TimerService: Sendable {
 
     private func signal() { condition.signal() }
 
+    /// The wake-up time for the earliest deadline: rounded up to the next resolution step.
+    private func wakeTime(_ deadline: Duration?) -> Duration? {
+        guard let d = deadline, resolution > .zero else { return deadline }
+        let step = resolution.components.attoseconds / 1_000_000_000 + resolution.components.seconds * 1_000_000_000
+        let ns = d.components.seconds * 1_000_000_000 + d.components.attoseconds / 1_000_000_000
+        guard step > 0 else { return deadline }
+        let rounded = (ns + step - 1) / step * step
+        return .nanoseconds(rounded)
+    }
+
     private func loop() {
+        var due: [@Sendable () -> Void] = []
         while true {
-            var due: [Entry] = []
             let (running, next) = state.withLock { s -> (Bool, Duration?) in
                 guard s.running else { return (false, nil) }
                 let now = MonotonicClock.now.sinceOrigin
-                while let (_, e) = s.heap.pop(dueBy: now) {
-                    if s.live.remove(e.id) != nil { due.append(e) }
+                while let (_, id) = s.heap.pop(dueBy: now) {
+                    if let a = s.actions.removeValue(forKey: id) { due.append(a) }
                 }
                 return (true, s.heap.nextDeadline)
             }
             guard running else { return }
-            for e in due { e.action() }
-            if !due.isEmpty { continue }
-            condition.wait(until: next) {
+            if !due.isEmpty {
+                for a in due { a() }
+                due.removeAll(keepingCapacity: true)
+                continue
+            }
+            condition.wait(until: wakeTime(next)) {
                 // Re-checked under the condition's lock, so a schedule() in between is not missed.
                 let now = state.withLock { s -> (Bool, Duration?) in (s.running, s.heap.nextDeadline) }
                 return now.0 && now.1 == next

@@ -1,26 +1,35 @@
 /// A binary min-heap of items keyed by a deadline and, for equal deadlines, by insertion
 /// order: the timer queue of every driver of the transaction layer (wall-clock timer thread,
 /// simulation event loop).
+///
+/// Inlinable, so each driver gets a copy specialized for its item type: the timer thread's
+/// heap moves plain integers, never a generic value through witness tables.
 public struct DeadlineHeap<Item> {
+    @usableFromInline
     struct Entry {
-        var deadline: Duration
-        var sequence: UInt64
-        var item: Item
-        func before(_ o: Entry) -> Bool { deadline < o.deadline || (deadline == o.deadline && sequence < o.sequence) }
+        @usableFromInline var deadline: Duration
+        @usableFromInline var sequence: UInt64
+        @usableFromInline var item: Item
+        @inlinable init(deadline: Duration, sequence: UInt64, item: Item) {
+            self.deadline = deadline
+            self.sequence = sequence
+            self.item = item
+        }
+        @inlinable func before(_ o: Entry) -> Bool { deadline < o.deadline || (deadline == o.deadline && sequence < o.sequence) }
     }
 
-    private var heap: [Entry] = []
-    private var sequence: UInt64 = 0
+    @usableFromInline var heap: [Entry] = []
+    @usableFromInline var sequence: UInt64 = 0
 
-    public init() {}
+    @inlinable public init() {}
 
-    public var count: Int { heap.count }
-    public var isEmpty: Bool { heap.isEmpty }
+    @inlinable public var count: Int { heap.count }
+    @inlinable public var isEmpty: Bool { heap.isEmpty }
     /// The earliest deadline.
-    public var nextDeadline: Duration? { heap.first?.deadline }
+    @inlinable public var nextDeadline: Duration? { heap.first?.deadline }
 
     /// Adds an item; returns whether it became the earliest.
-    @discardableResult
+    @discardableResult @inlinable
     public mutating func push(_ item: Item, at deadline: Duration) -> Bool {
         sequence &+= 1
         heap.append(Entry(deadline: deadline, sequence: sequence, item: item))
@@ -35,7 +44,7 @@ public struct DeadlineHeap<Item> {
     }
 
     /// Removes and returns the earliest item when its deadline is at or before `limit`.
-    public mutating func pop(dueBy limit: Duration) -> (deadline: Duration, item: Item)? {
+    @inlinable public mutating func pop(dueBy limit: Duration) -> (deadline: Duration, item: Item)? {
         guard let first = heap.first, first.deadline <= limit else { return nil }
         heap.swapAt(0, heap.count - 1)
         let top = heap.removeLast()
@@ -52,7 +61,7 @@ public struct DeadlineHeap<Item> {
         return (top.deadline, top.item)
     }
 
-    public mutating func removeAll() { heap.removeAll() }
+    @inlinable public mutating func removeAll() { heap.removeAll() }
 }
 
 extension DeadlineHeap: Sendable where Item: Sendable {}
