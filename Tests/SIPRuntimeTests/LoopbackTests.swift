@@ -95,4 +95,39 @@ struct LoopbackTests {
         #expect(fired.withLock { $0 } == [1, 2, 0, 3])
         #expect(timers.pendingCount == 0)
     }
+
+    @Test func batchedTimersNeverFireEarly() async throws {
+        let timers = TimerService(resolution: .milliseconds(20))
+        defer { timers.shutdown() }
+        let start = MonotonicClock.now.sinceOrigin
+        let lateness = Mutex<[Duration]>([])
+        let delays: [Duration] = (0..<10).map { .milliseconds(30 + $0) }
+        for d in delays {
+            timers.schedule(after: d) { lateness.withLock { $0.append(MonotonicClock.now.sinceOrigin - start - d) } }
+        }
+        let clock = ContinuousClock(), deadline = clock.now + .seconds(2)
+        while lateness.withLock({ $0.count }) < delays.count && clock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        let late = lateness.withLock { $0 }
+        #expect(late.count == delays.count)
+        // Never before the deadline.
+        #expect(late.allSatisfy { $0 >= .zero })
+    }
+
+    @Test func cancellingReleasesTheCallbackAtOnce() {
+        final class Token: Sendable {}
+        let timers = TimerService()
+        defer { timers.shutdown() }
+        weak var weakToken: Token?
+        let handle: TimerService.Handle
+        do {
+            let token = Token()
+            weakToken = token
+            handle = timers.schedule(after: .seconds(60)) { _ = token }
+        }
+        #expect(weakToken != nil)
+        #expect(timers.pendingCount == 1)
+        timers.cancel(handle)
+        #expect(weakToken == nil)
+        #expect(timers.pendingCount == 0)
+    }
 }
