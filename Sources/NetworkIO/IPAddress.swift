@@ -29,7 +29,7 @@ public struct IPv4Address: Sendable, Hashable, CustomStringConvertible {
         bytes.map { String($0) }.joined(separator: ".")
     }
 
-    static func parse(_ b: ArraySlice<UInt8>) -> UInt32? {
+    package static func parse(_ b: ArraySlice<UInt8>) -> UInt32? {
         var result: UInt32 = 0
         var parts = 0, part = 0, digits = 0
         for c in b {

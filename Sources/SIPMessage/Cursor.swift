@@ -10,6 +10,7 @@ import Musl
 /// space around each element. Empty elements are kept so decoders can reject them.
 func splitHeaderList(_ bytes: ArraySlice<UInt8>) -> [ArraySlice<UInt8>] {
     var out: [ArraySlice<UInt8>] = []
+    out.reserveCapacity(2)
     var start = bytes.startIndex
     var i = start
     var inQuotes = false, angle = 0
@@ -140,6 +141,8 @@ struct Cursor {
     mutating func parameters(_ rule: SIPParseError.Rule) throws(SIPParseError) -> SIPParameters {
         var params = SIPParameters()
         while consume(UInt8(ascii: ";")) {
+            // Room for the usual few (tag, branch, rport, lr…) in one allocation.
+            if params.items.isEmpty { params.reserve(4) }
             let nameStart = i
             let name = token()
             guard !name.isEmpty else { throw SIPParseError(offset: nameStart, rule: .parameter, detail: "empty parameter name") }

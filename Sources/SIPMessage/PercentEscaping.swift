@@ -2,6 +2,13 @@
 enum PercentEscaping {
     /// Decodes the `%HH` escapes of `b`, checking that every other byte is in `allowed`.
     static func decode(_ b: ArraySlice<UInt8>, allowed: (UInt8) -> Bool, rule: SIPParseError.Rule = .uri, what: String) throws(SIPParseError) -> String {
+        // Nothing escaped (the usual case): the text is the bytes, once checked.
+        if !b.contains(UInt8(ascii: "%")) {
+            if let bad = b.firstIndex(where: { !allowed($0) }) {
+                throw SIPParseError(offset: bad, rule: rule, detail: "byte 0x\(String(b[bad], radix: 16)) is not allowed in \(what)")
+            }
+            return String(decoding: b, as: UTF8.self)
+        }
         var out: [UInt8] = []
         out.reserveCapacity(b.count)
         var i = b.startIndex

@@ -31,6 +31,7 @@ extension SIPMessage {
     /// Drops control characters other than HTAB, so that text cannot break out of its line or
     /// make the line unparseable.
     static func oneLine(_ s: String) -> String {
+        if s.utf8.allSatisfy({ $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) }) { return s }
         var out = String.UnicodeScalarView()
         for u in s.unicodeScalars where u == "\t" || (u.value >= 0x20 && u.value != 0x7F) { out.append(u) }
         return String(out)

@@ -18,6 +18,32 @@ extension SIPMessage {
         return b
     }
 
+    /// The top Via's sent-by (host bytes as written and port), read without decoding the Via:
+    /// for the runtime's per-message work (transaction keys, the `received` check) on a message
+    /// that ``validate()`` has already checked. `nil` when the value does not scan simply (an
+    /// IPv6 reference among them): decode it with ``topVia()`` then.
+    package var topViaSentBy: (host: ArraySlice<UInt8>, port: UInt16?)? {
+        guard let v = firstValueBytes(.via) else { return nil }
+        var c = Cursor(v)
+        c.skipWS()
+        // SIP / 2.0 / transport
+        for k in 0..<3 {
+            guard !c.token().isEmpty else { return nil }
+            if k < 2 { guard c.consume(UInt8(ascii: "/")) else { return nil } }
+        }
+        let ws = c.i
+        c.skipWS()
+        guard c.i > ws else { return nil }
+        let host = c.take { ByteClass.test($0, ByteClass.hostChar) || $0 == UInt8(ascii: "_") }
+        guard !host.isEmpty, c.peek != UInt8(ascii: "[") else { return nil }
+        var port: UInt16? = nil
+        if c.consume(UInt8(ascii: ":")) {
+            guard let n = try? c.number(max: 65535, .port, "port") else { return nil }
+            port = UInt16(n)
+        }
+        return (host, port)
+    }
+
     /// The From tag, found without decoding the whole From header.
     public var fromTagBytes: ArraySlice<UInt8>? { tagBytes(.from) }
 

@@ -20,22 +20,27 @@ extension SIPMessage {
     /// 100 Trying, the Timestamp.
     public init(responseTo request: SIPMessage, statusCode: Int, reasonPhrase: String? = nil, toTag: String? = nil) {
         self.init(statusCode: statusCode, reasonPhrase: reasonPhrase)
+        // One allocation for the copied headers (the request's size bounds them), not one per
+        // doubling; the caller's additions (Contact, a body) usually fit in the slack.
+        storage.reserveCapacity(storage.count + request.bodyRange.lowerBound + 256)
+        entries.reserveCapacity(request.entries.count + 4)
+        let addTag = toTag != nil && request.toTagBytes == nil
         for e in request.entries {
             guard let k = KnownHeader(rawValue: e.known) else { continue }
             switch k {
             case .via, .from, .callID, .cseq:
                 appendRaw(k, request.storage[e.valueRange])
             case .to:
-                var value = Array(request.storage[e.valueRange])
-                if let tag = toTag, request.toTagBytes == nil {
+                appendRaw(.to, request.storage[e.valueRange])
+                if addTag, let tag = toTag {
                     // A tag is a token: anything else could inject parameters or elements.
-                    let safe = tag.utf8.filter(isTokenByte)
+                    let safe = tag.utf8.lazy.filter(isTokenByte)
                     if !safe.isEmpty {
-                        value.append(contentsOf: ";tag=".utf8)
-                        value.append(contentsOf: safe)
+                        storage.append(contentsOf: ";tag=".utf8)
+                        storage.append(contentsOf: safe)
+                        entries[entries.count - 1].valueEnd = UInt32(storage.count)
                     }
                 }
-                appendRaw(.to, value[...])
             case .timestamp where statusCode == 100:
                 appendRaw(.timestamp, request.storage[e.valueRange])
             default:

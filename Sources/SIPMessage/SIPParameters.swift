@@ -55,6 +55,8 @@ public struct SIPParameters: Sendable, Hashable, RandomAccessCollection, Express
 
     public mutating func append(_ p: SIPParameter) { items.append(p) }
 
+    mutating func reserve(_ n: Int) { items.reserveCapacity(n) }
+
     func index(of name: String) -> Int? {
         let l = name.lowercased()
         return items.firstIndex { $0.name.count == name.count && $0.name.lowercased() == l }

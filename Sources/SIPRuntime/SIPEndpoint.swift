@@ -365,6 +365,12 @@ public final class SIPEndpoint: Sendable {
 
     /// RFC 3261 §18.2.1 and RFC 3581: note where a request really came from in its top Via.
     static func stampVia(_ message: inout SIPMessage, source: SocketAddress) {
+        // The common case, read from the bytes: no rport asked for, and the sent-by host is
+        // the source's IPv4 address (as a phone on the same network writes it).
+        if let first = message.firstValueBytes(.via), case .v4(let ip) = source.ip, !findFlag(first, "rport"),
+           let sentBy = message.topViaSentBy, IPv4Address.parse(sentBy.host) == ip.value {
+            return
+        }
         guard let top = message.elementBytes(.via).first, var v = try? Via(bytes: top) else { return }
         let rportFlag = findFlag(top, "rport")
         let sourceIP = source.ipString

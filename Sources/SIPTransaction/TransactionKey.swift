@@ -36,8 +36,17 @@ enum ServerKey: Hashable {
 
     /// The key of `request`; `asMethod` overrides the method (a CANCEL looking for its INVITE).
     init?(request: SIPMessage, asMethod: SIPMethod? = nil) {
-        guard let m = request.method, let via = try? request.topVia() else { return nil }
+        guard let m = request.method else { return nil }
         let method = asMethod ?? (m == .ack ? .invite : m)
+        // The common case read from the bytes, without decoding the Via.
+        if let branch = request.topViaBranchBytes, branch.starts(with: Via.magicCookie.utf8), let sentBy = request.topViaSentBy {
+            var key = String(decoding: sentBy.host, as: UTF8.self).lowercased()
+            key += ":"
+            key += String(sentBy.port ?? 0)
+            self = .rfc3261(branch: String(decoding: branch, as: UTF8.self), sentBy: key, method: method)
+            return
+        }
+        guard let via = try? request.topVia() else { return nil }
         if let b = via.branch, b.hasPrefix(Via.magicCookie) {
             let sentBy = via.host.address.lowercased() + ":" + String(via.port ?? 0)
             self = .rfc3261(branch: b, sentBy: sentBy, method: method)

@@ -80,6 +80,25 @@ struct LoopbackTests {
         #expect(via.branch == "z9hG4bKstamp")
     }
 
+    /// RFC 3261 §18.2.1 without sockets: `received` only when the sent-by host is not the
+    /// source address, `rport` filled when asked for, the message untouched otherwise.
+    @Test(arguments: [
+        ("SIP/2.0/UDP 127.0.0.1:5060;branch=z9hG4bKa", nil, nil),
+        ("SIP/2.0/UDP 127.0.0.2:5060;branch=z9hG4bKb", "127.0.0.1", nil),
+        ("SIP/2.0/UDP 127.0.0.1:5060;rport;branch=z9hG4bKc", "127.0.0.1", "7000"),
+        ("SIP/2.0/UDP phone.invalid;branch=z9hG4bKd", "127.0.0.1", nil),
+        ("SIP/2.0/UDP [::1]:5060;branch=z9hG4bKe", "127.0.0.1", nil),
+    ] as [(String, String?, String?)])
+    func stampingFollowsTheSentBy(via: String, received: String?, rport: String?) throws {
+        var m = try SIPMessage("OPTIONS sip:x@127.0.0.1 SIP/2.0\r\nVia: \(via)\r\nFrom: <sip:a@b>;tag=1\r\nTo: <sip:x@127.0.0.1>\r\nCall-ID: s\r\nCSeq: 1 OPTIONS\r\nContent-Length: 0\r\n\r\n")
+        let before = m.serialized()
+        SIPEndpoint.stampVia(&m, source: try SocketAddress(ip: "127.0.0.1", port: 7000))
+        let top = try m.topVia()
+        #expect(top.received == received)
+        #expect(top.parameters["rport"] == (rport.map { .some($0) } ?? (via.contains("rport") ? .some(nil) : nil)))
+        if received == nil { #expect(m.serialized() == before) }
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func timerServiceFiresInOrderAndCancels() async throws {
         let timers = TimerService()

@@ -1,0 +1,57 @@
+import Testing
+import SIPMessage
+@testable import SIPTransaction
+
+/// The server-transaction key read from the bytes (the common case) equals the one built from
+/// the decoded Via, for every shape of top Via.
+@Suite("Server transaction keys")
+struct ServerKeyTests {
+    static func request(via: String) throws -> SIPMessage {
+        try SIPMessage(bytes: Array("""
+        INVITE sip:bob@example.com SIP/2.0\r
+        Via: \(via)\r
+        Via: SIP/2.0/UDP 192.0.2.9;branch=z9hG4bKsecond\r
+        From: <sip:a@example.com>;tag=1\r
+        To: <sip:bob@example.com>\r
+        Call-ID: k@x\r
+        CSeq: 1 INVITE\r
+        Max-Forwards: 70\r
+        Content-Length: 0\r
+        \r
+
+        """.utf8))
+    }
+
+    /// The key as the decoded Via gives it.
+    static func decoded(_ m: SIPMessage) throws -> ServerKey {
+        let via = try m.topVia()
+        return .rfc3261(branch: via.branch ?? "", sentBy: via.host.address.lowercased() + ":" + String(via.port ?? 0), method: .invite)
+    }
+
+    @Test(arguments: [
+        "SIP/2.0/UDP 127.0.0.1:5060;branch=z9hG4bK-1234-1-0",
+        "SIP/2.0/UDP 127.0.0.1;branch=z9hG4bKnoport",
+        "SIP/2.0/TCP PC33.Atlanta.EXAMPLE.com:5061;rport;branch=z9hG4bKcase",
+        "SIP/2.0/UDP   host_name.example.com:5070 ;branch=z9hG4bKspaces",
+        "sip / 2.0 / udp 192.0.2.1:5060;received=192.0.2.2;branch=z9hG4bKlws",
+        "SIP/2.0/UDP 192.0.2.1:5060;branch=z9hG4bKfirst, SIP/2.0/UDP 192.0.2.3;branch=z9hG4bKsame-line",
+    ])
+    func bytePathMatchesTheDecodedVia(via: String) throws {
+        let m = try Self.request(via: via)
+        #expect(m.topViaSentBy != nil)
+        #expect(ServerKey(request: m) == (try Self.decoded(m)))
+    }
+
+    @Test func ipv6SentByFallsBackToTheDecodedVia() throws {
+        let m = try Self.request(via: "SIP/2.0/UDP [2001:DB8::1]:5060;branch=z9hG4bKv6")
+        #expect(m.topViaSentBy == nil)
+        #expect(ServerKey(request: m) == (try Self.decoded(m)))
+    }
+
+    @Test func sentByReadsHostAndPort() throws {
+        let m = try Self.request(via: "SIP/2.0/UDP 198.51.100.7:5070;branch=z9hG4bKx")
+        let s = try #require(m.topViaSentBy)
+        #expect(Array(s.host) == Array("198.51.100.7".utf8))
+        #expect(s.port == 5070)
+    }
+}
