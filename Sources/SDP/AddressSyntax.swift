@@ -11,7 +11,8 @@ enum AddressSyntax {
         guard Syntax.isNonWhitespaceString(bytes) else {
             return bytes.isEmpty ? "empty address" : "address contains a control character"
         }
-        let text = Syntax.string(bytes)
+        // Only a problem is worth the text (the usual, valid address allocates nothing).
+        var text: String { Syntax.string(bytes) }
         switch type {
         case .ip4:
             if isIPv4(bytes) || isDomainName(bytes) { return nil }
@@ -30,14 +31,17 @@ enum AddressSyntax {
 
     /// Dotted-quad IPv4: four decimal parts of one to three digits, each at most 255.
     static func isIPv4(_ bytes: ArraySlice<UInt8>) -> Bool {
-        let parts = Syntax.split(bytes, on: ASCII.dot)
-        guard parts.count == 4 else { return false }
-        for part in parts {
-            guard part.count <= 3, let value = Syntax.decimal(part, as: UInt16.self), value <= 255 else {
-                return false
-            }
+        var parts = 0
+        var start = bytes.startIndex
+        while true {
+            let end = bytes[start...].firstIndex(of: ASCII.dot) ?? bytes.endIndex
+            let part = bytes[start..<end]
+            guard part.count <= 3, let value = Syntax.decimal(part, as: UInt16.self), value <= 255 else { return false }
+            parts += 1
+            guard end < bytes.endIndex else { break }
+            start = end + 1
         }
-        return true
+        return parts == 4
     }
 
     /// RFC 4291 text form: eight groups of one to four hex digits, with at most

@@ -42,10 +42,13 @@ enum PercentEscaping {
 
     /// Escapes every byte of `s` not in `allowed`.
     static func encode(_ s: String, allowed: (UInt8) -> Bool) -> String {
+        // Nothing to escape (the usual case): the text as it is.
+        if s.utf8.allSatisfy(allowed) { return s }
         var out: [UInt8] = []
-        let hex = Array("0123456789ABCDEF".utf8)
+        out.reserveCapacity(s.utf8.count + 8)
+        func hex(_ v: UInt8) -> UInt8 { v < 10 ? 0x30 + v : 0x37 + v }
         for c in s.utf8 {
-            if allowed(c) { out.append(c) } else { out.append(UInt8(ascii: "%")); out.append(hex[Int(c >> 4)]); out.append(hex[Int(c & 15)]) }
+            if allowed(c) { out.append(c) } else { out.append(UInt8(ascii: "%")); out.append(hex(c >> 4)); out.append(hex(c & 15)) }
         }
         return String(decoding: out, as: UTF8.self)
     }
