@@ -141,8 +141,9 @@ struct Cursor {
     mutating func parameters(_ rule: SIPParseError.Rule) throws(SIPParseError) -> SIPParameters {
         var params = SIPParameters()
         while consume(UInt8(ascii: ";")) {
-            // Room for the usual few (tag, branch, rport, lr…) in one allocation.
-            if params.items.isEmpty { params.reserve(4) }
+            // One allocation of the right size (parsed parameters are kept in dialogs, so no
+            // spare room): one slot per ';' left, quoted ones included.
+            if params.items.isEmpty { params.reserve(1 + bytes[i..<end].reduce(0) { $1 == UInt8(ascii: ";") ? $0 + 1 : $0 }) }
             let nameStart = i
             let name = token()
             guard !name.isEmpty else { throw SIPParseError(offset: nameStart, rule: .parameter, detail: "empty parameter name") }
