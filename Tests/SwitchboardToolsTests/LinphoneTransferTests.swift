@@ -232,6 +232,36 @@ struct LinphoneTransferTests {
         try await attended(l, bob: bob, carol: carol, lb: lb, consultation: cl, referTo: "sip:carol@127.0.0.1:\(cport)", lines)
     }
 
+    @Test("linphonec's attended transfer to carol's call still ringing there: its 180 had no Contact, yet carol's early dialog is found, cancelled and replaced",
+          .timeLimit(.minutes(1)))
+    func linphoneAttendedTransferToARingingCall() async throws {
+        let l = try await Linphone.start(autoAnswer: false)
+        defer { Linphone.stop(l) }
+        let lines = Lines()
+        let cport = try PeerPorts.free()
+        let bob = try Self.phone("bob", lines, tone: 700), carol = try Self.phone("carol", lines, port: cport, aorWithPort: true, tone: 1100)
+        defer { bob.close(); carol.close() }
+        let lb = try await Self.linphoneCalls(bob, l, lines)
+        try Linphone.send(l, "pause 1")
+        try #require(await Linphone.waitFor(l, "Call 1 with \(try Self.uri(bob, "bob")) is now paused."), "\(Self.context(lines, l))")
+        let cl = await carol.call(try SIPURI("sip:lin@127.0.0.1:\(l.sipPort)"))
+        try #require(await carol.wait(cl, timeout: .seconds(10)) { $0 == .proceeding(180) }, "\(Self.context(lines, l))")
+        try #require(await Linphone.waitFor(l, "Receiving new incoming call from sip:carol@127.0.0.1:\(cport), assigned id 2"), "\(Self.context(lines, l))")
+        try Linphone.send(l, "transfer 1 --to-call 2")
+        #expect(await bob.wait(timeout: .seconds(10)) {
+            lines.contains("bob: transfer to sip:carol@127.0.0.1:\(cport) (Referred-By \(l.aor)) replacing \(cl.callID)")
+        }, "\(Self.context(lines, l))")
+        // RFC 3891 §3: an early dialog the target placed is replaced, and ended with CANCEL.
+        #expect(await carol.wait(timeout: .seconds(10)) { lines.contains("carol: call replaces \(cl.callID) (Referred-By \(l.aor))") },
+                "\(Self.context(lines, l))")
+        #expect(await carol.wait(cl, timeout: .seconds(10)) { $0 == .terminated(.cancelled) }, "\(Self.context(lines, l))")
+        let bc = try #require(carol.incomingCalls.first, "\(Self.context(lines, l))")
+        #expect(await carol.wait(bc, timeout: .seconds(10)) { $0 == .confirmed }, "\(Self.context(lines, l))")
+        #expect(await Self.notified(bob, lines), "\(Self.context(lines, l))")
+        #expect(await bob.wait(lb, timeout: .seconds(10)) { $0 == .terminated(.remoteHangup) }, "\(Self.context(lines, l))")
+        #expect(await Self.hears(carol, bc), "\(Self.context(lines, l))")
+    }
+
     @Test("linphonec's attended transfer to a call it placed: Refer-To loses carol's port, so bob's INVITE goes through the registrar carol registered with",
           .timeLimit(.minutes(1)))
     func linphoneAttendedTransferThroughRegistrar() async throws {
