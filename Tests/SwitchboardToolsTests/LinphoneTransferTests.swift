@@ -69,25 +69,32 @@ enum Linphone {
 
     /// Waits (bounded, polling its log) until linphonec has printed `text`.
     static func waitFor(_ l: Instance, _ text: String, timeout: Duration = .seconds(10)) async -> Bool {
+        await waitFor(l, timeout: timeout) { $0.contains(text) }
+    }
+
+    /// Waits (bounded, polling its log) until linphonec has printed a line that `matches`.
+    static func waitFor(_ l: Instance, timeout: Duration = .seconds(10), line matches: (Substring) -> Bool) async -> Bool {
         let clock = ContinuousClock(), deadline = clock.now + timeout
         while clock.now < deadline {
-            if log(l.rundir).contains(text) { return true }
+            if log(l.rundir).split(separator: "\n").contains(where: matches) { return true }
             try? await Task.sleep(for: .milliseconds(20))
         }
-        return log(l.rundir).contains(text)
+        return log(l.rundir).split(separator: "\n").contains(where: matches)
     }
 }
 
-/// Transfer with linphonec 5.1 in the roles baresip cannot play: transferor of a blind and of an
-/// attended transfer (REFER with Replaces) with our phones as transferee and target, and
-/// transferee of ours. Our phones have media (a tone each), so the new calls are checked for
-/// audio, not only for their state.
+/// Transfer with linphonec 5.1 in every role: transferor of a blind and of an attended
+/// transfer (REFER with Replaces) with our phones as transferee and target, transferee of our
+/// blind and attended transfers, and target of our attended transfer. Our phones have media (a
+/// tone each) and linphonec plays a file on command, so the new calls are checked for audio,
+/// not only for their state.
 ///
 /// linphonec's attended transfer refers to the consultation dialog's remote *address of record*
 /// (the From of a call it answered, the To of one it placed), never to its Contact, and the To
 /// it writes drops the Request-URI's port. So Refer-To names a port only when the target called
 /// linphonec from an address of record that carries one; otherwise the transferee's INVITE
-/// goes to port 5060, which only a proxy in front of the target's registration serves.
+/// goes to port 5060, which only a proxy in front of the target's registration serves. Its 180
+/// Ringing has no Contact, and its final NOTIFY says `terminated;reason=reason=noresource`.
 @Suite("Transfer with linphonec", .enabled(if: Linphone.available || TestPaths.isCI, "linphonec is not installed: linphone interop skipped"),
        .requires("linphonec (Debian linphone-cli)", { Linphone.available }))
 struct LinphoneTransferTests {
@@ -127,6 +134,19 @@ struct LinphoneTransferTests {
 
     /// Every call a phone took part in, in no order.
     static func calls(_ p: Phone) -> [SessionKey] { p.callStates.withLock { Array($0.keys) } }
+
+    /// Has linphonec play 5 s of 1 kHz (at 16 kHz) into its current call, once that call's
+    /// streams run, and waits until `p` receives it: linphonec sends next to nothing without a
+    /// sound card, so packets mean its audio.
+    static func hears(linphoneCaller p: Phone, _ key: SessionKey, _ l: Linphone.Instance) async -> Bool {
+        let wav = l.rundir + "/tone.wav"
+        let samples = (0..<80_000).map { Int16(8000 * sin(2 * Double.pi * 1000 * Double($0) / 16000)) }
+        guard (try? WAVFile(sampleRate: 16000, samples: .pcm16(samples)).write(path: wav)) != nil,
+              // It names the call by the Refer-To it followed, `<sip:carol@…?Replaces=…>`, if any.
+              await Linphone.waitFor(l, line: { $0.hasPrefix("Media streams established with ") && $0.contains("sip:\(p.name)@") }),
+              (try? Linphone.send(l, "play \(wav)")) != nil else { return false }
+        return await hears(p, key, packets: 50)
+    }
 
     static func context(_ lines: Lines, _ l: Linphone.Instance) -> String {
         "\(lines.all.joined(separator: "\n"))\n--- linphonec:\n\(Linphone.events(l))"
@@ -299,10 +319,6 @@ struct LinphoneTransferTests {
     func weTransferLinphone() async throws {
         let l = try await Linphone.start()
         defer { Linphone.stop(l) }
-        // linphonec's audio: 5 s of 1 kHz at 16 kHz, played into the current call on command.
-        let wav = l.rundir + "/tone.wav"
-        let samples = (0..<80_000).map { Int16(8000 * sin(2 * Double.pi * 1000 * Double($0) / 16000)) }
-        try WAVFile(sampleRate: 16000, samples: .pcm16(samples)).write(path: wav)
         let lines = Lines()
         let alice = try Self.phone("alice", lines), carol = try Self.phone("carol", lines, tone: 1100)
         defer { alice.close(); carol.close() }
@@ -325,8 +341,53 @@ struct LinphoneTransferTests {
         #expect(await carol.wait(timeout: .seconds(10)) { lines.contains("carol: incoming call from \(l.aor) (Referred-By sip:alice@127.0.0.1)") },
                 "\(Self.context(lines, l))")
         #expect(await carol.wait(lc, timeout: .seconds(10)) { $0 == .confirmed })
-        try #require(await Linphone.waitFor(l, "Media streams established with sip:carol@"), "\(Self.context(lines, l))")
-        try Linphone.send(l, "play \(wav)")
-        #expect(await Self.hears(carol, lc, packets: 50), "\(Self.context(lines, l))")
+        #expect(await Self.hears(linphoneCaller: carol, lc, l), "\(Self.context(lines, l))")
+    }
+
+    @Test("we transfer linphonec attended: it calls carol with our Replaces, carol ends our consultation, its NOTIFYs end in 200",
+          .timeLimit(.minutes(1)))
+    func weTransferLinphoneAttended() async throws {
+        let l = try await Linphone.start()
+        defer { Linphone.stop(l) }
+        let lines = Lines()
+        let alice = try Self.phone("alice", lines), carol = try Self.phone("carol", lines, tone: 1100)
+        defer { alice.close(); carol.close() }
+        let al = await alice.call(try SIPURI("sip:lin@127.0.0.1:\(l.sipPort)"))
+        try #require(await alice.wait(al, timeout: .seconds(10)) { $0 == .confirmed }, "\(Self.context(lines, l))")
+        try #require(await Linphone.waitFor(l, "Media streams established with sip:alice@"), "\(Self.context(lines, l))")
+        let ac = await alice.call(try Self.uri(carol, "carol"))
+        try #require(await alice.wait(ac, timeout: .seconds(10)) { $0 == .confirmed }, "\(Self.context(lines, l))")
+        let outcome = await alice.transfer(al, replacing: ac, notifyTimeout: .seconds(10))
+        #expect(outcome == .succeeded(200), "\(Self.context(lines, l))")
+        #expect(await alice.wait(al, timeout: .seconds(10)) { $0 == .terminated(.localHangup) }, "\(Self.context(lines, l))")
+        #expect(await carol.wait(timeout: .seconds(10)) { lines.contains("carol: call replaces \(ac.callID) (Referred-By sip:alice@127.0.0.1)") },
+                "\(Self.context(lines, l))")
+        #expect(await alice.wait(ac, timeout: .seconds(10)) { $0 == .terminated(.remoteHangup) }, "carol ended the consultation")
+        let lc = try #require(carol.incomingCalls.first { $0.callID != ac.callID }, "\(Self.context(lines, l))")
+        #expect(await carol.wait(lc, timeout: .seconds(10)) { $0 == .confirmed })
+        #expect(await Self.hears(linphoneCaller: carol, lc, l), "\(Self.context(lines, l))")
+    }
+
+    @Test("linphonec as the target of our attended transfer: bob's INVITE with Replaces reaches its Contact, it takes bob and hangs up on alice",
+          .timeLimit(.minutes(1)))
+    func linphoneAsAttendedTarget() async throws {
+        let l = try await Linphone.start()
+        defer { Linphone.stop(l) }
+        let lines = Lines()
+        let alice = try Self.phone("alice", lines), bob = try Self.phone("bob", lines, tone: 700)
+        defer { alice.close(); bob.close() }
+        let ab = await alice.call(try Self.uri(bob, "bob"))
+        try #require(await alice.wait(ab, timeout: .seconds(10)) { $0 == .confirmed }, "\(Self.context(lines, l))")
+        let al = await alice.call(try SIPURI("sip:lin@127.0.0.1:\(l.sipPort)"))
+        try #require(await alice.wait(al, timeout: .seconds(10)) { $0 == .confirmed }, "\(Self.context(lines, l))")
+        try #require(await Linphone.waitFor(l, "Media streams established with sip:alice@"), "\(Self.context(lines, l))")
+        let outcome = await alice.transfer(ab, replacing: al, notifyTimeout: .seconds(10))
+        #expect(outcome == .succeeded(200), "\(Self.context(lines, l))")
+        #expect(await alice.wait(ab, timeout: .seconds(10)) { $0 == .terminated(.localHangup) }, "\(Self.context(lines, l))")
+        // RFC 3891: the target ends the replaced dialog itself.
+        #expect(await alice.wait(al, timeout: .seconds(10)) { $0 == .terminated(.remoteHangup) }, "\(Self.context(lines, l))")
+        let bl = try #require(Self.calls(bob).first { $0.callID != ab.callID }, "\(Self.context(lines, l))")
+        #expect(await bob.wait(bl, timeout: .seconds(10)) { $0 == .confirmed }, "\(Self.context(lines, l))")
+        #expect(await Self.hears(linphoneCaller: bob, bl, l), "\(Self.context(lines, l))")
     }
 }
