@@ -78,6 +78,9 @@ public struct Dialog: Sendable, Hashable {
     public let secure: Bool
     /// Whether we created the dialog by sending the request.
     public let isUAC: Bool
+    /// Whether ``remoteTarget`` came from the peer's Contact: false only for an early dialog
+    /// whose 1xx had none (``init(uacRequest:provisionalWithoutContact:)``) until one arrives.
+    public private(set) var targetFromContact = true
 
     // MARK: Creation
 
@@ -105,6 +108,24 @@ public struct Dialog: Sendable, Hashable {
         state = code < 200 ? .early : .confirmed
         remoteSequence = nil
         isUAC = true
+    }
+
+    /// An early dialog from a tagged 1xx that carries no Contact, which RFC 3261 §12.1.2 expects
+    /// (linphonec 5.1's 180 Ringing has none): its remote target is our INVITE's Request-URI
+    /// until a response brings a Contact (a 2xx must: see ``targetFromContact``). It lets the
+    /// early dialog be named by its tags (a Replaces of RFC 3891 naming the call we placed) and
+    /// ended; a response with a Contact, or no 101-199 with a To tag, throws.
+    public init(uacRequest request: SIPMessage, provisionalWithoutContact response: SIPMessage) throws(DialogError) {
+        guard let code = response.statusCode, (101..<200).contains(code) else { throw .missing("a 101-199 response") }
+        var withTarget = response
+        do {
+            guard case .none = try response.contact() else { throw DialogError.missing("a 1xx without Contact") }
+            try withTarget.append(.contact, "<\(try request.requestURI())>")
+        } catch {
+            throw DialogError(reading: error)
+        }
+        try self.init(uacRequest: request, response: withTarget)
+        targetFromContact = false
     }
 
     /// A dialog created by the peer's request and our response carrying our To tag (§12.1.1).
@@ -139,7 +160,10 @@ public struct Dialog: Sendable, Hashable {
         guard state != .terminated else { return }
         if isUAC {
             do {
-                if let contact = try response.contact()?.addresses.first { remoteTarget = contact.uri }
+                if let contact = try response.contact()?.addresses.first {
+                    remoteTarget = contact.uri
+                    targetFromContact = true
+                }
                 let rr = try response.recordRoute()
                 if !rr.isEmpty { routeSet = rr.reversed() }
                 remoteParty = try response.to()
@@ -154,7 +178,10 @@ public struct Dialog: Sendable, Hashable {
     /// the remote target to its Contact (RFC 3261 §12.2.1.2).
     public mutating func refreshTarget(from response: SIPMessage) throws(DialogError) {
         do {
-            if let contact = try response.contact()?.addresses.first { remoteTarget = contact.uri }
+            if let contact = try response.contact()?.addresses.first {
+                remoteTarget = contact.uri
+                targetFromContact = true
+            }
         } catch {
             throw .malformed(error)
         }

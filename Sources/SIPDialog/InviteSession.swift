@@ -640,7 +640,10 @@ public struct InviteSession: Sendable {
             gotProvisional = true
             if cancelRequested { out += sendCancel() }
             guard let tag else { return out + [.event(.provisional(code: code, remoteTag: nil, body: nil))] }
-            if earlyDialogs[tag] == nil, let d = try? Dialog(uacRequest: inv, response: r) { earlyDialogs[tag] = d }
+            if earlyDialogs[tag] == nil,
+               let d = (try? Dialog(uacRequest: inv, response: r)) ?? (try? Dialog(uacRequest: inv, provisionalWithoutContact: r)) {
+                earlyDialogs[tag] = d
+            }
             let require = (try? r.require()) ?? []
             var body = SessionBody(of: r)
             if require.contains("100rel"), let rs = try? r.rseq() {
@@ -684,7 +687,7 @@ public struct InviteSession: Sendable {
             inviteFinal = true
             var out: [Action] = [.cancelTimer(.cancelGuard)]
             var d: Dialog
-            if var early = earlyDialogs[tag] {
+            if var early = earlyDialogs[tag], early.targetFromContact || ((try? r.contact()) ?? nil)?.addresses.isEmpty == false {
                 try? early.confirm(with: r)
                 d = early
             } else {

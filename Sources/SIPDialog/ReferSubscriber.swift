@@ -143,7 +143,7 @@ public struct ReferSubscriber: Sendable {
     public mutating func handleNotify(_ notify: SIPMessage) -> [Action] {
         guard let event = try? notify.event(), event.package.lowercased() == "refer" else { return [.respond(statusCode: 489)] }
         if case .closed = state { return [.respond(statusCode: 481)] }
-        guard let subscription = try? notify.subscriptionState() else { return [.respond(statusCode: 400)] }
+        guard let subscription = Self.subscriptionState(of: notify) else { return [.respond(statusCode: 400)] }
         let terminated = subscription.state.lowercased() == "terminated"
         // The body: a sipfrag status line; none is tolerated (the NOTIFY is answered 200).
         var status: SIPFragStatus?
@@ -179,6 +179,21 @@ public struct ReferSubscriber: Sendable {
             break
         }
         return out
+    }
+
+    /// A NOTIFY's Subscription-State; when its parameters do not parse, its state alone (the
+    /// leading token, which is what decides): linphonec 5.1 ends its subscriptions with
+    /// `terminated;reason=reason=noresource`, and a bad parameter must not turn its final
+    /// sipfrag away. Nil when the header is missing, repeated, or its state is no token.
+    static func subscriptionState(of notify: SIPMessage) -> SubscriptionState? {
+        if let s = try? notify.subscriptionState() { return s }
+        let values = notify.values(.subscriptionState)
+        guard values.count == 1 else { return nil }
+        let isSpace = { (c: Character) in c == " " || c == "\t" }
+        let state = values[0].prefix { $0 != ";" }.drop(while: isSpace).reversed().drop(while: isSpace).reversed()
+        let token = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.!%*_+`'~")
+        guard !state.isEmpty, state.allSatisfy(token.contains) else { return nil }
+        return SubscriptionState(state: String(state).lowercased())
     }
 
     /// The timer ran out: no NOTIFY in time while the outcome was open; a finished transfer

@@ -18,6 +18,10 @@ struct TransferBook: Sendable {
         var subscriber: ReferSubscriber
         var outcome: ReferOutcome?
         var timer: Task<Void, Never>?
+        /// `transfer` still waits for the outcome: the entry outlives the call until it is read.
+        var awaited = true
+        /// The call ended (its subscription with it).
+        var callEnded = false
     }
 
     /// A REFER we accepted.
@@ -100,7 +104,13 @@ extension Phone {
         report("\(name): REFER to \(referTo.uri)")
         let deadline = notifyTimeout * 4 + .seconds(64)
         _ = await wait(timeout: deadline) { self.transfers.withLock { $0.outgoing[key]?.outcome != nil } }
-        let outcome = transfers.withLock { $0.outgoing[key]?.outcome } ?? .unknown(.noNotify)
+        let outcome = transfers.withLock { book -> ReferOutcome in
+            let o = book.outgoing[key]?.outcome ?? .unknown(.noNotify)
+            book.outgoing[key]?.outcome = o
+            book.outgoing[key]?.awaited = false
+            if book.outgoing[key]?.callEnded == true { book.outgoing[key] = nil }
+            return o
+        }
         report("\(name): transfer \(outcome)")
         if outcome.isSuccess && hangUpOnSuccess {
             try? await agent.perform(key) { s throws(SessionError) in try s.bye() }
@@ -269,7 +279,20 @@ extension Phone {
         }
         if state.isTerminated {
             transfers.withLock { book in
-                if let o = book.outgoing.removeValue(forKey: key) { o.timer?.cancel() }
+                if var o = book.outgoing[key] {
+                    o.timer?.cancel()
+                    if o.awaited {
+                        // The dialog ended, and the REFER's subscription with it (RFC 6665
+                        // §4.1.3): no final NOTIFY can come now. The transferor still waiting
+                        // learns it at once (with the outcome if it came first), not at its bound.
+                        o.timer = nil
+                        o.callEnded = true
+                        if o.outcome == nil { o.outcome = .unknown(.terminatedWithoutFinalStatus(reason: nil)) }
+                        book.outgoing[key] = o
+                    } else {
+                        book.outgoing[key] = nil
+                    }
+                }
                 // Our REFER's dialog ended: its subscription goes with it (no NOTIFY can follow).
                 if let i = book.incoming.removeValue(forKey: key) { i.timer?.cancel() }
                 book.refers[key] = nil

@@ -41,6 +41,12 @@ struct TransferOptions: ParsableArguments {
         try await Task.sleep(for: .milliseconds(Int64(transferAfter * 1000)))
         guard phone.states(key).last == .confirmed else { return nil }
         try? await phone.hold(key, true)
+        // The REFER goes once the hold is answered (RFC 5589's flows; a transferee that handles
+        // one transaction at a time, as SIPp scenarios do, needs it), or after 5 s regardless.
+        for _ in 0..<250 {
+            guard let s = await phone.agent.session(key), !s.canOffer, !s.isTerminated else { break }
+            try await Task.sleep(for: .milliseconds(20))
+        }
         if let t = transferTo {
             return await phone.transfer(key, to: try SIPURI(t))
         }

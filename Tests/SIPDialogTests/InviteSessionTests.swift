@@ -108,6 +108,26 @@ struct InviteSessionTests {
         #expect(s.state == .confirmed && s.dialogID?.remoteTag == "f2")
     }
 
+    @Test("a 180 without Contact (linphonec 5.1) still makes an early dialog, its target our Request-URI until the 2xx's Contact; a 2xx without one still fails")
+    func provisionalWithoutContact() throws {
+        var (s, invite) = Self.startCall(.unsupported)
+        _ = s.handle(.response(Self.reply(invite, 180, tag: "l1", contact: nil)))
+        #expect(s.state == .proceeding(180))
+        let early = try #require(s.earlyDialogList.first)
+        #expect(early.id.remoteTag == "l1" && early.state == .early && !early.targetFromContact)
+        #expect(early.remoteTarget == (try invite.requestURI()))
+        // Its CANCEL goes as usual; a 2xx with a Contact confirms it with that target.
+        _ = s.handle(.response(Self.reply(invite, 200, tag: "l1", contact: "<sip:lin@192.0.2.9:5070>", body: Self.answer)))
+        #expect(s.state == .confirmed)
+        #expect(s.dialog?.remoteTarget.sipURI?.host == .ipv4("192.0.2.9") && s.dialog?.targetFromContact == true)
+
+        var (t, second) = Self.startCall(.unsupported)
+        _ = t.handle(.response(Self.reply(second, 180, tag: "l2", contact: nil)))
+        _ = t.handle(.response(Self.reply(second, 200, tag: "l2", contact: nil, body: Self.answer)))
+        #expect(t.state == .terminated(.rejected(200)), "a 2xx must bring the Contact the 1xx lacked")
+        #expect(throws: DialogError.self) { try Dialog(uacRequest: second, provisionalWithoutContact: Self.reply(second, 180, tag: "x", contact: "<sip:x@192.0.2.4>")) }
+    }
+
     @Test("reliable provisionals: PRACK with RAck, retransmissions and out-of-order RSeq are not presented")
     func prackOrdering() throws {
         var (s, invite) = Self.startCall()

@@ -171,6 +171,21 @@ struct ReferSubscriberTests {
         #expect(s.state == .active)
     }
 
+    @Test("a Subscription-State whose parameters do not parse still counts by its state (linphonec: reason=reason=noresource)")
+    func lenientSubscriptionState() throws {
+        var s = ReferSubscriber(referCSeq: 7)
+        _ = s.handleReferResponse(try Self.response(202, to: try Self.refer()))
+        let a = s.handleNotify(try Self.notify("SIP/2.0 200 Ok\r\n", state: "terminated;reason=reason=noresource"))
+        #expect(Self.responses(a) == [200])
+        #expect(Self.outcomes(a) == [.succeeded(200)])
+        #expect(s.state == .closed(.succeeded(200)))
+        // Still a 400 when the state itself is no token.
+        var t = ReferSubscriber(referCSeq: 7)
+        _ = t.handleReferResponse(try Self.response(202, to: try Self.refer()))
+        #expect(Self.responses(t.handleNotify(try Self.notify("SIP/2.0 200 OK", state: "term inated;reason=x"))) == [400])
+        #expect(Self.responses(t.handleNotify(try Self.notify("SIP/2.0 200 OK", state: ";reason=noresource"))) == [400])
+    }
+
     @Test("silence while active lasts until the subscription's expiry (plus slack), not the fixed bound")
     func waitsOutExpiry() throws {
         var s = ReferSubscriber(referCSeq: 7, configuration: .init(notifyTimeout: .seconds(32)))

@@ -6,12 +6,13 @@ import SIPTransport
 import SIPDialog
 import SIPRuntime
 import NetworkIO
-import Switchboard
+@testable import Switchboard
 import SwitchboardTestSupport
 
 /// SIPp scenarios written in the project (Fixtures/sipp) for the roles of transfer and
 /// forwarding, against our phones on 127.0.0.1: SIPp as transferor (we are transferee), as
-/// redirected caller (we forward), as forwarder (we follow its 302).
+/// transferee (we transfer it, blind and attended), as transfer target (our transferee calls
+/// it), as redirected caller (we forward), as forwarder (we follow its 302).
 @Suite("SIPp in the roles of transfer and forwarding",
        .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/sipp") || TestPaths.isCI, "sipp is not installed"),
        .requires("sipp (Debian sip-tester)", { FileManager.default.isExecutableFile(atPath: "/usr/bin/sipp") }))
@@ -99,5 +100,135 @@ struct SIPpTransferTests {
         let (status, log) = try await run
         #expect(status == 0, "sipp: \(log)")
         try await alice.agent.perform(key) { s throws(SessionError) in try s.bye() }
+    }
+
+    /// SIPp on a free port running `scenario` (as a UAS) with `arguments`, in the background.
+    static func sippServer(_ scenario: String, _ arguments: [String] = [], calls: Int = 1) -> (UInt16, Task<(Int32?, String), any Error>) {
+        let port = freeUDPPort()
+        let task = Task {
+            try await Self.sipp(["-sf", TestPaths.repoRoot + "/Fixtures/sipp/" + scenario] + arguments + [
+                "-i", "127.0.0.1", "-p", String(port), "-m", String(calls), "-timeout", "15", "-timeout_error",
+            ])
+        }
+        return (port, task)
+    }
+
+    /// Waits (bounded) until a socket is bound to 127.0.0.1:`port` over UDP (SIPp is up), read
+    /// from /proc/net/udp: binding the port to find out would race SIPp for it.
+    static func listening(_ port: UInt16) async -> Bool {
+        let entry = "0100007F" + String(format: ":%04X ", port)
+        for _ in 0..<150 {
+            if let table = try? String(contentsOfFile: "/proc/net/udp", encoding: .utf8), table.contains(entry) { return true }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return false
+    }
+
+    /// Every call a phone took part in.
+    static func calls(_ p: Phone) -> [SessionKey] { p.callStates.withLock { Array($0.keys) } }
+
+    @Test("we transfer SIPp blind (uas_transferee.xml): it sees our Refer-To and Referred-By, its NOTIFYs 100 and 200 make the outcome, we hang up",
+          .timeLimit(.minutes(1)))
+    func sippAsTransferee() async throws {
+        let lines = TransferTests.Lines()
+        let alice = try Self.phone("alice", lines: lines)
+        defer { alice.close() }
+        let (port, run) = Self.sippServer("uas_transferee.xml")
+        try #require(await Self.listening(port))
+        let key = await alice.call(try SIPURI("sip:bob@127.0.0.1:\(port)"))
+        try #require(await alice.wait(key, timeout: .seconds(10)) { $0 == .confirmed }, "\(lines.text)")
+        let outcome = await alice.transfer(key, to: try SIPURI("sip:carol@127.0.0.1:5999"), notifyTimeout: .seconds(10))
+        #expect(outcome == .succeeded(200), "\(lines.text)")
+        #expect(lines.text.contains("alice: transfer progress: SIP/2.0 100 Trying"), "\(lines.text)")
+        #expect(lines.text.contains("alice: transfer progress: SIP/2.0 200 OK"), "\(lines.text)")
+        #expect(await alice.wait(key, timeout: .seconds(5)) { $0 == .terminated(.localHangup) })
+        let (status, log) = try await run.value
+        #expect(status == 0, "sipp: \(log)\n\(lines.text)")
+        #expect(log.contains("REFER to sip:carol@127.0.0.1:5999 referred by sip:alice@127.0.0.1"), "\(log)")
+    }
+
+    @Test("we transfer SIPp attended (uas_transferee.xml): its Refer-To is our consultation's Contact with the escaped Replaces of our side of it",
+          .timeLimit(.minutes(1)))
+    func sippAsAttendedTransferee() async throws {
+        let lines = TransferTests.Lines()
+        let alice = try Self.phone("alice", lines: lines), carol = try Self.phone("carol", lines: lines)
+        defer { alice.close(); carol.close() }
+        let (port, run) = Self.sippServer("uas_transferee.xml")
+        try #require(await Self.listening(port))
+        let key = await alice.call(try SIPURI("sip:bob@127.0.0.1:\(port)"))
+        try #require(await alice.wait(key, timeout: .seconds(10)) { $0 == .confirmed }, "\(lines.text)")
+        let ac = await alice.call(try SIPURI("sip:carol@127.0.0.1:\(Self.port(carol))"))
+        try #require(await alice.wait(ac, timeout: .seconds(10)) { $0 == .confirmed }, "\(lines.text)")
+        let carolTag = try #require(await alice.agent.session(ac)?.dialog?.id.remoteTag)
+        let outcome = await alice.transfer(key, replacing: ac, notifyTimeout: .seconds(10))
+        #expect(outcome == .succeeded(200), "\(lines.text)")
+        let (status, log) = try await run.value
+        #expect(status == 0, "sipp: \(log)\n\(lines.text)")
+        // Replaces escaped in the URI (RFC 3891 §5: ';' and '=' as %3B, %3D); from-tag is ours.
+        let replaces = "Replaces=\(ac.callID.replacingOccurrences(of: "@", with: "%40"))%3Bto-tag%3D\(carolTag)%3Bfrom-tag%3D\(ac.localTag)"
+        #expect(log.contains("REFER to sip:carol@127.0.0.1:\(Self.port(carol))?\(replaces) referred by sip:alice@127.0.0.1"), "\(log)")
+        try await alice.agent.perform(ac) { s throws(SessionError) in try s.bye() }
+    }
+
+    @Test("SIPp as the target of our blind transfer (uas_transfer_target.xml): bob's INVITE carries alice's Referred-By",
+          .timeLimit(.minutes(1)))
+    func sippAsBlindTarget() async throws {
+        let lines = TransferTests.Lines()
+        let alice = try Self.phone("alice", lines: lines), bob = try Self.phone("bob", lines: lines)
+        defer { alice.close(); bob.close() }
+        let (port, run) = Self.sippServer("uas_transfer_target.xml", ["-key", "referred", "1"])
+        try #require(await Self.listening(port))
+        let ab = await alice.call(try SIPURI("sip:bob@127.0.0.1:\(Self.port(bob))"))
+        try #require(await alice.wait(ab, timeout: .seconds(10)) { $0 == .confirmed }, "\(lines.text)")
+        let outcome = await alice.transfer(ab, to: try SIPURI("sip:dave@127.0.0.1:\(port)"), notifyTimeout: .seconds(10))
+        #expect(outcome == .succeeded(200), "\(lines.text)")
+        // Bob's call to SIPp is up; he hangs it up, which ends SIPp's scenario.
+        let bd = try #require(Self.calls(bob).first { $0.callID != ab.callID }, "\(lines.text)")
+        #expect(await bob.wait(bd, timeout: .seconds(5)) { $0 == .confirmed })
+        try await bob.agent.perform(bd) { s throws(SessionError) in try s.bye() }
+        let (status, log) = try await run.value
+        #expect(status == 0, "sipp: \(log)\n\(lines.text)")
+        #expect(log.contains("INVITE call-id=\(bd.callID) replaces= referred-by=sip:alice@127.0.0.1"), "\(log)")
+    }
+
+    @Test("SIPp as the target of our attended transfer (uas_transfer_target.xml): bob's INVITE replaces alice's consultation, by its Call-ID and tags",
+          .timeLimit(.minutes(1)))
+    func sippAsAttendedTarget() async throws {
+        let lines = TransferTests.Lines()
+        let alice = try Self.phone("alice", lines: lines), bob = try Self.phone("bob", lines: lines)
+        defer { alice.close(); bob.close() }
+        let (port, run) = Self.sippServer("uas_transfer_target.xml", ["-key", "referred", "0"], calls: 2)
+        try #require(await Self.listening(port))
+        let ab = await alice.call(try SIPURI("sip:bob@127.0.0.1:\(Self.port(bob))"))
+        try #require(await alice.wait(ab, timeout: .seconds(10)) { $0 == .confirmed }, "\(lines.text)")
+        let ad = await alice.call(try SIPURI("sip:dave@127.0.0.1:\(port)"))
+        try #require(await alice.wait(ad, timeout: .seconds(10)) { $0 == .confirmed }, "\(lines.text)")
+        let daveTag = try #require(await alice.agent.session(ad)?.dialog?.id.remoteTag)
+        let outcome = await alice.transfer(ab, replacing: ad, notifyTimeout: .seconds(10))
+        #expect(outcome == .succeeded(200), "\(lines.text)")
+        #expect(await alice.wait(ab, timeout: .seconds(5)) { $0 == .terminated(.localHangup) })
+        // SIPp cannot end the replaced call (another scenario instance): alice does; bob hangs up.
+        let bd = try #require(Self.calls(bob).first { $0.callID != ab.callID }, "\(lines.text)")
+        #expect(await bob.wait(bd, timeout: .seconds(5)) { $0 == .confirmed })
+        try await alice.agent.perform(ad) { s throws(SessionError) in try s.bye() }
+        try await bob.agent.perform(bd) { s throws(SessionError) in try s.bye() }
+        let (status, log) = try await run.value
+        #expect(status == 0, "sipp: \(log)\n\(lines.text)")
+        #expect(log.contains("INVITE call-id=\(bd.callID) replaces=\(ad.callID);to-tag=\(daveTag);from-tag=\(ad.localTag) referred-by=sip:alice@127.0.0.1"),
+                "\(log)")
+    }
+
+    @Test("uas_transfer_target.xml fails a call without Referred-By when told every call is referred (-key referred 1)",
+          .timeLimit(.minutes(1)))
+    func sippTargetRefusesAnUnreferredCall() async throws {
+        let lines = TransferTests.Lines()
+        let alice = try Self.phone("alice", lines: lines)
+        defer { alice.close() }
+        let (port, run) = Self.sippServer("uas_transfer_target.xml", ["-key", "referred", "1"])
+        try #require(await Self.listening(port))
+        let key = await alice.call(try SIPURI("sip:dave@127.0.0.1:\(port)"))
+        #expect(await alice.wait(key, timeout: .seconds(10)) { $0 == .terminated(.rejected(400)) }, "\(lines.text)")
+        let (status, _) = try await run.value
+        #expect(status == 1, "the scenario counts the call as failed")
     }
 }

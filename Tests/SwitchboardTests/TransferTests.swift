@@ -6,7 +6,7 @@ import SIPTransport
 import SIPDialog
 import SIPRuntime
 import NetworkIO
-import Switchboard
+@testable import Switchboard
 import SwitchboardTestSupport
 
 /// Transfer between three of our own phones on 127.0.0.1 (RFC 5589's roles: transferor,
@@ -73,6 +73,28 @@ struct TransferTests {
         let outcome = await alice.transfer(ab, to: silent, notifyTimeout: .seconds(5))
         #expect(outcome == .failed(408), "lines: \(lines.text)")
         #expect(alice.states(ab).last == .confirmed, "the call is still ours to take back")
+    }
+
+    @Test("the transferee hangs up before any final NOTIFY: the transferor learns it at once (subscription ended), not at its bound",
+          .timeLimit(.minutes(1)))
+    func transfereeHangsUpFirst() async throws {
+        let lines = Lines()
+        let alice = try Self.phone("alice", lines: lines), bob = try Self.phone("bob", lines: lines)
+        let carol = try Self.phone("carol", autoAnswer: nil, lines: lines)
+        defer { alice.close(); bob.close(); carol.close() }
+        let ab = await alice.call(try Self.uri(bob, "bob"))
+        #expect(await Self.up(alice, ab))
+        let bk = try #require(bob.incomingCalls.first)
+        // Carol lets bob's call ring; bob hangs up on alice meanwhile.
+        let target = try Self.uri(carol, "carol")
+        async let outcome = alice.transfer(ab, to: target, notifyTimeout: .seconds(5))
+        #expect(await carol.wait(timeout: .seconds(5)) { !carol.incomingCalls.isEmpty })
+        let clock = ContinuousClock(), start = clock.now
+        try await bob.agent.perform(bk) { s throws(SessionError) in try s.bye() }
+        #expect(await outcome == .unknown(.terminatedWithoutFinalStatus(reason: nil)), "lines: \(lines.text)")
+        #expect(clock.now - start < .seconds(2), "the outcome came with the BYE")
+        // The ended call's entry is gone once the outcome was read.
+        #expect(alice.transfers.withLock { $0.outgoing[ab] } == nil)
     }
 
     @Test("the transferee declines the REFER: refused (603), the call goes on")
