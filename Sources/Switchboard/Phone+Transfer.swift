@@ -113,7 +113,13 @@ extension Phone {
         }
         report("\(name): transfer \(outcome)")
         if outcome.isSuccess && hangUpOnSuccess {
-            try? await agent.perform(key) { s throws(SessionError) in try s.bye() }
+            let call = call(for: key)
+            call?.willEnd(.transferred(to: referTo.uri))
+            do {
+                try await agent.perform(key) { s throws(SessionError) in try s.bye() }
+            } catch {
+                call?.willEnd(nil)
+            }
         }
         return outcome
     }
@@ -377,6 +383,7 @@ extension Phone {
             try? await agent.perform(key) { s throws(SessionError) in try s.reject(code) }
         case .replace(let old, let method):
             report("\(name): call replaces \(old.callID)\(by)")
+            call(for: old)?.willEnd(.replaced)
             await answerIncoming(key, after: .zero, ring: false)
             if method == .cancel {
                 try? await agent.perform(old) { s throws(SessionError) in try s.cancel() }
@@ -404,9 +411,12 @@ extension Phone {
         let headers: [(SIPHeaderName, String)] = [(.contact, contacts.joined(separator: ", ")),
                                                  (.diversion, "<\(agent.configuration.identity)>;reason=\(reason);counter=1")]
         report("\(name): forwarding (\(statusCode)) to \(targets.map(\.description).joined(separator: ", "))")
+        let call = call(for: key)
+        call?.willEnd(.forwarded(to: Array(targets.prefix(10))))
         do {
             try await agent.perform(key) { s throws(SessionError) in try s.reject(statusCode, headers: headers) }
         } catch {
+            call?.willEnd(nil)
             report("\(name): not forwarded: \(error)")
         }
     }

@@ -36,6 +36,14 @@ public final class Phone: Sendable {
     /// whose answer differs from an unreliable 18x's is taken on this copy (RFC 6337 §3.1 asks
     /// for the same answer, not every peer obeys), and so is a later fork's early answer.
     private let offerEngines = Mutex<[SessionKey: OfferAnswer]>([:])
+    /// The calls not yet ended, by session (see ``Call``).
+    private let liveCalls = Mutex<[SessionKey: Call]>([:])
+    private let callCount = Atomic<UInt64>(0)
+    private let arrivals = EventFanOut<Call>()
+    /// Every in-dialog request's final status, for actions that wait for one (hold).
+    private let completions = EventFanOut<(SessionKey, SIPMethod, Int)>()
+    /// The hold a re-INVITE of ours asks for, applied to the call when it succeeds.
+    private let pendingHold = Mutex<[SessionKey: Bool]>([:])
     /// Transfers in progress, as transferor and as transferee (see Phone+Transfer.swift).
     let transfers = Mutex(TransferBook())
     /// Where incoming calls are forwarded (302), when set.
@@ -87,6 +95,8 @@ public final class Phone: Sendable {
     }
 
     public func close() {
+        arrivals.finish()
+        completions.finish()
         for media in mediaSessions.withLock({ m -> [MediaSession] in defer { m = [:] }; return Array(m.values) }) { media.stop() }
         agent.close()
         task.withLock { $0?.cancel() }
@@ -148,6 +158,7 @@ public final class Phone: Sendable {
 
     /// Starts or updates a call's media with a negotiation result.
     private func applyMedia(_ key: SessionKey, _ negotiated: NegotiatedSession) {
+        call(for: key)?.noteHold(remote: negotiated.audio?.isHeldByRemote ?? false)
         guard let media = media(key) else { return }
         guard let audio = negotiated.audio else {
             report("\(name): no audio stream negotiated")
@@ -184,17 +195,38 @@ public final class Phone: Sendable {
     /// one to the next when a server does not answer (see ``SIPUserAgent/call(_:offer:targets:prepare:)``);
     /// a name that locates nothing ends the call with a transport error.
     public func call(_ target: SIPURI, headers: [(SIPHeaderName, String)] = []) async -> SessionKey {
+        await place(target, headers: headers).key
+    }
+
+    /// Places a call (see ``call(_:headers:)``) and returns its ``Call`` at once, in state
+    /// `.calling` (or already past it); follow it through ``Call/states``.
+    public func dial(_ target: SIPURI, headers: [(SIPHeaderName, String)] = []) async -> Call {
+        await place(target, headers: headers)
+    }
+
+    private func place(_ target: SIPURI, headers: [(SIPHeaderName, String)]) async -> Call {
         let targets = await locate(agent.configuration.outboundProxy ?? target)
         let media = newMedia()
         var engine = newEngine(media: media)
         let offer = (try? engine.makeOffer()).map { SessionBody.sdp($0.serialized()) }
-        // The engine is in place before the INVITE leaves: the answer may come back at once.
+        // The engine and the Call are in place before the INVITE leaves: the answer may come
+        // back at once.
         let ready = engine
-        return await agent.call(target, offer: offer, targets: targets, headers: headers) { key in
+        let made = Mutex<Call?>(nil)
+        let key = await agent.call(target, offer: offer, targets: targets, headers: headers) { key in
+            let call = Call(id: self.callCount.add(1, ordering: .relaxed).newValue, key: key, direction: .outgoing, remote: .sip(target), phone: self)
+            self.register(call)
+            made.withLock { $0 = call }
             if let media { self.mediaSessions.withLock { $0[key] = media } }
             self.engines.withLock { $0[key] = ready }
             self.offerEngines.withLock { $0[key] = ready }
         }
+        if let call = made.withLock({ $0 }) { return call }
+        // Not reached: SIPUserAgent.call always runs its prepare hook. Should that change, the
+        // caller still gets a handle, one that says the call never started.
+        let call = Call(id: callCount.add(1, ordering: .relaxed).newValue, key: key, direction: .outgoing, remote: .sip(target), phone: self)
+        call.feed(.stateChanged(.terminated(.transportError)))
+        return call
     }
 
     /// The located peers of a next hop named by a domain (in RFC 3263 order, only over the
@@ -244,13 +276,53 @@ public final class Phone: Sendable {
         }
         guard case .success(let sdp) = offer else { throw .offerInProgress }
         let body = SessionBody.sdp(sdp.serialized())
+        pendingHold.withLock { $0[key] = held }
         do {
             try await agent.perform(key) { s throws(SessionError) in try s.reinvite(body: body) }
         } catch {
+            pendingHold.withLock { $0[key] = nil }
             _ = withEngine(key) { (e: inout OfferAnswer) throws(OfferAnswerError) in e.rollback() }
             throw error
         }
     }
+
+    /// ``hold(_:_:)``, then the re-INVITE's final status (nil when none came within `timeout`).
+    func reinviteForHold(_ key: SessionKey, _ held: Bool, timeout: Duration) async throws(SessionError) -> Int? {
+        // Subscribed before the re-INVITE leaves, so its answer cannot be missed.
+        let finals = completions.subscribe()
+        try await hold(key, held)
+        return await withTaskGroup(of: Int?.self) { group in
+            group.addTask {
+                for await (k, method, status) in finals where k == key && method == .invite { return status }
+                return nil
+            }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+    }
+
+    // MARK: Calls
+
+    private func register(_ call: Call) {
+        liveCalls.withLock { $0[call.key] = call }
+    }
+
+    /// The call of a session (while it has not ended).
+    public func call(for key: SessionKey) -> Call? { liveCalls.withLock { $0[key] } }
+
+    /// The calls that have not ended, oldest first.
+    public var calls: [Call] { liveCalls.withLock { $0.values.sorted { $0.id < $1.id } } }
+
+    /// Incoming calls as they arrive (`.incoming(.trying)`; with `autoAnswer` set the phone
+    /// answers them itself, else answer or reject them through the ``Call``). Each access makes
+    /// a new sequence that sees the calls arriving from then on; it finishes when the phone closes.
+    public var incomingCallStream: AsyncStream<Call> { arrivals.subscribe() }
+
 
     /// Our answer to an offer, or the 488 (with a Warning) that refuses it.
     private func answer(_ key: SessionKey, offer: SessionBody) -> Result<SessionBody, OfferAnswerError> {
@@ -265,6 +337,10 @@ public final class Phone: Sendable {
         switch e {
         case .incomingCall(let key, let m):
             incoming.withLock { $0.append(key) }
+            let call = Call(id: callCount.add(1, ordering: .relaxed).newValue, key: key, direction: .incoming,
+                            remote: try? m.from().uri, phone: self)
+            register(call)
+            arrivals.publish(call)
             let from = (try? m.from().uri.description) ?? "?"
             let referredBy = ((try? m.referredBy()) ?? nil).map { " (Referred-By \($0.uri))" } ?? ""
             let replaces = ((try? m.replaces()) ?? nil).map { " (Replaces \($0))" } ?? ""
@@ -278,6 +354,17 @@ public final class Phone: Sendable {
                 await answerIncoming(key, after: delay)
             }
         case .session(let key, let ev):
+            let call = call(for: key)
+            call?.feed(ev)
+            if case .requestCompleted(let method, let code, _) = ev {
+                if method == .invite, let held = pendingHold.withLock({ $0.removeValue(forKey: key) }), (200..<300).contains(code) {
+                    call?.noteHold(local: held)
+                }
+                completions.publish((key, method, code))
+            }
+            if case .stateChanged(let s) = ev, s.isTerminated {
+                liveCalls.withLock { _ = $0.removeValue(forKey: key) }
+            }
             switch ev {
             case .stateChanged(let s):
                 if s.isTerminated {

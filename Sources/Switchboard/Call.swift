@@ -1,0 +1,222 @@
+import Synchronization
+import SIPMessage
+import SIPDialog
+import MediaRuntime
+
+/// What a call action can fail with. Ending a call that is already over is not an error.
+public enum CallError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The action needs another state (answering an outgoing call, holding a ringing one…).
+    case invalidState(action: String, state: CallState)
+    /// The call ended before the action completed, for this reason.
+    case ended(CallEndReason)
+    /// The action did not complete within its deadline.
+    case timedOut(action: String)
+    /// The peer refused a request the action sent (a re-INVITE for hold: 488, 491…), or it
+    /// never answered it.
+    case refused(action: String, status: Int)
+    /// The session layer refused the action (an offer/answer exchange already in progress…).
+    case session(SessionError)
+    /// Digits could not be sent (a character outside 0-9 * # A-D w W , !, or no way to send).
+    case digits(String)
+
+    public var description: String {
+        switch self {
+        case .invalidState(let action, let state): return "cannot \(action) a call in state \(state)"
+        case .ended(let reason): return "the call ended (\(reason))"
+        case .timedOut(let action): return "\(action) did not complete in time"
+        case .refused(let action, let status): return "\(action) was refused with \(status)"
+        case .session(let e): return "\(e)"
+        case .digits(let why): return "digits not sent: \(why)"
+        }
+    }
+}
+
+/// One call of a ``Phone``, incoming or outgoing: its state as it changes (``states``, an
+/// `AsyncSequence` that any number of tasks may read), and the actions on it (answer, reject,
+/// hang up, hold, mute, digits), each completing when the network says it did, or throwing a
+/// ``CallError``.
+///
+/// A `Call` is a handle: it stays valid after the call ended (its state is then `.ended` with
+/// the reason), and actions on an ended call either do nothing (hanging up) or throw
+/// ``CallError/invalidState(action:state:)``.
+public final class Call: Sendable, Identifiable, CustomStringConvertible {
+    /// Unique within its phone, in creation order.
+    public let id: UInt64
+    /// The session behind the call (Call-ID and our tag): the key of the `Phone`'s lower-level
+    /// methods and of ``SIPUserAgent``.
+    public let key: SessionKey
+    public let direction: CallDirection
+    /// The other party: the target we called, or the caller (From) of an incoming call.
+    public let remote: URI?
+    /// The SIP Call-ID.
+    public var sipCallID: String { key.callID }
+
+    let phone: Phone
+    private let tracker: Mutex<CallStateTracker>
+    private let broadcast: Broadcast<CallState>
+    /// Set once an answer was started, so answering twice answers once.
+    private let answering = Atomic<Bool>(false)
+    private let muted = Atomic<Bool>(false)
+
+    init(id: UInt64, key: SessionKey, direction: CallDirection, remote: URI?, phone: Phone) {
+        self.id = id
+        self.key = key
+        self.direction = direction
+        self.remote = remote
+        self.phone = phone
+        let t = CallStateTracker(direction: direction)
+        tracker = Mutex(t)
+        broadcast = Broadcast(t.state)
+    }
+
+    public var description: String { "call \(id) (\(direction), \(key.callID))" }
+
+    /// The state now.
+    public var state: CallState { broadcast.current }
+
+    /// The states from now on: the current one first, then every change, in order; the
+    /// sequence finishes after `.ended`. Each access makes a new, independent sequence.
+    public var states: AsyncStream<CallState> { broadcast.subscribe() }
+
+    /// Who holds the call (`.active` unless it is established and held).
+    public var hold: HoldState {
+        if case .established(let h) = state { return h }
+        return .active
+    }
+
+    /// Whether our microphone is muted (we keep sending silence, RTP keeps flowing).
+    public var isMuted: Bool { muted.load(ordering: .relaxed) }
+
+    // MARK: Fed by the phone
+
+    func feed(_ event: SessionEvent) {
+        update { $0.feed(event) }
+    }
+
+    func noteHold(local: Bool? = nil, remote: Bool? = nil) {
+        update { $0.hold(local: local, remote: remote) }
+    }
+
+    func willEnd(_ reason: CallEndReason?) {
+        tracker.withLock { $0.willEnd(reason) }
+    }
+
+    private func update(_ body: (inout CallStateTracker) -> CallState?) {
+        // Published under the tracker's lock, so concurrent feeders never reorder states.
+        tracker.withLock { t in
+            guard let next = body(&t) else { return }
+            broadcast.publish(next, final: next.isEnded)
+        }
+    }
+
+    // MARK: Actions
+
+    /// Waits until the state satisfies `done` (returns it), the call ends (throws
+    /// ``CallError/ended(_:)`` unless `done` accepts the end), or `timeout` passes.
+    @discardableResult
+    public func waitUntil(_ action: String = "wait", timeout: Duration, _ done: @escaping @Sendable (CallState) -> Bool) async throws(CallError) -> CallState {
+        let stream = states
+        let result: CallState?? = await withTaskGroup(of: CallState??.self) { group in
+            group.addTask {
+                for await s in stream {
+                    if done(s) || s.isEnded { return .some(s) }
+                }
+                return .some(nil)
+            }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+        guard let outcome = result else { throw .timedOut(action: action) }
+        guard let s = outcome else { throw .timedOut(action: action) }
+        if done(s) { return s }
+        if case .ended(let reason) = s { throw .ended(reason) }
+        throw .timedOut(action: action)
+    }
+
+    /// Answers an incoming call (200 with our SDP answer) and returns once the call is up
+    /// (the caller's ACK came) — or throws when it ended first or `timeout` passed. Answering
+    /// a call that is being answered or is up returns at once.
+    public func answer(timeout: Duration = .seconds(32)) async throws(CallError) {
+        guard direction == .incoming else { throw .invalidState(action: "answer", state: state) }
+        switch state {
+        case .incoming:
+            if !answering.exchange(true, ordering: .acquiringAndReleasing) {
+                await phone.answerIncoming(key, after: .zero, ring: false)
+            }
+        case .connecting, .established:
+            return
+        default:
+            throw .invalidState(action: "answer", state: state)
+        }
+        try await waitUntil("answer", timeout: timeout) { $0.isEstablished }
+    }
+
+    /// Refuses an incoming call that is not answered yet with `status` (486 Busy Here by
+    /// default; 603 Decline, 480…).
+    public func reject(_ status: Int = 486, reason: String? = nil) async throws(CallError) {
+        guard direction == .incoming, case .incoming = state else { throw .invalidState(action: "reject", state: state) }
+        guard (300...699).contains(status) else { throw .invalidState(action: "reject with \(status)", state: state) }
+        do {
+            try await phone.agent.perform(key) { s throws(SessionError) in try s.reject(status, reason: reason) }
+        } catch {
+            if state.isEnded { return }
+            throw .session(error)
+        }
+    }
+
+    /// Ends the call whatever its state: CANCEL while ours rings, 603 Decline (or
+    /// `declineWith`) while an incoming one is not answered, BYE once answered. Returns when
+    /// it has ended (or after `timeout`); ending an ended call does nothing.
+    public func hangUp(declineWith status: Int = 603, timeout: Duration = .seconds(32)) async {
+        guard !state.isEnded else { return }
+        try? await phone.agent.perform(key) { s throws(SessionError) in s.hangUp(declineWith: status) }
+        _ = try? await waitUntil("hang up", timeout: timeout) { $0.isEnded }
+    }
+
+    /// Holds the call (re-INVITE with `sendonly`, or `inactive` when the peer holds us too) or
+    /// takes it off hold; returns when the peer accepted, or throws ``CallError/refused(action:status:)``.
+    public func setHeld(_ held: Bool, timeout: Duration = .seconds(32)) async throws(CallError) {
+        guard state.isEstablished else { throw .invalidState(action: held ? "hold" : "resume", state: state) }
+        if hold.isLocal == held { return }
+        let action = held ? "hold" : "resume"
+        let status: Int?
+        do throws(SessionError) {
+            status = try await phone.reinviteForHold(key, held, timeout: timeout)
+        } catch {
+            throw .session(error)
+        }
+        guard let status else { throw .timedOut(action: action) }
+        guard (200..<300).contains(status) else {
+            if case .ended(let reason) = state { throw .ended(reason) }
+            throw .refused(action: action, status: status)
+        }
+    }
+
+    /// Mutes or unmutes our audio: silence is sent instead, RTP and its SSRC keep flowing
+    /// (the peer sees no change). Local only; nothing is signalled.
+    public func setMuted(_ muted: Bool) {
+        self.muted.store(muted, ordering: .relaxed)
+        phone.media(key)?.setMuted(muted)
+    }
+
+    /// Sends digits: RFC 4733 telephone-events in the media when negotiated, else SIP INFO
+    /// (`application/dtmf-relay`). `w`, `W` and `,` pause 500 ms. Only on an established call.
+    @discardableResult
+    public func sendDigits(_ digits: String) async throws(CallError) -> Phone.DigitTransport {
+        guard state.isEstablished else { throw .invalidState(action: "send digits", state: state) }
+        do {
+            return try await phone.sendDigits(key, digits)
+        } catch {
+            throw .digits("\(error)")
+        }
+    }
+
+    /// The media statistics now (packets, loss, jitter, RTT, MOS…), or the final ones once the
+    /// call's media stopped; nil without media.
+    public func statistics() -> MediaSessionStatistics? { phone.mediaStatistics(key) }
+}

@@ -1,0 +1,152 @@
+import Testing
+import Synchronization
+import SIPMessage
+import SIPTransaction
+import SIPDialog
+import SIPRuntime
+import NetworkIO
+@testable import Switchboard
+
+/// The `Call` handle between two of our phones on 127.0.0.1 (real sockets, no media): states
+/// as async sequences, and each action's success, failure and idempotence.
+@Suite("Call: states and actions between two phones")
+struct CallTests {
+    static let fast = TransactionTimers(t1: .milliseconds(20), t2: .milliseconds(160), t4: .milliseconds(200))
+
+    static func phone(_ user: String, autoAnswer: Duration? = nil, forwardTo: [SIPURI] = [],
+                      redirects: RedirectPolicy = RedirectPolicy()) throws -> Phone {
+        var c = SIPUserAgent.Configuration(endpoint: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))], timers: fast),
+                                           identity: try SIPURI("sip:\(user)@127.0.0.1"))
+        c.sessionTimer = nil
+        c.redirects = redirects
+        return try Phone(name: user, configuration: c, autoAnswer: autoAnswer, forwardTo: forwardTo)
+    }
+
+    static func uri(_ p: Phone, _ user: String) throws -> SIPURI {
+        try SIPURI("sip:\(user)@127.0.0.1:\(p.agent.endpoint.localAddresses[0].address.port)")
+    }
+
+    /// The next incoming call of `p` (bounded).
+    static func nextIncoming(_ stream: AsyncStream<Call>) async -> Call? {
+        await withTaskGroup(of: Call?.self) { g in
+            g.addTask { for await c in stream { return c }; return nil }
+            g.addTask { try? await Task.sleep(for: .seconds(5)); return nil }
+            let first = await g.next() ?? nil
+            g.cancelAll()
+            return first
+        }
+    }
+
+    @Test("answer, hold both ways, digits, hang up: every state in order on both sides", .timeLimit(.minutes(1)))
+    func fullCall() async throws {
+        let alice = try Self.phone("alice"), bob = try Self.phone("bob")
+        defer { alice.close(); bob.close() }
+        let arrivals = bob.incomingCallStream
+        let out = await alice.dial(try Self.uri(bob, "bob"))
+        #expect(out.direction == .outgoing)
+        let aliceStates = out.states
+        let inc = try #require(await Self.nextIncoming(arrivals))
+        #expect(inc.direction == .incoming)
+        #expect(inc.sipCallID == out.sipCallID)
+        #expect(inc.remote?.description.hasPrefix("sip:alice@127.0.0.1") == true)
+        let bobStates = inc.states
+        try await inc.answer(timeout: .seconds(5))
+        #expect(inc.state == .established(.active))
+        try await out.waitUntil(timeout: .seconds(5)) { $0.isEstablished }
+        // Answering again is not an error.
+        try await inc.answer(timeout: .seconds(1))
+
+        try await out.setHeld(true, timeout: .seconds(5))
+        #expect(out.state == .established(.localHold))
+        try await inc.waitUntil(timeout: .seconds(5)) { $0 == .established(.remoteHold) }
+        try await out.setHeld(false, timeout: .seconds(5))
+        #expect(out.state == .established(.active))
+        try await inc.waitUntil(timeout: .seconds(5)) { $0 == .established(.active) }
+
+        // No media: the digits go as SIP INFO.
+        #expect(try await out.sendDigits("1#") == .info)
+        out.setMuted(true)
+        #expect(out.isMuted)
+
+        await out.hangUp(timeout: .seconds(5))
+        #expect(out.state == .ended(.hungUp(by: .local)))
+        try await inc.waitUntil(timeout: .seconds(5)) { $0.isEnded }
+        #expect(inc.state == .ended(.hungUp(by: .remote)))
+        // Ending an ended call does nothing; other actions say why they cannot.
+        await out.hangUp()
+        await #expect(throws: CallError.invalidState(action: "hold", state: .ended(.hungUp(by: .local)))) { try await out.setHeld(true) }
+        await #expect(throws: CallError.self) { try await inc.answer() }
+
+        var seenA: [CallState] = [], seenB: [CallState] = []
+        for await s in aliceStates { seenA.append(s) }
+        for await s in bobStates { seenB.append(s) }
+        // Subscribed right after dial: starting or calling first, depending on timing.
+        #expect(Array(seenA.drop { $0 == .starting || $0 == .calling }) ==
+                [.established(.active), .established(.localHold), .established(.active), .ended(.hungUp(by: .local))], "\(seenA)")
+        #expect(seenB == [.incoming(.trying), .connecting, .established(.active), .established(.remoteHold),
+                          .established(.active), .ended(.hungUp(by: .remote))], "\(seenB)")
+        #expect(alice.calls.isEmpty && bob.calls.isEmpty)
+    }
+
+    @Test("a busy callee: the caller's call ends busy(486), the callee's rejected by us", .timeLimit(.minutes(1)))
+    func busy() async throws {
+        let alice = try Self.phone("alice"), bob = try Self.phone("bob")
+        defer { alice.close(); bob.close() }
+        let arrivals = bob.incomingCallStream
+        let out = await alice.dial(try Self.uri(bob, "bob"))
+        let inc = try #require(await Self.nextIncoming(arrivals))
+        try await inc.reject(486)
+        let end = try await out.waitUntil(timeout: .seconds(5)) { $0.isEnded }
+        #expect(end == .ended(.busy(status: 486)))
+        #expect(inc.state == .ended(.rejected(by: .local, status: 486)))
+        await #expect(throws: CallError.self) { try await inc.reject() }
+    }
+
+    @Test("the caller gives up while it rings: CANCEL on both sides", .timeLimit(.minutes(1)))
+    func cancelWhileRinging() async throws {
+        let alice = try Self.phone("alice"), bob = try Self.phone("bob")
+        defer { alice.close(); bob.close() }
+        let arrivals = bob.incomingCallStream
+        let out = await alice.dial(try Self.uri(bob, "bob"))
+        let inc = try #require(await Self.nextIncoming(arrivals))
+        // Bob rings (180) so the caller may cancel.
+        try await bob.agent.perform(inc.key) { s throws(SessionError) in try s.provisional(180) }
+        try await out.waitUntil(timeout: .seconds(5)) { $0 == .ringing(earlyMedia: false) }
+        #expect(inc.state == .incoming(.ringing))
+        await out.hangUp(timeout: .seconds(5))
+        #expect(out.state == .ended(.cancelled(by: .local)))
+        try await inc.waitUntil(timeout: .seconds(5)) { $0.isEnded }
+        #expect(inc.state == .ended(.cancelled(by: .remote)))
+    }
+
+    @Test("a forwarding phone: its call ends forwarded to the target; a caller that does not follow 3xx ends redirected",
+          .timeLimit(.minutes(1)))
+    func forwardedNotFollowed() async throws {
+        let bob = try Self.phone("bob", forwardTo: [try SIPURI("sip:carol@192.0.2.9")])
+        let alice = try Self.phone("alice")
+        defer { alice.close(); bob.close() }
+        let arrivals = bob.incomingCallStream
+        let out = await alice.dial(try Self.uri(bob, "bob"))
+        let inc = try #require(await Self.nextIncoming(arrivals))
+        try await inc.waitUntil(timeout: .seconds(5)) { $0.isEnded }
+        #expect(inc.state == .ended(.forwarded(to: [try SIPURI("sip:carol@192.0.2.9")])))
+        let end = try await out.waitUntil(timeout: .seconds(5)) { $0.isEnded }
+        #expect(end == .ended(.redirected(status: 302)))
+    }
+
+    @Test("a forwarding phone: its call ends forwarded to the target, the caller follows to the target", .timeLimit(.minutes(1)))
+    func forwarded() async throws {
+        let carol = try Self.phone("carol", autoAnswer: .milliseconds(10))
+        let bob = try Self.phone("bob", forwardTo: [try Self.uri(carol, "carol")])
+        let alice = try Self.phone("alice", redirects: RedirectPolicy(mode: .follow))
+        defer { alice.close(); bob.close(); carol.close() }
+        let arrivals = bob.incomingCallStream
+        let out = await alice.dial(try Self.uri(bob, "bob"))
+        let inc = try #require(await Self.nextIncoming(arrivals))
+        try await inc.waitUntil(timeout: .seconds(5)) { $0.isEnded }
+        #expect(inc.state == .ended(.forwarded(to: [try Self.uri(carol, "carol")])))
+        // The caller followed the 302 to Carol, who answered.
+        try await out.waitUntil(timeout: .seconds(5)) { $0.isEstablished }
+        await out.hangUp(timeout: .seconds(5))
+    }
+}
