@@ -15,6 +15,8 @@ let package = Package(
     targets: [
         // Parser throughput; run through scripts/bench.
         .executableTarget(name: "SwitchboardBench", dependencies: [switchboard("SIPMessage")]),
+        // Per-step cost of a call's messages (parse, validate, header reads, the answer); run through scripts/bench-message-path.
+        .executableTarget(name: "MessagePathBench", dependencies: [switchboard("SIPMessage")]),
         // Per-frame cost of the Media module; run through scripts/bench-media-engine.
         .executableTarget(name: "MediaBench", dependencies: [switchboard("Media")]),
         // Memory per established dialog (100,000 in one process); run through scripts/bench-dialogs.
