@@ -11,14 +11,22 @@ import Musl
 func splitHeaderList(_ bytes: ArraySlice<UInt8>) -> [ArraySlice<UInt8>] {
     var out: [ArraySlice<UInt8>] = []
     out.reserveCapacity(2)
+    forEachListElement(bytes) { out.append($0); return true }
+    return out
+}
+
+/// Calls `body` with each element of a header value (as ``splitHeaderList(_:)`` cuts them),
+/// without collecting them; `body` returns false to stop. Returns false when it stopped early.
+@discardableResult
+func forEachListElement<E: Error>(_ bytes: ArraySlice<UInt8>, _ body: (ArraySlice<UInt8>) throws(E) -> Bool) throws(E) -> Bool {
     var start = bytes.startIndex
     var i = start
     var inQuotes = false, angle = 0
-    func push(_ r: Range<Int>) {
+    func trimmed(_ r: Range<Int>) -> ArraySlice<UInt8> {
         var lo = r.lowerBound, hi = r.upperBound
         while lo < hi, isWS(bytes[lo]) { lo += 1 }
         while hi > lo, isWS(bytes[hi - 1]) { hi -= 1 }
-        out.append(bytes[lo..<hi])
+        return bytes[lo..<hi]
     }
     while i < bytes.endIndex {
         let b = bytes[i]
@@ -31,14 +39,16 @@ func splitHeaderList(_ bytes: ArraySlice<UInt8>) -> [ArraySlice<UInt8>] {
             case UInt8(ascii: "<"): angle += 1
             case UInt8(ascii: ">"): if angle > 0 { angle -= 1 }
             case UInt8(ascii: ","):
-                if angle == 0 { push(start..<i); start = i + 1 }
+                if angle == 0 {
+                    guard try body(trimmed(start..<i)) else { return false }
+                    start = i + 1
+                }
             default: break
             }
         }
         i += 1
     }
-    push(start..<min(i, bytes.endIndex))
-    return out
+    return try body(trimmed(start..<min(i, bytes.endIndex)))
 }
 
 /// A read position over a slice of message bytes; offsets in its errors are the slice's

@@ -114,6 +114,24 @@ extension SIPMessage {
         return out
     }
 
+    /// Calls `body` with each list element of every `h` line, in order, without collecting
+    /// them; `body` returns false to stop.
+    func forEachElement<E: Error>(_ h: KnownHeader, _ body: (ArraySlice<UInt8>) throws(E) -> Bool) throws(E) {
+        for e in entries where e.known == h.rawValue {
+            guard try forEachListElement(storage[e.valueRange], body) else { return }
+        }
+    }
+
+    /// The first list element of the first `h` line.
+    func firstElement(_ h: KnownHeader) -> ArraySlice<UInt8>? {
+        var first: ArraySlice<UInt8>? = nil
+        forEachElement(h) { (el: ArraySlice<UInt8>) -> Bool in
+            first = el
+            return false
+        }
+        return first
+    }
+
     /// The Request-URI, decoded.
     public func requestURI() throws(SIPParseError) -> URI {
         guard let b = requestURIBytes else { throw SIPParseError(offset: 0, rule: .requestLine, detail: "a response has no Request-URI") }
@@ -123,13 +141,16 @@ extension SIPMessage {
     /// Every Via value, top first.
     public func via() throws(SIPParseError) -> [Via] {
         var out: [Via] = []
-        for el in listElements(.via) { out.append(try Via.parse(el)) }
+        try forEachElement(.via) { (el: ArraySlice<UInt8>) throws(SIPParseError) -> Bool in
+            out.append(try Via.parse(el))
+            return true
+        }
         return out
     }
 
     /// The top Via.
     public func topVia() throws(SIPParseError) -> Via {
-        guard let first = listElements(.via).first else { throw missing(.via) }
+        guard let first = firstElement(.via) else { throw missing(.via) }
         return try Via.parse(first)
     }
 
@@ -181,12 +202,21 @@ extension SIPMessage {
 
     /// The Contact header(s): the wildcard, or every address in order; `nil` when absent.
     public func contact() throws(SIPParseError) -> ContactValue? {
-        let els = listElements(.contact)
-        guard !els.isEmpty else { return nil }
-        if els.count == 1, els[0].count == 1, els[0].first == UInt8(ascii: "*") { return .wildcard }
         var out: [NameAddress] = []
-        for el in els {
-            if el.count == 1, el.first == UInt8(ascii: "*") { throw SIPParseError(offset: el.startIndex, rule: .nameAddress, detail: "'*' must be the only Contact") }
+        return try scanContacts { out.append($0) }.map { $0 ? .wildcard : .addresses(out) }
+    }
+
+    /// Decodes and checks every Contact, giving each address to `each`: `nil` when there is
+    /// none, `true` for the wildcard alone, `false` for addresses (validation keeps none).
+    func scanContacts(_ each: (NameAddress) -> Void) throws(SIPParseError) -> Bool? {
+        var count = 0
+        var wildcard: Int? = nil
+        try forEachElement(.contact) { (el: ArraySlice<UInt8>) throws(SIPParseError) -> Bool in
+            count += 1
+            if el.count == 1, el.first == UInt8(ascii: "*") {
+                wildcard = el.startIndex
+                return true
+            }
             let na = try NameAddress.parse(el)
             if let q = na.parameters["q"] ?? nil, !SIPMessage.isQValue(q) {
                 throw SIPParseError(offset: el.startIndex, rule: .parameter, detail: "q must be a qvalue (0 to 1, at most three decimals)")
@@ -194,9 +224,15 @@ extension SIPMessage {
             if let e = na.parameters["expires"] ?? nil, e.isEmpty || !e.utf8.allSatisfy(isDigit) || UInt32(e) == nil {
                 throw SIPParseError(offset: el.startIndex, rule: .parameter, detail: "Contact expires must be delta-seconds")
             }
-            out.append(na)
+            each(na)
+            return true
         }
-        return .addresses(out)
+        guard count > 0 else { return nil }
+        if let at = wildcard {
+            guard count == 1 else { throw SIPParseError(offset: at, rule: .nameAddress, detail: "'*' must be the only Contact") }
+            return true
+        }
+        return false
     }
 
     /// qvalue = ( "0" [ "." 0*3DIGIT ] ) / ( "1" [ "." 0*3("0") ] ) (RFC 3261 §25.1).
@@ -211,8 +247,19 @@ extension SIPMessage {
 
     func addresses(_ h: KnownHeader) throws(SIPParseError) -> [NameAddress] {
         var out: [NameAddress] = []
-        for el in listElements(h) { out.append(try NameAddress.parse(el)) }
+        try forEachElement(h) { (el: ArraySlice<UInt8>) throws(SIPParseError) -> Bool in
+            out.append(try NameAddress.parse(el))
+            return true
+        }
         return out
+    }
+
+    /// Decodes every address of `h` and keeps none (validation).
+    func checkAddresses(_ h: KnownHeader) throws(SIPParseError) {
+        try forEachElement(h) { (el: ArraySlice<UInt8>) throws(SIPParseError) -> Bool in
+            _ = try NameAddress.parse(el)
+            return true
+        }
     }
 
     /// The Route set, top first.

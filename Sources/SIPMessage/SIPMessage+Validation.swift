@@ -44,8 +44,14 @@ extension SIPMessage {
         for h: KnownHeader in [.from, .to, .callID, .cseq, .maxForwards, .contentType, .expires] {
             _ = try single(h)
         }
-        let vias = try via()
-        if vias.isEmpty { throw missing(.via) }
+        // Every Via decoded, none kept.
+        var vias = 0
+        try forEachElement(.via) { (el: ArraySlice<UInt8>) throws(SIPParseError) -> Bool in
+            _ = try Via.parse(el)
+            vias += 1
+            return true
+        }
+        if vias == 0 { throw missing(.via) }
         _ = try from()
         _ = try to()
         if let id = callIDBytes {
@@ -65,9 +71,9 @@ extension SIPMessage {
         }
         _ = try maxForwards()
         _ = try expires()
-        _ = try contact()
-        _ = try route()
-        _ = try recordRoute()
+        _ = try scanContacts { _ in }
+        try checkAddresses(.route)
+        try checkAddresses(.recordRoute)
         _ = try contentType()
     }
 }
