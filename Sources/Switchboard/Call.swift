@@ -116,23 +116,12 @@ public final class Call: Sendable, Identifiable, CustomStringConvertible {
     @discardableResult
     public func waitUntil(_ action: String = "wait", timeout: Duration, _ done: @escaping @Sendable (CallState) -> Bool) async throws(CallError) -> CallState {
         let stream = states
-        let result: CallState?? = await withTaskGroup(of: CallState??.self) { group in
-            group.addTask {
-                for await s in stream {
-                    if done(s) || s.isEnded { return .some(s) }
-                }
-                return .some(nil)
-            }
-            group.addTask {
-                try? await Task.sleep(for: timeout)
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
+        // The stream ends with `.ended`, which stops the loop: nil is the deadline.
+        let result: CallState? = await within(timeout) {
+            for await s in stream where done(s) || s.isEnded { return s }
+            return nil
         }
-        guard let outcome = result else { throw .timedOut(action: action) }
-        guard let s = outcome else { throw .timedOut(action: action) }
+        guard let s = result else { throw .timedOut(action: action) }
         if done(s) { return s }
         if case .ended(let reason) = s { throw .ended(reason) }
         throw .timedOut(action: action)

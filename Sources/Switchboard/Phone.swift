@@ -291,18 +291,9 @@ public final class Phone: Sendable {
         // Subscribed before the re-INVITE leaves, so its answer cannot be missed.
         let finals = completions.subscribe()
         try await hold(key, held)
-        return await withTaskGroup(of: Int?.self) { group in
-            group.addTask {
-                for await (k, method, status) in finals where k == key && method == .invite { return status }
-                return nil
-            }
-            group.addTask {
-                try? await Task.sleep(for: timeout)
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
+        return await within(timeout) {
+            for await (k, method, status) in finals where k == key && method == .invite { return status }
+            return nil
         }
     }
 
