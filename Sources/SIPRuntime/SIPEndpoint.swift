@@ -493,9 +493,10 @@ public final class SIPEndpoint: Sendable {
         if peer.transport == .tcp { return sendStream(m, to: peer, transaction: transaction) }
         if peer.transport == .tls { return sendSecure(m, to: peer, transaction: transaction) }
         var destination = peer.address
-        if !m.isRequest, let top = m.elementBytes(.via).first, SIPBytes.parameter("rport", in: top) == nil,
-           let via = try? Via(bytes: top), let port = via.port, port != destination.port {
-            destination = destination.withPort(port)
+        if !m.isRequest, let top = m.firstValueBytes(.via), SIPBytes.parameter("rport", in: top) == nil {
+            // The sent-by port read from the bytes; an IPv6 sent-by is decoded.
+            let port: UInt16? = if let sentBy = m.topViaSentBy { sentBy.port } else { (try? m.topVia())?.port }
+            if let port, port != destination.port { destination = destination.withPort(port) }
         }
         let transports = udp.withLock { $0 }
         guard let t = transports.first(where: { $0.localAddress.isIPv6 == destination.isIPv6 }) ?? transports.first else {
