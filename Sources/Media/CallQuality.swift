@@ -255,6 +255,12 @@ public struct QualitySample: Sendable, Hashable {
 /// - constant input level: raised when the last 10 unmuted samples all lie within 1 dB of each
 ///   other (levels below −120 dBFS count as −120); cleared when the last 10 spread over more
 ///   than 3 dB; muting clears it and restarts the history.
+///
+/// ``Thresholds/twilio`` gives Twilio Voice's published rules instead: a jitter, MOS or RTT
+/// warning clears only when all of the last 5 samples are good (strictly below 30 ms, above 3.5,
+/// below 400 ms), and the constant-level rule takes the standard deviation of the last 10
+/// input levels on the linear 0…32767 scale (raised at or below 1 % of full scale, cleared
+/// above 3 %).
 public struct QualityMonitor: Sendable {
     /// The thresholds in force.
     public struct Thresholds: Sendable, Hashable {
@@ -282,17 +288,51 @@ public struct QualityMonitor: Sendable {
         public var constantLevelSpread = 1.0
         /// A level spread above this (dB) over the window clears.
         public var varyingLevelSpread = 3.0
+        /// How a jitter, MOS or RTT warning clears.
+        public var clearing = Clearing.fewBad
+        /// How the constant-level rule measures the input level's variation.
+        public var levelRule = LevelRule.spreadDecibels
         /// The defaults above.
         public init() {}
+
+        /// How a jitter, MOS or RTT warning clears.
+        public enum Clearing: Sendable, Hashable {
+            /// At most ``clearCount`` bad samples in the window (anti-flap).
+            case fewBad
+            /// The window is full and every sample in it is good, strictly on the good side of
+            /// the threshold (Twilio's rule).
+            case allGood
+        }
+
+        /// How the constant-level rule measures variation over ``levelWindow`` samples.
+        public enum LevelRule: Sendable, Hashable {
+            /// The spread in dB against ``constantLevelSpread`` and ``varyingLevelSpread``.
+            case spreadDecibels
+            /// The standard deviation of the levels on the linear 0…32767 scale: raised at or
+            /// below `raise`, cleared above `clear`.
+            case linearStandardDeviation(raise: Double, clear: Double)
+        }
+
+        /// Twilio Voice's rules: jitter > 30 ms, MOS < 3.5 or RTT > 400 ms in 3 of the last 5
+        /// samples raises, all 5 good clears; mean loss over the last 7 above 3 % raises, at or
+        /// below 1 % clears; the input level's standard deviation over the last 10 at or below
+        /// 1 % of 32767 raises (unmuted), above 3 % clears.
+        public static var twilio: Thresholds {
+            var t = Thresholds()
+            t.clearing = .allGood
+            t.levelRule = .linearStandardDeviation(raise: 327.67, clear: 983.01)
+            return t
+        }
     }
 
     /// The thresholds in force.
     public let thresholds: Thresholds
     /// The warnings currently raised.
     public private(set) var active: Set<QualityWarning> = []
-    private var jitterBad: [Bool] = []
-    private var mosBad: [Bool] = []
-    private var rttBad: [Bool] = []
+    /// Per rule, the last samples: bad (past the threshold) and good (strictly inside it).
+    private var jitterBad: [(bad: Bool, good: Bool)] = []
+    private var mosBad: [(bad: Bool, good: Bool)] = []
+    private var rttBad: [(bad: Bool, good: Bool)] = []
     private var losses: [Double] = []
     private var levels: [Double] = []
 
@@ -305,18 +345,23 @@ public struct QualityMonitor: Sendable {
     public mutating func add(_ sample: QualitySample) -> [QualityEvent] {
         let t = thresholds
         var events: [QualityEvent] = []
-        func push(_ history: inout [Bool], _ bad: Bool?) -> Int? {
-            guard let bad else { return nil }
-            history.append(bad)
+        /// The rule's verdict after this sample: true raises, false clears, nil leaves it.
+        func push(_ history: inout [(bad: Bool, good: Bool)], _ sample: (bad: Bool, good: Bool)?) -> Bool? {
+            guard let sample else { return nil }
+            history.append(sample)
             if history.count > t.window { history.removeFirst(history.count - t.window) }
-            return history.filter { $0 }.count
+            if history.count(where: \.bad) >= t.raiseCount { return true }
+            switch t.clearing {
+            case .fewBad: return history.count(where: \.bad) <= t.clearCount ? false : nil
+            case .allGood: return history.count == t.window && history.allSatisfy(\.good) ? false : nil
+            }
         }
-        let counts: [(Int?, QualityWarning)] = [(push(&jitterBad, sample.jitter.map { $0 > t.jitter }), .highJitter),
-                                                (push(&mosBad, sample.mos.map { $0 < t.mos }), .lowMOS),
-                                                (push(&rttBad, sample.roundTripTime.map { $0 > t.roundTripTime }), .highRTT)]
-        for case let (count?, warning) in counts {
-            if count >= t.raiseCount { set(warning, true, &events) } else if count <= t.clearCount { set(warning, false, &events) }
-        }
+        let verdicts: [(Bool?, QualityWarning)] = [
+            (push(&jitterBad, sample.jitter.map { ($0 > t.jitter, $0 < t.jitter) }), .highJitter),
+            (push(&mosBad, sample.mos.map { ($0 < t.mos, $0 > t.mos) }), .lowMOS),
+            (push(&rttBad, sample.roundTripTime.map { ($0 > t.roundTripTime, $0 < t.roundTripTime) }), .highRTT),
+        ]
+        for case let (raise?, warning) in verdicts { set(warning, raise, &events) }
 
         if let loss = sample.packetLoss {
             losses.append(min(max(loss, 0), 1))
@@ -332,8 +377,16 @@ public struct QualityMonitor: Sendable {
             levels.append(max(level, -120))
             if levels.count > t.levelWindow { levels.removeFirst(levels.count - t.levelWindow) }
             if levels.count == t.levelWindow {
-                let spread = levels.max()! - levels.min()!
-                if spread <= t.constantLevelSpread { set(.constantAudioInputLevel, true, &events) } else if spread > t.varyingLevelSpread { set(.constantAudioInputLevel, false, &events) }
+                switch t.levelRule {
+                case .spreadDecibels:
+                    let spread = levels.max()! - levels.min()!
+                    if spread <= t.constantLevelSpread { set(.constantAudioInputLevel, true, &events) } else if spread > t.varyingLevelSpread { set(.constantAudioInputLevel, false, &events) }
+                case .linearStandardDeviation(let raise, let clear):
+                    let linear = levels.map { 32767 * pow(10, $0 / 20) }
+                    let mean = linear.reduce(0, +) / Double(linear.count)
+                    let deviation = (linear.map { ($0 - mean) * ($0 - mean) }.reduce(0, +) / Double(linear.count)).squareRoot()
+                    if deviation <= raise { set(.constantAudioInputLevel, true, &events) } else if deviation > clear { set(.constantAudioInputLevel, false, &events) }
+                }
             }
         }
         return events

@@ -166,6 +166,43 @@ import Glibc
         #expect(wobble.allSatisfy { $0.isEmpty })
     }
 
+    @Test func twilioClearsOnlyWhenTheWholeWindowIsGood() {
+        var m = QualityMonitor(thresholds: .twilio)
+        // Three bad of three raise; the default rule would clear at the second good sample,
+        // Twilio's only when the last five are all good (strictly under 30 ms).
+        let ms = [40, 40, 40, 10, 10, 10, 10, 30, 10, 10, 10, 10, 10]
+        let events = ms.map { m.add(QualitySample(jitter: .milliseconds($0))) }
+        #expect(events[2] == [.raised(.highJitter)])
+        // At index 7 (30 ms, not good) the window 10 10 10 10 30 is not all good; the first
+        // all-good window of five ends at index 12.
+        #expect(events.enumerated().filter { !$0.element.isEmpty }.map(\.offset) == [2, 12], "\(events)")
+        #expect(events[12] == [.cleared(.highJitter)])
+
+        var mos = QualityMonitor(thresholds: .twilio)
+        let scores = [3.0, 3.0, 3.0, 4.0, 4.0, 4.0, 3.5, 4.0, 4.0, 4.0, 4.0, 4.0]
+        let mosEvents = scores.map { mos.add(QualitySample(mos: $0)) }
+        #expect(mosEvents.flatMap { $0 } == [.raised(.lowMOS), .cleared(.lowMOS)])
+        #expect(mosEvents[11] == [.cleared(.lowMOS)], "exactly 3.5 is not good")
+    }
+
+    @Test func twilioLevelRuleIsTheLinearStandardDeviation() {
+        // A ±1 dB wobble at -40 dBFS: within 3 dB, so the default rule never raises, but its
+        // linear deviation (a few units of 32767) is far under Twilio's 1 % (327.67).
+        var twilio = QualityMonitor(thresholds: .twilio), byDecibels = QualityMonitor()
+        let wobble = (0..<10).map { -40 + Double($0 % 3) - 1 }
+        let t = wobble.map { twilio.add(QualitySample(audioInputLevel: $0)) }
+        let d = wobble.map { byDecibels.add(QualitySample(audioInputLevel: $0)) }
+        #expect(t[9] == [.raised(.constantAudioInputLevel)])
+        #expect(d.allSatisfy { $0.isEmpty })
+        // Speech at full range: a deviation far above 3 % clears it.
+        let speech = (0..<10).map { $0 % 2 == 0 ? -3.0 : -30.0 }
+        let cleared = speech.map { twilio.add(QualitySample(audioInputLevel: $0)) }.flatMap { $0 }
+        #expect(cleared == [.cleared(.constantAudioInputLevel)])
+        // Muted: no warning (and muting clears).
+        var muted = QualityMonitor(thresholds: .twilio)
+        #expect((0..<12).map { _ in muted.add(QualitySample(audioInputLevel: -60, muted: true)) }.allSatisfy { $0.isEmpty })
+    }
+
     @Test func warningsAreIndependentAndSamplesWithoutAFieldChangeNothing() {
         var m = QualityMonitor()
         let bad = QualitySample(jitter: .milliseconds(80), roundTripTime: .milliseconds(900), mos: 2.0)
