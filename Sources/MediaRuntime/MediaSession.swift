@@ -121,6 +121,7 @@ public final class MediaSession: Sendable {
             }
         }
         var initial = SessionState(source: source, sink: sink, ssrcSeed: UInt32.random(in: .min ... .max))
+        initial.monitor = QualityMonitor(thresholds: configuration.qualityThresholds)
         if case .echo = input { initial.echo = true }
         state = Mutex(initial)
     }

@@ -123,6 +123,9 @@ public struct MediaSessionConfiguration: Sendable {
     /// its counters). A phone gives each call's session a logger carrying the Call-ID. Silent by
     /// default.
     public var logger: Logger
+    /// The rules that raise and clear quality warnings (``MediaEvent/quality(_:)``): the
+    /// anti-flap defaults, or `QualityMonitor.Thresholds.twilio` for Twilio Voice's rules.
+    public var qualityThresholds = QualityMonitor.Thresholds()
 
     /// A configuration; defaults: Opus, PCMU, PCMA and telephone-event at 20 ms, no SRTP.
     public init(

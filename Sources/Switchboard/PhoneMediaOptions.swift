@@ -30,8 +30,16 @@ public struct PhoneMediaOptions: Sendable {
     /// throughout. Not with ``MediaAudioInput/echo`` as ``input``.
     public var earlyInput: MediaAudioInput?
 
-    /// Options: a 440 Hz tone, no recording, the session defaults (127.0.0.1, ports 20000–29999, no SRTP).
-    public init(configuration: MediaSessionConfiguration = MediaSessionConfiguration(), input: MediaAudioInput = .tone(frequency: 440),
+    /// The session defaults (127.0.0.1, ports 20000–29999, no SRTP) with Twilio Voice's quality
+    /// warning rules (`QualityMonitor.Thresholds.twilio`), what users of the voice SDKs expect.
+    public static var defaultConfiguration: MediaSessionConfiguration {
+        var c = MediaSessionConfiguration()
+        c.qualityThresholds = .twilio
+        return c
+    }
+
+    /// Options: a 440 Hz tone, no recording, ``defaultConfiguration``.
+    public init(configuration: MediaSessionConfiguration = PhoneMediaOptions.defaultConfiguration, input: MediaAudioInput = .tone(frequency: 440),
                 recordPath: String? = nil, recordRate: Int = 8000, earlyMedia: Duration? = nil, earlyInput: MediaAudioInput? = nil) {
         self.configuration = configuration
         self.input = input
