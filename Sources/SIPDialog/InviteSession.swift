@@ -1058,6 +1058,10 @@ public struct InviteSession: Sendable {
         case .prackTimeout:
             guard unackedReliable != nil, let si = serverInvite else { return [] }
             unackedReliable = nil
+            // The 2xx already went (the provisional had no body, so it did not wait for the
+            // PRACK): the INVITE is answered and can no longer be refused. The 2xx's own ACK
+            // timeout ends the call (with BYE) if the caller never confirms it.
+            if si.final != nil && queuedFinal == nil { return [.cancelTimer(.retransmitProvisional)] }
             queuedFinal = nil
             // RFC 3262 §3: the reliable provisional was never acknowledged: refuse with a 5xx.
             let r = response(to: si.request, 500, reason: "Reliable Provisional Response Not Acknowledged")

@@ -54,7 +54,14 @@ public final class SimulatedUserAgent {
     public func call(_ target: String, offer: SessionBody?, credentials: DigestClient? = nil) -> SessionKey {
         let parts = target.split(separator: "@", maxSplits: 1).map(String.init)
         let uri = SIPURI(user: parts.first, host: .domain(parts.count > 1 ? parts[1] : parts[0]))
-        let (key, out) = manager.call(NameAddress(uri: uri), offer: offer, credentials: credentials)
+        return call(uri: uri, offer: offer, credentials: credentials)
+    }
+
+    /// Calls `uri` (its host names a node) with extra headers on the INVITE, such as a
+    /// transferee's `Referred-By` and `Replaces`.
+    @discardableResult
+    public func call(uri: SIPURI, offer: SessionBody?, credentials: DigestClient? = nil, headers: [(SIPHeaderName, String)] = []) -> SessionKey {
+        let (key, out) = manager.call(NameAddress(uri: uri), offer: offer, credentials: credentials, headers: headers)
         apply(out)
         return key
     }

@@ -41,6 +41,13 @@ public final class Simulation {
     public var tracing = true
     /// Datagrams sent, lost and duplicated.
     public private(set) var sent = 0, lost = 0, duplicated = 0
+    /// When the last datagram was sent: a run has gone quiet from then on, even while timers
+    /// that were cancelled (and will do nothing) still wait in the queue.
+    public private(set) var lastTransmission: Duration = .zero
+    /// Drops the datagrams it returns true for (before the random loss, traced as `DROPPED`,
+    /// counted in ``lost``): targeted faults, such as losing the first final NOTIFY, on top of
+    /// the seeded conditions.
+    public var dropFilter: ((_ message: SIPMessage, _ from: String, _ to: String) -> Bool)?
 
     private var rng: SplitMix64
     private var queue = DeadlineHeap<() -> Void>()
@@ -85,6 +92,9 @@ public final class Simulation {
         queue.push(action, at: now + max(delay, .zero))
     }
 
+    /// Events waiting (datagrams in flight, timers, and cancelled timers not yet due).
+    public var pendingEvents: Int { queue.count }
+
     /// Runs events in time order until none is left or the clock would pass `limit`.
     /// Returns the number of events run.
     @discardableResult
@@ -119,8 +129,14 @@ public final class Simulation {
     /// Sends a message's bytes over the simulated network; the receiver parses them again.
     func transmit(_ message: SIPMessage, from: String, to: String) {
         sent += 1
+        lastTransmission = now
         let c = linkConditions[from + ">" + to] ?? conditions
         let label = message.method?.token ?? String(message.statusCode ?? 0)
+        if let dropFilter, dropFilter(message, from, to) {
+            lost += 1
+            record("\(from)->\(to) \(label) DROPPED")
+            return
+        }
         if random(in: 0...1) < c.loss {
             lost += 1
             record("\(from)->\(to) \(label) LOST")

@@ -204,6 +204,27 @@ struct InviteSessionTests {
         #expect(try r.minSE() == 600)
     }
 
+    @Test("a PRACK timeout after the 2xx went (the reliable 180 had no body) refuses nothing: the ACK timeout ends the call with BYE")
+    func prackTimeoutAfterAnswer() throws {
+        var s = InviteSession(incoming: Self.incomingInvite([(.supported, "100rel")]), transaction: Self.tx, configuration: Self.config, seed: 5)
+        _ = s.start()
+        let ringing = try #require(Self.responses(try s.provisional(180)).first)
+        #expect(try ringing.require().contains("100rel"))
+        // Answered without waiting for the PRACK (the 180 carried no session description).
+        let ok = try #require(Self.responses(try s.accept(body: Self.answer)).first)
+        #expect(ok.statusCode == 200 && s.state == .connecting)
+        // Neither PRACK nor ACK comes: 64·T1 after the 180, the PRACK wait ends first.
+        let out = s.handle(.timerFired(.prackTimeout))
+        #expect(Self.responses(out).isEmpty, "no 500 after the 2xx")
+        #expect(s.state == .connecting)
+        #expect(!out.contains { if case .cancelTimer(.retransmit2xx) = $0 { return true } else { return false } })
+        // The 2xx is still retransmitted, and its ACK timeout ends the call the RFC 3261 way.
+        #expect(Self.responses(s.handle(.timerFired(.retransmit2xx))).first?.statusCode == 200)
+        let end = s.handle(.timerFired(.ackTimeout))
+        #expect(Self.sent(end).map(\.method) == [.bye])
+        #expect(s.state == .terminated(.noAck))
+    }
+
     /// A UAS session answered and ACKed.
     static func confirmedUAS() -> InviteSession {
         var s = InviteSession(incoming: incomingInvite(), transaction: tx, configuration: config, seed: 4)
