@@ -77,6 +77,8 @@ public struct InviteSession: Sendable {
     /// Following 3xx: the targets tried and left, and the headers the last 3xx asked to keep.
     private var redirects: RedirectTargets?
     private var redirectHeaders: [(SIPHeaderName, String)] = []
+    /// A target offered to the application (``RedirectPolicy/Mode/ask``), with its 3xx's code.
+    private var offeredRedirect: (code: Int, target: SIPURI)?
     private var invite: SIPMessage?
     private var inviteCSeq: UInt32 = 0
     private var inviteFinal = false
@@ -110,6 +112,13 @@ public struct InviteSession: Sendable {
         var interval: Duration = .zero
     }
     private var serverInvite: ServerInvite?
+
+    /// UAS: the INVITE that created the call, while it is not answered (for a forward's
+    /// History-Info and the like); nil otherwise.
+    public var pendingInitialInvite: SIPMessage? {
+        guard role == .uas, let si = serverInvite, si.isInitial, si.final == nil else { return nil }
+        return si.request
+    }
     /// An answer sent in an unreliable provisional, repeated in the 2xx (RFC 3264, RFC 6337).
     private var earlyAnswer: SessionBody?
     private var pendingUpdate: (transaction: TransactionID, request: SIPMessage)?
@@ -216,6 +225,12 @@ public struct InviteSession: Sendable {
     /// provisional response has come; a 2xx that crosses it is ACKed and sent BYE.
     public mutating func cancel() throws(SessionError) -> [Action] {
         guard role == .uac, state == .calling || isProceeding else { throw .invalidState(operation: "cancel", state: state) }
+        if offeredRedirect != nil {
+            // The INVITE is over (its 3xx came); nothing to CANCEL, the call just ends.
+            offeredRedirect = nil
+            inviteFinal = true
+            return cancelAllTimers() + [set(.terminated(.cancelled))]
+        }
         cancelRequested = true
         var out = [set(.terminating)]
         if gotProvisional { out += sendCancel() }
@@ -511,19 +526,63 @@ public struct InviteSession: Sendable {
             where !redirectHeaders.contains(where: { $0.0 == h.0 && $0.1 == h.1 }) {
                 redirectHeaders.append(h)
             }
-            inviteCSeq += 1
-            earlyDialogs = [:]
-            gotProvisional = false
-            // A new target: its challenge, its reliable provisionals and its answer are new; an
-            // early answer from the old target (a 100rel 183 with SDP) is void.
-            answeredInviteChallenge = false
-            lastRSeq = [:]
-            if initialOffer != nil { offer = .local(.invite) }
-            remoteBody = nil
-            var out: [Action] = [.event(.redirected(statusCode: code, target: uri))]
-            if state != .calling { out.append(set(.calling)) }
-            return out + sendInitialInvite(authorization: [])
+            if configuration.redirects.mode == .ask {
+                offeredRedirect = (code, uri)
+                return [.event(.redirectOffered(statusCode: code, target: uri))]
+            }
+            return redirect(to: uri, code)
         }
+    }
+
+    /// ``RedirectPolicy/Mode/ask``: calls the target offered by the last
+    /// ``SessionEvent/redirectOffered(statusCode:target:)``.
+    public mutating func followRedirect() throws(SessionError) -> [Action] {
+        guard let offer = offeredRedirect, !isTerminated else { throw .invalidState(operation: "follow a redirection", state: state) }
+        offeredRedirect = nil
+        return redirect(to: offer.target, offer.code)
+    }
+
+    /// ``RedirectPolicy/Mode/ask``: passes on the target offered; the next one left is offered,
+    /// or, with none left, the call ends with ``RedirectFailure/declined``.
+    public mutating func skipRedirect() throws(SessionError) -> [Action] {
+        guard let offer = offeredRedirect, !isTerminated else { throw .invalidState(operation: "skip a redirection", state: state) }
+        if let next = redirects?.skip() {
+            offeredRedirect = (offer.code, next)
+            return [.event(.redirectOffered(statusCode: offer.code, target: next))]
+        }
+        return stopRedirect(offer.code)
+    }
+
+    /// ``RedirectPolicy/Mode/ask``: ends the call instead of following the redirection
+    /// (``SessionEndReason/redirectFailed(_:_:)`` with ``RedirectFailure/declined``).
+    public mutating func stopRedirect() throws(SessionError) -> [Action] {
+        guard let offer = offeredRedirect, !isTerminated else { throw .invalidState(operation: "stop a redirection", state: state) }
+        return stopRedirect(offer.code)
+    }
+
+    private mutating func stopRedirect(_ code: Int) -> [Action] {
+        offeredRedirect = nil
+        inviteFinal = true
+        return cancelAllTimers() + [set(.terminated(.redirectFailed(code, .declined)))]
+    }
+
+    /// Whether a redirection target waits for the application's decision.
+    public var isRedirectOffered: Bool { offeredRedirect != nil }
+
+    /// The INVITE goes to `uri`, the next target of a `code` redirection.
+    private mutating func redirect(to uri: SIPURI, _ code: Int) -> [Action] {
+        inviteCSeq += 1
+        earlyDialogs = [:]
+        gotProvisional = false
+        // A new target: its challenge, its reliable provisionals and its answer are new; an
+        // early answer from the old target (a 100rel 183 with SDP) is void.
+        answeredInviteChallenge = false
+        lastRSeq = [:]
+        if initialOffer != nil { offer = .local(.invite) }
+        remoteBody = nil
+        var out: [Action] = [.event(.redirected(statusCode: code, target: uri))]
+        if state != .calling { out.append(set(.calling)) }
+        return out + sendInitialInvite(authorization: [])
     }
 
     /// The Request-URI our INVITE goes to now: the target, or the last redirection's.
@@ -764,7 +823,7 @@ public struct InviteSession: Sendable {
             }
             // 300, 301 and 302 name new Request-URIs; a 305's Contact is a proxy to route through
             // and a 380's alternatives are in its body (§21.3): those end the call.
-            if (300...302).contains(code), !cancelRequested, configuration.redirects.mode == .follow {
+            if (300...302).contains(code), !cancelRequested, configuration.redirects.mode != .fail {
                 return followRedirect(r, code)
             }
             inviteFinal = true

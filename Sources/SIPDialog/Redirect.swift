@@ -8,6 +8,10 @@ public struct RedirectPolicy: Sendable, Hashable {
         case follow
         /// The 3xx ends the call (``SessionEndReason/rejected(_:)``), its targets left to the application.
         case fail
+        /// Each target is offered to the application in turn (``SessionEvent/redirectOffered(statusCode:target:)``):
+        /// it calls it (``InviteSession/followRedirect()``), passes to the next one
+        /// (``InviteSession/skipRedirect()``) or ends the call (``InviteSession/stopRedirect()``).
+        case ask
     }
 
     public var mode: Mode
@@ -29,6 +33,8 @@ public enum RedirectFailure: Error, Sendable, Hashable, CustomStringConvertible 
     case loop
     /// More redirections than ``RedirectPolicy/maximumRedirects``.
     case hopLimit
+    /// The application declined the targets offered (``RedirectPolicy/Mode/ask``).
+    case declined
     /// The Contacts use schemes we do not call (only sip and sips are followed).
     case unsupportedScheme
 
@@ -38,6 +44,7 @@ public enum RedirectFailure: Error, Sendable, Hashable, CustomStringConvertible 
         case .loop: return "redirect loop (every target already tried or pointing back at us)"
         case .hopLimit: return "too many redirections"
         case .unsupportedScheme: return "no SIP target in the redirection"
+        case .declined: return "the application declined the redirection's targets"
         }
     }
 }
@@ -59,6 +66,12 @@ public struct RedirectTargets: Sendable, Hashable {
     public init(original: SIPURI, policy: RedirectPolicy) {
         self.policy = policy
         tried = [original]
+    }
+
+    /// The next target left from earlier redirections, if any (the application passed on the
+    /// one offered).
+    public mutating func skip() -> SIPURI? {
+        pending.isEmpty ? nil : take()
     }
 
     /// Takes a 3xx and returns the next target to try, or why there is none. The new Contacts
@@ -100,5 +113,73 @@ public struct RedirectTargets: Sendable, Hashable {
     /// Whether two URIs reach the same place: host and port (5060 when absent) alike, whatever the user.
     static func same(_ a: SIPURI, _ b: SIPURI) -> Bool {
         a.host.isEquivalent(to: b.host) && (a.port ?? 5060) == (b.port ?? 5060)
+    }
+}
+
+/// The headers of a 3xx that forwards a call (RFC 3261 §21.3): the Contacts, preferred first
+/// (q 1.0, 0.9, …), each valid for `expires` seconds, and the redirection's history as
+/// `Diversion` (RFC 5806), `History-Info` (RFC 7044, each target with its RFC 4458 `cause`), or
+/// both. Pure.
+public struct ForwardHeaders: Sendable, Hashable {
+    /// Which history header(s) a forward writes.
+    public enum History: Sendable, Hashable {
+        case diversion
+        case historyInfo
+        case both
+    }
+
+    /// The Diversion reasons of RFC 5806 §4 and the RFC 4458 cause code each maps to.
+    public static func cause(forReason reason: String) -> Int {
+        switch reason.lowercased() {
+        case "user-busy": return 486
+        case "no-answer": return 408
+        case "unavailable": return 503
+        case "deflection", "time-of-day", "do-not-disturb", "away": return 480
+        case "unknown": return 404
+        default: return 302  // unconditional, follow-me, out-of-service…
+        }
+    }
+
+    /// At most this many Contacts (the q ladder goes from 1.0 down by 0.1).
+    public static let maximumTargets = 10
+
+    /// - Parameters:
+    ///   - request: the INVITE being forwarded (its Request-URI and any History-Info it carries).
+    ///   - us: who forwards (the Diversion entry).
+    public static func headers(forwarding request: SIPMessage, to targets: [SIPURI], by us: SIPURI, reason: String = "unconditional",
+                               expires: UInt32 = 3600, history: History = .diversion) -> [(SIPHeaderName, String)] {
+        let chosen = Array(targets.prefix(maximumTargets))
+        let contacts = chosen.enumerated().map { i, t -> String in
+            let q = max(1, 10 - i)
+            return "<\(t)>;q=\(q == 10 ? "1.0" : "0.\(q)");expires=\(expires)"
+        }
+        var out: [(SIPHeaderName, String)] = [(.contact, contacts.joined(separator: ", "))]
+        if history != .historyInfo {
+            out.append((.diversion, "<\(us)>;reason=\(reason);counter=1"))
+        }
+        if history != .diversion {
+            out.append((SIPHeaderName(.historyInfo), historyInfo(request, chosen, cause: cause(forReason: reason))))
+        }
+        return out
+    }
+
+    /// RFC 7044 §9.2/§10: the entries the INVITE brought (or one for its Request-URI, index 1),
+    /// then one per target, each `mp`-tagged (the target user changed) below the last index,
+    /// its URI carrying `cause` (RFC 4458).
+    static func historyInfo(_ request: SIPMessage, _ targets: [SIPURI], cause: Int) -> String {
+        var entries = request.elementBytes(SIPHeaderName(.historyInfo)).map { String(decoding: $0, as: UTF8.self) }
+        var base = "1"
+        if let last = entries.last, let index = (try? NameAddress(last))?.parameters["index"] ?? nil, !index.isEmpty {
+            base = index
+        } else {
+            entries = ["<\(request.requestURIText ?? "sip:unknown@invalid")>;index=1"]
+        }
+        for (i, t) in targets.enumerated() {
+            var u = t
+            u.headers = []
+            u.parameters.set("cause", String(cause))
+            entries.append("<\(u)>;index=\(base).\(i + 1);mp=\(base)")
+        }
+        return entries.joined(separator: ", ")
     }
 }

@@ -193,6 +193,11 @@ public enum SessionEvent: Sendable {
     /// Our INVITE got this 3xx and goes again to `target` (same Call-ID and tag, the next CSeq,
     /// the 3xx's Diversion and History-Info kept), as ``RedirectPolicy`` says.
     case redirected(statusCode: Int, target: SIPURI)
+    /// Our INVITE got this 3xx and the policy asks (``RedirectPolicy/Mode/ask``): call `target`
+    /// with ``InviteSession/followRedirect()``, pass to the next one with
+    /// ``InviteSession/skipRedirect()``, or end the call with ``InviteSession/stopRedirect()``.
+    /// The call stays in its state until then.
+    case redirectOffered(statusCode: Int, target: SIPURI)
     /// A re-INVITE or UPDATE we asked for was refused with 491 and will be retried.
     case glare(retryAfter: Duration)
     /// The session interval was refreshed (RFC 4028): the new interval in seconds.

@@ -402,14 +402,10 @@ extension Phone {
     /// 1.0, then 0.9, …), each valid for `expires` seconds, with a `Diversion` header (RFC 5806)
     /// naming us and `reason`.
     public func forward(_ key: SessionKey, to targets: [SIPURI], statusCode: Int = 302, reason: String = "unconditional",
-                        expires: UInt32 = 3600) async {
-        guard (300..<400).contains(statusCode), !targets.isEmpty else { return }
-        let contacts = targets.prefix(10).enumerated().map { i, t -> String in
-            let q = max(1, 10 - i)
-            return "<\(t)>;q=\(q == 10 ? "1.0" : "0.\(q)");expires=\(expires)"
-        }
-        let headers: [(SIPHeaderName, String)] = [(.contact, contacts.joined(separator: ", ")),
-                                                 (.diversion, "<\(agent.configuration.identity)>;reason=\(reason);counter=1")]
+                        expires: UInt32 = 3600, history: ForwardHeaders.History? = nil) async {
+        guard (300..<400).contains(statusCode), !targets.isEmpty, let invite = await agent.session(key)?.pendingInitialInvite else { return }
+        let headers = ForwardHeaders.headers(forwarding: invite, to: targets, by: agent.configuration.identity, reason: reason,
+                                             expires: expires, history: history ?? forwardHistory)
         report("\(name): forwarding (\(statusCode)) to \(targets.map(\.description).joined(separator: ", "))")
         let call = call(for: key)
         call?.willEnd(.forwarded(to: Array(targets.prefix(10))))

@@ -50,6 +50,8 @@ public final class Phone: Sendable {
     public let forwardTargets: [SIPURI]
     /// What a REFER we receive may ask (checked before ``referDecision``).
     public let referPolicy: ReferPolicy
+    /// The history our forwards write: Diversion (RFC 5806), History-Info (RFC 7044) or both.
+    public let forwardHistory: ForwardHeaders.History
     /// Asked for each REFER that passed ``referPolicy``: accept (true, the default) or decline (603).
     let referDecision: @Sendable (SessionKey, ReferRequest) -> Bool
     /// RFC 3263 server location for next hops named by a domain (made on first use).
@@ -67,11 +69,12 @@ public final class Phone: Sendable {
     ///     `/etc/resolv.conf` and `/etc/hosts` when first needed.
     ///   - forwardTo: answer every incoming call with a 302 listing these targets (call forwarding)
     ///     instead of ringing; empty rings as usual.
+    ///   - forwardHistory: what history a forward writes (Diversion, History-Info or both).
     ///   - referPolicy: what a REFER we receive may ask (schemes, out-of-dialog, bounds).
     ///   - referDecision: asked for each REFER that passed the policy; true accepts (the default).
     public init(name: String, configuration: SIPUserAgent.Configuration, autoAnswer: Duration? = nil,
                 codecs: [Codec] = [.opus, .pcmu, .pcma, .telephoneEvent], media: PhoneMediaOptions? = nil, dns: DNSClientConfiguration? = nil,
-                forwardTo: [SIPURI] = [], referPolicy: ReferPolicy = ReferPolicy(), referDecision: @escaping @Sendable (SessionKey, ReferRequest) -> Bool = { _, _ in true },
+                forwardTo: [SIPURI] = [], forwardHistory: ForwardHeaders.History = .diversion, referPolicy: ReferPolicy = ReferPolicy(), referDecision: @escaping @Sendable (SessionKey, ReferRequest) -> Bool = { _, _ in true },
                 report: @escaping @Sendable (String) -> Void = { _ in },
                 trace: (@Sendable (SIPMessage, Bool, SIPPeer) -> Void)? = nil) throws {
         agent = try SIPUserAgent(configuration: configuration, tracing: trace != nil)
@@ -83,6 +86,7 @@ public final class Phone: Sendable {
         self.dns = dns
         self.referPolicy = referPolicy
         self.forwardTargets = forwardTo
+        self.forwardHistory = forwardHistory
         self.referDecision = referDecision
         self.locator = Mutex(nil)
         let t = Task { [agent, weak self] in

@@ -327,6 +327,9 @@ struct Answer: AsyncParsableCommand {
     @Option(name: .long, help: "Forward every call: answer with 302 listing these targets (comma-separated, preferred first; q-values and Diversion added).")
     var forwardTo: String?
 
+    @Option(name: .long, help: "With --forward-to: the history the 302 carries: diversion (RFC 5806), history-info (RFC 7044) or both.")
+    var forwardHistory: ForwardHistoryOption = .diversion
+
     @OptionGroup var account: AccountOptions
     @OptionGroup var media: MediaOptions
     @OptionGroup var transfer: TransferOptions
@@ -368,6 +371,7 @@ struct Answer: AsyncParsableCommand {
         let phone = try Phone(name: "answer", configuration: config, autoAnswer: .milliseconds(Int64(ring)),
                               media: try phoneMedia(host: host),
                               forwardTo: try (forwardTo ?? "").split(separator: ",").map { try SIPURI(String($0)) },
+                              forwardHistory: forwardHistory.history,
                               referDecision: { _, _ in accepts },
                               report: { say(String($0.dropFirst(8))) }, trace: tracing.traceLines())
         defer { phone.close() }
@@ -475,6 +479,21 @@ struct Proxy: AsyncParsableCommand {
                 last = s
             }
             if let d = duration, clock.now - start >= .milliseconds(Int64(d * 1000)) { break }
+        }
+    }
+}
+
+/// `answer --forward-history`.
+enum ForwardHistoryOption: String, ExpressibleByArgument, CaseIterable {
+    case diversion
+    case historyInfo = "history-info"
+    case both
+
+    var history: ForwardHeaders.History {
+        switch self {
+        case .diversion: return .diversion
+        case .historyInfo: return .historyInfo
+        case .both: return .both
         }
     }
 }

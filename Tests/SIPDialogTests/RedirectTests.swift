@@ -124,6 +124,89 @@ struct RedirectTests {
         #expect(s.state == .terminated(.redirectFailed(301, .loop)))
     }
 
+    /// The targets offered so far by `actions`.
+    static func offered(_ actions: [InviteSession.Action]) -> [String] {
+        InviteSessionTests.events(actions).compactMap { if case .redirectOffered(_, let t) = $0 { return t.description } else { return nil } }
+    }
+
+    @Test("ask: each target is offered in q order; skipping offers the next; following sends the INVITE there")
+    func askTargetByTarget() throws {
+        var (s, invite) = Self.session(.init(mode: .ask))
+        let out = s.handle(.response(try Self.redirect(["<sip:carol@192.0.2.3>;q=0.5", "<sip:dave@192.0.2.4>;q=0.9"], to: invite)))
+        #expect(Self.offered(out) == ["sip:dave@192.0.2.4"])
+        #expect(InviteSessionTests.sent(out).isEmpty, "nothing is sent until the application decides")
+        #expect(s.isRedirectOffered && s.state == .calling)
+        let skipped = try s.skipRedirect()
+        #expect(Self.offered(skipped) == ["sip:carol@192.0.2.3"])
+        let followed = try s.followRedirect()
+        let again = try #require(InviteSessionTests.sent(followed).first)
+        #expect(again.requestURIText == "sip:carol@192.0.2.3")
+        #expect(try again.cseq() == CSeq(2, .invite))
+        #expect(!s.isRedirectOffered)
+        _ = s.handle(.response(InviteSessionTests.reply(again, 200, tag: "c1", body: InviteSessionTests.answer)))
+        #expect(s.state == .confirmed)
+        // Nothing left to decide.
+        #expect(throws: SessionError.self) { _ = try s.followRedirect() }
+    }
+
+    @Test("ask: skipping the last target or stopping ends the call as declined; hanging up ends it as cancelled, without a CANCEL")
+    func askEnds() throws {
+        var (a, inviteA) = Self.session(.init(mode: .ask))
+        _ = a.handle(.response(try Self.redirect(["<sip:carol@192.0.2.3>"], to: inviteA)))
+        _ = try a.skipRedirect()
+        #expect(a.state == .terminated(.redirectFailed(302, .declined)))
+
+        var (b, inviteB) = Self.session(.init(mode: .ask))
+        _ = b.handle(.response(try Self.redirect(["<sip:carol@192.0.2.3>", "<sip:dave@192.0.2.4>"], code: 301, to: inviteB)))
+        _ = try b.stopRedirect()
+        #expect(b.state == .terminated(.redirectFailed(301, .declined)))
+
+        var (c, inviteC) = Self.session(.init(mode: .ask))
+        _ = c.handle(.response(InviteSessionTests.reply(inviteC, 180, tag: "b1")))
+        _ = c.handle(.response(try Self.redirect(["<sip:carol@192.0.2.3>"], to: inviteC)))
+        let hangUp = c.hangUp()
+        #expect(InviteSessionTests.sent(hangUp).isEmpty, "the INVITE is over: no CANCEL")
+        #expect(c.state == .terminated(.cancelled))
+    }
+
+    @Test("a forward's 3xx: Contacts in a q ladder, Diversion, History-Info entries below the INVITE's own with RFC 4458 causes")
+    func forwardHeaders() throws {
+        var invite = try SIPMessage(method: .invite, uri: try SIPURI("sip:bob@b.example"))
+        try invite.append(.from, "<sip:alice@a.example>;tag=a1")
+        let us = try SIPURI("sip:bob@b.example")
+        let targets = [try SIPURI("sip:carol@192.0.2.3"), try SIPURI("sip:dave@192.0.2.4:5070")]
+        let both = ForwardHeaders.headers(forwarding: invite, to: targets, by: us, reason: "user-busy", expires: 60, history: .both)
+        #expect(both.map(\.0) == [.contact, .diversion, SIPHeaderName(.historyInfo)])
+        #expect(both[0].1 == "<sip:carol@192.0.2.3>;q=1.0;expires=60, <sip:dave@192.0.2.4:5070>;q=0.9;expires=60")
+        #expect(both[1].1 == "<sip:bob@b.example>;reason=user-busy;counter=1")
+        #expect(both[2].1 == "<sip:bob@b.example>;index=1, <sip:carol@192.0.2.3;cause=486>;index=1.1;mp=1, <sip:dave@192.0.2.4:5070;cause=486>;index=1.2;mp=1")
+        // Each entry parses as a name-addr with its index.
+        for entry in both[2].1.split(separator: ",") {
+            let na = try NameAddress(String(entry).trimmed)
+            #expect((na.parameters["index"] ?? nil) != nil)
+        }
+        // The INVITE already carries history (it was retargeted before): ours goes below its last entry.
+        try invite.append(SIPHeaderName(.historyInfo), "<sip:desk@b.example>;index=1, <sip:bob@b.example>;index=1.1;rc=1")
+        let below = ForwardHeaders.headers(forwarding: invite, to: [targets[0]], by: us, history: .historyInfo)
+        #expect(below.map(\.0) == [.contact, SIPHeaderName(.historyInfo)])
+        #expect(below[1].1 == "<sip:desk@b.example>;index=1, <sip:bob@b.example>;index=1.1;rc=1, <sip:carol@192.0.2.3;cause=302>;index=1.1.1;mp=1.1")
+        // Diversion only (the default), and at most ten targets.
+        let many = (1...12).map { try! SIPURI("sip:t\($0)@192.0.2.9") }
+        let plain = ForwardHeaders.headers(forwarding: invite, to: many, by: us)
+        #expect(plain.map(\.0) == [.contact, .diversion])
+        #expect(plain[0].1.split(separator: ",").count == 10)
+        #expect(ForwardHeaders.cause(forReason: "no-answer") == 408 && ForwardHeaders.cause(forReason: "unconditional") == 302)
+    }
+
+    @Test("the History-Info a 3xx carries goes with the followed INVITE")
+    func historyInfoFollows() throws {
+        var (s, invite) = Self.session(.init(mode: .follow))
+        let hi = "<sip:bob@b.example>;index=1, <sip:carol@192.0.2.3;cause=302>;index=1.1;mp=1"
+        let out = s.handle(.response(try Self.redirect(["<sip:carol@192.0.2.3>"], extra: [(SIPHeaderName(.historyInfo), hi)], to: invite)))
+        let again = try #require(InviteSessionTests.sent(out).first)
+        #expect(again.values(SIPHeaderName(.historyInfo)) == [hi])
+    }
+
     @Test("a 3xx after our CANCEL ends the call as cancelled, not followed")
     func afterCancel() throws {
         var (s, invite) = Self.session(.init(mode: .follow))

@@ -236,6 +236,43 @@ struct ForwardingTests {
         #expect(carol.incomingCalls.isEmpty)
     }
 
+    @Test("redirects asked target by target: the agent's application passes on the first target and calls the second",
+          .timeLimit(.minutes(1)))
+    func askedTargetByTarget() async throws {
+        let lines = TransferTests.Lines()
+        let carol = try Self.phone("carol", lines: lines)
+        let nobody = try SIPURI("sip:nobody@192.0.2.1")
+        let bob = try Self.phone("bob", forwardTo: [nobody, try TransferTests.uri(carol, "carol")], lines: lines)
+        var c = SIPUserAgent.Configuration(endpoint: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))], timers: TransferTests.fast),
+                                           identity: try SIPURI("sip:alice@127.0.0.1"))
+        c.sessionTimer = nil
+        c.redirects = RedirectPolicy(mode: .ask)
+        let alice = try SIPUserAgent(configuration: c)
+        defer { alice.close(); bob.close(); carol.close() }
+        let key = await alice.call(try TransferTests.uri(bob, "bob"), offer: nil)
+        var offered: [String] = []
+        var end: SessionState?
+        let deadline = ContinuousClock.now + .seconds(5)
+        for await e in alice.events {
+            guard case .session(let k, let ev) = e, k == key else { continue }
+            if case .redirectOffered(302, let target) = ev {
+                offered.append(target.description)
+                // The unreachable target first (q 1.0): passed on; carol (q 0.9): called.
+                if target.host.address == "192.0.2.1" {
+                    try await alice.perform(key) { s throws(SessionError) in try s.skipRedirect() }
+                } else {
+                    try await alice.perform(key) { s throws(SessionError) in try s.followRedirect() }
+                }
+            }
+            if case .stateChanged(let st) = ev, st == .confirmed || st.isTerminated { end = st; break }
+            if ContinuousClock.now > deadline { break }
+        }
+        #expect(offered.count == 2 && offered[0] == nobody.description && offered[1].hasPrefix("sip:carol@127.0.0.1"), "\(offered)")
+        #expect(end == .confirmed, "lines: \(lines.text)")
+        #expect(carol.incomingCalls.count == 1)
+        try await alice.perform(key) { s throws(SessionError) in try s.bye() }
+    }
+
     @Test("two phones forwarding to each other: the loop ends the call with a clear reason")
     func loop() async throws {
         let lines = TransferTests.Lines()
