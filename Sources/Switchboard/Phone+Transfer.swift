@@ -404,6 +404,13 @@ extension Phone {
     public func forward(_ key: SessionKey, to targets: [SIPURI], statusCode: Int = 302, reason: String = "unconditional",
                         expires: UInt32 = 3600) async {
         guard (300..<400).contains(statusCode), !targets.isEmpty else { return }
+        try? await forwardCall(key, to: targets, statusCode: statusCode, reason: reason, expires: expires)
+    }
+
+    /// ``forward(_:to:statusCode:reason:expires:)``, throwing when the 3xx could not be sent
+    /// (the call is answered, or gone).
+    func forwardCall(_ key: SessionKey, to targets: [SIPURI], statusCode: Int = 302, reason: String = "unconditional",
+                     expires: UInt32 = 3600) async throws(SessionError) {
         let contacts = targets.prefix(10).enumerated().map { i, t -> String in
             let q = max(1, 10 - i)
             return "<\(t)>;q=\(q == 10 ? "1.0" : "0.\(q)");expires=\(expires)"
@@ -418,6 +425,7 @@ extension Phone {
         } catch {
             call?.willEnd(nil)
             report("\(name): not forwarded: \(error)")
+            throw error
         }
     }
 }
