@@ -106,10 +106,12 @@ public final class Call: Sendable, Identifiable, CustomStringConvertible {
     }
 
     private func update(_ body: (inout CallStateTracker) -> CallState?) {
-        // Published under the tracker's lock, so concurrent feeders never reorder states.
+        // Published under the tracker's lock, so concurrent feeders never reorder states (nor
+        // the redirection manager's view of them).
         tracker.withLock { t in
             guard let next = body(&t) else { return }
             broadcast.publish(next, final: next.isEnded)
+            phone.redirection.callChanged(self, next)
         }
     }
 
