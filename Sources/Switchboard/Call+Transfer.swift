@@ -13,8 +13,10 @@ extension Call {
     /// Only on an established call (held or not); otherwise throws
     /// ``CallError/invalidState(action:state:)``.
     ///
-    /// - Parameter notifyTimeout: how long to wait for the peer's next NOTIFY before the
-    ///   outcome is ``ReferOutcome/unknown(_:)``.
+    /// - Parameters:
+    ///   - target: whom the peer is to call (the `Refer-To`).
+    ///   - notifyTimeout: how long to wait for the peer's next NOTIFY before the outcome is
+    ///     `ReferOutcome.unknown`.
     public func transfer(to target: SIPURI, notifyTimeout: Duration = .seconds(32)) async throws(CallError) -> ReferOutcome {
         guard state.isEstablished else { throw .invalidState(action: "transfer", state: state) }
         return await phone.transfer(key, to: target, notifyTimeout: notifyTimeout)
@@ -30,7 +32,7 @@ extension Call {
     /// or ringing here (an incoming call we sent 180 for, ``IncomingPhase/ringing``). RFC 3891
     /// lets a target replace an early dialog only when the target placed it, so a consultation
     /// that still rings at the target is usually refused there (481: the outcome is
-    /// ``ReferOutcome/failed(_:)``); it is sent all the same, for the targets that accept it.
+    /// `ReferOutcome.failed`); it is sent all the same, for the targets that accept it.
     public func attendedTransfer(to other: Call, notifyTimeout: Duration = .seconds(32)) async throws(CallError) -> ReferOutcome {
         guard other !== self, other.phone === phone else {
             throw .invalidArgument("the consultation call must be another call of the same phone")

@@ -106,12 +106,13 @@ public final class Call: Sendable, Identifiable, CustomStringConvertible {
     }
 
     private func update(_ body: (inout CallStateTracker) -> CallState?) {
-        // Published under the tracker's lock, so concurrent feeders never reorder states (nor
-        // the redirection manager's view of them).
+        // Published under the tracker's lock, so concurrent feeders never reorder states. The
+        // redirection manager learns a state before anyone else can see it, so its
+        // capabilities and its NewCall target are never behind the call.
         tracker.withLock { t in
             guard let next = body(&t) else { return }
-            broadcast.publish(next, final: next.isEnded)
             phone.redirection.callChanged(self, next)
+            broadcast.publish(next, final: next.isEnded)
         }
     }
 

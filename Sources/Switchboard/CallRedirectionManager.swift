@@ -16,7 +16,7 @@ import SIPDialog
 ///   ``setAttendedTransferSource(_:)``, dial the target with ``Phone/dial(_:headers:)``; once
 ///   that call is established the manager makes it the target itself (``State/targetAssigned``);
 ///   then ``performAttendedTransfer(notifyTimeout:)``.
-/// - Forward: ``setForwardingSource(_:)`` → ``performForward(to:)``.
+/// - Forward: ``setForwardingSource(_:)`` → ``performForward(to:)-(SIPURI)``.
 ///
 /// States: ``State/inactive`` → ``State/sourceAssigned`` (a source is set) →
 /// ``State/targetAssigned`` (attended only) → ``State/inProgress`` (the REFER or 3xx is out;
@@ -233,7 +233,7 @@ public final class CallRedirectionManager: Sendable {
         }
     }
 
-    /// ``performForward(to:)`` to one target.
+    /// ``performForward(to:)-([SIPURI])`` to one target.
     public func performForward(to target: SIPURI) async throws(RedirectError) -> State {
         try await performForward(to: [target])
     }
@@ -306,10 +306,13 @@ public final class CallRedirectionManager: Sendable {
 
     // MARK: Helpers
 
-    /// Tells the machine about a call (its state now); under the lock.
+    /// Tells the machine about a call it does not follow (one it let go after its end); under
+    /// the lock. A followed call needs nothing: each call feeds its states here before
+    /// publishing them, so the machine is never behind `call.state` (and reading that here
+    /// could only take it back to an older state).
     private func observe(_ call: Call, _ i: inout Inner) {
-        guard !i.closed else { return }
-        if i.calls[call.id] == nil { i.calls[call.id] = call }
+        guard !i.closed, i.calls[call.id] == nil else { return }
+        i.calls[call.id] = call
         i.machine.observe(call.id, direction: call.direction, state: call.state)
     }
 
