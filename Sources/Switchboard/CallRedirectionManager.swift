@@ -107,6 +107,7 @@ public final class CallRedirectionManager: Sendable {
     public struct Redirection: Sendable, Equatable, CustomStringConvertible {
         /// The kind, or nil when inactive (libSoftphone's `getCurrentRedirectFlow`).
         public var flow: Flow?
+        /// Where the redirection is.
         public var state: State
         /// The call redirected: transferred, or forwarded.
         public var source: Call?
@@ -115,6 +116,7 @@ public final class CallRedirectionManager: Sendable {
         /// The REFER's outcome behind a finished transfer (why it failed, for instance).
         public var transferOutcome: ReferOutcome?
 
+        /// The same flow, state and outcome, with the same `Call` objects.
         public static func == (a: Redirection, b: Redirection) -> Bool {
             a.flow == b.flow && a.state == b.state && a.source === b.source && a.target === b.target && a.transferOutcome == b.transferOutcome
         }

@@ -36,19 +36,27 @@ public enum RedirectError: Error, Sendable, Hashable, CustomStringConvertible {
 /// Every change is queued; ``takeChanges()`` hands them over in order (one step can make two:
 /// `succeeded` then `inactive` when the calls already ended).
 public struct RedirectionMachine: Sendable, Hashable {
+    /// A call, by its ``Call/id``.
     public typealias CallID = UInt64
+    /// The kind of redirection.
     public typealias Flow = CallRedirectionManager.Flow
+    /// Where the redirection is.
     public typealias State = CallRedirectionManager.State
 
     /// The redirection at one moment, with calls named by id.
     public struct Snapshot: Sendable, Hashable, CustomStringConvertible {
+        /// The kind, nil when inactive.
         public var flow: Flow?
+        /// Where the redirection is.
         public var state: State
+        /// The call redirected.
         public var source: CallID?
+        /// The consultation call of an attended transfer.
         public var target: CallID?
         /// The REFER's outcome behind a finished transfer.
         public var transferOutcome: ReferOutcome?
 
+        /// A snapshot; the defaults are the inactive manager.
         public init(flow: Flow? = nil, state: State = .inactive, source: CallID? = nil, target: CallID? = nil,
                     transferOutcome: ReferOutcome? = nil) {
             self.flow = flow
@@ -71,9 +79,13 @@ public struct RedirectionMachine: Sendable, Hashable {
     /// What can be done with one call, with calls named by id (see
     /// ``CallRedirectionManager/Capabilities``).
     public struct Capabilities: Sendable, Hashable {
+        /// The call is established.
         public var blindTransfer: Bool
+        /// The call is incoming and not answered.
         public var forward: Bool
+        /// Which attended transfer the call allows.
         public var attendedTransfer: CallRedirectionManager.AttendedTransferCapability
+        /// The other established calls, oldest (lowest id) first.
         public var attendedTransferTargets: [CallID]
     }
 
@@ -101,6 +113,7 @@ public struct RedirectionMachine: Sendable, Hashable {
     private var dialed: Set<CallID> = []
     private var pending: [Snapshot] = []
 
+    /// An inactive machine that has seen no call.
     public init() {}
 
     /// The changes since the last call, oldest first.
