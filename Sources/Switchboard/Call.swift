@@ -18,6 +18,9 @@ public enum CallError: Error, Sendable, Hashable, CustomStringConvertible {
     case session(SessionError)
     /// Digits could not be sent (a character outside 0-9 * # A-D w W , !, or no way to send).
     case digits(String)
+    /// An argument the action cannot take (a forward without a target, a consultation call of
+    /// another phone…), and why.
+    case invalidArgument(String)
 
     public var description: String {
         switch self {
@@ -27,6 +30,7 @@ public enum CallError: Error, Sendable, Hashable, CustomStringConvertible {
         case .refused(let action, let status): return "\(action) was refused with \(status)"
         case .session(let e): return "\(e)"
         case .digits(let why): return "digits not sent: \(why)"
+        case .invalidArgument(let why): return "invalid argument: \(why)"
         }
     }
 }
@@ -102,9 +106,12 @@ public final class Call: Sendable, Identifiable, CustomStringConvertible {
     }
 
     private func update(_ body: (inout CallStateTracker) -> CallState?) {
-        // Published under the tracker's lock, so concurrent feeders never reorder states.
+        // Published under the tracker's lock, so concurrent feeders never reorder states. The
+        // redirection manager learns a state before anyone else can see it, so its
+        // capabilities and its NewCall target are never behind the call.
         tracker.withLock { t in
             guard let next = body(&t) else { return }
+            phone.redirection.callChanged(self, next)
             broadcast.publish(next, final: next.isEnded)
         }
     }

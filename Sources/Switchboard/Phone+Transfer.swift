@@ -403,7 +403,19 @@ extension Phone {
     /// naming us and `reason`.
     public func forward(_ key: SessionKey, to targets: [SIPURI], statusCode: Int = 302, reason: String = "unconditional",
                         expires: UInt32 = 3600, history: ForwardHeaders.History? = nil) async {
-        guard (300..<400).contains(statusCode), !targets.isEmpty, let invite = await agent.session(key)?.pendingInitialInvite else { return }
+        guard (300..<400).contains(statusCode), !targets.isEmpty else { return }
+        try? await forwardCall(key, to: targets, statusCode: statusCode, reason: reason, expires: expires, history: history)
+    }
+
+    /// ``forward(_:to:statusCode:reason:expires:history:)``, throwing when the 3xx could not be
+    /// sent (the call is answered, or gone).
+    func forwardCall(_ key: SessionKey, to targets: [SIPURI], statusCode: Int = 302, reason: String = "unconditional",
+                     expires: UInt32 = 3600, history: ForwardHeaders.History? = nil) async throws(SessionError) {
+        let session = await agent.session(key)
+        guard let invite = session?.pendingInitialInvite else {
+            // Answered, refused, or (no session) already over and gone.
+            throw .invalidState(operation: "forward", state: session?.state ?? .idle)
+        }
         let headers = ForwardHeaders.headers(forwarding: invite, to: targets, by: agent.configuration.identity, reason: reason,
                                              expires: expires, history: history ?? forwardHistory)
         report("\(name): forwarding (\(statusCode)) to \(targets.map(\.description).joined(separator: ", "))")
@@ -414,6 +426,7 @@ extension Phone {
         } catch {
             call?.willEnd(nil)
             report("\(name): not forwarded: \(error)")
+            throw error
         }
     }
 }

@@ -48,6 +48,9 @@ public final class Phone: Sendable {
     let transfers = Mutex(TransferBook())
     /// Where incoming calls are forwarded (302), when set.
     public let forwardTargets: [SIPURI]
+    /// Transfers and forwards of this phone's calls, step by step (libSoftphone's
+    /// `CallRedirectionManager`): states, capabilities, flows.
+    public let redirection = CallRedirectionManager()
     /// What a REFER we receive may ask (checked before ``referDecision``).
     public let referPolicy: ReferPolicy
     /// The history our forwards write: Diversion (RFC 5806), History-Info (RFC 7044) or both.
@@ -99,6 +102,7 @@ public final class Phone: Sendable {
     }
 
     public func close() {
+        redirection.close()
         arrivals.finish()
         completions.finish()
         for media in mediaSessions.withLock({ m -> [MediaSession] in defer { m = [:] }; return Array(m.values) }) { media.stop() }
@@ -305,6 +309,7 @@ public final class Phone: Sendable {
 
     private func register(_ call: Call) {
         liveCalls.withLock { $0[call.key] = call }
+        redirection.callAdded(call)
     }
 
     /// The call of a session (while it has not ended).
