@@ -117,3 +117,27 @@ public struct TestRandom: RandomNumberGenerator, Sendable {
         return z ^ (z >> 31)
     }
 }
+
+/// Whether a UDP socket is bound to 127.0.0.1:`port` (a peer started by a test is up), read from
+/// /proc/net/udp without binding the port (which would race the peer for it). The table is read
+/// to its end: Foundation's `String(contentsOfFile:)` stops after the first 4 KiB of a proc file,
+/// so an entry further down (many sockets open) was missed.
+public func udpPortIsBound(_ port: UInt16) -> Bool {
+    let fd = open("/proc/net/udp", O_RDONLY)
+    guard fd >= 0 else { return false }
+    defer { close(fd) }
+    var table: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 16384)
+    while true {
+        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if n <= 0 { break }
+        table.append(contentsOf: chunk[0..<n])
+    }
+    let hex = String(port, radix: 16, uppercase: true)
+    let entry = Array(("0100007F:" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex + " ").utf8)
+    guard table.count >= entry.count else { return false }
+    for i in 0...(table.count - entry.count) where table[i] == entry[0] && table[i..<(i + entry.count)].elementsEqual(entry) {
+        return true
+    }
+    return false
+}

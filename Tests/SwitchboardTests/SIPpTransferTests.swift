@@ -116,9 +116,8 @@ struct SIPpTransferTests {
     /// Waits (bounded) until a socket is bound to 127.0.0.1:`port` over UDP (SIPp is up), read
     /// from /proc/net/udp: binding the port to find out would race SIPp for it.
     static func listening(_ port: UInt16) async -> Bool {
-        let entry = "0100007F" + String(format: ":%04X ", port)
         for _ in 0..<150 {
-            if let table = try? String(contentsOfFile: "/proc/net/udp", encoding: .utf8), table.contains(entry) { return true }
+            if udpPortIsBound(port) { return true }
             try? await Task.sleep(for: .milliseconds(20))
         }
         return false
