@@ -34,7 +34,13 @@ struct SIPpTransferTests {
         p.standardError = p.standardOutput
         try p.run()
         let clock = ContinuousClock(), deadline = clock.now + timeout
-        while p.isRunning && clock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        do {
+            while p.isRunning && clock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        } catch {
+            // Cancelled (the test ended early): SIPp never outlives its test.
+            if p.isRunning { p.terminate(); p.waitUntilExit() }
+            throw error
+        }
         var status: Int32? = p.terminationStatus
         if p.isRunning { p.terminate(); p.waitUntilExit(); status = nil }
         let logs = (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []
@@ -133,6 +139,7 @@ struct SIPpTransferTests {
         let alice = try Self.phone("alice", lines: lines)
         defer { alice.close() }
         let (port, run) = Self.sippServer("uas_transferee.xml")
+        defer { run.cancel() }
         try #require(await Self.listening(port))
         let key = await alice.call(try SIPURI("sip:bob@127.0.0.1:\(port)"))
         try #require(await alice.wait(key, timeout: .seconds(10)) { $0 == .confirmed }, "\(lines.text)")
@@ -153,6 +160,7 @@ struct SIPpTransferTests {
         let alice = try Self.phone("alice", lines: lines), carol = try Self.phone("carol", lines: lines)
         defer { alice.close(); carol.close() }
         let (port, run) = Self.sippServer("uas_transferee.xml")
+        defer { run.cancel() }
         try #require(await Self.listening(port))
         let key = await alice.call(try SIPURI("sip:bob@127.0.0.1:\(port)"))
         try #require(await alice.wait(key, timeout: .seconds(10)) { $0 == .confirmed }, "\(lines.text)")
@@ -176,6 +184,7 @@ struct SIPpTransferTests {
         let alice = try Self.phone("alice", lines: lines), bob = try Self.phone("bob", lines: lines)
         defer { alice.close(); bob.close() }
         let (port, run) = Self.sippServer("uas_transfer_target.xml", ["-key", "referred", "1"])
+        defer { run.cancel() }
         try #require(await Self.listening(port))
         let ab = await alice.call(try SIPURI("sip:bob@127.0.0.1:\(Self.port(bob))"))
         try #require(await alice.wait(ab, timeout: .seconds(10)) { $0 == .confirmed }, "\(lines.text)")
@@ -197,6 +206,7 @@ struct SIPpTransferTests {
         let alice = try Self.phone("alice", lines: lines), bob = try Self.phone("bob", lines: lines)
         defer { alice.close(); bob.close() }
         let (port, run) = Self.sippServer("uas_transfer_target.xml", ["-key", "referred", "0"], calls: 2)
+        defer { run.cancel() }
         try #require(await Self.listening(port))
         let ab = await alice.call(try SIPURI("sip:bob@127.0.0.1:\(Self.port(bob))"))
         try #require(await alice.wait(ab, timeout: .seconds(10)) { $0 == .confirmed }, "\(lines.text)")
@@ -224,6 +234,7 @@ struct SIPpTransferTests {
         let alice = try Self.phone("alice", lines: lines)
         defer { alice.close() }
         let (port, run) = Self.sippServer("uas_transfer_target.xml", ["-key", "referred", "1"])
+        defer { run.cancel() }
         try #require(await Self.listening(port))
         let key = await alice.call(try SIPURI("sip:dave@127.0.0.1:\(port)"))
         #expect(await alice.wait(key, timeout: .seconds(10)) { $0 == .terminated(.rejected(400)) }, "\(lines.text)")
