@@ -54,6 +54,9 @@ public final class Call: Sendable, Identifiable, CustomStringConvertible {
     public let remote: URI?
     /// The SIP Call-ID.
     public var sipCallID: String { key.callID }
+    /// An incoming call's caller as the call directory names it (``CallDirectoryEntry/identified(label:)``),
+    /// when the caller sent no display name.
+    public let label: String?
 
     let phone: Phone
     private let tracker: Mutex<CallStateTracker>
@@ -62,8 +65,9 @@ public final class Call: Sendable, Identifiable, CustomStringConvertible {
     private let answering = Atomic<Bool>(false)
     private let muted = Atomic<Bool>(false)
 
-    init(id: UInt64, key: SessionKey, direction: CallDirection, remote: URI?, phone: Phone) {
+    init(id: UInt64, key: SessionKey, direction: CallDirection, remote: URI?, phone: Phone, label: String? = nil) {
         self.id = id
+        self.label = label
         self.key = key
         self.direction = direction
         self.remote = remote

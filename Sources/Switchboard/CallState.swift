@@ -62,6 +62,15 @@ public enum CallTimeout: Sendable, Hashable {
     case sessionExpired
 }
 
+/// Why the phone's screening refused an incoming call (logged; such a call never becomes a
+/// ``Call``: the application is not alerted).
+public enum CallFilter: Sendable, Hashable {
+    /// The caller's number is blocked in the call directory.
+    case blocked
+    /// Do-not-disturb is on.
+    case doNotDisturb
+}
+
 /// Why a call failed in a way that is neither side's choice.
 public enum CallFailure: Sendable, Hashable {
     /// The transport could not carry the call's requests (no route, connection refused…).

@@ -55,6 +55,8 @@ public final class Phone: Sendable {
     public let referPolicy: ReferPolicy
     /// The history our forwards write: Diversion (RFC 5806), History-Info (RFC 7044) or both.
     public let forwardHistory: ForwardHeaders.History
+    /// Do-not-disturb and the call directory, applied to every incoming call first.
+    public let screening: CallScreening
     /// Asked for each REFER that passed ``referPolicy``: accept (true, the default) or decline (603).
     let referDecision: @Sendable (SessionKey, ReferRequest) -> Bool
     /// RFC 3263 server location for next hops named by a domain (made on first use).
@@ -73,11 +75,14 @@ public final class Phone: Sendable {
     ///   - forwardTo: answer every incoming call with a 302 listing these targets (call forwarding)
     ///     instead of ringing; empty rings as usual.
     ///   - forwardHistory: what history a forward writes (Diversion, History-Info or both).
+    ///   - screening: do-not-disturb and the call directory: screened calls are refused (486,
+    ///     603…) before anything else happens to them and never reach the application.
     ///   - referPolicy: what a REFER we receive may ask (schemes, out-of-dialog, bounds).
     ///   - referDecision: asked for each REFER that passed the policy; true accepts (the default).
     public init(name: String, configuration: SIPUserAgent.Configuration, autoAnswer: Duration? = nil,
                 codecs: [Codec] = [.opus, .pcmu, .pcma, .telephoneEvent], media: PhoneMediaOptions? = nil, dns: DNSClientConfiguration? = nil,
-                forwardTo: [SIPURI] = [], forwardHistory: ForwardHeaders.History = .diversion, referPolicy: ReferPolicy = ReferPolicy(), referDecision: @escaping @Sendable (SessionKey, ReferRequest) -> Bool = { _, _ in true },
+                forwardTo: [SIPURI] = [], forwardHistory: ForwardHeaders.History = .diversion, screening: CallScreening = CallScreening(),
+                referPolicy: ReferPolicy = ReferPolicy(), referDecision: @escaping @Sendable (SessionKey, ReferRequest) -> Bool = { _, _ in true },
                 report: @escaping @Sendable (String) -> Void = { _ in },
                 trace: (@Sendable (SIPMessage, Bool, SIPPeer) -> Void)? = nil) throws {
         agent = try SIPUserAgent(configuration: configuration, tracing: trace != nil)
@@ -90,6 +95,7 @@ public final class Phone: Sendable {
         self.referPolicy = referPolicy
         self.forwardTargets = forwardTo
         self.forwardHistory = forwardHistory
+        self.screening = screening
         self.referDecision = referDecision
         self.locator = Mutex(nil)
         let t = Task { [agent, weak self] in
@@ -307,6 +313,23 @@ public final class Phone: Sendable {
 
     // MARK: Calls
 
+    enum Screening {
+        case pass
+        case identified(String)
+        case refuse(Int, CallFilter)
+    }
+
+    /// Do-not-disturb, then the call directory, by the caller's number.
+    private func screen(_ invite: SIPMessage) async -> Screening {
+        if screening.doNotDisturb { return .refuse(screening.doNotDisturbStatus, .doNotDisturb) }
+        guard let directory = screening.directory, let number = CallScreening.callerNumber(of: invite) else { return .pass }
+        switch await directory.entry(for: number) {
+        case .blocked?: return .refuse(screening.blockedStatus, .blocked)
+        case .identified(let label)?: return .identified(label)
+        case nil: return .pass
+        }
+    }
+
     private func register(_ call: Call) {
         liveCalls.withLock { $0[call.key] = call }
         redirection.callAdded(call)
@@ -336,9 +359,19 @@ public final class Phone: Sendable {
     private func handle(_ e: SIPUserAgent.Event) async {
         switch e {
         case .incomingCall(let key, let m):
+            let screened = await screen(m)
+            if case .refuse(let status, let why) = screened {
+                // Never alerted: answered at once, logged, not in the incoming calls.
+                report("\(name): refused a call from \((try? m.from().uri.description) ?? "?") (\(why)) with \(status)")
+                agent.logger(for: key).info("call refused by screening (\(why)) with \(status)")
+                try? await agent.perform(key) { s throws(SessionError) in try s.reject(status) }
+                return
+            }
             incoming.withLock { $0.append(key) }
+            var label: String? = nil
+            if case .identified(let l) = screened, ((try? m.from().displayName) ?? nil)?.isEmpty ?? true { label = l }
             let call = Call(id: callCount.add(1, ordering: .relaxed).newValue, key: key, direction: .incoming,
-                            remote: try? m.from().uri, phone: self)
+                            remote: try? m.from().uri, phone: self, label: label)
             register(call)
             arrivals.publish(call)
             let from = (try? m.from().uri.description) ?? "?"
