@@ -258,3 +258,11 @@ public struct CallStateTracker: Sendable, Hashable {
         return next
     }
 }
+
+/// Why ``Phone/register(with:expires:timeout:)`` did not register.
+public enum RegistrationError: Error, Sendable, Hashable {
+    /// The registrar refused or could not be reached, for this reason.
+    case failed(RegistrationClient.FailureReason)
+    /// No outcome within the deadline.
+    case timedOut
+}

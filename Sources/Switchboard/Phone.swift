@@ -36,6 +36,8 @@ public final class Phone: Sendable {
     /// whose answer differs from an unreliable 18x's is taken on this copy (RFC 6337 §3.1 asks
     /// for the same answer, not every peer obeys), and so is a later fork's early answer.
     private let offerEngines = Mutex<[SessionKey: OfferAnswer]>([:])
+    /// The registration's state, for ``registrationStateStream`` and ``register(with:expires:timeout:)``.
+    private let registrationBroadcast = Broadcast(RegistrationClient.State.unregistered)
     /// The calls not yet ended, by session (see ``Call``).
     private let liveCalls = Mutex<[SessionKey: Call]>([:])
     private let callCount = Atomic<UInt64>(0)
@@ -110,6 +112,7 @@ public final class Phone: Sendable {
     public func close() {
         redirection.close()
         arrivals.finish()
+        registrationBroadcast.publish(registrationBroadcast.current, final: true)
         completions.finish()
         for media in mediaSessions.withLock({ m -> [MediaSession] in defer { m = [:] }; return Array(m.values) }) { media.stop() }
         agent.close()
@@ -311,6 +314,53 @@ public final class Phone: Sendable {
         }
     }
 
+    // MARK: Registration
+
+    /// The registration's states from now on: the current one first (`.unregistered` before
+    /// any), then every change (registering, registered with its lifetime, refreshes, failures
+    /// with their reason, unregistering). Each access makes a new sequence; it finishes when the
+    /// phone closes.
+    public var registrationStateStream: AsyncStream<RegistrationClient.State> { registrationBroadcast.subscribe() }
+
+    /// The registration's state now.
+    public var registrationState: RegistrationClient.State { registrationBroadcast.current }
+
+    /// Registers our address of record with `registrar` (digest credentials from the
+    /// configuration) and returns once it is registered, keeping it refreshed afterwards.
+    /// - Throws: ``RegistrationError/failed(_:)`` with the reason (bad credentials, 403,
+    ///   unreachable…), or ``RegistrationError/timedOut`` after `timeout`.
+    public func register(with registrar: SIPURI, expires: UInt32 = 3600, timeout: Duration = .seconds(32)) async throws(RegistrationError) {
+        // Subscribed first: the outcome cannot pass unseen.
+        let states = registrationStateStream
+        await agent.register(registrar: registrar, expires: expires)
+        let outcome: RegistrationClient.State? = await within(timeout) {
+            // The first value is the state before this attempt (an old failure, say): not its outcome.
+            for await s in states.dropFirst() {
+                switch s {
+                case .registered, .failed: return s
+                default: continue
+                }
+            }
+            return nil
+        }
+        switch outcome {
+        case .registered?: return
+        case .failed(let why)?: throw .failed(why)
+        default: throw .timedOut
+        }
+    }
+
+    /// Removes our binding and returns once the registrar confirmed it (or after `timeout`).
+    public func unregister(timeout: Duration = .seconds(32)) async {
+        let states = registrationStateStream
+        await agent.unregister()
+        _ = await within(timeout) {
+            // Unregistered, or failed (the binding then lapses at the registrar).
+            for await s in states.dropFirst() where s.isSettled && !(s.isRegistered) { return true }
+            return nil
+        }
+    }
+
     // MARK: Calls
 
     enum Screening {
@@ -476,6 +526,7 @@ public final class Phone: Sendable {
             }
         case .registration(let s):
             registration.withLock { $0.append(s) }
+            registrationBroadcast.publish(s)
             report("\(name): \(s.label)")
         case .request, .trace:
             break

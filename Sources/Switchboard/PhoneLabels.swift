@@ -78,6 +78,12 @@ extension RegistrationClient.State {
         }
     }
 
+    /// Whether a binding is in place.
+    public var isRegistered: Bool {
+        if case .registered = self { return true }
+        return false
+    }
+
     /// Whether the state is final for a wait (registered, unregistered or failed).
     public var isSettled: Bool {
         switch self {
