@@ -422,6 +422,34 @@ public struct CaptureAnalyzer: Sendable {
     }
 
     /// The URI of a message's Referred-By header (RFC 3892), if it has one that parses.
+    /// A ladder arrow's label: the method, or the status code and reason phrase, followed by
+    /// what makes a transfer or forwarding flow readable, in parentheses: the `message/sipfrag`
+    /// status and Subscription-State of a NOTIFY (`NOTIFY (100 Trying, active)`), Replaces
+    /// (header, or in a REFER's Refer-To), Referred-By and Diversion of a request, the number of
+    /// Contacts and Diversion of a 3xx.
+    public static func arrowLabel(_ m: SIPMessage) -> String {
+        var notes: [String] = []
+        let label: String
+        if let method = m.method {
+            label = method.token
+            if method == .notify, let type = try? m.contentType(), type.essence.lowercased() == "message/sipfrag" {
+                notes.append((try? SIPFragStatus(parsing: Array(m.body.prefix(SIPFragStatus.maximumLength)))).map { "\($0.statusCode)" + ($0.reasonPhrase.isEmpty ? "" : " " + $0.reasonPhrase) }
+                             ?? "sipfrag?")
+            }
+            if method == .notify || method == .subscribe, let state = (try? m.subscriptionState()) ?? nil { notes.append(state.state) }
+            if m[.replaces] != nil || (method == .refer && ((try? m.referToReplaces()) ?? nil) != nil) { notes.append("Replaces") }
+            if m[.referredBy] != nil { notes.append("Referred-By") }
+        } else {
+            label = "\(m.statusCode ?? 0)" + ((m.reasonPhrase ?? "").isEmpty ? "" : " " + m.reasonPhrase!)
+            if let code = m.statusCode, (300...399).contains(code) {
+                let n = ((try? m.contact()) ?? nil)?.addresses.count ?? 0
+                notes.append("\(n) Contact\(n == 1 ? "" : "s")")
+            }
+        }
+        if m[.diversion] != nil && (m.method == .invite || m.statusCode.map { (300...399).contains($0) } == true) { notes.append("Diversion") }
+        return notes.isEmpty ? label : label + " (" + notes.joined(separator: ", ") + ")"
+    }
+
     static func referredBy(_ m: SIPMessage) -> URI? {
         guard let v = m[.referredBy] else { return nil }
         return (try? NameAddress(v))?.uri
@@ -719,12 +747,7 @@ private struct LiveCall: Sendable {
         if details, from == nil, let f = try? m.from() { from = f.uri.description }
         if details, to == nil, let x = try? m.to() { to = x.uri.description }
         if recordArrow {
-            let label: String
-            if let method = m.method {
-                label = method.token
-            } else {
-                label = "\(m.statusCode ?? 0)" + ((m.reasonPhrase ?? "").isEmpty ? "" : " " + m.reasonPhrase!)
-            }
+            let label = CaptureAnalyzer.arrowLabel(m)
             arrows.append(.init(time: t, source: captured.source, destination: captured.destination,
                                 label: retransmission ? label + " (rtx)" : label,
                                 frameNumber: captured.frameNumber, retransmission: retransmission,

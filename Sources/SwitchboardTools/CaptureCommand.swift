@@ -147,7 +147,7 @@ public enum CaptureCommand {
             case .calls: out = r.analysis.calls.map { callLine($0, origin: r.analysis.summary.first) }.joined()
             case .ladder(let id):
                 let calls = r.analysis.calls.filter { id == nil || $0.callID == id }
-                out = calls.map(ladderText).joined(separator: "\n")
+                out = (id == nil ? linkedGroups(calls).map(ladderText) : calls.map(ladderText)).joined(separator: "\n")
                 if let id, calls.isEmpty, r.error == nil { out = "no call with Call-ID \(id)\n" }
             case .html(let id):
                 let calls = r.analysis.calls.filter { id == nil || $0.callID == id }
@@ -201,20 +201,72 @@ public enum CaptureCommand {
     /// A terminal ladder diagram: one column per host (IP:port, in order of appearance), time
     /// downwards, one arrow per message with its time relative to the call's first message.
     static func ladderText(_ c: CaptureAnalyzer.Call) -> String {
+        var out = "Call-ID: \(c.callID.isEmpty ? "(none)" : c.callID)  (\(c.outcome))"
+        for d in c.dialogs { out += "  dialog \(d)" }
+        return out + "\n" + ladderBody(c.arrows, origin: c.first)
+    }
+
+    /// The calls in groups tied by ``CaptureAnalyzer/Call/linked`` (a transfer's or a
+    /// forwarding's calls), each group in the order of its first call, groups in the order of
+    /// their first call.
+    static func linkedGroups(_ calls: [CaptureAnalyzer.Call]) -> [[CaptureAnalyzer.Call]] {
+        var group = Array(calls.indices)
+        func root(_ i: Int) -> Int { var i = i; while group[i] != i { i = group[i] }; return i }
+        var index: [String: Int] = [:]
+        for (i, c) in calls.enumerated() where index[c.callID] == nil { index[c.callID] = i }
+        for (i, c) in calls.enumerated() {
+            for other in c.linked {
+                guard let j = index[other] else { continue }
+                let (a, b) = (root(i), root(j))
+                if a != b { group[max(a, b)] = min(a, b) }
+            }
+        }
+        var groups: [Int: [CaptureAnalyzer.Call]] = [:], order: [Int] = []
+        for (i, c) in calls.enumerated() {
+            let r = root(i)
+            if groups[r] == nil { order.append(r) }
+            groups[r, default: []].append(c)
+        }
+        return order.map { groups[$0]! }
+    }
+
+    /// One call's ladder, or the calls of a transfer or forwarding drawn together (their hosts
+    /// as columns, every message in time order from the group's first, each label after its
+    /// call's number), so that the order of messages across the calls shows.
+    static func ladderText(_ group: [CaptureAnalyzer.Call]) -> String {
+        guard group.count > 1 else { return group.first.map(ladderText) ?? "" }
+        var out = "\(group.count) linked calls drawn together ([n] before a label: the call):\n"
+        var arrows: [(arrow: CaptureAnalyzer.Arrow, call: Int, index: Int)] = []
+        for (n, c) in group.enumerated() {
+            out += "[\(n + 1)] Call-ID: \(c.callID.isEmpty ? "(none)" : c.callID)  (\(c.outcome))"
+            for d in c.dialogs { out += "  dialog \(d)" }
+            out += "\n"
+            arrows += c.arrows.enumerated().map { ($1, n + 1, $0) }
+        }
+        // In capture order; messages of one frame (TCP) keep their call's order.
+        arrows.sort { ($0.arrow.time, $0.arrow.frameNumber, $0.call, $0.index) < ($1.arrow.time, $1.arrow.frameNumber, $1.call, $1.index) }
+        let labelled = arrows.map { a -> CaptureAnalyzer.Arrow in
+            var x = a.arrow
+            x.label = "[\(a.call)] " + x.label
+            return x
+        }
+        return out + ladderBody(labelled, origin: group.map(\.first).min()!)
+    }
+
+    /// The columns and arrows of a ladder, times relative to `origin`.
+    static func ladderBody(_ arrows: [CaptureAnalyzer.Arrow], origin: CaptureTimestamp) -> String {
         var hosts: [CaptureEndpoint] = []
-        for a in c.arrows {
+        for a in arrows {
             if !hosts.contains(a.source) { hosts.append(a.source) }
             if !hosts.contains(a.destination) { hosts.append(a.destination) }
         }
         let names = hosts.map(\.description)
-        let widest = max(c.arrows.map(\.label.count).max() ?? 0, names.map(\.count).max() ?? 0)
+        let widest = max(arrows.map(\.label.count).max() ?? 0, names.map(\.count).max() ?? 0)
         let gap = max(widest + 6, 16)
         let margin = 12
         let width = margin + gap * max(hosts.count, 1)
         func center(_ i: Int) -> Int { margin + gap / 2 + i * gap }
-        var out = "Call-ID: \(c.callID.isEmpty ? "(none)" : c.callID)  (\(c.outcome))"
-        for d in c.dialogs { out += "  dialog \(d)" }
-        out += "\n"
+        var out = ""
         var header = [Character](repeating: " ", count: width)
         for (i, n) in names.enumerated() {
             let start = max(0, center(i) - n.count / 2)
@@ -227,9 +279,9 @@ public enum CaptureCommand {
             return l
         }
         out += String(blank()).trimmingTrailingSpaces() + "\n"
-        for a in c.arrows {
+        for a in arrows {
             var l = blank()
-            let time = padLeft(seconds(a.time.totalNanoseconds - c.first.totalNanoseconds, digits: 6), margin - 2)
+            let time = padLeft(seconds(a.time.totalNanoseconds - origin.totalNanoseconds, digits: 6), margin - 2)
             for (k, ch) in time.enumerated() where k < margin { l[k] = ch }
             let s = hosts.firstIndex(of: a.source)!, d = hosts.firstIndex(of: a.destination)!
             if s == d {
