@@ -384,6 +384,8 @@ extension Phone {
         case .replace(let old, let method):
             report("\(name): call replaces \(old.callID)\(by)")
             call(for: old)?.willEnd(.replaced)
+            // RFC 3891 §3: the new call is accepted (its 200 is out when this returns), then the
+            // replaced one ended.
             await answerIncoming(key, after: .zero, ring: false)
             if method == .cancel {
                 try? await agent.perform(old) { s throws(SessionError) in try s.cancel() }

@@ -553,28 +553,40 @@ public final class Phone: Sendable {
         } else {
             if ring { try? await agent.perform(key) { s throws(SessionError) in try s.provisional(180) } }
         }
-        // Ring in a task of its own: this loop keeps handling events meanwhile.
-        Task { [agent] in
-            try? await Task.sleep(for: early ?? delay)
-            if early != nil, let options = self.mediaOptions, options.earlyInput != nil, let media = self.media(key) {
-                // The call's own input takes over from the early one, in the same stream.
-                do {
-                    if let source = try PhoneMediaOptions.source(options.input) { media.setInput(source) }
-                } catch {
-                    self.report("\(self.name): input not switched: \(error)")
-                }
-            }
-            let body: SessionBody?
-            if offer != nil {
-                body = self.engines.withLock { $0[key]?.localDescription }.map { SessionBody.sdp($0.serialized()) }
-            } else {
-                // No offer in the INVITE: ours goes in the 200, the answer in the ACK.
-                body = try? self.withEngine(key) { (e: inout OfferAnswer) throws(OfferAnswerError) in
-                    SessionBody.sdp(try e.makeOffer().serialized())
-                }.get()
-            }
-            try? await agent.perform(key) { s throws(SessionError) in try s.accept(body: body) }
+        let hasOffer = offer != nil
+        guard early != nil || delay > .zero else {
+            // Answered at once: the 200 is out when this returns (a Replaces takeover ends the
+            // old call only then).
+            await sendAnswer(key, hasOffer: hasOffer, afterEarlyMedia: false)
+            return
         }
+        // Ring in a task of its own: this loop keeps handling events meanwhile.
+        Task {
+            try? await Task.sleep(for: early ?? delay)
+            await self.sendAnswer(key, hasOffer: hasOffer, afterEarlyMedia: early != nil)
+        }
+    }
+
+    /// The 200 to an incoming call: our answer to its offer, or our offer when it had none.
+    private func sendAnswer(_ key: SessionKey, hasOffer: Bool, afterEarlyMedia: Bool) async {
+        if afterEarlyMedia, let options = mediaOptions, options.earlyInput != nil, let media = media(key) {
+            // The call's own input takes over from the early one, in the same stream.
+            do {
+                if let source = try PhoneMediaOptions.source(options.input) { media.setInput(source) }
+            } catch {
+                report("\(name): input not switched: \(error)")
+            }
+        }
+        let body: SessionBody?
+        if hasOffer {
+            body = engines.withLock { $0[key]?.localDescription }.map { SessionBody.sdp($0.serialized()) }
+        } else {
+            // No offer in the INVITE: ours goes in the 200, the answer in the ACK.
+            body = try? withEngine(key) { (e: inout OfferAnswer) throws(OfferAnswerError) in
+                SessionBody.sdp(try e.makeOffer().serialized())
+            }.get()
+        }
+        try? await agent.perform(key) { s throws(SessionError) in try s.accept(body: body) }
     }
 
     /// Sends digits on a call: RFC 4733 events in the media when telephone-event was
