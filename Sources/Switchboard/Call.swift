@@ -2,6 +2,7 @@ import Synchronization
 import SIPMessage
 import SIPDialog
 import MediaRuntime
+import Media
 
 /// What a call action can fail with. Ending a call that is already over is not an error.
 public enum CallError: Error, Sendable, Hashable, CustomStringConvertible {
@@ -35,6 +36,19 @@ public enum CallError: Error, Sendable, Hashable, CustomStringConvertible {
     }
 }
 
+/// What happens on a call besides its state changes, in order (``Call/events``).
+public enum CallEvent: Sendable, Hashable {
+    /// The call's state changed (the same values as ``Call/states``).
+    case state(CallState)
+    /// A call-quality warning was raised or cleared (rules: the phone's media configuration,
+    /// Twilio's by default).
+    case quality(QualityEvent)
+    /// The peer sent a DTMF digit: RFC 4733 in the media, or SIP INFO.
+    case digit(Character, via: Phone.DigitTransport)
+    /// The call's media started (`true`, after an offer/answer) or stopped (`false`).
+    case mediaActive(Bool)
+}
+
 /// One call of a ``Phone``, incoming or outgoing: its state as it changes (``states``, an
 /// `AsyncSequence` that any number of tasks may read), and the actions on it (answer, reject,
 /// hang up, hold, mute, digits), each completing when the network says it did, or throwing a
@@ -61,6 +75,8 @@ public final class Call: Sendable, Identifiable, CustomStringConvertible {
     let phone: Phone
     private let tracker: Mutex<CallStateTracker>
     private let broadcast: Broadcast<CallState>
+    private let eventFanOut = EventFanOut<CallEvent>()
+    private let warnings = Mutex<Set<QualityWarning>>([])
     /// Set once an answer was started, so answering twice answers once.
     private let answering = Atomic<Bool>(false)
     private let muted = Atomic<Bool>(false)
@@ -85,6 +101,14 @@ public final class Call: Sendable, Identifiable, CustomStringConvertible {
     /// The states from now on: the current one first, then every change, in order; the
     /// sequence finishes after `.ended`. Each access makes a new, independent sequence.
     public var states: AsyncStream<CallState> { broadcast.subscribe() }
+
+    /// Everything that happens on the call from now on: state changes, quality warnings,
+    /// digits received, media starting and stopping. Each access makes a new sequence; it
+    /// finishes after the call ended.
+    public var events: AsyncStream<CallEvent> { eventFanOut.subscribe() }
+
+    /// The quality warnings raised and not yet cleared.
+    public var qualityWarnings: Set<QualityWarning> { warnings.withLock { $0 } }
 
     /// Who holds the call (`.active` unless it is established and held).
     public var hold: HoldState {
@@ -113,11 +137,27 @@ public final class Call: Sendable, Identifiable, CustomStringConvertible {
         // Published under the tracker's lock, so concurrent feeders never reorder states. The
         // redirection manager learns a state before anyone else can see it, so its
         // capabilities and its NewCall target are never behind the call.
-        tracker.withLock { t in
-            guard let next = body(&t) else { return }
+        let ended = tracker.withLock { t -> Bool in
+            guard let next = body(&t) else { return false }
             phone.redirection.callChanged(self, next)
             broadcast.publish(next, final: next.isEnded)
+            eventFanOut.publish(.state(next))
+            return next.isEnded
         }
+        if ended { eventFanOut.finish() }
+    }
+
+    /// An event of the call's media session (or a digit by INFO).
+    func note(_ event: CallEvent) {
+        if case .quality(let q) = event {
+            warnings.withLock { w in
+                switch q {
+                case .raised(let x): w.insert(x)
+                case .cleared(let x): w.remove(x)
+                }
+            }
+        }
+        eventFanOut.publish(event)
     }
 
     // MARK: Actions

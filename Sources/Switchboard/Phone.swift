@@ -125,7 +125,12 @@ public final class Phone: Sendable {
 
     /// A media session for a new call (nil without media options, or when no port is free).
     /// An incoming call with early media starts with the early input.
-    private func newMedia(incoming: Bool = false) -> MediaSession? {
+    /// Which call a media session belongs to, for its events (known once the session key is).
+    final class MediaOwner: Sendable {
+        let key = Mutex<SessionKey?>(nil)
+    }
+
+    private func newMedia(incoming: Bool = false, owner: MediaOwner) -> MediaSession? {
         guard var options = mediaOptions else { return nil }
         options.configuration.codecs = codecs
         options.configuration.logger = agent.endpoint.logger
@@ -134,7 +139,14 @@ public final class Phone: Sendable {
         let report = self.report, name = self.name
         let input = incoming && options.earlyMedia != nil ? options.earlyInput ?? options.input : options.input
         do {
-            return try MediaSession(configuration: options.configuration, input: input, output: output) { event in
+            return try MediaSession(configuration: options.configuration, input: input, output: output) { [weak self] event in
+                if let self, let key = owner.key.withLock({ $0 }), let call = self.call(for: key) {
+                    switch event {
+                    case .dtmf(let d): if let c = d.character { call.note(.digit(c, via: .rtp)) }
+                    case .quality(let q): call.note(.quality(q))
+                    default: break
+                    }
+                }
                 switch event {
                 case .dtmf(let d): report("\(name): DTMF received \(d.character.map(String.init) ?? "event \(d.event)")")
                 case .latched(let e): report("\(name): media from \(e)")
@@ -160,7 +172,9 @@ public final class Phone: Sendable {
 
     /// The engine of a session not seen yet (an incoming call), with its media session.
     private func newEngine(for key: SessionKey) -> OfferAnswer {
-        let media = newMedia(incoming: true)
+        let owner = MediaOwner()
+        owner.key.withLock { $0 = key }
+        let media = newMedia(incoming: true, owner: owner)
         if let media { mediaSessions.withLock { $0[key] = media } }
         return newEngine(media: media)
     }
@@ -183,6 +197,7 @@ public final class Phone: Sendable {
         }
         do {
             try media.apply(audio)
+            call(for: key)?.note(.mediaActive(true))
         } catch {
             agent.logger(for: key).warning("media not started: \(error)")
             report("\(name): media not started: \(error)")
@@ -193,6 +208,7 @@ public final class Phone: Sendable {
         guard let media = mediaSessions.withLock({ $0.removeValue(forKey: key) }) else { return }
         let stats = media.stats()
         media.stop()
+        call(for: key)?.note(.mediaActive(false))
         finalStatistics.withLock { $0[key] = stats }
         if stats.call.codec != "none" { report("\(name): media \(stats)") }
     }
@@ -223,7 +239,8 @@ public final class Phone: Sendable {
 
     private func place(_ target: SIPURI, headers: [(SIPHeaderName, String)]) async -> Call {
         let targets = await locate(agent.configuration.outboundProxy ?? target)
-        let media = newMedia()
+        let owner = MediaOwner()
+        let media = newMedia(owner: owner)
         var engine = newEngine(media: media)
         let offer = (try? engine.makeOffer()).map { SessionBody.sdp($0.serialized()) }
         // The engine and the Call are in place before the INVITE leaves: the answer may come
@@ -233,6 +250,7 @@ public final class Phone: Sendable {
         let key = await agent.call(target, offer: offer, targets: targets, headers: headers) { key in
             let call = Call(id: self.callCount.add(1, ordering: .relaxed).newValue, key: key, direction: .outgoing, remote: .sip(target), phone: self)
             self.register(call)
+            owner.key.withLock { $0 = key }
             made.withLock { $0 = call }
             if let media { self.mediaSessions.withLock { $0[key] = media } }
             self.engines.withLock { $0[key] = ready }
@@ -438,6 +456,8 @@ public final class Phone: Sendable {
             }
         case .session(let key, let ev):
             let call = call(for: key)
+            // The media stops before the call is seen ended (its `.mediaActive(false)` first).
+            if case .stateChanged(let s) = ev, s.isTerminated { stopMedia(key) }
             call?.feed(ev)
             if case .requestCompleted(let method, let code, _) = ev {
                 if method == .invite, let held = pendingHold.withLock({ $0.removeValue(forKey: key) }), (200..<300).contains(code) {
@@ -508,6 +528,7 @@ public final class Phone: Sendable {
                         break
                     }
                     report("\(name): DTMF received \(relay.signal) (INFO)")
+                    call?.note(.digit(relay.signal, via: .info))
                     infoDigits.withLock { $0[key, default: ""].append(relay.signal) }
                 }
                 try? await agent.perform(key) { s throws(SessionError) in s.respond(to: m, in: tx, statusCode: 200) }

@@ -50,6 +50,7 @@ struct CallTests {
         #expect(inc.sipCallID == out.sipCallID)
         #expect(inc.remote?.description.hasPrefix("sip:alice@127.0.0.1") == true)
         let bobStates = inc.states
+        let bobEvents = inc.events
         try await inc.answer(timeout: .seconds(5))
         #expect(inc.state == .established(.active))
         try await out.waitUntil(timeout: .seconds(5)) { $0.isEstablished }
@@ -85,6 +86,11 @@ struct CallTests {
                 [.established(.active), .established(.localHold), .established(.active), .ended(.hungUp(by: .local))], "\(seenA)")
         #expect(seenB == [.incoming(.trying), .connecting, .established(.active), .established(.remoteHold),
                           .established(.active), .ended(.hungUp(by: .remote))], "\(seenB)")
+        // Bob's events: his states (after the subscription) and alice's digits by INFO, in order.
+        var events: [CallEvent] = []
+        for await e in bobEvents { events.append(e) }
+        #expect(events.filter { if case .digit = $0 { return true } else { return false } } == [.digit("1", via: .info), .digit("#", via: .info)])
+        #expect(events.last == .state(.ended(.hungUp(by: .remote))))
         #expect(alice.calls.isEmpty && bob.calls.isEmpty)
     }
 
@@ -148,5 +154,42 @@ struct CallTests {
         // The caller followed the 302 to Carol, who answered.
         try await out.waitUntil(timeout: .seconds(5)) { $0.isEstablished }
         await out.hangUp(timeout: .seconds(5))
+    }
+
+    @Test("with media: both calls report their media active, RFC 4733 digits arrive as events, the media stops before the end",
+          .timeLimit(.minutes(1)))
+    func mediaEvents() async throws {
+        func phone(_ user: String) throws -> Phone {
+            var c = SIPUserAgent.Configuration(endpoint: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))], timers: Self.fast),
+                                               identity: try SIPURI("sip:\(user)@127.0.0.1"))
+            c.sessionTimer = nil
+            return try Phone(name: user, configuration: c, codecs: [.pcmu, .telephoneEvent], media: PhoneMediaOptions())
+        }
+        let alice = try phone("alice"), bob = try phone("bob")
+        defer { alice.close(); bob.close() }
+        let arrivals = bob.incomingCallStream
+        let out = await alice.dial(try Self.uri(bob, "bob"))
+        let aliceEvents = out.events
+        let inc = try #require(await Self.nextIncoming(arrivals))
+        let bobEvents = inc.events
+        try await inc.answer(timeout: .seconds(5))
+        try await out.waitUntil(timeout: .seconds(5)) { $0.isEstablished }
+        #expect(try await out.sendDigits("42") == .rtp)
+        // Bob sees both digits (bounded), then alice hangs up.
+        let digits = await within(.seconds(5)) { () -> [Character]? in
+            var got: [Character] = []
+            for await e in bobEvents {
+                if case .digit(let c, .rtp) = e { got.append(c) }
+                if got.count == 2 { return got }
+            }
+            return got
+        }
+        #expect(digits == ["4", "2"])
+        await out.hangUp(timeout: .seconds(5))
+        var seen: [CallEvent] = []
+        for await e in aliceEvents { seen.append(e) }
+        #expect(seen.contains(.mediaActive(true)), "\(seen)")
+        let stopped = seen.firstIndex(of: .mediaActive(false)), ended = seen.firstIndex(of: .state(.ended(.hungUp(by: .local))))
+        #expect(stopped != nil && ended != nil && stopped! < ended!, "\(seen)")
     }
 }
