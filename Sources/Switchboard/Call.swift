@@ -196,6 +196,14 @@ public final class Call: Sendable, Identifiable, CustomStringConvertible {
         try await waitUntil("answer", timeout: timeout) { $0.isEstablished }
     }
 
+    /// Ignores an incoming call that is not answered yet (libSoftphone's `IncomingIgnored`):
+    /// its state becomes `.incoming(.ignored)`, nothing is sent; it can still be answered,
+    /// rejected or forwarded.
+    public func ignore() throws(CallError) {
+        guard direction == .incoming, case .incoming = state else { throw .invalidState(action: "ignore", state: state) }
+        update { $0.ignore() }
+    }
+
     /// Refuses an incoming call that is not answered yet with `status` (486 Busy Here by
     /// default; 603 Decline, 480…).
     public func reject(_ status: Int = 486, reason: String? = nil) async throws(CallError) {

@@ -22,6 +22,10 @@ public enum IncomingPhase: Sendable, Hashable {
     /// A provisional response with our tag went out: 180 Ringing, or 183 with early media
     /// (`IncomingRinging`).
     case ringing
+    /// The application chose not to deal with it now (``Call/ignore()``, libSoftphone's
+    /// `IncomingIgnored`): nothing changes on the wire; it can still be answered, rejected or
+    /// forwarded, and the caller may give up.
+    case ignored
 }
 
 /// Which side holds an established call (RFC 3264 §8.4: a `sendonly` or `inactive` offer).
@@ -185,6 +189,8 @@ public struct CallStateTracker: Sendable, Hashable {
     /// Whether a provisional response's SDP answer set up early media (our call).
     private var earlyMedia = false
     private var localHold = false
+    /// The application ignores this incoming call (it stays `.incoming(.ignored)` until answered or ended).
+    private var ignored = false
     private var remoteHold = false
     /// What the phone knows about how the call ended, above the session's reason.
     private var endOverride: CallEndReason?
@@ -222,6 +228,13 @@ public struct CallStateTracker: Sendable, Hashable {
         return move(to: .established(HoldState(local: localHold, remote: remoteHold)))
     }
 
+    /// Marks an incoming, unanswered call as ignored; returns the new state when it changed.
+    public mutating func ignore() -> CallState? {
+        guard direction == .incoming, case .incoming = state else { return nil }
+        ignored = true
+        return move(to: .incoming(.ignored))
+    }
+
     /// Notes how the call will end when the session ends (a forward, a completed transfer, a
     /// replacement), so the end reason says it rather than the BYE or 3xx behind it; `nil`
     /// withdraws it (the request that was to end the call could not be sent).
@@ -236,8 +249,8 @@ public struct CallStateTracker: Sendable, Hashable {
         case .proceeding(let code):
             if code == 182 { return .queued }
             return code > 100 ? .ringing(earlyMedia: earlyMedia) : nil
-        case .incoming: return .incoming(.trying)
-        case .early: return direction == .incoming ? .incoming(.ringing) : .ringing(earlyMedia: earlyMedia)
+        case .incoming: return .incoming(ignored ? .ignored : .trying)
+        case .early: return direction == .incoming ? .incoming(ignored ? .ignored : .ringing) : .ringing(earlyMedia: earlyMedia)
         case .connecting: return .connecting
         case .confirmed: return .established(HoldState(local: localHold, remote: remoteHold))
         case .terminating: return nil

@@ -96,6 +96,17 @@ struct CallStateTests {
         #expect(states == [.incoming(.ringing), .connecting, .established(.active), .ended(.hungUp(by: .remote))])
     }
 
+    @Test func anIgnoredCallStaysIgnoredUntilAnsweredOrEnded() {
+        var t = CallStateTracker(direction: .incoming)
+        #expect(t.ignore() == .incoming(.ignored))
+        #expect(t.feed(.stateChanged(.early)) == nil, "ringing does not undo ignoring")
+        #expect(t.state == .incoming(.ignored))
+        #expect(t.feed(.stateChanged(.connecting)) == .connecting)
+        #expect(t.ignore() == nil, "an answered call cannot be ignored")
+        var outgoing = CallStateTracker(direction: .outgoing)
+        #expect(outgoing.ignore() == nil)
+    }
+
     @Test func whatThePhoneKnowsNamesTheEnd() throws {
         var forwarded = CallStateTracker(direction: .incoming)
         let target = try SIPURI("sip:carol@192.0.2.7")

@@ -140,6 +140,23 @@ struct CallTests {
         #expect(end == .ended(.redirected(status: 302)))
     }
 
+    @Test("an ignored call can still be forwarded (libSoftphone's IncomingIgnored, then a 302)", .timeLimit(.minutes(1)))
+    func ignoredThenForwarded() async throws {
+        let alice = try Self.phone("alice"), bob = try Self.phone("bob")
+        defer { alice.close(); bob.close() }
+        let arrivals = bob.incomingCallStream
+        let out = await alice.dial(try Self.uri(bob, "bob"))
+        let inc = try #require(await Self.nextIncoming(arrivals))
+        try inc.ignore()
+        #expect(inc.state == .incoming(.ignored))
+        let target = try SIPURI("sip:carol@192.0.2.9")
+        try await inc.forward(to: [target])
+        #expect(inc.state == .ended(.forwarded(to: [target])))
+        let end = try await out.waitUntil(timeout: .seconds(5)) { $0.isEnded }
+        #expect(end == .ended(.redirected(status: 302)))
+        #expect(throws: CallError.self) { try inc.ignore() }
+    }
+
     @Test("a forwarding phone: its call ends forwarded to the target, the caller follows to the target", .timeLimit(.minutes(1)))
     func forwarded() async throws {
         let carol = try Self.phone("carol", autoAnswer: .milliseconds(10))
