@@ -50,14 +50,13 @@ struct TransferOptions: ParsableArguments {
         if let t = transferTo {
             return await phone.transfer(key, to: try SIPURI(t))
         }
-        let consultation = await phone.call(try SIPURI(consult!))
-        guard await phone.wait(consultation, timeout: .seconds(30), for: { $0 == .confirmed || $0.isTerminated }),
-              phone.states(consultation).last == .confirmed else {
+        let consultation = await phone.dial(try SIPURI(consult!))
+        guard (try? await consultation.waitUntil("consult", timeout: .seconds(30)) { $0.isEstablished }) != nil else {
             say("the consultation call was not answered: taking the call back")
             try? await phone.hold(key, false)
             return .unknown(.noNotify)
         }
-        return await phone.transfer(key, replacing: consultation)
+        return await phone.transfer(key, replacing: consultation.key)
     }
 }
 
@@ -230,11 +229,11 @@ struct Call: AsyncParsableCommand {
         say("from \(identity) on \(phone.agent.endpoint.localAddresses[0])")
         if let r = account.register {
             let registrar = try SIPURI(r)
-            await phone.agent.register(registrar: registrar, expires: 600)
-            let ok = await phone.wait(timeout: .seconds(40)) {
-                phone.registrationStates.contains { if case .registered = $0 { return true }; if case .failed = $0 { return true }; return false }
+            do throws(RegistrationError) {
+                try await phone.register(with: registrar, expires: 600, timeout: .seconds(40))
+            } catch {
+                throw ExitCode(1)
             }
-            guard ok, case .registered? = phone.registrationStates.last else { throw ExitCode(1) }
         }
         // SIGINT/SIGTERM hang up at once (CANCEL or BYE) and end the command.
         let stop = StopSignal()
@@ -283,8 +282,7 @@ struct Call: AsyncParsableCommand {
         // 2 s are given to its answer), never holding the command for Timer F.
         _ = await phone.wait(key, timeout: .seconds(2)) { $0.isTerminated }
         if account.register != nil {
-            await phone.agent.unregister()
-            _ = await phone.wait(timeout: .seconds(40)) { phone.registrationStates.last?.isSettled == true && phone.registrationStates.last != .unregistering }
+            await phone.unregister(timeout: .seconds(40))
         }
         let end = phone.states(key).last
         let hungUp = phone.states(key).contains(.terminating) && end != .terminated(.remoteHangup)
@@ -420,8 +418,7 @@ struct Answer: AsyncParsableCommand {
             }
         }
         if account.register != nil {
-            await phone.agent.unregister()
-            _ = await phone.wait(timeout: .seconds(10)) { phone.registrationStates.last == .unregistered }
+            await phone.unregister(timeout: .seconds(10))
         }
     }
 }
