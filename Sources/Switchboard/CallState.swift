@@ -272,7 +272,7 @@ public struct CallStateTracker: Sendable, Hashable {
     }
 }
 
-/// Why ``Phone/register(with:expires:timeout:)`` did not register.
+/// Why ``Phone/register(with:peer:expires:timeout:)`` did not register.
 public enum RegistrationError: Error, Sendable, Hashable {
     /// The registrar refused or could not be reached, for this reason.
     case failed(RegistrationClient.FailureReason)

@@ -36,7 +36,7 @@ public final class Phone: Sendable {
     /// whose answer differs from an unreliable 18x's is taken on this copy (RFC 6337 §3.1 asks
     /// for the same answer, not every peer obeys), and so is a later fork's early answer.
     private let offerEngines = Mutex<[SessionKey: OfferAnswer]>([:])
-    /// The registration's state, for ``registrationStateStream`` and ``register(with:expires:timeout:)``.
+    /// The registration's state, for ``registrationStateStream`` and ``register(with:peer:expires:timeout:)``.
     private let registrationBroadcast = Broadcast(RegistrationClient.State.unregistered)
     /// The calls not yet ended, by session (see ``Call``).
     private let liveCalls = Mutex<[SessionKey: Call]>([:])
@@ -347,10 +347,13 @@ public final class Phone: Sendable {
     /// configuration) and returns once it is registered, keeping it refreshed afterwards.
     /// - Throws: ``RegistrationError/failed(_:)`` with the reason (bad credentials, 403,
     ///   unreachable…), or ``RegistrationError/timedOut`` after `timeout`.
-    public func register(with registrar: SIPURI, expires: UInt32 = 3600, timeout: Duration = .seconds(32)) async throws(RegistrationError) {
+    /// - Parameter peer: where to send the REGISTER when not to `registrar`'s own address (a
+    ///   registrar named by a domain served elsewhere).
+    public func register(with registrar: SIPURI, peer: SIPPeer? = nil, expires: UInt32 = 3600,
+                         timeout: Duration = .seconds(32)) async throws(RegistrationError) {
         // Subscribed first: the outcome cannot pass unseen.
         let states = registrationStateStream
-        await agent.register(registrar: registrar, expires: expires)
+        await agent.register(registrar: registrar, peer: peer, expires: expires)
         let outcome: RegistrationClient.State? = await within(timeout) {
             // The first value is the state before this attempt (an old failure, say): not its outcome.
             for await s in states.dropFirst() {

@@ -113,22 +113,26 @@ public enum DemoRun {
         output("registrar/proxy on udp:\(proxyPeer.address), alice on udp:\(alice.agent.endpoint.localAddresses[0].address), bob on udp:\(bob.agent.endpoint.localAddresses[0].address)")
         output(ladder.header)
 
-        await alice.agent.register(registrar: try SIPURI("sip:switchboard.test"), peer: proxyPeer, expires: 600)
-        guard await alice.wait(timeout: .seconds(10), { alice.registrationStates.contains { if case .registered = $0 { return true } else { return false } } }) else {
-            output("alice did not register"); return false
+        let registrar = try SIPURI("sip:switchboard.test")
+        do throws(RegistrationError) {
+            try await alice.register(with: registrar, peer: proxyPeer, expires: 600, timeout: .seconds(10))
+        } catch {
+            output("alice did not register: \(error)"); return false
         }
-        let key = await bob.call(try SIPURI("sip:alice@switchboard.test"))
-        guard await bob.wait(key, timeout: .seconds(10), for: { $0 == .confirmed }) else { output("the call was not answered"); return false }
+        let call = await bob.dial(try SIPURI("sip:alice@switchboard.test"))
+        guard (try? await call.waitUntil("call", timeout: .seconds(10)) { $0.isEstablished }) != nil else {
+            output("the call was not answered"); return false
+        }
         try await Task.sleep(for: .milliseconds(300))
-        try await bob.hold(key, true)
+        try await call.setHeld(true, timeout: .seconds(10))
         try await Task.sleep(for: .milliseconds(300))
-        try await bob.hold(key, false)
+        try await call.setHeld(false, timeout: .seconds(10))
         try await Task.sleep(for: .milliseconds(300))
-        guard let ak = alice.incomingCalls.first else { return false }
-        try await alice.agent.perform(ak) { s throws(SessionError) in try s.bye() }
-        let ended = await bob.wait(key, timeout: .seconds(10)) { $0 == .terminated(.remoteHangup) }
-        await alice.agent.unregister()
-        _ = await alice.wait(timeout: .seconds(5)) { alice.registrationStates.last == .unregistered }
+        guard let answered = alice.calls.first else { return false }
+        await answered.hangUp(timeout: .seconds(10))
+        let end = try? await call.waitUntil("hang up", timeout: .seconds(10)) { $0.isEnded }
+        let ended = end == .ended(.hungUp(by: .remote))
+        await alice.unregister(timeout: .seconds(5))
         let s = proxy.statistics
         output("proxy: \(s.registers) REGISTER, \(s.forwarded) requests forwarded, \(s.acks) ACKs, \(s.relayedResponses) responses relayed")
         return ended
