@@ -209,4 +209,29 @@ struct CallTests {
         let stopped = seen.firstIndex(of: .mediaActive(false)), ended = seen.firstIndex(of: .state(.ended(.hungUp(by: .local))))
         #expect(stopped != nil && ended != nil && stopped! < ended!, "\(seen)")
     }
+
+    @Test("our ringing call replaced by an INVITE with Replaces (early-only): it ends .replaced and names the call that replaced it",
+          .timeLimit(.minutes(1)))
+    func replacedWhileRinging() async throws {
+        let carol = try Self.phone("carol"), bob = try Self.phone("bob"), dave = try Self.phone("dave")
+        defer { carol.close(); bob.close(); dave.close() }
+        let arrivals = bob.incomingCallStream
+        let placed = await carol.dial(try Self.uri(bob, "bob"))
+        let atBob = try #require(await Self.nextIncoming(arrivals))
+        try await bob.agent.perform(atBob.key) { s throws(SessionError) in try s.provisional(180) }
+        try await placed.waitUntil(timeout: .seconds(5)) { $0 == .ringing(earlyMedia: false) }
+        let early = try #require(await carol.agent.session(placed.key)?.earlyDialogList.first)
+        // Dave's INVITE replaces carol's ringing call: to-tag is carol's tag, from-tag bob's.
+        let replaces = "\(placed.key.callID);to-tag=\(placed.key.localTag);from-tag=\(early.id.remoteTag);early-only"
+        let fromDave = await dave.dial(try Self.uri(carol, "carol"), headers: [(.replaces, replaces)])
+        try await fromDave.waitUntil(timeout: .seconds(5)) { $0.isEstablished }
+        try await placed.waitUntil(timeout: .seconds(5)) { $0.isEnded }
+        #expect(placed.state == .ended(.replaced))
+        let replacement = try #require(placed.replacement)
+        #expect(replacement.sipCallID == fromDave.sipCallID)
+        #expect(replacement.state.isEstablished)
+        try await atBob.waitUntil(timeout: .seconds(5)) { $0.isEnded }
+        #expect(atBob.state == .ended(.cancelled(by: .remote)))
+        await fromDave.hangUp(timeout: .seconds(5))
+    }
 }

@@ -44,8 +44,11 @@ struct SIPpTransferTests {
         var status: Int32? = p.terminationStatus
         if p.isRunning { p.terminate(); p.waitUntilExit(); status = nil }
         let logs = (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []
-        let text = logs.filter { $0.hasSuffix(".log") }.compactMap { try? String(contentsOfFile: dir + "/" + $0, encoding: .utf8) }.joined(separator: "\n")
-        return (status, String(text.suffix(4000)))
+        // The scenario's own log lines (`<log>`) first and whole; the error and screen logs after.
+        let rank = { (name: String) in name.hasSuffix("_logs.log") ? 0 : 1 }
+        let ordered = logs.filter { $0.hasSuffix(".log") }.sorted { rank($0) < rank($1) }
+        let text = ordered.compactMap { try? String(contentsOfFile: dir + "/" + $0, encoding: .utf8) }.joined(separator: "\n")
+        return (status, String(text.prefix(8000)))
     }
 
     static func phone(_ user: String, forwardTo: [SIPURI] = [], lines: TransferTests.Lines) throws -> Phone {
