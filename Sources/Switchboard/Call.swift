@@ -76,6 +76,7 @@ public final class Call: Sendable, Identifiable, CustomStringConvertible {
     private let tracker: Mutex<CallStateTracker>
     private let broadcast: Broadcast<CallState>
     private let eventFanOut = EventFanOut<CallEvent>()
+    private let replacedBy = Mutex<Call?>(nil)
     private let warnings = Mutex<Set<QualityWarning>>([])
     /// Set once an answer was started, so answering twice answers once.
     private let answering = Atomic<Bool>(false)
@@ -106,6 +107,14 @@ public final class Call: Sendable, Identifiable, CustomStringConvertible {
     /// digits received, media starting and stopping. Each access makes a new sequence; it
     /// finishes after the call ended.
     public var events: AsyncStream<CallEvent> { eventFanOut.subscribe() }
+
+    /// The call that replaced this one (an INVITE with Replaces we accepted, RFC 3891): the
+    /// conversation goes on there once this call ends `.replaced`.
+    public var replacement: Call? { replacedBy.withLock { $0 } }
+
+    func replaced(by call: Call) {
+        replacedBy.withLock { $0 = call }
+    }
 
     /// The quality warnings raised and not yet cleared.
     public var qualityWarnings: Set<QualityWarning> { warnings.withLock { $0 } }

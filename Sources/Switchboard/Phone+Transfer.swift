@@ -383,7 +383,10 @@ extension Phone {
             try? await agent.perform(key) { s throws(SessionError) in try s.reject(code) }
         case .replace(let old, let method):
             report("\(name): call replaces \(old.callID)\(by)")
-            call(for: old)?.willEnd(.replaced)
+            if let replaced = call(for: old) {
+                if let new = call(for: key) { replaced.replaced(by: new) }
+                replaced.willEnd(.replaced)
+            }
             // RFC 3891 §3: the new call is accepted (its 200 is out when this returns), then the
             // replaced one ended.
             await answerIncoming(key, after: .zero, ring: false)

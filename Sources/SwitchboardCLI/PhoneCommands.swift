@@ -237,10 +237,19 @@ struct Call: AsyncParsableCommand {
         }
         // SIGINT/SIGTERM hang up at once (CANCEL or BYE) and end the command.
         let stop = StopSignal()
-        let key = await phone.call(targetURI)
-        let answered = await phone.wait(timeout: .seconds(timeout)) {
-            stop.requested || phone.states(key).contains { $0 == .confirmed || $0.isTerminated }
+        let placed = await phone.dial(targetURI)
+        // The call the user is in: ours, or the one that replaced it while it rang (an
+        // attended transfer to our ringing call, RFC 3891): the conversation goes on there.
+        let current = { @Sendable () -> SessionKey in
+            var c = placed
+            while let r = c.replacement { c = r }
+            return c.key
         }
+        let answered = await phone.wait(timeout: .seconds(timeout)) {
+            stop.requested || phone.states(current()).contains { $0 == .confirmed || $0.isTerminated }
+        }
+        let key = current()
+        if key != placed.key { say("the call was replaced by the call \(key.callID)") }
         guard answered, !stop.requested || phone.states(key).contains(.confirmed), phone.states(key).contains(.confirmed) else {
             if !phone.states(key).contains(where: \.isTerminated) {
                 say(stop.requested ? "interrupted: cancelling" : "no answer after \(timeout) s: cancelling")
