@@ -77,6 +77,8 @@ public struct InviteSession: Sendable {
     /// Following 3xx: the targets tried and left, and the headers the last 3xx asked to keep.
     private var redirects: RedirectTargets?
     private var redirectHeaders: [(SIPHeaderName, String)] = []
+    /// The code of the last 3xx followed (the next target left is tried under it).
+    private var redirectCode: Int?
     /// A target offered to the application (``RedirectPolicy/Mode/ask``), with its 3xx's code.
     private var offeredRedirect: (code: Int, target: SIPURI)?
     private var invite: SIPMessage?
@@ -566,11 +568,25 @@ public struct InviteSession: Sendable {
         return cancelAllTimers() + [set(.terminated(.redirectFailed(code, .declined)))]
     }
 
+    /// The next target left from the redirections followed so far (sent to, or offered to the
+    /// application with ``RedirectPolicy/Mode/ask``); nil when none is left or the call was
+    /// not redirected.
+    private mutating func nextRedirectTarget() -> [Action]? {
+        guard role == .uac, var r = redirects, let last = redirectCode, let next = r.skip() else { return nil }
+        redirects = r
+        if configuration.redirects.mode == .ask {
+            offeredRedirect = (last, next)
+            return [.event(.redirectOffered(statusCode: last, target: next))]
+        }
+        return redirect(to: next, last)
+    }
+
     /// Whether a redirection target waits for the application's decision.
     public var isRedirectOffered: Bool { offeredRedirect != nil }
 
     /// The INVITE goes to `uri`, the next target of a `code` redirection.
     private mutating func redirect(to uri: SIPURI, _ code: Int) -> [Action] {
+        redirectCode = code
         inviteCSeq += 1
         earlyDialogs = [:]
         gotProvisional = false
@@ -826,6 +842,9 @@ public struct InviteSession: Sendable {
             if (300...302).contains(code), !cancelRequested, configuration.redirects.mode != .fail {
                 return followRedirect(r, code)
             }
+            // RFC 3261 §8.1.3.4: a redirection's targets are tried in turn; a target that
+            // refuses (not globally: a 6xx ends the search) hands over to the next one left.
+            if code < 600, !cancelRequested, let next = nextRedirectTarget() { return next }
             inviteFinal = true
             let reason: SessionEndReason = (cancelSent || cancelRequested) && code == 487 ? .cancelled : .rejected(code)
             return cancelAllTimers() + [set(.terminated(cancelRequested ? .cancelled : reason))]
@@ -940,6 +959,8 @@ public struct InviteSession: Sendable {
 
     private mutating func requestFailed(_ method: SIPMethod, cseq: UInt32, timeout: Bool) -> [Action] {
         if method == .invite && role == .uac && cseq == inviteCSeq && !inviteFinal {
+            // A redirection's target that does not answer hands over to the next one left.
+            if !cancelRequested, let next = nextRedirectTarget() { return next }
             inviteFinal = true
             let reason: SessionEndReason = cancelRequested ? .cancelled : (timeout ? .timeout : .transportError)
             return cancelAllTimers() + [set(.terminated(reason))]

@@ -207,6 +207,41 @@ struct RedirectTests {
         #expect(again.values(SIPHeaderName(.historyInfo)) == [hi])
     }
 
+    @Test("a redirection's next target is tried when one refuses (486) or does not answer; a 6xx ends the search")
+    func nextTargetAfterAFailure() throws {
+        var (s, invite) = Self.session(.init(mode: .follow))
+        let out = s.handle(.response(try Self.redirect(["<sip:carol@192.0.2.3>;q=1.0", "<sip:dave@192.0.2.4>;q=0.9", "<sip:erin@192.0.2.5>;q=0.8"], to: invite)))
+        let toCarol = try #require(InviteSessionTests.sent(out).first)
+        #expect(toCarol.requestURIText == "sip:carol@192.0.2.3")
+        // Carol is busy: Dave next (a new CSeq, same Call-ID and tag).
+        let afterBusy = s.handle(.response(InviteSessionTests.reply(toCarol, 486, tag: "c1")))
+        let toDave = try #require(InviteSessionTests.sent(afterBusy).first { $0.method == .invite })
+        #expect(toDave.requestURIText == "sip:dave@192.0.2.4")
+        #expect(try toDave.cseq() == CSeq(3, .invite))
+        #expect(toDave.callID == invite.callID && toDave.fromTag == invite.fromTag)
+        // Dave never answers (Timer B): Erin next.
+        let afterTimeout = s.handle(.requestFailed(.invite, cseq: 3, timeout: true))
+        let toErin = try #require(InviteSessionTests.sent(afterTimeout).first { $0.method == .invite })
+        #expect(toErin.requestURIText == "sip:erin@192.0.2.5")
+        _ = s.handle(.response(InviteSessionTests.reply(toErin, 200, tag: "e1", body: InviteSessionTests.answer)))
+        #expect(s.state == .confirmed)
+
+        // A 6xx from the first target: no other is tried.
+        var (g, inviteG) = Self.session(.init(mode: .follow))
+        let outG = g.handle(.response(try Self.redirect(["<sip:carol@192.0.2.3>", "<sip:dave@192.0.2.4>;q=0.5"], to: inviteG)))
+        let toCarolG = try #require(InviteSessionTests.sent(outG).first)
+        let declined = g.handle(.response(InviteSessionTests.reply(toCarolG, 603, tag: "c1")))
+        #expect(InviteSessionTests.sent(declined).allSatisfy { $0.method != .invite })
+        #expect(g.state == .terminated(.rejected(603)))
+
+        // The last target refuses too: the call ends with its answer.
+        var (l, inviteL) = Self.session(.init(mode: .follow))
+        let outL = l.handle(.response(try Self.redirect(["<sip:carol@192.0.2.3>"], to: inviteL)))
+        let only = try #require(InviteSessionTests.sent(outL).first)
+        _ = l.handle(.response(InviteSessionTests.reply(only, 480, tag: "c1")))
+        #expect(l.state == .terminated(.rejected(480)))
+    }
+
     @Test("a 3xx after our CANCEL ends the call as cancelled, not followed")
     func afterCancel() throws {
         var (s, invite) = Self.session(.init(mode: .follow))
