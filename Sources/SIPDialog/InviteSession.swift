@@ -528,11 +528,7 @@ public struct InviteSession: Sendable {
             where !redirectHeaders.contains(where: { $0.0 == h.0 && $0.1 == h.1 }) {
                 redirectHeaders.append(h)
             }
-            if configuration.redirects.mode == .ask {
-                offeredRedirect = (code, uri)
-                return [.event(.redirectOffered(statusCode: code, target: uri))]
-            }
-            return redirect(to: uri, code)
+            return configuration.redirects.mode == .ask ? offerRedirect(uri, code) : redirect(to: uri, code)
         }
     }
 
@@ -548,10 +544,7 @@ public struct InviteSession: Sendable {
     /// or, with none left, the call ends with ``RedirectFailure/declined``.
     public mutating func skipRedirect() throws(SessionError) -> [Action] {
         guard let offer = offeredRedirect, !isTerminated else { throw .invalidState(operation: "skip a redirection", state: state) }
-        if let next = redirects?.skip() {
-            offeredRedirect = (offer.code, next)
-            return [.event(.redirectOffered(statusCode: offer.code, target: next))]
-        }
+        if let next = redirects?.skip() { return offerRedirect(next, offer.code) }
         return stopRedirect(offer.code)
     }
 
@@ -574,11 +567,13 @@ public struct InviteSession: Sendable {
     private mutating func nextRedirectTarget() -> [Action]? {
         guard role == .uac, var r = redirects, let last = redirectCode, let next = r.skip() else { return nil }
         redirects = r
-        if configuration.redirects.mode == .ask {
-            offeredRedirect = (last, next)
-            return [.event(.redirectOffered(statusCode: last, target: next))]
-        }
-        return redirect(to: next, last)
+        return configuration.redirects.mode == .ask ? offerRedirect(next, last) : redirect(to: next, last)
+    }
+
+    /// ``RedirectPolicy/Mode/ask``: the target waits for the application's decision.
+    private mutating func offerRedirect(_ target: SIPURI, _ code: Int) -> [Action] {
+        offeredRedirect = (code, target)
+        return [.event(.redirectOffered(statusCode: code, target: target))]
     }
 
     /// Whether a redirection target waits for the application's decision.

@@ -188,6 +188,16 @@ public struct ReplaceableDialog: Sendable, Hashable {
         self.placedByUs = placedByUs
         self.createdByInvite = createdByInvite
     }
+
+    /// The dialogs of one INVITE session a Replaces may name: its dialog once it has one, else
+    /// (a call we placed that still rings) one early dialog per tagged provisional response.
+    public static func dialogs(of session: InviteSession, key: SessionKey) -> [ReplaceableDialog] {
+        let phase: Phase = session.isTerminated ? .terminated : session.state == .confirmed ? .confirmed : .early
+        if let d = session.dialog {
+            return [ReplaceableDialog(key: key, remoteTag: d.id.remoteTag, phase: phase, placedByUs: d.isUAC)]
+        }
+        return session.earlyDialogList.map { ReplaceableDialog(key: key, remoteTag: $0.id.remoteTag, phase: phase, placedByUs: true) }
+    }
 }
 
 extension ReplacesDecision {

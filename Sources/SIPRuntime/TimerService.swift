@@ -34,6 +34,8 @@ public final class TimerService: Sendable {
 
     /// How late a timer may fire so that neighbours share a wake-up.
     public let resolution: Duration
+    /// ``resolution`` in nanoseconds (0: no batching).
+    private let step: Int64
     private let state = Mutex(State())
     private let condition = MonotonicCondition()
     private let thread = Mutex<IOThread?>(nil)
@@ -44,6 +46,7 @@ public final class TimerService: Sendable {
     ///   4 ms; `.zero` wakes for every deadline).
     public init(resolution: Duration = .milliseconds(4)) {
         self.resolution = max(resolution, .zero)
+        step = self.resolution.components.seconds * 1_000_000_000 + self.resolution.components.attoseconds / 1_000_000_000
         do {
             let t = try IOThread(name: "sip-timers") { [self] in loop() }
             thread.withLock { $0 = t }
@@ -72,19 +75,18 @@ public final class TimerService: Sendable {
 
     /// Cancels a timer; nothing happens if it already fired.
     public func cancel(_ h: Handle) {
-        // The callback is released outside the lock (it may hold the last reference to
-        // something whose deinit takes other locks).
-        let released = state.withLock { $0.actions.removeValue(forKey: h.id) }
-        _ = released
+        // The callback comes out of the lock and is released here, outside it (it may hold the
+        // last reference to something whose deinit takes other locks).
+        _ = state.withLock { $0.actions.removeValue(forKey: h.id) }
     }
 
     /// Stops the thread; pending timers never fire.
     public func shutdown() {
-        let (wasRunning, released) = state.withLock { s -> (Bool, [UInt64: @Sendable () -> Void]) in
+        // The callbacks come out of the lock and are released outside it (as in cancel).
+        let (wasRunning, _) = state.withLock { s -> (Bool, [UInt64: @Sendable () -> Void]) in
             defer { s.running = false; s.heap.removeAll(); s.actions = [:] }
             return (s.running, s.actions)
         }
-        _ = released
         guard wasRunning else { return }
         signal()
         // From a timer callback this detaches the thread instead of waiting for itself.
@@ -95,12 +97,9 @@ public final class TimerService: Sendable {
 
     /// The wake-up time for the earliest deadline: rounded up to the next resolution step.
     private func wakeTime(_ deadline: Duration?) -> Duration? {
-        guard let d = deadline, resolution > .zero else { return deadline }
-        let step = resolution.components.attoseconds / 1_000_000_000 + resolution.components.seconds * 1_000_000_000
+        guard let d = deadline, step > 0 else { return deadline }
         let ns = d.components.seconds * 1_000_000_000 + d.components.attoseconds / 1_000_000_000
-        guard step > 0 else { return deadline }
-        let rounded = (ns + step - 1) / step * step
-        return .nanoseconds(rounded)
+        return .nanoseconds((ns + step - 1) / step * step)
     }
 
     private func loop() {

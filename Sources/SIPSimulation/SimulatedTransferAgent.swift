@@ -341,15 +341,7 @@ public final class SimulatedTransferAgent {
         let callID = (try? invite.replaces())??.callID
         var dialogs: [ReplaceableDialog] = []
         for k in ua.manager.keys where k != key && k.callID == callID {
-            guard let s = ua[k] else { continue }
-            let phase: ReplaceableDialog.Phase = s.isTerminated ? .terminated : s.state == .confirmed ? .confirmed : .early
-            if let d = s.dialog {
-                dialogs.append(ReplaceableDialog(key: k, remoteTag: d.id.remoteTag, phase: phase, placedByUs: d.isUAC))
-            } else {
-                for d in s.earlyDialogList {
-                    dialogs.append(ReplaceableDialog(key: k, remoteTag: d.id.remoteTag, phase: phase, placedByUs: true))
-                }
-            }
+            if let s = ua[k] { dialogs += ReplaceableDialog.dialogs(of: s, key: k) }
         }
         return ReplacesDecision.decide(for: invite, among: dialogs)
     }

@@ -359,16 +359,7 @@ extension Phone {
         let callID = (try? invite.replaces())??.callID
         var dialogs: [ReplaceableDialog] = []
         for k in Set(callStates.withLock { Array($0.keys) } + incomingCalls) where k != key && k.callID == callID {
-            guard let s = await agent.session(k) else { continue }
-            let phase: ReplaceableDialog.Phase = s.isTerminated ? .terminated : s.state == .confirmed ? .confirmed : .early
-            if let d = s.dialog {
-                dialogs.append(ReplaceableDialog(key: k, remoteTag: d.id.remoteTag, phase: phase, placedByUs: d.isUAC))
-            } else {
-                // A call we placed that still rings: one early dialog per tagged provisional.
-                for d in s.earlyDialogList {
-                    dialogs.append(ReplaceableDialog(key: k, remoteTag: d.id.remoteTag, phase: phase, placedByUs: true))
-                }
-            }
+            if let s = await agent.session(k) { dialogs += ReplaceableDialog.dialogs(of: s, key: k) }
         }
         return ReplacesDecision.decide(for: invite, among: dialogs)
     }

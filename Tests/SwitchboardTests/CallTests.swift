@@ -28,12 +28,9 @@ struct CallTests {
 
     /// The next incoming call of `p` (bounded).
     static func nextIncoming(_ stream: AsyncStream<Call>) async -> Call? {
-        await withTaskGroup(of: Call?.self) { g in
-            g.addTask { for await c in stream { return c }; return nil }
-            g.addTask { try? await Task.sleep(for: .seconds(5)); return nil }
-            let first = await g.next() ?? nil
-            g.cancelAll()
-            return first
+        await within(.seconds(5)) {
+            for await c in stream { return c }
+            return nil
         }
     }
 
