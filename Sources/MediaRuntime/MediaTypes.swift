@@ -85,6 +85,12 @@ public enum MediaSessionEvent: Sendable, Hashable {
     case quality(QualityEvent)
     /// The peer sent an RTCP BYE.
     case bye
+    /// Nothing (no RTP, no RTCP) came from the peer for this long while the negotiated
+    /// direction says it sends (``MediaSessionConfiguration/inactivityTimeout``); reported
+    /// once until packets come again.
+    case inactive(silentFor: Duration)
+    /// Packets came again after ``inactive(silentFor:)``.
+    case resumed
 }
 
 /// Settings of a media session chosen before the offer/answer.
@@ -126,6 +132,12 @@ public struct MediaSessionConfiguration: Sendable {
     /// The rules that raise and clear quality warnings (``MediaEvent/quality(_:)``): the
     /// anti-flap defaults, or `QualityMonitor.Thresholds.twilio` for Twilio Voice's rules.
     public var qualityThresholds = QualityMonitor.Thresholds()
+    /// How long the peer may send nothing (no RTP, no RTCP) while the negotiated direction says
+    /// it sends, before ``MediaSessionEvent/inactive(silentFor:)`` (a dead peer, a NAT binding
+    /// gone, a network change); nil never reports. Not counted while the peer holds us
+    /// (`sendonly`/`inactive` from its side). A phone ends such a call (``CallEndReason``'s
+    /// no-media end); 30 s is what softphones commonly wait.
+    public var inactivityTimeout: Duration? = nil
 
     /// A configuration; defaults: Opus, PCMU, PCMA and telephone-event at 20 ms, no SRTP.
     public init(

@@ -176,6 +176,14 @@ struct SessionState {
     var maxLatenessNanoseconds: Int64 = 0
     var lastSnapshot = CallStatistics()
 
+    // Inactivity (a peer that stopped sending while it should send).
+    var inactivityTimeout: Duration?
+    /// When a packet last came from the peer, or when listening for it began (the stream
+    /// started, or its direction turned to receiving).
+    var lastHeard: Duration = .zero
+    /// ``MediaSessionEvent/inactive(silentFor:)`` was reported and no packet came since.
+    var silent = false
+
     init(source: any AudioSource, sink: Sink, ssrcSeed: UInt32) {
         rawSource = source
         self.sink = sink
@@ -192,6 +200,12 @@ struct SessionState {
                             configuration: MediaSessionConfiguration, now: Duration) {
         let old = negotiated
         negotiated = media
+        inactivityTimeout = configuration.inactivityTimeout
+        // Listening starts now when the stream starts or turns to receiving.
+        if old == nil || flow?.receives != media.receives {
+            lastHeard = now
+            silent = false
+        }
         flow = Flow(sends: media.sends, receives: media.receives, rtcpMux: media.rtcpMux,
                     telephoneEvent: media.telephoneEvent?.payloadType, impairment: CodecFactory.impairment(media.sendCodec))
         srtp = newSRTP
@@ -286,6 +300,7 @@ struct SessionState {
         }
         receivedPackets += 1
         receivedBytes += UInt64(packet.payload.count)
+        heard(at: arrival, &events)
         if source?.ssrc != packet.ssrc {
             source = SourceState(ssrc: packet.ssrc, firstSequence: packet.sequenceNumber)
         }
@@ -322,6 +337,7 @@ struct SessionState {
         guard negotiated != nil else { return [] }
         rtcpReceived += 1
         var events: [MediaSessionEvent] = []
+        heard(at: arrival, &events)
         let now = NTPTimestamp(sinceUnixEpoch: wallClock)
         for packet in compound.packets {
             var blocks: [RTCPReportBlock] = []
@@ -343,6 +359,22 @@ struct SessionState {
             }
         }
         return events
+    }
+
+    /// A packet came from the peer: the inactivity clock restarts (and a reported silence ends).
+    mutating func heard(at arrival: Duration, _ events: inout [MediaSessionEvent]) {
+        if arrival > lastHeard { lastHeard = arrival }
+        if silent {
+            silent = false
+            events.append(.resumed)
+        }
+    }
+
+    /// Whether the peer has been silent past the timeout while it should send (once per silence).
+    mutating func checkInactivity(at now: Duration, receives: Bool) -> MediaSessionEvent? {
+        guard let limit = inactivityTimeout, receives, !silent, now - lastHeard >= limit else { return nil }
+        silent = true
+        return .inactive(silentFor: now - lastHeard)
     }
 
     // MARK: the tick
@@ -393,6 +425,7 @@ struct SessionState {
         // Playing.
         if let frame = jitter?.pull(at: now), media.receives { play(frame) }
         events += dtmfEvents(dtmfReceiver.tick(at: now))
+        if let e = checkInactivity(at: now, receives: media.receives) { events.append(e) }
         // RTCP.
         if now >= nextRTCP {
             let jitterFactor = Double.random(in: 0.5...1.5)

@@ -111,6 +111,9 @@ public enum CallEndReason: Sendable, Hashable {
     case transferred(to: URI?)
     /// Another call replaced this one (INVITE with Replaces, RFC 3891).
     case replaced
+    /// The peer sent no media (no RTP, no RTCP) for the media's inactivity timeout while it
+    /// should have (`MediaSessionConfiguration.inactivityTimeout`), and we hung up (BYE).
+    case noMedia
     /// Something failed.
     case failed(CallFailure)
 

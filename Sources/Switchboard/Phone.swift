@@ -144,6 +144,7 @@ public final class Phone: Sendable {
                     switch event {
                     case .dtmf(let d): if let c = d.character { call.note(.digit(c, via: .rtp)) }
                     case .quality(let q): call.note(.quality(q))
+                    case .inactive: Task { await self.endSilentCall(call) }
                     default: break
                     }
                 }
@@ -153,6 +154,8 @@ public final class Phone: Sendable {
                 case .quality(.raised(let w)): report("\(name): quality warning raised: \(w)")
                 case .quality(.cleared(let w)): report("\(name): quality warning cleared: \(w)")
                 case .bye: report("\(name): RTCP BYE")
+                case .inactive(let d): report("\(name): no media from the peer for \(Self.seconds(d)) s")
+                case .resumed: report("\(name): media from the peer again")
                 case .dtmfBegan: break
                 }
             }
@@ -161,6 +164,25 @@ public final class Phone: Sendable {
             report("\(name): no media: \(error)")
             return nil
         }
+    }
+
+    /// A call whose peer went silent (``MediaSessionEvent/inactive(silentFor:)``) ends with a
+    /// BYE and ``CallEndReason/noMedia`` — unless it is not up (a held or ending call's media
+    /// does not count: the session only reports while the peer should send).
+    private func endSilentCall(_ call: Call) async {
+        guard call.state.isEstablished else { return }
+        agent.logger(for: call.key).info("no media from the peer: hanging up")
+        call.willEnd(.noMedia)
+        do throws(SessionError) {
+            try await agent.perform(call.key) { s throws(SessionError) in try s.bye() }
+        } catch {
+            call.willEnd(nil)
+        }
+    }
+
+    static func seconds(_ d: Duration) -> String {
+        let ms = d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000
+        return "\(ms / 1000).\((ms % 1000) / 100)"
     }
 
     private func newEngine(media: MediaSession?) -> OfferAnswer {

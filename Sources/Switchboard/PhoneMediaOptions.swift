@@ -31,10 +31,13 @@ public struct PhoneMediaOptions: Sendable {
     public var earlyInput: MediaAudioInput?
 
     /// The session defaults (127.0.0.1, ports 20000–29999, no SRTP) with Twilio Voice's quality
-    /// warning rules (`QualityMonitor.Thresholds.twilio`), what users of the voice SDKs expect.
+    /// warning rules (`QualityMonitor.Thresholds.twilio`), what users of the voice SDKs expect,
+    /// and a 30 s media inactivity timeout (a call whose peer sends nothing that long while it
+    /// should ends with ``CallEndReason/noMedia``).
     public static var defaultConfiguration: MediaSessionConfiguration {
         var c = MediaSessionConfiguration()
         c.qualityThresholds = .twilio
+        c.inactivityTimeout = .seconds(30)
         return c
     }
 

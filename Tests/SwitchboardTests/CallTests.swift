@@ -208,6 +208,41 @@ struct CallTests {
         #expect(stopped != nil && ended != nil && stopped! < ended!, "\(seen)")
     }
 
+    @Test("no media: a peer that stops sending ends the call .noMedia with a BYE; a held call is not ended", .timeLimit(.minutes(1)))
+    func noMediaEnd() async throws {
+        func phone(_ user: String) throws -> Phone {
+            var c = SIPUserAgent.Configuration(endpoint: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))], timers: Self.fast),
+                                               identity: try SIPURI("sip:\(user)@127.0.0.1"))
+            c.sessionTimer = nil
+            var config = PhoneMediaOptions.defaultConfiguration
+            config.inactivityTimeout = .milliseconds(600)
+            config.rtcpInterval = .seconds(1)
+            return try Phone(name: user, configuration: c, codecs: [.pcmu, .telephoneEvent], media: PhoneMediaOptions(configuration: config))
+        }
+        #expect(PhoneMediaOptions.defaultConfiguration.inactivityTimeout == .seconds(30))
+        let alice = try phone("alice"), bob = try phone("bob")
+        defer { alice.close(); bob.close() }
+        let arrivals = bob.incomingCallStream
+        let out = await alice.dial(try Self.uri(bob, "bob"))
+        let inc = try #require(await Self.nextIncoming(arrivals))
+        try await inc.answer(timeout: .seconds(5))
+        try await out.waitUntil(timeout: .seconds(5)) { $0.isEstablished }
+        // Held by alice (sendonly): bob's side still hears alice's RTP; alice hears nothing from
+        // bob (recvonly answer) but the timer does not run for a stream that does not receive.
+        try await out.setHeld(true, timeout: .seconds(5))
+        try await Task.sleep(for: .milliseconds(1200))
+        #expect(out.state == .established(.localHold))
+        #expect(inc.state == .established(.remoteHold))
+        try await out.setHeld(false, timeout: .seconds(5))
+        // Bob's media dies (its process would have lost the network): no RTP, no RTCP, no BYE.
+        bob.media(inc.key)?.stop()
+        try await out.waitUntil(timeout: .seconds(5)) { $0.isEnded }
+        #expect(out.state == .ended(.noMedia))
+        // The BYE reached bob, who sees an ordinary hang-up by the peer.
+        try await inc.waitUntil(timeout: .seconds(5)) { $0.isEnded }
+        #expect(inc.state == .ended(.hungUp(by: .remote)))
+    }
+
     @Test("our ringing call replaced by an INVITE with Replaces (early-only): it ends .replaced and names the call that replaced it",
           .timeLimit(.minutes(1)))
     func replacedWhileRinging() async throws {
