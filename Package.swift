@@ -33,6 +33,10 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
+        // Metrics of the phone and its endpoint (calls, transactions, retransmissions, registrations, media).
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        // Phone as a Service with graceful shutdown, for servers that run a ServiceGroup.
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
         // bytes ⇄ SIP messages; no I/O, no dependencies.
@@ -88,7 +92,9 @@ let package = Package(
         .target(name: "CaptureAnalysis", dependencies: ["SIPMessage", "SDP", "PacketCapture", "NetworkIO"]),
         // The face embedding servers import: Phone, calls with media, registration, the pcapng traffic mirror.
         .target(name: "Switchboard", dependencies: ["SIPMessage", "SDP", "SIPTransaction", "SIPTransport", "SIPAuth", "SIPDialog", "SIPRuntime",
-                                                    "SIPResolver", "MediaRuntime", "Media", "PacketCapture", "NetworkIO", .product(name: "Logging", package: "swift-log")]),
+                                                    "SIPResolver", "MediaRuntime", "Media", "PacketCapture", "NetworkIO", .product(name: "Logging", package: "swift-log"),
+                                                    .product(name: "Metrics", package: "swift-metrics"),
+                                                    .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]),
         // The command line's logic and its text/JSON rendering, kept in a library so tests drive it directly.
         .target(name: "SwitchboardTools", dependencies: ["Switchboard", "SIPProxy", "SIPLoad", "CaptureAnalysis", "MediaRuntime", "Media", "SIPMessage", "SDP",
                                                          "SIPTransaction", "SIPTransport", "SIPRuntime", "SIPResolver", "PacketCapture", "SIPDialog", "SIPAuth", "CHeapStats",
@@ -124,7 +130,9 @@ let package = Package(
         .testTarget(name: "PacketCaptureTests", dependencies: ["SwitchboardTestSupport", "PacketCapture", "SIPMessage", "NetworkIO"]),
         .testTarget(name: "SwitchboardTests", dependencies: ["SwitchboardTestSupport", "Switchboard", "SIPRuntime", "SIPTransport", "SIPTransaction",
                                                       "SIPMessage", "SIPDialog", "SIPResolver", "MediaRuntime", "NetworkIO",
-                                                      .product(name: "Logging", package: "swift-log")]),
+                                                      .product(name: "Logging", package: "swift-log"),
+                                                      .product(name: "MetricsTestKit", package: "swift-metrics"),
+                                                      .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]),
         .testTarget(name: "SwitchboardToolsTests", dependencies: ["SwitchboardTools", "Switchboard", "SIPProxy", "SIPLoad", "CaptureAnalysis", "MediaRuntime", "Media", "SIPMessage", "SDP", "SIPRuntime", "SIPTransport", "PacketCapture", "SIPDialog", "SwitchboardTestSupport", "NetworkIO"]),
     ],
     swiftLanguageModes: [.v6]

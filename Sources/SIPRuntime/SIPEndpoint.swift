@@ -73,6 +73,9 @@ public struct EndpointStatistics: Sendable, Hashable {
     public var switchedToTCP = 0
     public var timeouts = 0
     public var liveTransactions = 0
+
+    /// All zero.
+    public init() {}
 }
 
 /// The live runtime: real sockets, the wall clock, and the pure ``TransactionLayer`` under one
@@ -264,7 +267,7 @@ public final class SIPEndpoint: Sendable {
 
     /// Sends a message outside any transaction (the ACK for a 2xx, a 2xx retransmission).
     public func sendStateless(_ message: SIPMessage, to peer: SIPPeer) {
-        _ = send(message, to: peer, transaction: nil)
+        if send(message, to: peer, transaction: nil) { core.withLock { $0.stats.messagesSent += 1 } }
     }
 
     // MARK: Inputs

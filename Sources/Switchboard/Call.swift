@@ -81,6 +81,9 @@ public final class Call: Sendable, Identifiable, CustomStringConvertible {
     /// Set once an answer was started, so answering twice answers once.
     private let answering = Atomic<Bool>(false)
     private let muted = Atomic<Bool>(false)
+    /// For the setup and duration metrics.
+    private let createdAt = ContinuousClock.now
+    private let establishedAt = Mutex<ContinuousClock.Instant?>(nil)
 
     init(id: UInt64, key: SessionKey, direction: CallDirection, remote: URI?, phone: Phone, label: String? = nil) {
         self.id = id
@@ -92,6 +95,7 @@ public final class Call: Sendable, Identifiable, CustomStringConvertible {
         let t = CallStateTracker(direction: direction)
         tracker = Mutex(t)
         broadcast = Broadcast(t.state)
+        phone.metrics?.callCreated(direction)
     }
 
     public var description: String { "call \(id) (\(direction), \(key.callID))" }
@@ -146,14 +150,33 @@ public final class Call: Sendable, Identifiable, CustomStringConvertible {
         // Published under the tracker's lock, so concurrent feeders never reorder states. The
         // redirection manager learns a state before anyone else can see it, so its
         // capabilities and its NewCall target are never behind the call.
-        let ended = tracker.withLock { t -> Bool in
-            guard let next = body(&t) else { return false }
+        let changed = tracker.withLock { t -> CallState? in
+            guard let next = body(&t) else { return nil }
             phone.redirection.callChanged(self, next)
             broadcast.publish(next, final: next.isEnded)
             eventFanOut.publish(.state(next))
-            return next.isEnded
+            return next
         }
-        if ended { eventFanOut.finish() }
+        guard let changed else { return }
+        if let metrics = phone.metrics { measure(changed, metrics) }
+        if changed.isEnded { eventFanOut.finish() }
+    }
+
+    private func measure(_ state: CallState, _ metrics: PhoneMetrics) {
+        let now = ContinuousClock.now
+        switch state {
+        case .established:
+            let first = establishedAt.withLock { at -> Bool in
+                guard at == nil else { return false }
+                at = now
+                return true
+            }
+            if first { metrics.callEstablished(direction, after: now - createdAt) }
+        case .ended(let reason):
+            metrics.callEnded(direction, reason, established: establishedAt.withLock { $0 }.map { now - $0 })
+        default:
+            break
+        }
     }
 
     /// An event of the call's media session (or a digit by INFO).

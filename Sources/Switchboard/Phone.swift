@@ -64,6 +64,9 @@ public final class Phone: Sendable {
     /// RFC 3263 server location for next hops named by a domain (made on first use).
     private let locator: Mutex<SIPServerLocator?>
     private let dns: DNSClientConfiguration?
+    /// Where the phone's metrics go (swift-metrics); nil when built with `metrics: nil`.
+    public let metrics: PhoneMetrics?
+    private let metricsTask = Mutex<Task<Void, Never>?>(nil)
 
     /// - Parameters:
     ///   - autoAnswer: answer incoming calls after ringing this long (nil: leave them ringing).
@@ -81,10 +84,13 @@ public final class Phone: Sendable {
     ///     603…) before anything else happens to them and never reach the application.
     ///   - referPolicy: what a REFER we receive may ask (schemes, out-of-dialog, bounds).
     ///   - referDecision: asked for each REFER that passed the policy; true accepts (the default).
+    ///   - metrics: where calls, registrations, SIP traffic and media figures are reported
+    ///     (``PhoneMetrics``; the process's `MetricsSystem` by default); nil reports nothing.
     public init(name: String, configuration: SIPUserAgent.Configuration, autoAnswer: Duration? = nil,
                 codecs: [Codec] = [.opus, .pcmu, .pcma, .telephoneEvent], media: PhoneMediaOptions? = nil, dns: DNSClientConfiguration? = nil,
                 forwardTo: [SIPURI] = [], forwardHistory: ForwardHeaders.History = .diversion, screening: CallScreening = CallScreening(),
                 referPolicy: ReferPolicy = ReferPolicy(), referDecision: @escaping @Sendable (SessionKey, ReferRequest) -> Bool = { _, _ in true },
+                metrics: PhoneMetrics.Configuration? = PhoneMetrics.Configuration(),
                 report: @escaping @Sendable (String) -> Void = { _ in },
                 trace: (@Sendable (SIPMessage, Bool, SIPPeer) -> Void)? = nil) throws {
         agent = try SIPUserAgent(configuration: configuration, tracing: trace != nil)
@@ -100,6 +106,15 @@ public final class Phone: Sendable {
         self.screening = screening
         self.referDecision = referDecision
         self.locator = Mutex(nil)
+        self.metrics = metrics.map(PhoneMetrics.init)
+        if let m = self.metrics {
+            let interval = m.configuration.interval
+            metricsTask.withLock {
+                $0 = Task { [agent] in
+                    while (try? await Task.sleep(for: interval)) != nil { m.sample(agent.endpoint.statistics) }
+                }
+            }
+        }
         let t = Task { [agent, weak self] in
             for await e in agent.events {
                 guard let self else { return }
@@ -115,6 +130,8 @@ public final class Phone: Sendable {
         registrationBroadcast.publish(registrationBroadcast.current, final: true)
         completions.finish()
         for media in mediaSessions.withLock({ m -> [MediaSession] in defer { m = [:] }; return Array(m.values) }) { media.stop() }
+        metricsTask.withLock { $0?.cancel() }
+        metrics?.sample(agent.endpoint.statistics)
         agent.close()
         task.withLock { $0?.cancel() }
     }
@@ -232,6 +249,7 @@ public final class Phone: Sendable {
         media.stop()
         call(for: key)?.note(.mediaActive(false))
         finalStatistics.withLock { $0[key] = stats }
+        metrics?.media(stats)
         if stats.call.codec != "none" { report("\(name): media \(stats)") }
     }
 
@@ -572,6 +590,7 @@ public final class Phone: Sendable {
             }
         case .registration(let s):
             registration.withLock { $0.append(s) }
+            metrics?.registration(s)
             registrationBroadcast.publish(s)
             report("\(name): \(s.label)")
         case .request, .trace:
