@@ -35,28 +35,34 @@ struct TransferOptions: ParsableArguments {
 
     var wanted: Bool { transferTo != nil || consult != nil }
 
-    /// Transfers the call `key` as asked; returns the outcome (nil when no transfer was asked).
-    func run(_ phone: Phone, _ key: SessionKey, say: @escaping @Sendable (String) -> Void) async throws -> ReferOutcome? {
+    /// Transfers `call` as asked; returns the outcome (nil when no transfer was asked, or the
+    /// call was no longer up when the time came).
+    func run(_ phone: Phone, _ call: Switchboard.Call, say: @escaping @Sendable (String) -> Void) async throws -> ReferOutcome? {
         guard wanted else { return nil }
         try await Task.sleep(for: .milliseconds(Int64(transferAfter * 1000)))
-        guard phone.states(key).last == .confirmed else { return nil }
-        try? await phone.hold(key, true)
+        guard call.state.isEstablished else { return nil }
         // The REFER goes once the hold is answered (RFC 5589's flows; a transferee that handles
         // one transaction at a time, as SIPp scenarios do, needs it), or after 5 s regardless.
-        for _ in 0..<250 {
-            guard let s = await phone.agent.session(key), !s.canOffer, !s.isTerminated else { break }
-            try await Task.sleep(for: .milliseconds(20))
+        do throws(CallError) {
+            try await call.setHeld(true, timeout: .seconds(5))
+        } catch {
+            say("hold before the transfer: \(error)")
         }
         if let t = transferTo {
-            return await phone.transfer(key, to: try SIPURI(t))
+            return try? await call.transfer(to: try SIPURI(t))
         }
         let consultation = await phone.dial(try SIPURI(consult!))
         guard (try? await consultation.waitUntil("consult", timeout: .seconds(30)) { $0.isEstablished }) != nil else {
             say("the consultation call was not answered: taking the call back")
-            try? await phone.hold(key, false)
+            try? await call.setHeld(false, timeout: .seconds(5))
             return .unknown(.noNotify)
         }
-        return await phone.transfer(key, replacing: consultation.key)
+        do throws(CallError) {
+            return try await call.attendedTransfer(to: consultation)
+        } catch {
+            say("attended transfer: \(error)")
+            return .unknown(.noNotify)
+        }
     }
 }
 
@@ -238,64 +244,92 @@ struct Call: AsyncParsableCommand {
         // SIGINT/SIGTERM hang up at once (CANCEL or BYE) and end the command.
         let stop = StopSignal()
         let placed = await phone.dial(targetURI)
-        // The call the user is in: ours, or the one that replaced it while it rang (an
-        // attended transfer to our ringing call, RFC 3891): the conversation goes on there.
-        let current = { @Sendable () -> SessionKey in
-            var c = placed
-            while let r = c.replacement { c = r }
-            return c.key
+        let setup = await withTaskGroup(of: Setup.self) { group in
+            group.addTask { await Self.answered(placed).map(Setup.answered) ?? .ended }
+            group.addTask { await stop.wait(); return .interrupted }
+            group.addTask { try? await Task.sleep(for: .milliseconds(Int64(timeout * 1000))); return .timedOut }
+            let first = await group.next() ?? .ended
+            group.cancelAll()
+            return first
         }
-        let answered = await phone.wait(timeout: .seconds(timeout)) {
-            stop.requested || phone.states(current()).contains { $0 == .confirmed || $0.isTerminated }
-        }
-        let key = current()
-        if key != placed.key { say("the call was replaced by the call \(key.callID)") }
-        guard answered, !stop.requested || phone.states(key).contains(.confirmed), phone.states(key).contains(.confirmed) else {
-            if !phone.states(key).contains(where: \.isTerminated) {
-                say(stop.requested ? "interrupted: cancelling" : "no answer after \(timeout) s: cancelling")
-                try? await phone.agent.perform(key) { s throws(SessionError) in try s.cancel() }
-                _ = await phone.wait(key, timeout: .seconds(2)) { $0.isTerminated }
+        guard case .answered(let call) = setup else {
+            let current = Self.current(placed)
+            if !current.state.isEnded {
+                say(setup == .interrupted ? "interrupted: cancelling" : "no answer after \(timeout) s: cancelling")
+                await current.hangUp(timeout: .seconds(2))
             }
             throw ExitCode(1)
         }
+        if call !== placed { say("the call was replaced by the call \(call.sipCallID)") }
         if let digits = media.dtmf {
-            do { try await phone.sendDigits(key, digits) } catch { say("DTMF not sent: \(error)") }
+            do { try await call.sendDigits(digits) } catch { say("DTMF not sent: \(error)") }
         }
         if transfer.wanted {
-            let outcome = try await transfer.run(phone, key, say: say)
+            let outcome = try await transfer.run(phone, call, say: say)
             // A transfer that did not succeed leaves the call with us: hang it up and say so.
-            if !phone.states(key).contains(where: \.isTerminated) {
-                try? await phone.agent.perform(key) { s throws(SessionError) in try s.bye() }
-            }
-            _ = await phone.wait(key, timeout: .seconds(5)) { $0.isTerminated }
+            await call.hangUp(timeout: .seconds(5))
             guard outcome?.isSuccess == true else { throw ExitCode(1) }
             return
         }
+        // The time in the call ends early on a signal or when the peer hangs up.
+        let ended: @Sendable () async -> Void = { _ = try? await call.waitUntil(timeout: .seconds(86_400)) { $0.isEnded } }
         let third = Duration.milliseconds(Int64(duration * 1000 / 3))
         if hold {
-            if await !stop.sleep(third) {
-                try? await phone.hold(key, true)
-                if await !stop.sleep(third) {
-                    try? await phone.hold(key, false)
-                    _ = await stop.sleep(third)
+            if await !stop.sleep(third, until: ended), call.state.isEstablished {
+                try? await call.setHeld(true)
+                if await !stop.sleep(third, until: ended), call.state.isEstablished {
+                    try? await call.setHeld(false)
+                    _ = await stop.sleep(third, until: ended)
                 }
             }
         } else {
-            _ = await stop.sleep(.milliseconds(Int64(duration * 1000)))
+            _ = await stop.sleep(.milliseconds(Int64(duration * 1000)), until: ended)
         }
         if stop.requested { say("interrupted: hanging up") }
-        if !phone.states(key).contains(where: \.isTerminated) {
-            try? await phone.agent.perform(key) { s throws(SessionError) in try s.bye() }
-        }
-        // The user's call ends with our BYE: its transaction finishes in the background (at most
-        // 2 s are given to its answer), never holding the command for Timer F.
-        _ = await phone.wait(key, timeout: .seconds(2)) { $0.isTerminated }
+        // Ended by the peer, or by us now: the BYE's transaction finishes in the background (at
+        // most 2 s are given to its answer), never holding the command for Timer F.
+        let endedBefore = call.state.isEnded
+        await call.hangUp(timeout: .seconds(2))
         if account.register != nil {
             await phone.unregister(timeout: .seconds(40))
         }
-        let end = phone.states(key).last
-        let hungUp = phone.states(key).contains(.terminating) && end != .terminated(.remoteHangup)
-        guard end == .terminated(.localHangup) || end == .terminated(.remoteHangup) || hungUp else { throw ExitCode(1) }
+        switch call.state {
+        case .ended(.hungUp): return
+        case .ended: throw ExitCode(1)
+        default:
+            // Our BYE is out, its answer still to come.
+            if endedBefore { throw ExitCode(1) }
+        }
+    }
+
+    enum Setup: Sendable, Equatable {
+        case answered(Switchboard.Call), ended, interrupted, timedOut
+        static func == (a: Setup, b: Setup) -> Bool {
+            switch (a, b) {
+            case (.answered(let x), .answered(let y)): return x === y
+            case (.ended, .ended), (.interrupted, .interrupted), (.timedOut, .timedOut): return true
+            default: return false
+            }
+        }
+    }
+
+    /// The call the user is in: ours, or the one that replaced it while it rang (an attended
+    /// transfer to our ringing call, RFC 3891): the conversation goes on there.
+    static func current(_ placed: Switchboard.Call) -> Switchboard.Call {
+        var c = placed
+        while let r = c.replacement { c = r }
+        return c
+    }
+
+    /// The call once answered (following replacements), or nil when it ended unanswered.
+    static func answered(_ placed: Switchboard.Call) async -> Switchboard.Call? {
+        var c = placed
+        while true {
+            guard let s = try? await c.waitUntil("answer", timeout: .seconds(86_400), { $0.isEstablished || $0.isEnded }) else { return nil }
+            if s.isEstablished { return c }
+            guard let r = c.replacement else { return nil }
+            c = r
+        }
     }
 }
 
@@ -382,53 +416,76 @@ struct Answer: AsyncParsableCommand {
                               referDecision: { _, _ in accepts },
                               report: { say(String($0.dropFirst(8))) }, trace: tracing.traceLines())
         defer { phone.close() }
+        // Subscribed before the first call can come.
+        let arrivals = phone.incomingCallStream
         say("listening on \(phone.agent.endpoint.localAddresses[0]) as \(identity)")
         if let r = account.register {
             await phone.agent.register(registrar: try SIPURI(r), expires: 600)
         }
         let stop = StopSignal()
-        let clock = MonotonicClock(), start = clock.now
-        var hungUp: Set<SessionKey> = []
-        var answeredAt: [SessionKey: MonotonicClock.Instant] = [:]
-        var dtmfSent: Set<SessionKey> = []
-        var transferring: Set<SessionKey> = []
-        while !stop.requested {
-            try await Task.sleep(for: .milliseconds(50))
-            if let d = duration, clock.now - start >= .milliseconds(Int64(d * 1000)) { break }
-            let calls = phone.incomingCalls
-            let ended = calls.filter { phone.states($0).contains(where: \.isTerminated) }
-            if let c = count, ended.count >= c { break }
-            if let digits = media.dtmf {
-                for k in calls where phone.states(k).last == .confirmed && !dtmfSent.contains(k) {
-                    dtmfSent.insert(k)
-                    do { try await phone.sendDigits(k, digits) } catch { say("DTMF not sent: \(error)") }
+        let (ends, ended) = AsyncStream<Void>.makeStream()
+        let options = self
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await stop.wait() }
+            if let d = duration { group.addTask { try? await Task.sleep(for: .milliseconds(Int64(d * 1000))) } }
+            if let c = count {
+                group.addTask {
+                    var n = 0
+                    for await _ in ends {
+                        n += 1
+                        if n >= c { return }
+                    }
                 }
             }
+            group.addTask {
+                await withTaskGroup(of: Void.self) { calls in
+                    for await call in arrivals {
+                        calls.addTask {
+                            await options.follow(call, phone, say: say)
+                            ended.yield()
+                        }
+                    }
+                }
+                // The phone closed: nothing more will come.
+                await stop.wait()
+            }
+            await group.next()
+            group.cancelAll()
+        }
+        ended.finish()
+        // Calls still up get a BYE (an unanswered one a 480), the registration is removed.
+        await phone.shutdown(timeout: .seconds(5))
+    }
+
+    /// What happens to one answered call (the phone rings and answers it itself): digits, a
+    /// transfer, a hang-up after a while; returns when it ended (or the command stops).
+    func follow(_ call: Switchboard.Call, _ phone: Phone, say: @escaping @Sendable (String) -> Void) async {
+        guard (try? await call.waitUntil("answer", timeout: .seconds(86_400)) { $0.isEstablished }) != nil else { return }
+        if let digits = media.dtmf {
+            do { try await call.sendDigits(digits) } catch { say("DTMF not sent: \(error)") }
+        }
+        await withTaskGroup(of: Void.self) { group in
             if transfer.wanted {
                 // Each answered call is transferred once (we are the transferor).
-                for k in calls where phone.states(k).last == .confirmed && !transferring.contains(k) {
-                    transferring.insert(k)
-                    let options = transfer
-                    Task {
-                        let outcome = try? await options.run(phone, k, say: say)
-                        say("transfer of \(k.callID): \(outcome.map { "\($0)" } ?? "not done")")
-                    }
+                group.addTask {
+                    let outcome = try? await transfer.run(phone, call, say: say)
+                    say("transfer of \(call.sipCallID): \(outcome.map { "\($0)" } ?? "not done")")
                 }
             }
             if let h = hangupAfter {
-                for k in calls where phone.states(k).last == .confirmed && !hungUp.contains(k) {
-                    let t = answeredAt[k] ?? clock.now
-                    answeredAt[k] = t
-                    if clock.now - t >= .milliseconds(Int64(h * 1000)) {
-                        hungUp.insert(k)
-                        try? await phone.agent.perform(k) { s throws(SessionError) in try s.bye() }
+                group.addTask {
+                    // Hung up after `h` seconds in the call, unless it ended before.
+                    await withTaskGroup(of: Void.self) { race in
+                        race.addTask { _ = try? await call.waitUntil(timeout: .seconds(86_400)) { $0.isEnded } }
+                        race.addTask { try? await Task.sleep(for: .milliseconds(Int64(h * 1000))) }
+                        await race.next()
+                        race.cancelAll()
                     }
+                    if call.state.isEstablished { await call.hangUp(timeout: .seconds(5)) }
                 }
             }
         }
-        if account.register != nil {
-            await phone.unregister(timeout: .seconds(10))
-        }
+        _ = try? await call.waitUntil(timeout: .seconds(86_400)) { $0.isEnded }
     }
 }
 

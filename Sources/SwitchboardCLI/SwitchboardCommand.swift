@@ -314,32 +314,65 @@ struct Serve: AsyncParsableCommand {
     }
 }
 
-/// SIGINT/SIGTERM set a flag the long-running commands poll (serve once a second, call every 20 ms).
-/// The dispatch sources are set once, in `init`; the flag is behind a lock.
+/// SIGINT/SIGTERM: a flag (for the loops that print once a second) and something to await
+/// (``wait()``, ``sleep(_:)``: the phone commands react at once, without polling). The dispatch
+/// sources are set once, in `init`; the state is behind a lock.
 final class StopSignal: @unchecked Sendable {
-    final class Flag: Sendable {
-        let value = Mutex(false)
+    final class State: Sendable {
+        struct Inner {
+            var requested = false
+            var waiters: [UInt64: AsyncStream<Void>.Continuation] = [:]
+            var next: UInt64 = 0
+        }
+        let inner = Mutex(Inner())
+
+        func fire() {
+            let waiters = inner.withLock { s -> [AsyncStream<Void>.Continuation] in
+                s.requested = true
+                defer { s.waiters = [:] }
+                return Array(s.waiters.values)
+            }
+            for w in waiters { w.finish() }
+        }
     }
-    private let flag = Flag()
+    private let state = State()
     private var sources: [any DispatchSourceSignal] = []
     init() {
         for sig in [SIGINT, SIGTERM] {
             signal(sig, SIG_IGN)
             let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            let flag = self.flag
-            s.setEventHandler { flag.value.withLock { $0 = true } }
+            let state = self.state
+            s.setEventHandler { state.fire() }
             s.resume()
             sources.append(s)
         }
     }
-    var requested: Bool { flag.value.withLock { $0 } }
+    var requested: Bool { state.inner.withLock { $0.requested } }
 
-    /// Sleeps `duration`, or less when a signal comes; returns whether one came.
-    func sleep(_ duration: Duration) async -> Bool {
-        let clock = ContinuousClock(), end = clock.now + duration
-        while clock.now < end {
-            if requested { return true }
-            try? await Task.sleep(for: min(.milliseconds(20), end - clock.now))
+    /// Returns when a signal came (at once if one already did), or when the task is cancelled.
+    func wait() async {
+        let (stream, continuation) = AsyncStream<Void>.makeStream()
+        let id = state.inner.withLock { s -> UInt64? in
+            guard !s.requested else { return nil }
+            s.next += 1
+            s.waiters[s.next] = continuation
+            return s.next
+        }
+        guard let id else { return }
+        continuation.onTermination = { [state] _ in _ = state.inner.withLock { $0.waiters.removeValue(forKey: id) } }
+        // Finished by the signal; a cancelled task leaves the loop at once.
+        for await _ in stream {}
+    }
+
+    /// Sleeps `duration`, or less when a signal comes or `until` returns first; returns whether
+    /// a signal came.
+    func sleep(_ duration: Duration, until: (@Sendable () async -> Void)? = nil) async -> Bool {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.wait() }
+            group.addTask { try? await Task.sleep(for: duration) }
+            if let until { group.addTask { await until() } }
+            await group.next()
+            group.cancelAll()
         }
         return requested
     }
