@@ -47,6 +47,8 @@ public enum CallEvent: Sendable, Hashable {
     case digit(Character, via: Phone.DigitTransport)
     /// The call's media started (`true`, after an offer/answer) or stopped (`false`).
     case mediaActive(Bool)
+    /// The peer sent key-value data during the call (``Call/send(data:timeout:)`` on its side).
+    case data(CallData)
 }
 
 /// One call of a ``Phone``, incoming or outgoing: its state as it changes (``states``, an
@@ -71,6 +73,9 @@ public final class Call: Sendable, Identifiable, CustomStringConvertible {
     /// An incoming call's caller as the call directory names it (``CallDirectoryEntry/identified(label:)``),
     /// when the caller sent no display name.
     public let label: String?
+    /// The key-value data the caller attached to an incoming call (``Phone/dial(_:data:headers:)``);
+    /// empty for our own calls and for callers that attached none.
+    public let attachedData: CallData
 
     let phone: Phone
     private let tracker: Mutex<CallStateTracker>
@@ -85,8 +90,10 @@ public final class Call: Sendable, Identifiable, CustomStringConvertible {
     private let createdAt = ContinuousClock.now
     private let establishedAt = Mutex<ContinuousClock.Instant?>(nil)
 
-    init(id: UInt64, key: SessionKey, direction: CallDirection, remote: URI?, phone: Phone, label: String? = nil) {
+    init(id: UInt64, key: SessionKey, direction: CallDirection, remote: URI?, phone: Phone, label: String? = nil,
+         attachedData: CallData = [:]) {
         self.id = id
+        self.attachedData = attachedData
         self.label = label
         self.key = key
         self.direction = direction
@@ -282,6 +289,26 @@ public final class Call: Sendable, Identifiable, CustomStringConvertible {
     public func setMuted(_ muted: Bool) {
         self.muted.store(muted, ordering: .relaxed)
         phone.media(key)?.setMuted(muted)
+    }
+
+    /// Sends key-value data to the peer during the call (a SIP INFO with a form-encoded body;
+    /// the peer's ``Call/events`` get ``CallEvent/data(_:)``). Returns when the peer accepted
+    /// it (2xx); throws ``CallError/refused(action:status:)`` with its status otherwise (a peer
+    /// that does not take such INFOs answers 415 or 469), ``CallError/timedOut(action:)``, or
+    /// ``CallError/invalidArgument(_:)`` for data over ``CallData/maximumEncodedSize``. Only on
+    /// an established call.
+    public func send(data: CallData, timeout: Duration = .seconds(32)) async throws(CallError) {
+        guard state.isEstablished else { throw .invalidState(action: "send data", state: state) }
+        let text = data.encoded
+        guard text.utf8.count <= CallData.maximumEncodedSize else { throw .invalidArgument("\(CallDataError.tooLarge(text.utf8.count))") }
+        let status: Int?
+        do throws(SessionError) {
+            status = try await phone.sendInfo(key, SessionBody(contentType: CallData.contentType, bytes: Array(text.utf8)), timeout: timeout)
+        } catch {
+            throw .session(error)
+        }
+        guard let status else { throw .timedOut(action: "send data") }
+        guard (200..<300).contains(status) else { throw .refused(action: "send data", status: status) }
     }
 
     /// Sends digits: RFC 4733 telephone-events in the media when negotiated, else SIP INFO

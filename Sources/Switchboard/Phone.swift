@@ -277,6 +277,40 @@ public final class Phone: Sendable {
         await place(target, headers: headers)
     }
 
+    /// Places a call carrying key-value data for the callee (a `User-to-User` header, RFC 7433;
+    /// the callee reads it as ``Call/attachedData``), as ``dial(_:headers:)`` otherwise.
+    /// - Throws: ``CallDataError/tooLarge(_:)`` over ``CallData/maximumEncodedSize`` bytes.
+    public func dial(_ target: SIPURI, data: CallData, headers: [(SIPHeaderName, String)] = []) async throws(CallDataError) -> Call {
+        let size = data.encoded.utf8.count
+        guard size <= CallData.maximumEncodedSize else { throw .tooLarge(size) }
+        return await place(target, headers: data.isEmpty ? headers : headers + [(.userToUser, data.userToUserValue)])
+    }
+
+    /// The call data an INVITE carries (its first `User-to-User` header for call data); empty,
+    /// and logged, when it cannot be read.
+    private func attachedData(of invite: SIPMessage, key: SessionKey) -> CallData {
+        for value in invite.values(.userToUser) {
+            do throws(CallDataError) {
+                if let data = try CallData(userToUser: value) { return data }
+            } catch {
+                agent.logger(for: key).debug("call data not read: \(error)")
+                return [:]
+            }
+        }
+        return [:]
+    }
+
+    /// Sends an INFO in the call and returns its final status (nil when it timed out).
+    func sendInfo(_ key: SessionKey, _ body: SessionBody, timeout: Duration) async throws(SessionError) -> Int? {
+        // Subscribed before the request leaves: its answer cannot pass unseen.
+        let done = completions.subscribe()
+        try await agent.perform(key) { s throws(SessionError) in try s.sendRequest(.info, body: body) }
+        return await within(timeout) {
+            for await (k, method, code) in done where k == key && method == .info { return code }
+            return nil
+        }
+    }
+
     private func place(_ target: SIPURI, headers: [(SIPHeaderName, String)]) async -> Call {
         let targets = await locate(agent.configuration.outboundProxy ?? target)
         let owner = MediaOwner()
@@ -482,7 +516,7 @@ public final class Phone: Sendable {
             var label: String? = nil
             if case .identified(let l) = screened, ((try? m.from().displayName) ?? nil)?.isEmpty ?? true { label = l }
             let call = Call(id: callCount.add(1, ordering: .relaxed).newValue, key: key, direction: .incoming,
-                            remote: try? m.from().uri, phone: self, label: label)
+                            remote: try? m.from().uri, phone: self, label: label, attachedData: attachedData(of: m, key: key))
             register(call)
             arrivals.publish(call)
             let from = (try? m.from().uri.description) ?? "?"
@@ -573,6 +607,18 @@ public final class Phone: Sendable {
                     report("\(name): DTMF received \(relay.signal) (INFO)")
                     call?.note(.digit(relay.signal, via: .info))
                     infoDigits.withLock { $0[key, default: ""].append(relay.signal) }
+                } else if m.method == .info, let body = SessionBody(of: m), body.contentType.type.lowercased() == "application",
+                          body.contentType.subtype.lowercased() == CallData.contentType.subtype {
+                    // Call data (CallData): a body that is not form-encoded UTF-8 is a 400.
+                    let data: CallData
+                    do throws(CallDataError) {
+                        data = try CallData(encoded: String(decoding: body.bytes, as: UTF8.self))
+                    } catch {
+                        try? await agent.perform(key) { s throws(SessionError) in s.respond(to: m, in: tx, statusCode: 400) }
+                        break
+                    }
+                    report("\(name): data received: \(data)")
+                    call?.note(.data(data))
                 }
                 try? await agent.perform(key) { s throws(SessionError) in s.respond(to: m, in: tx, statusCode: 200) }
             case .requestCompleted(let method, let code, _):
