@@ -32,6 +32,8 @@ public final class Phone: Sendable {
     private let finalStatistics = Mutex<[SessionKey: MediaSessionStatistics]>([:])
     private let mediaCount = Mutex(0)
     private let infoDigits = Mutex<[SessionKey: String]>([:])
+    /// Ended calls, oldest first, for ``forgetOldCalls(ended:)``.
+    private let endedCalls = Mutex<[SessionKey]>([])
     /// Our calls' engines as they were after the INVITE's offer, until the call is up: a 2xx
     /// whose answer differs from an unreliable 18x's is taken on this copy (RFC 6337 §3.1 asks
     /// for the same answer, not every peer obeys), and so is a later fork's early answer.
@@ -555,6 +557,7 @@ public final class Phone: Sendable {
                 // Reported before it is recorded: whoever waits for the state sees the lines first.
                 report("\(name): \(s.label)")
                 callStates.withLock { $0[key, default: []].append(s) }
+                if s.isTerminated { forgetOldCalls(ended: key) }
                 await transferCallChanged(key, s)
             case .remoteOffer(let b, let method):
                 // Answer re-INVITEs and UPDATEs (and a 2xx offer to our offerless INVITE); the
@@ -740,11 +743,37 @@ public final class Phone: Sendable {
     /// Digits received on a call by SIP INFO (`application/dtmf-relay`).
     public func digitsReceivedByInfo(_ key: SessionKey) -> String { infoDigits.withLock { $0[key] ?? "" } }
 
-    /// The states a session went through.
+    /// The states a session went through (kept for the last ``endedCallsKept`` ended calls).
     public func states(_ key: SessionKey) -> [SessionState] { callStates.withLock { $0[key] ?? [] } }
 
-    /// Incoming calls so far.
+    /// Incoming calls so far: those not ended, and the last ``endedCallsKept`` ended ones.
     public var incomingCalls: [SessionKey] { incoming.withLock { $0 } }
+
+    /// How many ended calls the key-based history (``states(_:)``, ``incomingCalls``,
+    /// ``digitsReceivedByInfo(_:)``, ``mediaStatistics(_:)``) keeps: a phone that runs for days
+    /// must not grow with every call it ever had. ``Call`` handles keep their own state.
+    public var endedCallsKept: Int { historyLimit.load(ordering: .relaxed) }
+    /// ``endedCallsKept`` (1,000; tests lower it).
+    let historyLimit = Atomic<Int>(1000)
+
+    /// Notes an ended call and, every so often, forgets the oldest ended calls beyond
+    /// ``endedCallsKept`` (in batches, so the pruning costs O(1) a call on average).
+    private func forgetOldCalls(ended key: SessionKey) {
+        let limit = max(1, endedCallsKept)
+        let old = endedCalls.withLock { e -> [SessionKey] in
+            e.append(key)
+            guard e.count >= limit + max(1, limit / 4) else { return [] }
+            let drop = Array(e.prefix(e.count - limit))
+            e.removeFirst(drop.count)
+            return drop
+        }
+        guard !old.isEmpty else { return }
+        let gone = Set(old)
+        callStates.withLock { for k in old { $0[k] = nil } }
+        infoDigits.withLock { for k in old { $0[k] = nil } }
+        finalStatistics.withLock { for k in old { $0[k] = nil } }
+        incoming.withLock { $0.removeAll { gone.contains($0) } }
+    }
 
     public var registrationStates: [RegistrationClient.State] { registration.withLock { $0 } }
 

@@ -269,3 +269,35 @@ struct CallTests {
         await fromDave.hangUp(timeout: .seconds(5))
     }
 }
+
+@Suite("Phone: bounded history")
+struct PhoneHistoryTests {
+    @Test("the key-based history keeps the last ended calls only: a long-running phone does not grow with every call", .timeLimit(.minutes(1)))
+    func boundedHistory() async throws {
+        let alice = try CallTests.phone("alice"), bob = try CallTests.phone("bob", autoAnswer: .zero)
+        defer { alice.close(); bob.close() }
+        bob.historyLimit.store(4, ordering: .relaxed)
+        var keys: [SessionKey] = []
+        for _ in 0..<7 {
+            let out = await alice.dial(try CallTests.uri(bob, "bob"))
+            try await out.waitUntil(timeout: .seconds(5)) { $0.isEstablished }
+            await out.hangUp(timeout: .seconds(5))
+            keys.append(out.key)
+        }
+        // Bob's side of each call ended too (the BYE's answer left after his state changed).
+        let settled = await within(.seconds(5)) { () -> Bool? in
+            while bob.incomingCalls.count > 4 || bob.states(bob.incomingCalls.last!).last?.isTerminated != true {
+                try? await Task.sleep(for: .milliseconds(10))
+            }
+            return true
+        }
+        #expect(settled == true)
+        // Pruned in batches of a quarter of the limit (here 1) once the limit is passed: the
+        // last 4 ended calls are kept, with their states; the older ones are forgotten.
+        #expect(bob.incomingCalls.count == 4, "\(bob.incomingCalls.count)")
+        #expect(Set(bob.incomingCalls.map(\.callID)) == Set(keys.suffix(4).map(\.callID)))
+        #expect(bob.incomingCalls.allSatisfy { bob.states($0).last?.isTerminated == true })
+        let forgotten = try #require(keys.first)
+        #expect(!bob.incomingCalls.contains { $0.callID == forgotten.callID })
+    }
+}
