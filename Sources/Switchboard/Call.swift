@@ -73,9 +73,12 @@ public final class Call: Sendable, Identifiable, CustomStringConvertible {
     /// An incoming call's caller as the call directory names it (``CallDirectoryEntry/identified(label:)``),
     /// when the caller sent no display name.
     public let label: String?
-    /// The key-value data the caller attached to an incoming call (``Phone/dial(_:data:headers:)``);
+    /// The key-value data the caller attached to an incoming call (``Phone/dial(_:options:)``);
     /// empty for our own calls and for callers that attached none.
     public let attachedData: CallData
+    /// The application's own label for a call it placed (``CallOptions/tag``: Diyalog's
+    /// transaction code); never sent.
+    public let tag: String?
 
     let phone: Phone
     private let tracker: Mutex<CallStateTracker>
@@ -91,8 +94,9 @@ public final class Call: Sendable, Identifiable, CustomStringConvertible {
     private let establishedAt = Mutex<ContinuousClock.Instant?>(nil)
 
     init(id: UInt64, key: SessionKey, direction: CallDirection, remote: URI?, phone: Phone, label: String? = nil,
-         attachedData: CallData = [:]) {
+         attachedData: CallData = [:], tag: String? = nil) {
         self.id = id
+        self.tag = tag
         self.attachedData = attachedData
         self.label = label
         self.key = key

@@ -279,13 +279,20 @@ public final class Phone: Sendable {
         await place(target, headers: headers)
     }
 
-    /// Places a call carrying key-value data for the callee (a `User-to-User` header, RFC 7433;
-    /// the callee reads it as ``Call/attachedData``), as ``dial(_:headers:)`` otherwise.
-    /// - Throws: ``CallDataError/tooLarge(_:)`` over ``CallData/maximumEncodedSize`` bytes.
-    public func dial(_ target: SIPURI, data: CallData, headers: [(SIPHeaderName, String)] = []) async throws(CallDataError) -> Call {
-        let size = data.encoded.utf8.count
+    /// Places a call with options (see ``CallOptions``): key-value data for the callee (a
+    /// `User-to-User` header, RFC 7433; the callee reads it as ``Call/attachedData``), a session
+    /// token for registration-free dialing (`Authorization: Bearer`, RFC 8898, by default), a
+    /// local tag, extra headers. Otherwise as ``dial(_:headers:)``.
+    /// - Throws: ``CallDataError/tooLarge(_:)`` when the data is over ``CallData/maximumEncodedSize`` bytes.
+    public func dial(_ target: SIPURI, options: CallOptions) async throws(CallDataError) -> Call {
+        let size = options.attachedData.encoded.utf8.count
         guard size <= CallData.maximumEncodedSize else { throw .tooLarge(size) }
-        return await place(target, headers: data.isEmpty ? headers : headers + [(.userToUser, data.userToUserValue)])
+        var headers = options.headers
+        if !options.attachedData.isEmpty { headers.append((.userToUser, options.attachedData.userToUserValue)) }
+        if let token = options.sessionToken {
+            headers.append((options.tokenHeader, options.tokenHeader == .authorization ? "Bearer \(token)" : token))
+        }
+        return await place(target, headers: headers, tag: options.tag)
     }
 
     /// The call data an INVITE carries (its first `User-to-User` header for call data); empty,
@@ -313,7 +320,7 @@ public final class Phone: Sendable {
         }
     }
 
-    private func place(_ target: SIPURI, headers: [(SIPHeaderName, String)]) async -> Call {
+    private func place(_ target: SIPURI, headers: [(SIPHeaderName, String)], tag: String? = nil) async -> Call {
         let targets = await locate(agent.configuration.outboundProxy ?? target)
         let owner = MediaOwner()
         let media = newMedia(owner: owner)
@@ -324,7 +331,8 @@ public final class Phone: Sendable {
         let ready = engine
         let made = Mutex<Call?>(nil)
         let key = await agent.call(target, offer: offer, targets: targets, headers: headers) { key in
-            let call = Call(id: self.callCount.add(1, ordering: .relaxed).newValue, key: key, direction: .outgoing, remote: .sip(target), phone: self)
+            let call = Call(id: self.callCount.add(1, ordering: .relaxed).newValue, key: key, direction: .outgoing, remote: .sip(target), phone: self,
+                            tag: tag)
             self.register(call)
             owner.key.withLock { $0 = key }
             made.withLock { $0 = call }

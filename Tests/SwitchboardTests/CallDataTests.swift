@@ -1,4 +1,5 @@
 import Testing
+import Synchronization
 import SIPMessage
 import SIPRuntime
 import NetworkIO
@@ -47,13 +48,25 @@ struct CallDataTests {
     @Test("attached to the INVITE and read by the callee; sent during the call both ways as events; refused sizes throw",
           .timeLimit(.minutes(1)))
     func live() async throws {
-        let alice = try CallTests.phone("alice"), bob = try CallTests.phone("bob")
+        let alice = try CallTests.phone("alice")
+        let invites = Mutex<[SIPMessage]>([])
+        var c = SIPUserAgent.Configuration(endpoint: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))], timers: CallTests.fast),
+                                           identity: try SIPURI("sip:bob@127.0.0.1"))
+        c.sessionTimer = nil
+        let bob = try Phone(name: "bob", configuration: c, trace: { m, outgoing, _ in
+            if !outgoing, m.method == .invite { invites.withLock { $0.append(m) } }
+        })
         defer { alice.close(); bob.close() }
         let arrivals = bob.incomingCallStream
-        let out = try await alice.dial(try CallTests.uri(bob, "bob"), data: ["queue": "billing", "customer": "C-1017"])
+        let out = try await alice.dial(try CallTests.uri(bob, "bob"), options: CallOptions(attachedData: ["queue": "billing", "customer": "C-1017"], sessionToken: "tok-123", tag: "tx-9"))
         let inc = try #require(await CallTests.nextIncoming(arrivals))
         #expect(inc.attachedData == ["queue": "billing", "customer": "C-1017"])
         #expect(out.attachedData.isEmpty)
+        #expect(out.tag == "tx-9")
+        // The token rides in Authorization (RFC 8898); the tag stays home.
+        let invite = try #require(invites.withLock { $0.first })
+        #expect(invite.values(.authorization) == ["Bearer tok-123"])
+        #expect(!String(decoding: invite.serialized(), as: UTF8.self).contains("tx-9"))
         let bobEvents = inc.events, aliceEvents = out.events
         try await inc.answer(timeout: .seconds(5))
         try await out.waitUntil(timeout: .seconds(5)) { $0.isEstablished }
@@ -72,7 +85,7 @@ struct CallDataTests {
         let huge = CallData([("blob", String(repeating: "x", count: CallData.maximumEncodedSize))])
         await #expect(throws: CallError.self) { try await out.send(data: huge) }
         await #expect(throws: CallDataError.tooLarge(CallData.maximumEncodedSize + 5)) {
-            _ = try await alice.dial(try CallTests.uri(bob, "bob"), data: huge)
+            _ = try await alice.dial(try CallTests.uri(bob, "bob"), options: CallOptions(attachedData: huge))
         }
         await out.hangUp(timeout: .seconds(5))
         await #expect(throws: CallError.invalidState(action: "send data", state: out.state)) { try await out.send(data: ["a": "b"]) }
