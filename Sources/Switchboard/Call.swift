@@ -170,7 +170,10 @@ public final class Call: Sendable, Identifiable, CustomStringConvertible {
         }
         guard let changed else { return }
         if let metrics = phone.metrics { measure(changed, metrics) }
-        if changed.isEnded { eventFanOut.finish() }
+        if changed.isEnded {
+            eventFanOut.finish()
+            phone.callEnded(self)
+        }
     }
 
     private func measure(_ state: CallState, _ metrics: PhoneMetrics) {

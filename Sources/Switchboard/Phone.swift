@@ -44,6 +44,7 @@ public final class Phone: Sendable {
     private let liveCalls = Mutex<[SessionKey: Call]>([:])
     private let callCount = Atomic<UInt64>(0)
     private let arrivals = EventFanOut<Call>()
+    private let endings = EventFanOut<Call>()
     /// Every in-dialog request's final status, for actions that wait for one (hold).
     private let completions = EventFanOut<(SessionKey, SIPMethod, Int)>()
     /// The hold a re-INVITE of ours asks for, applied to the call when it succeeds.
@@ -129,6 +130,7 @@ public final class Phone: Sendable {
     public func close() {
         redirection.close()
         arrivals.finish()
+        endings.finish()
         registrationBroadcast.publish(registrationBroadcast.current, final: true)
         completions.finish()
         for media in mediaSessions.withLock({ m -> [MediaSession] in defer { m = [:] }; return Array(m.values) }) { media.stop() }
@@ -501,6 +503,15 @@ public final class Phone: Sendable {
     /// a new sequence that sees the calls arriving from then on; it finishes when the phone closes.
     public var incomingCallStream: AsyncStream<Call> { arrivals.subscribe() }
 
+    /// Calls as they end, incoming and outgoing (each once, in state ``CallState/ended(_:)``):
+    /// for call records, or to count calls without following each one's states. Each access
+    /// makes a new sequence that sees the calls ending from then on; it finishes when the phone
+    /// closes.
+    public var endedCallStream: AsyncStream<Call> { endings.subscribe() }
+
+    /// Told by a call when it ended.
+    func callEnded(_ call: Call) { endings.publish(call) }
+
 
     /// Our answer to an offer, or the 488 (with a Warning) that refuses it.
     private func answer(_ key: SessionKey, offer: SessionBody) -> Result<SessionBody, OfferAnswerError> {
@@ -790,7 +801,8 @@ public final class Phone: Sendable {
         let clock = MonotonicClock(), deadline = clock.now + timeout
         while clock.now < deadline {
             if condition() { return true }
-            try? await Task.sleep(for: .milliseconds(5))
+            // A cancelled task stops waiting (Task.sleep would return at once, forever).
+            guard (try? await Task.sleep(for: .milliseconds(5))) != nil else { break }
         }
         return condition()
     }

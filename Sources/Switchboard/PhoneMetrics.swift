@@ -64,9 +64,17 @@ public final class PhoneMetrics: Sendable {
     private let endpointCounters: [(Counter, @Sendable (EndpointStatistics) -> Int)]
     private let lastEndpoint = Mutex(EndpointStatistics())
     private let liveCalls = Atomic<Int>(0)
-    /// Counters and timers with a direction or reason, made on first use.
-    private let byLabel = Mutex<[String: Counter]>([:])
-    private let timers = Mutex<[String: CoreMetrics.Timer]>([:])
+    /// Per direction (outgoing, incoming): made once, so a call's figures allocate nothing.
+    private let created: [Counter]
+    private let setup: [CoreMetrics.Timer]
+    private let duration: [CoreMetrics.Timer]
+    /// Per direction and end reason, made on first use (the reasons are a fixed, small set).
+    private let ended = Mutex<[EndKey: Counter]>([:])
+
+    private struct EndKey: Hashable {
+        var incoming: Bool
+        var reason: String
+    }
 
     init(_ configuration: Configuration) {
         self.configuration = configuration
@@ -89,47 +97,37 @@ public final class PhoneMetrics: Sendable {
             ("sip_malformed_total", { $0.malformed }), ("sip_rejected_total", { $0.rejected }), ("sip_send_errors_total", { $0.sendErrors }),
         ]
         endpointCounters = fields.map { (Counter(label: p + $0.0, dimensions: d, factory: f), $0.1) }
+        let directions = [CallDirection.outgoing, .incoming].map { d + [("direction", $0.metricLabel)] }
+        created = directions.map { Counter(label: p + "calls_total", dimensions: $0, factory: f) }
+        setup = directions.map { CoreMetrics.Timer(label: p + "call_setup_seconds", dimensions: $0, preferredDisplayUnit: .seconds, factory: f) }
+        duration = directions.map { CoreMetrics.Timer(label: p + "call_duration_seconds", dimensions: $0, preferredDisplayUnit: .seconds, factory: f) }
         active.record(0)
         registered.record(0)
-    }
-
-    private func counter(_ name: String, _ dimensions: [(String, String)]) -> Counter {
-        let key = name + dimensions.map { "|\($0.0)=\($0.1)" }.joined()
-        return byLabel.withLock { all in
-            if let c = all[key] { return c }
-            let c = Counter(label: configuration.prefix + name, dimensions: configuration.dimensions + dimensions, factory: configuration.factory)
-            all[key] = c
-            return c
-        }
-    }
-
-    private func timer(_ name: String, _ dimensions: [(String, String)]) -> CoreMetrics.Timer {
-        let key = name + dimensions.map { "|\($0.0)=\($0.1)" }.joined()
-        return timers.withLock { all in
-            if let t = all[key] { return t }
-            let t = CoreMetrics.Timer(label: configuration.prefix + name, dimensions: configuration.dimensions + dimensions,
-                                      preferredDisplayUnit: .seconds, factory: configuration.factory)
-            all[key] = t
-            return t
-        }
     }
 
     // MARK: Fed by the phone and its calls
 
     func callCreated(_ direction: CallDirection) {
-        counter("calls_total", [("direction", direction.metricLabel)]).increment()
+        created[direction.metricIndex].increment()
         active.record(liveCalls.add(1, ordering: .relaxed).newValue)
     }
 
     func callEstablished(_ direction: CallDirection, after setup: Duration) {
-        timer("call_setup_seconds", [("direction", direction.metricLabel)]).recordNanoseconds(setup.nanoseconds)
+        self.setup[direction.metricIndex].recordNanoseconds(setup.nanoseconds)
     }
 
     func callEnded(_ direction: CallDirection, _ reason: CallEndReason, established: Duration?) {
-        counter("calls_ended_total", [("direction", direction.metricLabel), ("reason", reason.metricLabel)]).increment()
-        if let established {
-            timer("call_duration_seconds", [("direction", direction.metricLabel)]).recordNanoseconds(established.nanoseconds)
+        let key = EndKey(incoming: direction == .incoming, reason: reason.metricLabel)
+        let counter = ended.withLock { all in
+            if let c = all[key] { return c }
+            let c = Counter(label: configuration.prefix + "calls_ended_total",
+                            dimensions: configuration.dimensions + [("direction", direction.metricLabel), ("reason", key.reason)],
+                            factory: configuration.factory)
+            all[key] = c
+            return c
         }
+        counter.increment()
+        if let established { duration[direction.metricIndex].recordNanoseconds(established.nanoseconds) }
         active.record(max(0, liveCalls.subtract(1, ordering: .relaxed).newValue))
     }
 
@@ -179,6 +177,7 @@ extension Duration {
 
 extension CallDirection {
     var metricLabel: String { self == .incoming ? "incoming" : "outgoing" }
+    var metricIndex: Int { self == .incoming ? 1 : 0 }
 }
 
 extension CallEndReason {

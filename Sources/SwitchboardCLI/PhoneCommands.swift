@@ -416,43 +416,43 @@ struct Answer: AsyncParsableCommand {
                               referDecision: { _, _ in accepts },
                               report: { say(String($0.dropFirst(8))) }, trace: tracing.traceLines())
         defer { phone.close() }
-        // Subscribed before the first call can come.
-        let arrivals = phone.incomingCallStream
+        // Subscribed before the first call can come, and only when something is to be done per
+        // call: a phone that just answers costs the command nothing per call.
+        let options = self
+        let wanted = media.dtmf != nil || transfer.wanted || hangupAfter != nil
+        let arrivals = wanted ? phone.incomingCallStream : nil
+        let endings = count != nil ? phone.endedCallStream : nil
         say("listening on \(phone.agent.endpoint.localAddresses[0]) as \(identity)")
         if let r = account.register {
             await phone.agent.register(registrar: try SIPURI(r), expires: 600)
         }
         let stop = StopSignal()
-        let (ends, ended) = AsyncStream<Void>.makeStream()
-        let options = self
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await stop.wait() }
             if let d = duration { group.addTask { try? await Task.sleep(for: .milliseconds(Int64(d * 1000))) } }
-            if let c = count {
+            if let endings, let c = count {
                 group.addTask {
                     var n = 0
-                    for await _ in ends {
+                    for await call in endings where call.direction == .incoming {
                         n += 1
                         if n >= c { return }
                     }
                 }
             }
-            group.addTask {
-                await withTaskGroup(of: Void.self) { calls in
-                    for await call in arrivals {
-                        calls.addTask {
-                            await options.follow(call, phone, say: say)
-                            ended.yield()
+            if let arrivals {
+                group.addTask {
+                    await withTaskGroup(of: Void.self) { calls in
+                        for await call in arrivals {
+                            calls.addTask { await options.follow(call, phone, say: say) }
                         }
                     }
+                    // The phone closed: nothing more will come.
+                    await stop.wait()
                 }
-                // The phone closed: nothing more will come.
-                await stop.wait()
             }
             await group.next()
             group.cancelAll()
         }
-        ended.finish()
         // Calls still up get a BYE (an unanswered one a 480), the registration is removed.
         await phone.shutdown(timeout: .seconds(5))
     }
@@ -460,7 +460,18 @@ struct Answer: AsyncParsableCommand {
     /// What happens to one answered call (the phone rings and answers it itself): digits, a
     /// transfer, a hang-up after a while; returns when it ended (or the command stops).
     func follow(_ call: Switchboard.Call, _ phone: Phone, say: @escaping @Sendable (String) -> Void) async {
-        guard (try? await call.waitUntil("answer", timeout: .seconds(86_400)) { $0.isEstablished }) != nil else { return }
+        // One subscription to the call's states for its whole life: what the options ask starts
+        // beside it once the call is up (and finishes on its own: a transfer's outcome may come
+        // after the call ended).
+        var acting = false
+        for await state in call.states where !acting && state.isEstablished {
+            acting = true
+            Task { await act(on: call, phone, say: say) }
+        }
+    }
+
+    /// Digits, a transfer, a hang-up after a while: what the options ask of an answered call.
+    func act(on call: Switchboard.Call, _ phone: Phone, say: @escaping @Sendable (String) -> Void) async {
         if let digits = media.dtmf {
             do { try await call.sendDigits(digits) } catch { say("DTMF not sent: \(error)") }
         }
@@ -485,7 +496,6 @@ struct Answer: AsyncParsableCommand {
                 }
             }
         }
-        _ = try? await call.waitUntil(timeout: .seconds(86_400)) { $0.isEnded }
     }
 }
 
