@@ -22,6 +22,9 @@ public enum CallError: Error, Sendable, Hashable, CustomStringConvertible {
     /// An argument the action cannot take (a forward without a target, a consultation call of
     /// another phone…), and why.
     case invalidArgument(String)
+    /// A transfer did not succeed (``Phone/perform(_:)``'s transfer actions; the `Call` methods
+    /// return the outcome instead).
+    case transferFailed(ReferOutcome)
 
     public var description: String {
         switch self {
@@ -32,6 +35,7 @@ public enum CallError: Error, Sendable, Hashable, CustomStringConvertible {
         case .session(let e): return "\(e)"
         case .digits(let why): return "digits not sent: \(why)"
         case .invalidArgument(let why): return "invalid argument: \(why)"
+        case .transferFailed(let outcome): return "the transfer did not succeed: \(outcome)"
         }
     }
 }

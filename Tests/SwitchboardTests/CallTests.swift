@@ -301,3 +301,37 @@ struct PhoneHistoryTests {
         #expect(!bob.incomingCalls.contains { $0.callID == forgotten.callID })
     }
 }
+
+@Suite("Phone.perform: batches of actions")
+struct PhoneBatchTests {
+    @Test("a batch runs in order and reports each action: end one call and answer another; a failed action does not stop the rest",
+          .timeLimit(.minutes(1)))
+    func batch() async throws {
+        let alice = try CallTests.phone("alice"), carol = try CallTests.phone("carol"), bob = try CallTests.phone("bob")
+        let other = try CallTests.phone("other")
+        defer { alice.close(); carol.close(); bob.close(); other.close() }
+        let arrivals = bob.incomingCallStream
+        let first = await alice.dial(try CallTests.uri(bob, "bob"))
+        let one = try #require(await CallTests.nextIncoming(arrivals))
+        try await one.answer(timeout: .seconds(5))
+        let second = await carol.dial(try CallTests.uri(bob, "bob"))
+        let two = try #require(await CallTests.nextIncoming(arrivals))
+        let foreign = await other.dial(try CallTests.uri(alice, "alice"))
+        // CallKit's "end and answer": hang up the first, answer the second; a hold on an ended
+        // call fails in its place, and a call of another phone is refused.
+        let results = await bob.perform([.hangUp(one), .answer(two), .setHeld(one, true), .setMuted(two, true), .hangUp(foreign)])
+        #expect(results.count == 5)
+        #expect((try? results[0].get()) != nil)
+        #expect((try? results[1].get()) != nil)
+        func failure(_ r: Result<Void, CallError>) -> CallError? { if case .failure(let e) = r { return e } else { return nil } }
+        #expect(failure(results[2]) == .invalidState(action: "hold", state: .ended(.hungUp(by: .local))))
+        #expect((try? results[3].get()) != nil)
+        #expect(failure(results[4]) == .invalidArgument("the call belongs to another phone"))
+        #expect(one.state == .ended(.hungUp(by: .local)))
+        #expect(two.state.isEstablished && two.isMuted)
+        try await first.waitUntil(timeout: .seconds(5)) { $0.isEnded }
+        try await second.waitUntil(timeout: .seconds(5)) { $0.isEstablished }
+        await second.hangUp(timeout: .seconds(5))
+        await foreign.hangUp(timeout: .seconds(5))
+    }
+}
