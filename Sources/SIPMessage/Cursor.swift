@@ -103,8 +103,9 @@ struct Cursor {
         return String(sipBytes: t)
     }
 
-    /// Reads a quoted string (the cursor at its opening quote) and returns its unescaped text.
-    mutating func quotedString(_ rule: SIPParseError.Rule = .quotedString) throws(SIPParseError) -> String {
+    /// Reads a quoted string (the cursor at its opening quote) and returns its unescaped text
+    /// (with `keep` false, only checks it and returns an empty string: no allocation).
+    mutating func quotedString(_ rule: SIPParseError.Rule = .quotedString, keep: Bool = true) throws(SIPParseError) -> String {
         guard peek == UInt8(ascii: "\"") else { throw error(rule, "expected a quoted string") }
         let open = i
         i += 1
@@ -115,18 +116,18 @@ struct Cursor {
                 guard i + 1 < end, bytes[i + 1] <= 0x7F, bytes[i + 1] != 0x0A, bytes[i + 1] != 0x0D else {
                     throw SIPParseError(offset: i, rule: .quotedString, detail: "bad escape in quoted string")
                 }
-                out.append(bytes[i + 1])
+                if keep { out.append(bytes[i + 1]) }
                 i += 2
                 continue
             }
             if b == UInt8(ascii: "\"") {
                 i += 1
-                return String(sipBytes: out)
+                return keep ? String(sipBytes: out) : ""
             }
             if b < 0x20 && b != 0x09 && b != 0x0D && b != 0x0A || b == 0x7F {
                 throw SIPParseError(offset: i, rule: .quotedString, detail: "control byte inside a quoted string")
             }
-            out.append(b)
+            if keep { out.append(b) }
             i += 1
         }
         throw SIPParseError(offset: open, rule: .quotedString, detail: "quoted string is not terminated")
@@ -148,34 +149,48 @@ struct Cursor {
     }
 
     /// Reads `*( SEMI generic-param )` up to the end or up to a byte in `stop`.
-    mutating func parameters(_ rule: SIPParseError.Rule) throws(SIPParseError) -> SIPParameters {
+    /// - Parameters:
+    ///   - keep: false only checks the grammar and returns no parameters (no allocation).
+    ///   - check: sees each parameter's name and value bytes (a quoted value without its
+    ///     quotes, escapes as written; nil without `=`) and the offset of its name, to check
+    ///     values on the bytes whether or not they are kept.
+    mutating func parameters(_ rule: SIPParseError.Rule, keep: Bool = true,
+                             check: ((ArraySlice<UInt8>, ArraySlice<UInt8>?, Int) throws(SIPParseError) -> Void)? = nil)
+        throws(SIPParseError) -> SIPParameters
+    {
         var params = SIPParameters()
         while consume(UInt8(ascii: ";")) {
             // One allocation of the right size (parsed parameters are kept in dialogs, so no
             // spare room): one slot per ';' left, quoted ones included.
-            if params.items.isEmpty { params.reserve(1 + bytes[i..<end].reduce(0) { $1 == UInt8(ascii: ";") ? $0 + 1 : $0 }) }
+            if keep, params.items.isEmpty { params.reserve(1 + bytes[i..<end].reduce(0) { $1 == UInt8(ascii: ";") ? $0 + 1 : $0 }) }
             let nameStart = i
             let name = token()
             guard !name.isEmpty else { throw SIPParseError(offset: nameStart, rule: .parameter, detail: "empty parameter name") }
             var value: String? = nil
+            var raw: ArraySlice<UInt8>? = nil
             var quoted = false
             if consume(UInt8(ascii: "=")) {
                 if peek == UInt8(ascii: "\"") {
-                    value = try quotedString()
+                    let open = i
+                    value = try quotedString(keep: keep)
+                    raw = bytes[(open + 1)..<(i - 1)]
                     quoted = true
                 } else if peek == UInt8(ascii: "[") {
                     // IPv6 reference (received=[2001:db8::9]).
                     let v = take { $0 != UInt8(ascii: "]") && $0 != UInt8(ascii: ";") && !isWS($0) && $0 != UInt8(ascii: ",") }
                     guard peek == UInt8(ascii: "]") else { throw error(.parameter, "unterminated IPv6 reference in parameter") }
                     i += 1
-                    value = String(sipBytes: v) + "]"
+                    raw = bytes[v.startIndex..<i]
+                    if keep { value = String(sipBytes: v) + "]" }
                 } else {
                     let v = take { isTokenByte($0) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: "[") || $0 == UInt8(ascii: "]") }
                     guard !v.isEmpty else { throw error(.parameter, "empty value for parameter \(String(sipBytes: name))") }
-                    value = String(sipBytes: v)
+                    raw = v
+                    if keep { value = String(sipBytes: v) }
                 }
             }
-            params.append(SIPParameter(name: String(sipBytes: name), value: value, quoted: quoted))
+            try check?(name, raw, nameStart)
+            if keep { params.append(SIPParameter(name: String(sipBytes: name), value: value, quoted: quoted)) }
         }
         return params
     }

@@ -51,7 +51,9 @@ public struct NameAddress: Sendable, Hashable, CustomStringConvertible {
         return s
     }
 
-    static func parse(_ b: ArraySlice<UInt8>) throws(SIPParseError) -> NameAddress {
+    /// With `keep` false the address is only checked: no display name, an unkept URI, no
+    /// parameters (no allocation).
+    static func parse(_ b: ArraySlice<UInt8>, keep: Bool = true) throws(SIPParseError) -> NameAddress {
         var c = Cursor(b)
         c.skipWS()
         guard !c.atEnd else { throw c.error(.nameAddress, "empty address") }
@@ -59,7 +61,7 @@ public struct NameAddress: Sendable, Hashable, CustomStringConvertible {
         var uriBytes: ArraySlice<UInt8>
         if c.peek == UInt8(ascii: "\"") {
             // A quoted display name must be followed by <addr-spec>.
-            display = try c.quotedString(.quotedString)
+            display = try c.quotedString(.quotedString, keep: keep)
             c.skipWS()
             guard c.peek == UInt8(ascii: "<") else { throw c.error(.nameAddress, "expected '<' after the display name") }
         }
@@ -90,10 +92,10 @@ public struct NameAddress: Sendable, Hashable, CustomStringConvertible {
                 while c.i < lq {
                     let t = c.token()
                     guard !t.isEmpty else { throw c.error(.nameAddress, "display name must be tokens or a quoted string") }
-                    words.append(String(sipBytes: t))
+                    if keep { words.append(String(sipBytes: t)) }
                     c.skipWS()
                 }
-                display = words.joined(separator: " ")
+                display = keep ? words.joined(separator: " ") : ""
             }
             c.i = lq + 1
             guard let rq = b[c.i...].firstIndex(of: UInt8(ascii: ">")) else {
@@ -113,8 +115,8 @@ public struct NameAddress: Sendable, Hashable, CustomStringConvertible {
             }
         }
         guard !uriBytes.isEmpty else { throw SIPParseError(offset: uriBytes.startIndex, rule: .nameAddress, detail: "empty URI") }
-        let uri = try URI.parse(uriBytes)
-        let params = try c.parameters(.nameAddress)
+        let uri = try URI.parse(uriBytes, keep: keep)
+        let params = try c.parameters(.nameAddress, keep: keep)
         try c.requireEnd(.nameAddress, "after the address")
         return NameAddress(displayName: display, uri: uri, parameters: params)
     }

@@ -1,16 +1,18 @@
 /// `%HH` escaping of RFC 3261 §25.1 (`escaped = "%" HEXDIG HEXDIG`).
 enum PercentEscaping {
-    /// Decodes the `%HH` escapes of `b`, checking that every other byte is in `allowed`.
-    static func decode(_ b: ArraySlice<UInt8>, allowed: (UInt8) -> Bool, rule: SIPParseError.Rule = .uri, what: String) throws(SIPParseError) -> String {
+    /// Decodes the `%HH` escapes of `b`, checking that every other byte is in `allowed` (with
+    /// `keep` false, only checks and returns an empty string: no allocation).
+    static func decode(_ b: ArraySlice<UInt8>, allowed: (UInt8) -> Bool, rule: SIPParseError.Rule = .uri, what: String,
+                       keep: Bool = true) throws(SIPParseError) -> String {
         // Nothing escaped (the usual case): the text is the bytes, once checked.
         if !b.contains(UInt8(ascii: "%")) {
             if let bad = b.firstIndex(where: { !allowed($0) }) {
                 throw SIPParseError(offset: bad, rule: rule, detail: "byte 0x\(String(b[bad], radix: 16)) is not allowed in \(what)")
             }
-            return String(decoding: b, as: UTF8.self)
+            return keep ? String(decoding: b, as: UTF8.self) : ""
         }
         var out: [UInt8] = []
-        out.reserveCapacity(b.count)
+        if keep { out.reserveCapacity(b.count) }
         var i = b.startIndex
         while i < b.endIndex {
             let c = b[i]
@@ -18,17 +20,17 @@ enum PercentEscaping {
                 guard i + 2 < b.endIndex, let h = hexValue(b[i + 1]), let l = hexValue(b[i + 2]) else {
                     throw SIPParseError(offset: i, rule: .escape, detail: "'%' must be followed by two hex digits in \(what)")
                 }
-                out.append(h << 4 | l)
+                if keep { out.append(h << 4 | l) }
                 i += 3
                 continue
             }
             guard allowed(c) else {
                 throw SIPParseError(offset: i, rule: rule, detail: "byte 0x\(String(c, radix: 16)) is not allowed in \(what)")
             }
-            out.append(c)
+            if keep { out.append(c) }
             i += 1
         }
-        return String(decoding: out, as: UTF8.self)
+        return keep ? String(decoding: out, as: UTF8.self) : ""
     }
 
     @inline(__always) static func hexValue(_ c: UInt8) -> UInt8? {

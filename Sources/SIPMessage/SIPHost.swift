@@ -39,7 +39,8 @@ public enum SIPHost: Sendable, Hashable, CustomStringConvertible {
         try parse(ArraySlice(text.utf8), allowBareIPv6: allowBareIPv6)
     }
 
-    static func parse(_ b: ArraySlice<UInt8>, allowBareIPv6: Bool = false) throws(SIPParseError) -> SIPHost {
+    /// With `keep` false the host is only checked (the case is right, its text empty: no allocation).
+    static func parse(_ b: ArraySlice<UInt8>, allowBareIPv6: Bool = false, keep: Bool = true) throws(SIPParseError) -> SIPHost {
         guard let first = b.first else { throw SIPParseError(offset: b.startIndex, rule: .host, detail: "empty host") }
         if first == UInt8(ascii: "[") {
             guard b.count >= 3, b.last == UInt8(ascii: "]") else {
@@ -47,15 +48,15 @@ public enum SIPHost: Sendable, Hashable, CustomStringConvertible {
             }
             let inner = b.dropFirst().dropLast()
             try validateIPv6(inner)
-            return .ipv6(String(sipBytes: inner))
+            return .ipv6(keep ? String(sipBytes: inner) : "")
         }
         if allowBareIPv6, b.contains(UInt8(ascii: ":")) {
             try validateIPv6(b)
-            return .ipv6(String(sipBytes: b))
+            return .ipv6(keep ? String(sipBytes: b) : "")
         }
         if b.allSatisfy({ isDigit($0) || $0 == UInt8(ascii: ".") }) {
             guard isIPv4(b) else { throw SIPParseError(offset: b.startIndex, rule: .host, detail: "malformed IPv4 address") }
-            return .ipv4(String(sipBytes: b))
+            return .ipv4(keep ? String(sipBytes: b) : "")
         }
         // hostname = *( domainlabel "." ) toplabel [ "." ]; labels are alphanum with inner "-".
         var labelStart = b.startIndex
@@ -75,7 +76,7 @@ public enum SIPHost: Sendable, Hashable, CustomStringConvertible {
             }
             k += 1
         }
-        return .domain(String(sipBytes: b))
+        return .domain(keep ? String(sipBytes: b) : "")
     }
 
     static func isIPv4(_ b: ArraySlice<UInt8>) -> Bool {

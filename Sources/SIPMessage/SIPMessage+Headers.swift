@@ -257,7 +257,7 @@ extension SIPMessage {
     /// Decodes every address of `h` and keeps none (validation).
     func checkAddresses(_ h: KnownHeader) throws(SIPParseError) {
         try forEachElement(h) { (el: ArraySlice<UInt8>) throws(SIPParseError) -> Bool in
-            _ = try NameAddress.parse(el)
+            _ = try NameAddress.parse(el, keep: false)
             return true
         }
     }

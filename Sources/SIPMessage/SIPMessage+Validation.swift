@@ -21,8 +21,11 @@ extension SIPMessage {
         }
         if let b = requestURIBytes {
             do throws(SIPParseError) {
-                let uri = try URI.parse(b)
-                if case .sip(let u) = uri, !u.headers.isEmpty {
+                // Checked, not kept: a SIP URI's headers are what follows a '?' after its user
+                // part (which runs to the first '@'; host, port and parameters hold no '?').
+                let uri = try URI.parse(b, keep: false)
+                let afterUser = b.firstIndex(of: UInt8(ascii: "@")).map { $0 + 1 } ?? b.startIndex
+                if case .sip = uri, b[afterUser...].contains(UInt8(ascii: "?")) {
                     throw SIPParseError(offset: b.startIndex, rule: .uri, detail: "a Request-URI cannot carry headers (RFC 3261 §19.1.5)")
                 }
             } catch {
@@ -44,16 +47,18 @@ extension SIPMessage {
         for h: KnownHeader in [.from, .to, .callID, .cseq, .maxForwards, .contentType, .expires] {
             _ = try single(h)
         }
-        // Every Via decoded, none kept.
+        // Every Via, From and To checked, none kept (no allocation).
         var vias = 0
         try forEachElement(.via) { (el: ArraySlice<UInt8>) throws(SIPParseError) -> Bool in
-            _ = try Via.parse(el)
+            _ = try Via.parse(el, keep: false)
             vias += 1
             return true
         }
         if vias == 0 { throw missing(.via) }
-        _ = try from()
-        _ = try to()
+        for h: KnownHeader in [.from, .to] {
+            guard let v = try single(h) else { throw missing(h) }
+            _ = try NameAddress.parse(v, keep: false)
+        }
         if let id = callIDBytes {
             let at = id.firstIndex(of: UInt8(ascii: "@"))
             let parts = at.map { [id[..<$0], id[($0 + 1)...]] } ?? [id]

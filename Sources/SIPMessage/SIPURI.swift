@@ -92,7 +92,9 @@ public struct SIPURI: Sendable, Hashable, CustomStringConvertible {
         return true
     }
 
-    static func parse(_ b: ArraySlice<UInt8>) throws(SIPParseError) -> SIPURI {
+    /// With `keep` false the URI is only checked: the result has the right shape but empty texts
+    /// and no parameters or headers (no allocation).
+    static func parse(_ b: ArraySlice<UInt8>, keep: Bool = true) throws(SIPParseError) -> SIPURI {
         var i = b.startIndex
         let end = b.endIndex
         let secure: Bool
@@ -110,9 +112,9 @@ public struct SIPURI: Sendable, Hashable, CustomStringConvertible {
             let colon = info.firstIndex(of: UInt8(ascii: ":"))
             let userBytes = info[..<(colon ?? info.endIndex)]
             guard !userBytes.isEmpty else { throw SIPParseError(offset: i, rule: .uri, detail: "empty user part") }
-            user = try PercentEscaping.decode(userBytes, allowed: PercentEscaping.isUserChar, what: "the user part")
+            user = try PercentEscaping.decode(userBytes, allowed: PercentEscaping.isUserChar, what: "the user part", keep: keep)
             if let c = colon {
-                password = try PercentEscaping.decode(info[(c + 1)...], allowed: PercentEscaping.isPasswordChar, what: "the password")
+                password = try PercentEscaping.decode(info[(c + 1)...], allowed: PercentEscaping.isPasswordChar, what: "the password", keep: keep)
             }
             i = at + 1
         }
@@ -124,7 +126,7 @@ public struct SIPURI: Sendable, Hashable, CustomStringConvertible {
         } else {
             while i < end, b[i] != UInt8(ascii: ":"), b[i] != UInt8(ascii: ";"), b[i] != UInt8(ascii: "?") { i += 1 }
         }
-        let host = try SIPHost.parse(b[hostStart..<i])
+        let host = try SIPHost.parse(b[hostStart..<i], keep: keep)
         var port: UInt16? = nil
         if i < end, b[i] == UInt8(ascii: ":") {
             i += 1
@@ -147,14 +149,16 @@ public struct SIPURI: Sendable, Hashable, CustomStringConvertible {
             let eq = raw.firstIndex(of: UInt8(ascii: "="))
             let nameBytes = raw[..<(eq ?? raw.endIndex)]
             guard !nameBytes.isEmpty else { throw SIPParseError(offset: s, rule: .parameter, detail: "empty URI parameter name") }
-            let name = try PercentEscaping.decode(nameBytes, allowed: PercentEscaping.isParamChar, rule: .parameter, what: "a URI parameter")
+            let name = try PercentEscaping.decode(nameBytes, allowed: PercentEscaping.isParamChar, rule: .parameter, what: "a URI parameter", keep: keep)
             var value: String? = nil
             if let e = eq {
                 let vb = raw[(e + 1)...]
-                guard !vb.isEmpty else { throw SIPParseError(offset: e, rule: .parameter, detail: "empty value for URI parameter \(name)") }
-                value = try PercentEscaping.decode(vb, allowed: PercentEscaping.isParamChar, rule: .parameter, what: "a URI parameter")
+                guard !vb.isEmpty else {
+                    throw SIPParseError(offset: e, rule: .parameter, detail: "empty value for URI parameter \(String(sipBytes: nameBytes))")
+                }
+                value = try PercentEscaping.decode(vb, allowed: PercentEscaping.isParamChar, rule: .parameter, what: "a URI parameter", keep: keep)
             }
-            params.append(SIPParameter(name: name, value: value))
+            if keep { params.append(SIPParameter(name: name, value: value)) }
         }
         var headers: [SIPParameter] = []
         if i < end, b[i] == UInt8(ascii: "?") {
@@ -166,9 +170,9 @@ public struct SIPURI: Sendable, Hashable, CustomStringConvertible {
                 guard let eq = raw.firstIndex(of: UInt8(ascii: "=")), eq > raw.startIndex else {
                     throw SIPParseError(offset: s, rule: .uri, detail: "a URI header must be name=value")
                 }
-                let name = try PercentEscaping.decode(raw[..<eq], allowed: PercentEscaping.isHeaderChar, what: "a URI header name")
-                let value = try PercentEscaping.decode(raw[(eq + 1)...], allowed: PercentEscaping.isHeaderChar, what: "a URI header value")
-                headers.append(SIPParameter(name: name, value: value))
+                let name = try PercentEscaping.decode(raw[..<eq], allowed: PercentEscaping.isHeaderChar, what: "a URI header name", keep: keep)
+                let value = try PercentEscaping.decode(raw[(eq + 1)...], allowed: PercentEscaping.isHeaderChar, what: "a URI header value", keep: keep)
+                if keep { headers.append(SIPParameter(name: name, value: value)) }
                 if i == end { break }
                 i += 1
             }
@@ -269,7 +273,8 @@ public enum URI: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    static func parse(_ b: ArraySlice<UInt8>) throws(SIPParseError) -> URI {
+    /// With `keep` false a SIP URI is only checked (see ``SIPURI/parse(_:keep:)``).
+    static func parse(_ b: ArraySlice<UInt8>, keep: Bool = true) throws(SIPParseError) -> URI {
         guard let colon = b.firstIndex(of: UInt8(ascii: ":")), colon > b.startIndex else {
             throw SIPParseError(offset: b.startIndex, rule: .uri, detail: "expected scheme:")
         }
@@ -278,7 +283,7 @@ public enum URI: Sendable, Hashable, CustomStringConvertible {
               scheme.allSatisfy({ ByteClass.test($0, ByteClass.alpha | ByteClass.digit) || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: ".") }) else {
             throw SIPParseError(offset: b.startIndex, rule: .uri, detail: "malformed URI scheme")
         }
-        if equalsLowercased(scheme, "sip") || equalsLowercased(scheme, "sips") { return .sip(try SIPURI.parse(b)) }
+        if equalsLowercased(scheme, "sip") || equalsLowercased(scheme, "sips") { return .sip(try SIPURI.parse(b, keep: keep)) }
         if equalsLowercased(scheme, "tel") { return .tel(try TelURI.parse(b)) }
         for k in b.indices {
             let c = b[k]

@@ -66,14 +66,18 @@ public struct Via: Sendable, Hashable, CustomStringConvertible {
         "\(protocolName)/\(protocolVersion)/\(transport) \(host)" + (port.map { ":\($0)" } ?? "") + parameters.text
     }
 
-    static func parse(_ b: ArraySlice<UInt8>) throws(SIPParseError) -> Via {
+    /// With `keep` false the Via is only checked, its values on the bytes (no allocation).
+    static func parse(_ b: ArraySlice<UInt8>, keep: Bool = true) throws(SIPParseError) -> Via {
         var c = Cursor(b)
         c.skipWS()
-        let name = try c.requireToken(.via, "the protocol name (SIP)")
+        let nameBytes = c.token()
+        guard !nameBytes.isEmpty else { throw c.error(.via, "expected the protocol name (SIP)") }
         try c.expect(UInt8(ascii: "/"), .via, "'/' after the protocol name")
-        let version = try c.requireToken(.via, "the protocol version")
+        let versionBytes = c.token()
+        guard !versionBytes.isEmpty else { throw c.error(.via, "expected the protocol version") }
         try c.expect(UInt8(ascii: "/"), .via, "'/' after the protocol version")
-        let transport = try c.requireToken(.via, "the transport")
+        let transportBytes = c.token()
+        guard !transportBytes.isEmpty else { throw c.error(.via, "expected the transport") }
         let ws = c.i
         c.skipWS()
         guard c.i > ws else { throw c.error(.via, "expected white space before sent-by") }
@@ -85,31 +89,41 @@ public struct Via: Sendable, Hashable, CustomStringConvertible {
             _ = c.take { ByteClass.test($0, ByteClass.hostChar) || $0 == UInt8(ascii: "_") }
         }
         guard c.i > hs else { throw c.error(.via, "expected the sent-by host") }
-        let host = try SIPHost.parse(b[hs..<c.i])
+        let host = try SIPHost.parse(b[hs..<c.i], keep: keep)
         var port: UInt16? = nil
         if c.consume(UInt8(ascii: ":")) {
             port = UInt16(try c.number(max: 65535, .port, "the sent-by port"))
         }
-        let params = try c.parameters(.via)
-        for p in params {
-            switch p.name.lowercased() {
-            case "ttl":
-                guard let v = p.value, !v.isEmpty, v.utf8.allSatisfy(isDigit), let t = Int(v), (0...255).contains(t) else { throw c.error(.via, "ttl must be 0-255") }
-            case "received":
-                guard let v = p.value else { throw c.error(.via, "received needs a value") }
-                _ = try SIPHost.parse(v, allowBareIPv6: true)
-            case "rport":
-                if let v = p.value { guard !v.isEmpty, v.utf8.allSatisfy(isDigit), let n = Int(v), (0...65535).contains(n) else { throw c.error(.via, "rport must be a port") } }
-            case "branch":
-                guard let v = p.value, !v.isEmpty else { throw c.error(.via, "branch needs a value") }
-            default: break
+        let params = try c.parameters(.via, keep: keep) { (name, value, at) throws(SIPParseError) in
+            let fail = { (why: String) in SIPParseError(offset: at, rule: .via, detail: why) }
+            if equalsLowercased(name, "ttl") {
+                guard let v = value, Self.decimal(v, max: 255) else { throw fail("ttl must be 0-255") }
+            } else if equalsLowercased(name, "received") {
+                guard let v = value else { throw fail("received needs a value") }
+                _ = try SIPHost.parse(v, allowBareIPv6: true, keep: false)
+            } else if equalsLowercased(name, "rport") {
+                if let v = value { guard Self.decimal(v, max: 65535) else { throw fail("rport must be a port") } }
+            } else if equalsLowercased(name, "branch") {
+                guard let v = value, !v.isEmpty else { throw fail("branch needs a value") }
             }
         }
         try c.requireEnd(.via, "after the Via parameters")
-        var v = Via(transport: transport, host: host, port: port, parameters: params)
-        v.protocolName = name
-        v.protocolVersion = version
+        guard keep else { return Via(transport: "", host: host, port: port, parameters: params) }
+        var v = Via(transport: String(sipBytes: transportBytes), host: host, port: port, parameters: params)
+        v.protocolName = String(sipBytes: nameBytes)
+        v.protocolVersion = String(sipBytes: versionBytes)
         return v
+    }
+
+    /// A non-empty run of decimal digits whose value is at most `max`.
+    private static func decimal(_ v: ArraySlice<UInt8>, max: Int) -> Bool {
+        var n = 0
+        for d in v {
+            guard isDigit(d) else { return false }
+            n = n * 10 + Int(d - 0x30)
+            if n > max { return false }
+        }
+        return !v.isEmpty
     }
 }
 
