@@ -17,6 +17,7 @@ import json
 import os
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -49,7 +50,8 @@ class Browser:
         self.proc = subprocess.Popen(
             [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
              "--remote-debugging-pipe", f"--user-data-dir={self.profile}/profile", "about:blank"],
-            stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log, preexec_fn=child_fds, close_fds=False)
+            stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log, preexec_fn=child_fds, close_fds=False,
+            start_new_session=True)
         for fd in hi:
             os.close(fd)
         self.writer, self.reader = to_chrome_w, from_chrome_r
@@ -59,9 +61,9 @@ class Browser:
 
     def close(self):
         try:
-            self.proc.kill()
+            os.killpg(self.proc.pid, signal.SIGKILL)  # the browser and its renderers
             self.proc.wait(timeout=10)
-        except Exception:
+        except Exception:  # noqa: BLE001 - already gone
             pass
         for fd in (self.writer, self.reader):
             try:
@@ -207,6 +209,8 @@ def run(browser, a_url, b_url, b_sip, shots):
 def main():
     chromium, a_url, b_url, b_sip, shots = sys.argv[1:6]
     started = time.monotonic()
+    # A SIGTERM (the caller's timeout) still closes the browser, through the finally below.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     browser = Browser(chromium)
     try:
         run(browser, a_url, b_url, b_sip, shots)
