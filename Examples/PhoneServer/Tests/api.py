@@ -3,10 +3,12 @@
 
   api.py connect A_URL B_URL B_SIP   A dials B, B answers; prints B's call id once both are up
   api.py ended B_URL ID REASON       waits (10 s at most) for B's call ID to end with REASON
+  api.py errors A_URL B_SIP          the refusals: 400 (bad JSON, not a SIP URI, an id not a number), 404, 409
 """
 import json
 import sys
 import time
+import urllib.error
 import urllib.request
 
 
@@ -45,8 +47,34 @@ def main():
         if ended["detail"] != reason:
             sys.exit(f"B's call {call} ended with {ended['detail']}, not {reason}")
         print(f"B's call {call} ended: {ended['detail']}")
+    elif sys.argv[1] == "errors":
+        a, b_sip = sys.argv[2:4]
+        expect(400, "POST", a + "/calls", b"{not json")
+        expect(400, "POST", a + "/calls", {"to": "mailto:bob@127.0.0.1"}, says="not a SIP URI")
+        expect(404, "POST", a + "/calls/999999/answer", says="no call 999999")
+        expect(400, "POST", a + "/calls/x/hangup", says="Parameter")
+        # An outgoing call cannot be answered; it is still ringing, so it cannot be held either.
+        dialed = http("POST", a + "/calls", {"to": b_sip})
+        expect(409, "POST", f"{a}/calls/{dialed['id']}/answer", says="answer")
+        expect(409, "POST", f"{a}/calls/{dialed['id']}/digits", {"digits": "1"}, says="digits")
+        http("POST", f"{a}/calls/{dialed['id']}/hangup")
+        wait("the dialed call to end", lambda: any(c["id"] == dialed["id"] and c["state"] == "ended" for c in calls(a)))
+        print("ok: 400 for bad JSON and a non-SIP URI, 404 for unknown calls, 409 for actions the call cannot take")
     else:
         sys.exit(__doc__)
+
+
+def expect(status, method, url, body=None, says=None):
+    """The request fails with this status (and a message containing `says`)."""
+    data = body if isinstance(body, bytes) else None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method, headers={"content-type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            sys.exit(f"{method} {url}: {response.status}, expected {status}")
+    except urllib.error.HTTPError as error:
+        text = error.read().decode(errors="replace")
+        if error.code != status or (says and says not in text):
+            sys.exit(f"{method} {url}: {error.code} {text}, expected {status} saying {says!r}")
 
 
 if __name__ == "__main__":

@@ -43,8 +43,9 @@ final class CallCenter: Service, Sendable {
         }
         let listeners = book.withLock { book in
             book.closed = true
-            defer { book.listeners = [:] }
-            return book.listeners.values
+            let all = Array(book.listeners.values)
+            book.listeners = [:]
+            return all
         }
         for listener in listeners { listener.finish() }
     }
