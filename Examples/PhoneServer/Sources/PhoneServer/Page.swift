@@ -123,6 +123,7 @@ struct Page: ResponseGenerator {
         const base = `/calls/${call.id}/`;
         actions.append(
           button("Answer", call.state === "incoming", () => post(base + "answer")),
+          button("Reject", call.state === "incoming", () => post(base + "reject")),
           button("Hold", up && !held, () => post(base + "hold")),
           button("Resume", held, () => post(base + "resume")),
           button("Hangup", !ended, () => post(base + "hangup")));
