@@ -3,6 +3,7 @@
 
   api.py connect A_URL B_URL B_SIP   A dials B, B answers; prints B's call id once both are up
   api.py ended B_URL ID REASON       waits (10 s at most) for B's call ID to end with REASON
+  api.py heartbeat A_URL            GET /events: the opening comment, then a heartbeat (3 s at most)
   api.py errors A_URL B_SIP          the refusals: 400 (bad JSON, not a SIP URI, an id not a number), 404, 409
 """
 import json
@@ -47,6 +48,22 @@ def main():
         if ended["detail"] != reason:
             sys.exit(f"B's call {call} ended with {ended['detail']}, not {reason}")
         print(f"B's call {call} ended: {ended['detail']}")
+    elif sys.argv[1] == "heartbeat":
+        request = urllib.request.Request(sys.argv[2] + "/events")
+        with urllib.request.urlopen(request, timeout=3) as response:
+            if not response.headers.get("content-type", "").startswith("text/event-stream"):
+                sys.exit(f"GET /events: content-type {response.headers.get('content-type')}")
+            seen = []
+            while ": heartbeat" not in seen:
+                line = response.readline().decode().rstrip("\n")  # bounded by the socket timeout
+                if not line and not seen:
+                    continue
+                seen.append(line)
+                if len(seen) > 20:
+                    sys.exit(f"GET /events: no heartbeat in {seen}")
+            if not seen[0].startswith(": sip:"):
+                sys.exit(f"GET /events: did not open with a comment naming the phone: {seen}")
+        print("ok: GET /events is an event stream with heartbeats")
     elif sys.argv[1] == "errors":
         a, b_sip = sys.argv[2:4]
         expect(400, "POST", a + "/calls", b"{not json")

@@ -5,9 +5,9 @@ import SIPMessage
 import Switchboard
 import Synchronization
 
-/// The phone's calls as the web API shows them, and their events as JSON lines for every
-/// `GET /events` listener. A `Service`: it follows incoming calls while the group runs, and at
-/// shutdown ends the listeners' streams.
+/// The phone's calls as the web API shows them, and their events as server-sent events (one
+/// JSON object each) for every `GET /events` listener. A `Service`: it rings and follows incoming
+/// calls while the group runs, and at shutdown ends the listeners' streams.
 final class CallCenter: Service, Sendable {
     let phone: Phone
     private let logger: Logger
@@ -15,8 +15,10 @@ final class CallCenter: Service, Sendable {
 
     /// Calls kept for `GET /calls`, ended ones included, at most this many.
     static let keptCalls = 100
-    /// Event lines buffered for a listener that reads slowly; older ones are dropped.
+    /// Frames buffered for a listener that reads slowly; older ones are dropped.
     static let listenerBuffer = 256
+    /// How often listeners get a heartbeat comment.
+    private let heartbeat: Duration
 
     private struct Book {
         var calls: [UInt64: Call] = [:]
@@ -26,19 +28,17 @@ final class CallCenter: Service, Sendable {
         var closed = false
     }
 
-    init(phone: Phone, logger: Logger) {
+    init(phone: Phone, heartbeat: Duration = .seconds(15), logger: Logger) {
         self.phone = phone
+        self.heartbeat = heartbeat
         self.logger = logger
     }
 
     func run() async throws {
-        let incoming = phone.incomingCallStream
         await cancelWhenGracefulShutdown {
-            for await call in incoming {
-                self.logger.info("incoming call \(call.id) from \(call.remote.map { "\($0)" } ?? "?")")
-                self.track(call)
-                // Ring: a 180 tells the caller we alert; the call waits for POST /calls/{id}/answer.
-                try? await self.phone.agent.perform(call.key) { session throws(SessionError) in try session.provisional(180) }
+            await withDiscardingTaskGroup { group in
+                group.addTask { await self.ringIncomingCalls() }
+                group.addTask { await self.sendHeartbeats() }
             }
         }
         let listeners = book.withLock { book in
@@ -48,6 +48,23 @@ final class CallCenter: Service, Sendable {
             return all
         }
         for listener in listeners { listener.finish() }
+    }
+
+    private func ringIncomingCalls() async {
+        for await call in phone.incomingCallStream {
+            logger.info("incoming call \(call.id) from \(call.remote.map { "\($0)" } ?? "?")")
+            track(call)
+            // Ring: a 180 tells the caller we alert; the call waits for POST /calls/{id}/answer.
+            try? await phone.agent.perform(call.key) { session throws(SessionError) in try session.provisional(180) }
+        }
+    }
+
+    /// A comment line now and then keeps idle connections open through proxies, and finds the
+    /// listeners whose browser went away (the write fails, the stream ends).
+    private func sendHeartbeats() async {
+        while (try? await Task.sleep(for: heartbeat)) != nil {
+            send(": heartbeat\n\n")
+        }
     }
 
     // MARK: Calls
@@ -113,7 +130,8 @@ final class CallCenter: Service, Sendable {
 
     // MARK: Listeners
 
-    /// The event lines from now on, one JSON object each; finishes at shutdown.
+    /// The events from now on as server-sent-event frames (`data: {…}` and a blank line, or a
+    /// heartbeat comment); finishes at shutdown.
     func subscribe() -> AsyncStream<String> {
         let (stream, continuation) = AsyncStream.makeStream(of: String.self, bufferingPolicy: .bufferingNewest(Self.listenerBuffer))
         let id: Int? = book.withLock { book in
@@ -133,10 +151,14 @@ final class CallCenter: Service, Sendable {
     }
 
     private func publish(_ line: EventLine) {
-        let text = line.json()
-        logger.debug("event \(text)")
+        let json = line.json()
+        logger.debug("event \(json)")
+        send("data: \(json)\n\n")
+    }
+
+    private func send(_ frame: String) {
         // Yielded outside the lock: a finishing stream's onTermination takes it.
         let listeners = book.withLock { Array($0.listeners.values) }
-        for listener in listeners { listener.yield(text) }
+        for listener in listeners { listener.yield(frame) }
     }
 }

@@ -13,6 +13,7 @@ import Switchboard
 @main
 struct PhoneServer: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "PhoneServer",
         abstract: "A SIP phone with an HTTP API and a web page: dial, answer, hold and hang up from the browser.")
 
     @Option(help: "Where the HTTP server listens, HOST:PORT.")
@@ -30,8 +31,15 @@ struct PhoneServer: AsyncParsableCommand {
     @Option(help: "RTP ports for --media, LOW-HIGH.")
     var rtpPorts = "20000-29999"
 
+    @Option(help: "Seconds between the heartbeat comments of GET /events.")
+    var heartbeat: Double = 15
+
     @Option(help: "Log on stderr at this level and above (trace shows every SIP message).")
     var logLevel: Logger.Level = .info
+
+    func validate() throws {
+        guard heartbeat > 0 else { throw ValidationError("--heartbeat takes a positive number of seconds") }
+    }
 
     func run() async throws {
         LoggingSystem.bootstrap(StreamLogHandler.standardError)
@@ -45,7 +53,7 @@ struct PhoneServer: AsyncParsableCommand {
         let phone = try Phone(name: user, configuration: configuration, media: try mediaOptions(host: sipAddress.ipString))
 
         let httpAddress = try SocketAddress(http)
-        let center = CallCenter(phone: phone, logger: logger)
+        let center = CallCenter(phone: phone, heartbeat: .milliseconds(Int64(heartbeat * 1000)), logger: logger)
         let app = Application(
             router: makeRouter(center: center, identity: identity.description),
             configuration: .init(address: .hostname(httpAddress.ipString, port: Int(httpAddress.port)), serverName: "PhoneServer"),

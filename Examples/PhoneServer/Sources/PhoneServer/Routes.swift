@@ -17,15 +17,15 @@ func makeRouter(center: CallCenter, identity: String) -> Router<BasicRequestCont
     router.get("/") { _, _ in page }
 
     router.get("/events") { _, _ in
-        let lines = center.subscribe()
+        let frames = center.subscribe()
         var headers = HTTPFields()
         headers[.contentType] = "text/event-stream"
         headers[.cacheControl] = "no-cache"
         return Response(status: .ok, headers: headers, body: ResponseBody { writer in
             // A comment first, so the browser sees the stream open before the first event.
             try await writer.write(ByteBuffer(string: ": \(identity)\n\n"))
-            for await line in lines {
-                try await writer.write(ByteBuffer(string: "data: \(line)\n\n"))
+            for await frame in frames {
+                try await writer.write(ByteBuffer(string: frame))
             }
             try await writer.finish(nil)
         })
