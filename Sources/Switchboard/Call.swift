@@ -93,6 +93,9 @@ public final class Call: Sendable, Identifiable, CustomStringConvertible {
     /// Set once an answer was started, so answering twice answers once.
     private let answering = Atomic<Bool>(false)
     private let muted = Atomic<Bool>(false)
+    /// Whether `.mediaActive(true)` was the last media event published (re-INVITEs that update
+    /// running media publish nothing).
+    private let mediaOn = Atomic<Bool>(false)
     /// For the setup and duration metrics.
     private let createdAt = ContinuousClock.now
     private let establishedAt = Mutex<ContinuousClock.Instant?>(nil)
@@ -199,6 +202,7 @@ public final class Call: Sendable, Identifiable, CustomStringConvertible {
 
     /// An event of the call's media session (or a digit by INFO).
     func note(_ event: CallEvent) {
+        if case .mediaActive(let on) = event, mediaOn.exchange(on, ordering: .relaxed) == on { return }
         if case .quality(let q) = event {
             warnings.withLock { w in
                 switch q {
@@ -300,6 +304,20 @@ public final class Call: Sendable, Identifiable, CustomStringConvertible {
     public func setMuted(_ muted: Bool) {
         self.muted.store(muted, ordering: .relaxed)
         phone.media(key)?.setMuted(muted)
+    }
+
+    /// Rings: sends 180 Ringing for an incoming call not answered yet (the state becomes
+    /// ``IncomingPhase/ringing``), so the caller hears ringback while the application decides.
+    /// A phone with `autoAnswer` rings by itself; ringing a ringing call does nothing.
+    public func ring() async throws(CallError) {
+        guard direction == .incoming, case .incoming(let phase) = state else { throw .invalidState(action: "ring", state: state) }
+        if phase == .ringing { return }
+        do throws(SessionError) {
+            try await phone.agent.perform(key) { s throws(SessionError) in try s.provisional(180) }
+        } catch {
+            throw .session(error)
+        }
+        _ = try await waitUntil("ring", timeout: .seconds(5)) { $0 != .incoming(.trying) }
     }
 
     /// Sends key-value data to the peer during the call (a SIP INFO with a form-encoded body;

@@ -191,6 +191,10 @@ public struct CallStateTracker: Sendable, Hashable {
     public private(set) var state: CallState
     /// Whether a provisional response's SDP answer set up early media (our call).
     private var earlyMedia = false
+    /// An answer came and its provisional response is still to be reported: the session
+    /// reports the answer of an 18x before the 18x itself, and the answer of a 2xx before
+    /// `confirmed` — only the first is early media.
+    private var answerPending = false
     private var localHold = false
     /// The application ignores this incoming call (it stays `.incoming(.ignored)` until answered or ended).
     private var ignored = false
@@ -207,16 +211,24 @@ public struct CallStateTracker: Sendable, Hashable {
     public mutating func feed(_ event: SessionEvent) -> CallState? {
         switch event {
         case .stateChanged(let s):
+            // A pending answer followed by a state other than the provisional's own came in a 2xx.
+            if case .proceeding(let code) = s {
+                if answerPending, code > 100, code != 182 { earlyMedia = true }
+            } else {
+                answerPending = false
+            }
             return move(to: mapped(s))
         case .provisional(let code, _, let body):
             guard direction == .outgoing, !state.isEnded else { return nil }
-            if body != nil, (101..<200).contains(code), code != 182 { earlyMedia = true }
+            // An answer in this 18x (reported just before it, or its body): early media.
+            if body != nil || answerPending, (101..<200).contains(code), code != 182 { earlyMedia = true }
+            answerPending = false
             return move(to: code == 182 ? .queued : code > 100 ? .ringing(earlyMedia: earlyMedia) : nil)
         case .remoteAnswer:
-            // An answer before the 2xx came in a reliable or unreliable 18x: early media.
-            guard direction == .outgoing, case .ringing = state else { return nil }
-            earlyMedia = true
-            return move(to: .ringing(earlyMedia: true))
+            // Early media only if the provisional response that carried it follows.
+            guard direction == .outgoing, !state.isEstablished, !state.isEnded else { return nil }
+            answerPending = true
+            return nil
         default:
             return nil
         }

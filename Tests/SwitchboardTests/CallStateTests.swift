@@ -41,6 +41,27 @@ struct CallStateTests {
         events.compactMap { t.feed($0) }
     }
 
+    @Test("the answer of a 2xx is not early media; an answer in the first 18x is, even before any ringing")
+    func answerInFinalOrFirstProvisional() {
+        var t = CallStateTracker(direction: .outgoing)
+        let direct = Self.run(&t, [
+            .stateChanged(.calling),
+            .provisional(code: 180, remoteTag: "b", body: nil),
+            .stateChanged(.proceeding(180)),
+            .remoteAnswer(.sdp(Array("v=0".utf8))),
+            .stateChanged(.confirmed),
+        ])
+        #expect(direct == [.calling, .ringing(earlyMedia: false), .established(.active)])
+        var u = CallStateTracker(direction: .outgoing)
+        let early = Self.run(&u, [
+            .stateChanged(.calling),
+            .remoteAnswer(.sdp(Array("v=0".utf8))),
+            .stateChanged(.proceeding(183)),
+            .provisional(code: 183, remoteTag: "b", body: nil),
+        ])
+        #expect(early == [.calling, .ringing(earlyMedia: true)])
+    }
+
     @Test func outgoingWithEarlyMediaThenHoldThenHangUp() {
         var t = CallStateTracker(direction: .outgoing)
         #expect(t.state == .starting)
@@ -49,7 +70,10 @@ struct CallStateTests {
             .stateChanged(.proceeding(100)),
             .provisional(code: 180, remoteTag: "b", body: nil),
             .stateChanged(.proceeding(180)),
+            // A 183 with an answer: the session reports the answer, then the 183 (its body taken).
             .remoteAnswer(.sdp(Array("v=0".utf8))),
+            .stateChanged(.proceeding(183)),
+            .provisional(code: 183, remoteTag: "b", body: nil),
             .stateChanged(.confirmed),
         ])
         #expect(states == [.calling, .ringing(earlyMedia: false), .ringing(earlyMedia: true), .established(.active)])

@@ -208,6 +208,41 @@ struct CallTests {
         #expect(stopped != nil && ended != nil && stopped! < ended!, "\(seen)")
     }
 
+    @Test("ring() sends 180: the callee rings, the caller hears ringback without early media; media starts once despite hold and resume",
+          .timeLimit(.minutes(1)))
+    func ringThenAnswer() async throws {
+        func phone(_ user: String) throws -> Phone {
+            var c = SIPUserAgent.Configuration(endpoint: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))], timers: Self.fast),
+                                               identity: try SIPURI("sip:\(user)@127.0.0.1"))
+            c.sessionTimer = nil
+            return try Phone(name: user, configuration: c, codecs: [.pcmu, .telephoneEvent], media: PhoneMediaOptions())
+        }
+        let alice = try phone("alice"), bob = try phone("bob")
+        defer { alice.close(); bob.close() }
+        let arrivals = bob.incomingCallStream
+        let out = await alice.dial(try Self.uri(bob, "bob"))
+        let aliceStates = out.states, aliceEvents = out.events
+        let inc = try #require(await Self.nextIncoming(arrivals))
+        #expect(inc.state == .incoming(.trying))
+        try await inc.ring()
+        #expect(inc.state == .incoming(.ringing))
+        try await out.waitUntil(timeout: .seconds(5)) { $0 == .ringing(earlyMedia: false) }
+        try await inc.ring()
+        try await inc.answer(timeout: .seconds(5))
+        await #expect(throws: CallError.invalidState(action: "ring", state: .established(.active))) { try await inc.ring() }
+        try await out.waitUntil(timeout: .seconds(5)) { $0.isEstablished }
+        try await out.setHeld(true, timeout: .seconds(5))
+        try await out.setHeld(false, timeout: .seconds(5))
+        await out.hangUp(timeout: .seconds(5))
+        var states: [CallState] = [], events: [CallEvent] = []
+        for await s in aliceStates { states.append(s) }
+        for await e in aliceEvents { events.append(e) }
+        // The 200's answer is not early media.
+        #expect(!states.contains(.ringing(earlyMedia: true)), "\(states)")
+        #expect(events.filter { $0 == .mediaActive(true) }.count == 1, "\(events)")
+        #expect(events.filter { $0 == .mediaActive(false) }.count == 1, "\(events)")
+    }
+
     @Test("no media: a peer that stops sending ends the call .noMedia with a BYE; a held call is not ended", .timeLimit(.minutes(1)))
     func noMediaEnd() async throws {
         func phone(_ user: String) throws -> Phone {
