@@ -20,11 +20,10 @@ let package = Package(
             name: "PhoneServer",
             dependencies: [
                 .product(name: "Switchboard", package: "Switchboard"),
-                // Types the phone's configuration names (SIPURI, SocketAddress, SIPUserAgent, media) and the 180 sent through the agent.
+                // Types the phone's configuration names (SIPURI, SocketAddress, SIPUserAgent, media).
                 .product(name: "SIPMessage", package: "Switchboard"),
                 .product(name: "NetworkIO", package: "Switchboard"),
                 .product(name: "SIPRuntime", package: "Switchboard"),
-                .product(name: "SIPDialog", package: "Switchboard"),
                 .product(name: "MediaRuntime", package: "Switchboard"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

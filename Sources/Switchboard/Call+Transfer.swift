@@ -55,7 +55,7 @@ extension Call {
 
     /// Forwards an incoming call that is not answered yet (call forwarding, libSoftphone's
     /// `forward`): a 3xx listing `targets` as Contacts, the first preferred (see
-    /// ``Phone/forward(_:to:statusCode:reason:expires:)``). Returns once the call ended with
+    /// ``Phone/forward(_:to:statusCode:reason:expires:history:)``). Returns once the call ended with
     /// ``CallEndReason/forwarded(to:)`` (libSoftphone's `IncomingForwarded`).
     ///
     /// Throws ``CallError/invalidState(action:state:)`` unless the call is incoming and not

@@ -269,7 +269,7 @@ public final class Phone: Sendable {
     /// Calls `target` with an offer from our capabilities. When the next hop (the outbound
     /// proxy, else `target`) is named by a domain, RFC 3263 locates its servers first (NAPTR,
     /// SRV, A/AAAA, over the transports this phone listens on) and the INVITE fails over from
-    /// one to the next when a server does not answer (see ``SIPUserAgent/call(_:offer:targets:prepare:)``);
+    /// one to the next when a server does not answer (see `SIPUserAgent.call(_:offer:targets:headers:prepare:)`);
     /// a name that locates nothing ends the call with a transport error.
     public func call(_ target: SIPURI, headers: [(SIPHeaderName, String)] = []) async -> SessionKey {
         await place(target, headers: headers).key

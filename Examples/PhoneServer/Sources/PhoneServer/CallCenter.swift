@@ -1,6 +1,5 @@
 import Logging
 import ServiceLifecycle
-import SIPDialog
 import SIPMessage
 import Switchboard
 import Synchronization
@@ -55,7 +54,7 @@ final class CallCenter: Service, Sendable {
             logger.info("incoming call \(call.id) from \(call.remote.map { "\($0)" } ?? "?")")
             track(call)
             // Ring: a 180 tells the caller we alert; the call waits for POST /calls/{id}/answer.
-            try? await phone.agent.perform(call.key) { session throws(SessionError) in try session.provisional(180) }
+            try? await call.ring()
         }
     }
 
@@ -123,6 +122,8 @@ final class CallCenter: Service, Sendable {
                     publish(EventLine(call, event: "media", detail: active ? "started" : "stopped"))
                 case .quality(let quality):
                     publish(EventLine(call, event: "quality", detail: "\(quality)"))
+                case .data(let data):
+                    publish(EventLine(call, event: "data", detail: "\(data)"))
                 }
             }
         }
