@@ -96,9 +96,10 @@ public final class Call: Sendable, Identifiable, CustomStringConvertible {
     /// Whether `.mediaActive(true)` was the last media event published (re-INVITEs that update
     /// running media publish nothing).
     private let mediaOn = Atomic<Bool>(false)
-    /// For the setup and duration metrics.
+    /// For ``times`` and the setup and duration metrics.
     private let createdAt = ContinuousClock.now
     private let establishedAt = Mutex<ContinuousClock.Instant?>(nil)
+    private let endedAt = Mutex<ContinuousClock.Instant?>(nil)
 
     init(id: UInt64, key: SessionKey, direction: CallDirection, remote: URI?, phone: Phone, label: String? = nil,
          attachedData: CallData = [:], tag: String? = nil) {
@@ -168,35 +169,52 @@ public final class Call: Sendable, Identifiable, CustomStringConvertible {
         // Published under the tracker's lock, so concurrent feeders never reorder states. The
         // redirection manager learns a state before anyone else can see it, so its
         // capabilities and its NewCall target are never behind the call.
-        let changed = tracker.withLock { t -> CallState? in
+        let changed = tracker.withLock { t -> (state: CallState, firstEstablished: Bool)? in
             guard let next = body(&t) else { return nil }
+            // Times first: whoever sees the state sees its time.
+            let first = noteTimes(next)
             phone.redirection.callChanged(self, next)
             broadcast.publish(next, final: next.isEnded)
             eventFanOut.publish(.state(next))
-            return next
+            return (next, first)
         }
         guard let changed else { return }
-        if let metrics = phone.metrics { measure(changed, metrics) }
-        if changed.isEnded {
+        if let metrics = phone.metrics { measure(changed.state, metrics, firstEstablished: changed.firstEstablished) }
+        if changed.state.isEnded {
             eventFanOut.finish()
             phone.callEnded(self)
         }
     }
 
-    private func measure(_ state: CallState, _ metrics: PhoneMetrics) {
+    private func measure(_ state: CallState, _ metrics: PhoneMetrics, firstEstablished: Bool) {
+        let t = times
+        if firstEstablished, let up = t.established { metrics.callEstablished(direction, after: up - t.created) }
+        if case .ended(let reason) = state, let end = t.ended {
+            metrics.callEnded(direction, reason, established: t.established.map { end - $0 })
+        }
+    }
+
+    /// When the call was created, established and ended (CallKit's started-connecting,
+    /// connected and ended dates), on the continuous clock.
+    public var times: CallTimes {
+        CallTimes(created: createdAt, established: establishedAt.withLock { $0 }, ended: endedAt.withLock { $0 })
+    }
+
+    /// Records when the call was established and ended; returns whether it just got established.
+    private func noteTimes(_ state: CallState) -> Bool {
         let now = ContinuousClock.now
         switch state {
         case .established:
-            let first = establishedAt.withLock { at -> Bool in
+            return establishedAt.withLock { at -> Bool in
                 guard at == nil else { return false }
                 at = now
                 return true
             }
-            if first { metrics.callEstablished(direction, after: now - createdAt) }
-        case .ended(let reason):
-            metrics.callEnded(direction, reason, established: establishedAt.withLock { $0 }.map { now - $0 })
+        case .ended:
+            endedAt.withLock { if $0 == nil { $0 = now } }
+            return false
         default:
-            break
+            return false
         }
     }
 

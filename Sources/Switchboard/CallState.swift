@@ -294,3 +294,24 @@ public enum RegistrationError: Error, Sendable, Hashable {
     /// No outcome within the deadline.
     case timedOut
 }
+
+/// When a call was created, established and ended (``Call/times``), on the continuous clock.
+public struct CallTimes: Sendable, Hashable {
+    /// When the call was created (dialed, or the INVITE arrived).
+    public var created: ContinuousClock.Instant
+    /// When it was first established, if it was.
+    public var established: ContinuousClock.Instant?
+    /// When it ended, if it has.
+    public var ended: ContinuousClock.Instant?
+
+    public init(created: ContinuousClock.Instant, established: ContinuousClock.Instant? = nil, ended: ContinuousClock.Instant? = nil) {
+        self.created = created
+        self.established = established
+        self.ended = ended
+    }
+
+    /// From creation to established (nil if it never was).
+    public var setup: Duration? { established.map { $0 - created } }
+    /// From established to ended, or to now while it lasts (nil if it never was established).
+    public var duration: Duration? { established.map { (ended ?? .now) - $0 } }
+}

@@ -70,6 +70,11 @@ struct CallTests {
         #expect(out.state == .ended(.hungUp(by: .local)))
         try await inc.waitUntil(timeout: .seconds(5)) { $0.isEnded }
         #expect(inc.state == .ended(.hungUp(by: .remote)))
+        // CallKit's dates: created, connected, ended, in order; setup and duration from them.
+        let t = out.times
+        let up = try #require(t.established), end = try #require(t.ended)
+        #expect(t.created <= up && up <= end)
+        #expect(t.setup == up - t.created && t.duration == end - up)
         // Ending an ended call does nothing; other actions say why they cannot.
         await out.hangUp()
         await #expect(throws: CallError.invalidState(action: "hold", state: .ended(.hungUp(by: .local)))) { try await out.setHeld(true) }
