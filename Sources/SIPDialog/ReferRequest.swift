@@ -58,9 +58,9 @@ public struct ReferRequest: Sendable, Hashable {
     public var referredBy: NameAddress?
     /// The REFER asked for no subscription (`Refer-Sub: false`, RFC 4488).
     public var asksNoSubscription: Bool
-    /// `Target-Dialog` (RFC 4538): Call-ID, local tag, remote tag as the sender writes them
-    /// (its `local-tag` is our remote tag).
-    public var targetDialog: (callID: String, localTag: String, remoteTag: String)?
+    /// `Target-Dialog` (RFC 4538) of a REFER outside a dialog: the dialog it names, its
+    /// `local-tag` being our tag there (the recipient's point of view).
+    public var targetDialog: TargetDialog?
     /// The REFER's CSeq number (the NOTIFYs' `Event: refer;id=`).
     public var cseq: UInt32
 
@@ -95,7 +95,13 @@ public struct ReferRequest: Sendable, Hashable {
         if let method = referTo.sipURI?.parameters["method"] ?? nil, method.uppercased() != "INVITE" {
             return .failure(ReferRefusal(statusCode: 403, reason: "Refer-To method \(method) is not performed"))
         }
-        let targetDialog = refer.values(SIPHeaderName("Target-Dialog")).first.flatMap(Self.targetDialog)
+        var targetDialog: TargetDialog?
+        if !inDialog {
+            // Only a REFER outside a dialog is authorized by it; inside one it is not read.
+            do throws(SIPParseError) { targetDialog = try TargetDialog.read(refer) } catch {
+                return .failure(ReferRefusal(statusCode: 400, reason: "Target-Dialog: \(error)"))
+            }
+        }
         if !inDialog && !policy.allowsOutOfDialog && !(targetDialog != nil && targetDialogKnown) {
             return .failure(ReferRefusal(statusCode: 403, reason: "REFER outside a dialog"))
         }
@@ -123,29 +129,10 @@ public struct ReferRequest: Sendable, Hashable {
     /// Whether the REFER's answer grants no subscription (`Refer-Sub: false` asked and granted).
     public func grantsNoSubscription(_ policy: ReferPolicy) -> Bool { asksNoSubscription && policy.grantsNoSubscription }
 
-    /// `callid;local-tag=…;remote-tag=…` (RFC 4538 §7).
-    static func targetDialog(_ text: String) -> (callID: String, localTag: String, remoteTag: String)? {
-        let parts = text.split(separator: ";").map { String($0).trimmed }
-        guard let id = parts.first, !id.isEmpty else { return nil }
-        var local: String?, remote: String?
-        for p in parts.dropFirst() {
-            let kv = p.split(separator: "=", maxSplits: 1).map(String.init)
-            guard kv.count == 2 else { continue }
-            switch kv[0].lowercased() {
-            case "local-tag": local = kv[1]
-            case "remote-tag": remote = kv[1]
-            default: break
-            }
-        }
-        guard let local, let remote else { return nil }
-        return (id, local, remote)
-    }
-
     public static func == (a: ReferRequest, b: ReferRequest) -> Bool {
         a.referTo == b.referTo && a.target == b.target && a.replaces == b.replaces && a.referredBy == b.referredBy
             && a.asksNoSubscription == b.asksNoSubscription && a.cseq == b.cseq
-            && a.targetDialog?.callID == b.targetDialog?.callID && a.targetDialog?.localTag == b.targetDialog?.localTag
-            && a.targetDialog?.remoteTag == b.targetDialog?.remoteTag
+            && a.targetDialog == b.targetDialog
     }
 
     public func hash(into h: inout Hasher) {

@@ -87,6 +87,9 @@ public final class Phone: Sendable {
                 referPolicy: ReferPolicy = ReferPolicy(), referDecision: @escaping @Sendable (SessionKey, ReferRequest) -> Bool = { _, _ in true },
                 report: @escaping @Sendable (String) -> Void = { _ in },
                 trace: (@Sendable (SIPMessage, Bool, SIPPeer) -> Void)? = nil) throws {
+        // Out-of-dialog REFERs come to the phone, which checks their Target-Dialog (RFC 4538).
+        var configuration = configuration
+        configuration.handlesOutOfDialogRefer = true
         agent = try SIPUserAgent(configuration: configuration, tracing: trace != nil)
         self.codecs = codecs
         self.mediaOptions = media
@@ -552,6 +555,10 @@ public final class Phone: Sendable {
             registration.withLock { $0.append(s) }
             registrationBroadcast.publish(s)
             report("\(name): \(s.label)")
+        case .outOfDialogRefer(let m, let tx, _):
+            await receivedOutOfDialogRefer(m, tx)
+        case .dialogRequest(let key, let m, let tx):
+            await receivedSubscriptionRequest(key, m, tx)
         case .request, .trace:
             break
         }
