@@ -234,3 +234,52 @@ extension ReferRequest {
         return NameAddress(uri: uri)
     }
 }
+
+/// Whether an INVITE carrying `Replaces` may take over the dialog it names (RFC 3891 §6: the
+/// target must only replace a dialog for a party it trusts to). Matching the tags (see
+/// ``ReplacesDecision``) proves only that the sender knows the dialog's identifiers; this asks
+/// who sent it. The default grounds, either of which is enough:
+///
+/// - ``Grounds/referredByPeer``: its `Referred-By` (RFC 3892) names the replaced dialog's peer
+///   — an attended transfer, where that peer (the transferor) referred the sender to us;
+/// - ``Grounds/fromPeer``: its `From` is the replaced dialog's peer itself (the same party
+///   moving its call, e.g. from another of its devices).
+///
+/// "Names" compares identities, not devices: the user part exactly and the host
+/// case-insensitively (ports, parameters and display names are ignored: peers write their
+/// address of record without the port they call from), for `tel:` the digits; the peer is known
+/// by the dialog's remote URI (its From or To) and by its Contact. Without digest authentication
+/// or an RFC 3893 token these headers are the sender's claims: an application that needs more
+/// decides with its own hook and may refuse what the default grants, or grant what it refuses.
+public enum ReplacesAuthorization {
+    /// Why a Replaces is authorized by default.
+    public enum Grounds: Sendable, Hashable {
+        /// `Referred-By` names the replaced dialog's peer.
+        case referredByPeer
+        /// `From` is the replaced dialog's peer.
+        case fromPeer
+    }
+
+    /// The default grounds for `invite` to replace a dialog whose peer is known as `peer` (the
+    /// dialog's remote URI) and `peerContact` (its remote target); nil: not authorized (403).
+    public static func grounds(for invite: SIPMessage, peer: URI, peerContact: URI?) -> Grounds? {
+        let known = [peer] + (peerContact.map { [$0] } ?? [])
+        if let by = (try? invite.referredBy()) ?? nil, known.contains(where: { sameParty(by.uri, $0) }) { return .referredByPeer }
+        if let from = try? invite.from(), known.contains(where: { sameParty(from.uri, $0) }) { return .fromPeer }
+        return nil
+    }
+
+    /// Whether two URIs name the same party: sip/sips by user (exact) and host (case-insensitive),
+    /// tel by its digits; a URI without user part only matches one without.
+    public static func sameParty(_ a: URI, _ b: URI) -> Bool {
+        switch (a, b) {
+        case (.sip(let x), .sip(let y)):
+            return x.user == y.user && x.host.description.lowercased() == y.host.description.lowercased()
+        case (.tel(let x), .tel(let y)):
+            let digits = { (s: String) in s.filter { $0.isNumber || $0 == "+" } }
+            return !digits(x.number).isEmpty && digits(x.number) == digits(y.number)
+        default:
+            return false
+        }
+    }
+}

@@ -533,9 +533,24 @@ extension Phone {
     }
 
     /// Takes an incoming call that replaces one of ours: answered at once (no ringing), the
-    /// replaced call ended with BYE (or CANCEL, an early call we placed); or refused.
+    /// replaced call ended with BYE (or CANCEL, an early call we placed); or refused — by RFC
+    /// 3891 §3's rules, or with 403 when not authorized (§6: ``authorizeReplaces``).
     func takeReplacing(_ key: SessionKey, _ invite: SIPMessage, _ decision: ReplacesDecision) async {
         let by = ((try? invite.referredBy()) ?? nil).map { " (Referred-By \($0.uri))" } ?? ""
+        var decision = decision
+        if case .replace(let old, _) = decision {
+            let session = await agent.session(old)
+            let replacesTag = ((try? invite.replaces()) ?? nil)?.fromTag
+            let dialog = session?.dialog ?? session?.earlyDialogList.first { $0.id.remoteTag == replacesTag }
+            let grounds = dialog.flatMap { ReplacesAuthorization.grounds(for: invite, peer: $0.remoteParty.uri, peerContact: $0.remoteTarget) }
+            if !authorizeReplaces(invite, old, grounds) {
+                report("\(name): Replaces not authorized (RFC 3891 §6)\(by)")
+                agent.logger(for: key).info("Replaces of \(old.callID) not authorized: neither Referred-By nor From is that call's peer")
+                decision = .refuse(403)
+            } else if let grounds {
+                agent.logger(for: key).debug("Replaces of \(old.callID) authorized: \(grounds)")
+            }
+        }
         switch decision {
         case .refuse(let code):
             report("\(name): Replaces refused with \(code)\(by)")
