@@ -132,6 +132,8 @@ public final class SIPUserAgent: Sendable {
     public let tracing: Bool
 
     private let continuation: AsyncStream<Event>.Continuation
+    /// How many dialogs the agent holds outside INVITE sessions (mirrors `State.dialogs.count`).
+    private let heldDialogs = Atomic<Int>(0)
     private let queue = InlineSerialQueue()
     private let state: Mutex<State>
     private let resolver: @Sendable (SIPURI, TransportKind) -> SIPPeer?
@@ -309,6 +311,7 @@ public final class SIPUserAgent: Sendable {
         return state.withLock { s in
             guard s.dialogs.count < Self.maximumDialogs else { return nil }
             s.dialogs[key] = .some(nil)
+            heldDialogs.store(s.dialogs.count, ordering: .relaxed)
             return key
         }
     }
@@ -354,6 +357,7 @@ public final class SIPUserAgent: Sendable {
             let opened = state.withLock { s -> Bool in
                 guard s.dialogs.count < Self.maximumDialogs else { return false }
                 s.dialogs[k] = dialog
+                heldDialogs.store(s.dialogs.count, ordering: .relaxed)
                 return true
             }
             guard opened else {
@@ -407,7 +411,12 @@ public final class SIPUserAgent: Sendable {
     public func holdsDialog(_ key: SessionKey) -> Bool { state.withLock { $0.dialogs[key] != nil } }
 
     /// Forgets a dialog held outside INVITE sessions: later requests in it get 481.
-    public func closeDialog(_ key: SessionKey) { _ = state.withLock { $0.dialogs.removeValue(forKey: key) } }
+    public func closeDialog(_ key: SessionKey) {
+        state.withLock { s in
+            s.dialogs.removeValue(forKey: key)
+            heldDialogs.store(s.dialogs.count, ordering: .relaxed)
+        }
+    }
 
     private func outOfDialogRequest(_ method: SIPMethod, target: SIPURI, callID: String, tag: String, cseq: UInt32,
                                     body: SessionBody?, headers: [(SIPHeaderName, String)]) -> SIPMessage? {
@@ -484,7 +493,8 @@ public final class SIPUserAgent: Sendable {
         switch event {
         case .request(let r):
             if tracing { continuation.yield(.trace(r.message, outgoing: false, peer: r.peer)) }
-            if let callID = r.message.callID, let toTag = r.message.toTag {
+            // Looked for only while such dialogs exist: other requests pay one atomic load.
+            if heldDialogs.load(ordering: .relaxed) > 0, let callID = r.message.callID, let toTag = r.message.toTag {
                 // A request in a dialog held outside the INVITE sessions (a REFER subscription).
                 let key = SessionKey(callID: callID, localTag: toTag)
                 let held = state.withLock { s -> Bool? in

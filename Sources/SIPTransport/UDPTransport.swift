@@ -373,7 +373,8 @@ final class UDPCore: Sendable {
                 if n <= 0 {
                     if n < 0 {
                         let e = cs_errno()
-                        if e != EAGAIN && e != EWOULDBLOCK { statistics.withLock { $0.receiveErrors += 1 } }
+                        // ECONNREFUSED: an ICMP error that came in meanwhile (read at the next POLLERR).
+                        if e != EAGAIN && e != EWOULDBLOCK && e != ECONNREFUSED { statistics.withLock { $0.receiveErrors += 1 } }
                     }
                     break
                 }
@@ -424,7 +425,14 @@ extension UDPCore {
         var length = socklen_t(0)
         var error: Int32 = 0
         for _ in 0..<64 {
-            guard cs_recv_error(fd, &storage, &length, &error) == 1 else { return }
+            let rc = cs_recv_error(fd, &storage, &length, &error)
+            if rc < 0 {
+                // Unreadable (it should not happen): pause, so a POLLERR that stays does not spin.
+                statistics.withLock { $0.receiveErrors += 1 }
+                usleep(10_000)
+                return
+            }
+            guard rc == 1 else { return }
             statistics.withLock { $0.unreachable += 1 }
             guard let destination = SocketAddress(storage: storage, length: length) else { continue }
             handler(.unreachable(destination: destination, transport: .udp, error: error))

@@ -46,6 +46,20 @@ struct TargetDialogTransferTests {
         #expect(alice.transfers.withLock { $0.outgoing.isEmpty })
     }
 
+    @Test("through the Call handle: transfer(to:targetDialog:) succeeds and the call ends transferred")
+    func callHandle() async throws {
+        let lines = T.Lines()
+        let alice = try T.phone("alice", lines: lines), bob = try T.phone("bob", lines: lines), carol = try T.phone("carol", lines: lines)
+        defer { alice.close(); bob.close(); carol.close() }
+        let call = await alice.dial(try T.uri(bob, "bob"))
+        try await call.waitUntil(timeout: .seconds(5)) { $0.isEstablished }
+        let target = try T.uri(carol, "carol")
+        #expect(try await call.transfer(to: target, targetDialog: .always, notifyTimeout: .seconds(5)) == .succeeded(200), "lines: \(lines.text)")
+        try await call.waitUntil(timeout: .seconds(5)) { $0.isEnded }
+        #expect(call.state == .ended(.transferred(to: .sip(target))))
+        #expect(lines.contains("outside the call (Target-Dialog"))
+    }
+
     @Test("refused: no Target-Dialog or one naming no call of ours → 403; one that does not parse → 400 naming the rule; nothing is called")
     func refused() async throws {
         let lines = T.Lines()
