@@ -335,6 +335,13 @@ extension Phone {
     /// empty tag). Otherwise refused: 403 without a known Target-Dialog, 400 for one that does
     /// not parse.
     func receivedOutOfDialogRefer(_ m: SIPMessage, _ tx: TransactionID) async {
+        // RFC 3261 §8.2.2.3: an extension we do not know, required, is refused (420).
+        let unknown = ((try? m.require()) ?? []).filter { !["tdialog", "norefersub"].contains($0.lowercased()) }
+        guard unknown.isEmpty else {
+            report("\(name): out-of-dialog REFER refused: 420 (Require: \(unknown.joined(separator: ", ")))")
+            agent.respond(to: m, in: tx, statusCode: 420, headers: [(.unsupported, unknown.joined(separator: ", "))])
+            return
+        }
         var call: SessionKey?
         if let td = try? TargetDialog.read(m) {
             for k in Set(callStates.withLock { Array($0.keys) } + incomingCalls) where k.callID == td.callID && k.localTag == td.localTag {

@@ -78,6 +78,11 @@ struct TargetDialogTransferTests {
         let bad = await Self.rawRefer(alice, to: bobURI, referTo: carolURI, [(td, "\(ab.callID);local-tag=\(remoteTag)")])
         #expect(bad?.statusCode == 400)
         #expect(bad?.values(.warning).first?.contains("Target-Dialog: headerStructure") == true, "\(String(describing: bad?.values(.warning)))")
+        // An extension it does not know, required: 420 with Unsupported (tdialog itself is known).
+        let good = TargetDialog.naming(ab, remoteTag: remoteTag).description
+        let required = await Self.rawRefer(alice, to: bobURI, referTo: carolURI, [(td, good), (.require, "tdialog, foo")])
+        #expect(required?.statusCode == 420)
+        #expect(required?.values(.unsupported).first == "foo")
         #expect(carol.incomingCalls.isEmpty)
         #expect(alice.states(ab).last == .confirmed, "the call is untouched")
         // The REFER policy's explicit permission takes one without Target-Dialog.
