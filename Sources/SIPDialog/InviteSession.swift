@@ -1305,11 +1305,16 @@ public struct InviteSession: Sendable {
         if !configuration.allow.isEmpty {
             try? m.append(.allow, configuration.allow.map(\.token).joined(separator: ", "))
         }
-        var tags: [String] = []
-        if configuration.reliableProvisional != .unsupported && m.isRequest { tags.append("100rel") }
-        tags.append("timer")
-        if configuration.supportsTargetDialog { tags.append("tdialog") }
-        try? m.append(.supported, tags.joined(separator: ", "))
+        // Literals: no array to build and no string to join per message (a joined list longer
+        // than 15 bytes would be one more allocation on every response).
+        let supported: String
+        switch (configuration.reliableProvisional != .unsupported && m.isRequest, configuration.supportsTargetDialog) {
+        case (true, true): supported = "100rel, timer, tdialog"
+        case (true, false): supported = "100rel, timer"
+        case (false, true): supported = "timer, tdialog"
+        case (false, false): supported = "timer"
+        }
+        try? m.append(.supported, supported)
     }
 
     private mutating func newVia() -> String {
