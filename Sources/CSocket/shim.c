@@ -20,6 +20,8 @@
 #include <sys/timerfd.h>
 #endif
 #include <sys/uio.h>
+#include <linux/errqueue.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
 #define CS_MAX_BATCH 256
@@ -203,10 +205,12 @@ int cs_send_batch(int fd, const uint8_t *const *bufs, const size_t *lengths, int
             msgs[i].msg_hdr.msg_name = (void *)&addrs[k];
             msgs[i].msg_hdr.msg_namelen = addrlens[k];
         }
-        int n;
+        int n, refused = 0;
         do {
             n = sendmmsg(fd, msgs, (unsigned int)chunk, flags);
-        } while (n < 0 && errno == EINTR);
+            /* With IP_RECVERR an ICMP error for an earlier datagram is also left pending on the
+             * socket and fails the next send once: that error is not this batch's. */
+        } while (n < 0 && (errno == EINTR || (errno == ECONNREFUSED && refused++ == 0)));
         if (n < 0) return sent == 0 ? -1 : sent;
         sent += n;
         if (n < chunk) {
@@ -413,4 +417,45 @@ void cs_set_thread_name(const char *name) {
 
 void cs_stdout_line_buffered(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
+}
+
+int cs_enable_recverr(int fd, int family) {
+    int on = 1;
+    if (family == AF_INET6) {
+        if (setsockopt(fd, IPPROTO_IPV6, IPV6_RECVERR, &on, sizeof on) != 0) return -1;
+        /* A dual-stack socket also hears about its IPv4 peers this way; failure is harmless. */
+        (void)setsockopt(fd, IPPROTO_IP, IP_RECVERR, &on, sizeof on);
+        return 0;
+    }
+    return setsockopt(fd, IPPROTO_IP, IP_RECVERR, &on, sizeof on);
+}
+
+int cs_recv_error(int fd, struct sockaddr_storage *dest, socklen_t *destlen, int *error) {
+    uint8_t payload[64];          /* the start of the datagram that failed: not needed */
+    uint8_t control[512];
+    struct iovec iov = { .iov_base = payload, .iov_len = sizeof payload };
+    struct msghdr msg;
+    memset(&msg, 0, sizeof msg);
+    msg.msg_name = dest;
+    msg.msg_namelen = sizeof(struct sockaddr_storage);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    ssize_t n;
+    do {
+        n = recvmsg(fd, &msg, MSG_ERRQUEUE | MSG_DONTWAIT);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) return (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -1;
+    *destlen = msg.msg_namelen;
+    *error = 0;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c)) {
+        if ((c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_RECVERR) ||
+            (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_RECVERR)) {
+            struct sock_extended_err ee;
+            memcpy(&ee, CMSG_DATA(c), sizeof ee);
+            *error = (int)ee.ee_errno;
+        }
+    }
+    return 1;
 }

@@ -148,6 +148,9 @@ public struct InviteSession: Sendable {
     private var sessionInterval: UInt32?
     private var weRefresh = false
     private var peerSupportsTimer = false
+    /// The peer listed `tdialog` (RFC 4538) in the Supported (or Require) of its INVITE or of
+    /// the 2xx to ours: it takes a request outside the dialog authorized by `Target-Dialog`.
+    public private(set) var peerSupportsTargetDialog = false
     /// Whether the peer's Allow lists UPDATE (how we refresh the session, RFC 4028 §9).
     private var peerAllowsUpdate = false
 
@@ -460,6 +463,7 @@ public struct InviteSession: Sendable {
         let supported = (try? request.supported()) ?? []
         peerAllowsUpdate = ((try? request.allow()) ?? []).contains(.update)
         peerSupportsTimer = supported.contains("timer") || require.contains("timer")
+        peerSupportsTargetDialog = supported.contains("tdialog") || require.contains("tdialog")
         let known: Set<String> = configuration.reliableProvisional == .unsupported ? ["timer"] : ["100rel", "timer"]
         let unknown = require.filter { !known.contains($0.lowercased()) }
         if !unknown.isEmpty {
@@ -773,6 +777,7 @@ public struct InviteSession: Sendable {
             peerAllowsUpdate = ((try? r.allow()) ?? []).contains(.update)
             let supported = ((try? r.supported()) ?? []) + ((try? r.require()) ?? [])
             peerSupportsTimer = supported.contains("timer")
+            peerSupportsTargetDialog = supported.contains("tdialog")
             negotiateTimer(fromResponse: r, weSentRequest: true)
             let b = SessionBody(of: r)
             switch offer {
@@ -1300,10 +1305,16 @@ public struct InviteSession: Sendable {
         if !configuration.allow.isEmpty {
             try? m.append(.allow, configuration.allow.map(\.token).joined(separator: ", "))
         }
-        var tags: [String] = []
-        if configuration.reliableProvisional != .unsupported && m.isRequest { tags.append("100rel") }
-        tags.append("timer")
-        try? m.append(.supported, tags.joined(separator: ", "))
+        // Literals: no array to build and no string to join per message (a joined list longer
+        // than 15 bytes would be one more allocation on every response).
+        let supported: String
+        switch (configuration.reliableProvisional != .unsupported && m.isRequest, configuration.supportsTargetDialog) {
+        case (true, true): supported = "100rel, timer, tdialog"
+        case (true, false): supported = "100rel, timer"
+        case (false, true): supported = "timer, tdialog"
+        case (false, false): supported = "timer"
+        }
+        try? m.append(.supported, supported)
     }
 
     private mutating func newVia() -> String {

@@ -58,9 +58,9 @@ public struct ReferRequest: Sendable, Hashable {
     public var referredBy: NameAddress?
     /// The REFER asked for no subscription (`Refer-Sub: false`, RFC 4488).
     public var asksNoSubscription: Bool
-    /// `Target-Dialog` (RFC 4538): Call-ID, local tag, remote tag as the sender writes them
-    /// (its `local-tag` is our remote tag).
-    public var targetDialog: (callID: String, localTag: String, remoteTag: String)?
+    /// `Target-Dialog` (RFC 4538) of a REFER outside a dialog: the dialog it names, its
+    /// `local-tag` being our tag there (the recipient's point of view).
+    public var targetDialog: TargetDialog?
     /// The REFER's CSeq number (the NOTIFYs' `Event: refer;id=`).
     public var cseq: UInt32
 
@@ -95,7 +95,13 @@ public struct ReferRequest: Sendable, Hashable {
         if let method = referTo.sipURI?.parameters["method"] ?? nil, method.uppercased() != "INVITE" {
             return .failure(ReferRefusal(statusCode: 403, reason: "Refer-To method \(method) is not performed"))
         }
-        let targetDialog = refer.values(SIPHeaderName("Target-Dialog")).first.flatMap(Self.targetDialog)
+        var targetDialog: TargetDialog?
+        if !inDialog {
+            // Only a REFER outside a dialog is authorized by it; inside one it is not read.
+            do throws(SIPParseError) { targetDialog = try TargetDialog.read(refer) } catch {
+                return .failure(ReferRefusal(statusCode: 400, reason: "Target-Dialog: \(error)"))
+            }
+        }
         if !inDialog && !policy.allowsOutOfDialog && !(targetDialog != nil && targetDialogKnown) {
             return .failure(ReferRefusal(statusCode: 403, reason: "REFER outside a dialog"))
         }
@@ -123,29 +129,10 @@ public struct ReferRequest: Sendable, Hashable {
     /// Whether the REFER's answer grants no subscription (`Refer-Sub: false` asked and granted).
     public func grantsNoSubscription(_ policy: ReferPolicy) -> Bool { asksNoSubscription && policy.grantsNoSubscription }
 
-    /// `callid;local-tag=…;remote-tag=…` (RFC 4538 §7).
-    static func targetDialog(_ text: String) -> (callID: String, localTag: String, remoteTag: String)? {
-        let parts = text.split(separator: ";").map { String($0).trimmed }
-        guard let id = parts.first, !id.isEmpty else { return nil }
-        var local: String?, remote: String?
-        for p in parts.dropFirst() {
-            let kv = p.split(separator: "=", maxSplits: 1).map(String.init)
-            guard kv.count == 2 else { continue }
-            switch kv[0].lowercased() {
-            case "local-tag": local = kv[1]
-            case "remote-tag": remote = kv[1]
-            default: break
-            }
-        }
-        guard let local, let remote else { return nil }
-        return (id, local, remote)
-    }
-
     public static func == (a: ReferRequest, b: ReferRequest) -> Bool {
         a.referTo == b.referTo && a.target == b.target && a.replaces == b.replaces && a.referredBy == b.referredBy
             && a.asksNoSubscription == b.asksNoSubscription && a.cseq == b.cseq
-            && a.targetDialog?.callID == b.targetDialog?.callID && a.targetDialog?.localTag == b.targetDialog?.localTag
-            && a.targetDialog?.remoteTag == b.targetDialog?.remoteTag
+            && a.targetDialog == b.targetDialog
     }
 
     public func hash(into h: inout Hasher) {
@@ -245,5 +232,54 @@ extension ReferRequest {
         uri.headers.removeAll { $0.name.lowercased() == "replaces" }
         uri.headers.append(SIPParameter(name: "Replaces", value: replaces.description))
         return NameAddress(uri: uri)
+    }
+}
+
+/// Whether an INVITE carrying `Replaces` may take over the dialog it names (RFC 3891 §6: the
+/// target must only replace a dialog for a party it trusts to). Matching the tags (see
+/// ``ReplacesDecision``) proves only that the sender knows the dialog's identifiers; this asks
+/// who sent it. The default grounds, either of which is enough:
+///
+/// - ``Grounds/referredByPeer``: its `Referred-By` (RFC 3892) names the replaced dialog's peer
+///   — an attended transfer, where that peer (the transferor) referred the sender to us;
+/// - ``Grounds/fromPeer``: its `From` is the replaced dialog's peer itself (the same party
+///   moving its call, e.g. from another of its devices).
+///
+/// "Names" compares identities, not devices: the user part exactly and the host
+/// case-insensitively (ports, parameters and display names are ignored: peers write their
+/// address of record without the port they call from), for `tel:` the digits; the peer is known
+/// by the dialog's remote URI (its From or To) and by its Contact. Without digest authentication
+/// or an RFC 3893 token these headers are the sender's claims: an application that needs more
+/// decides with its own hook and may refuse what the default grants, or grant what it refuses.
+public enum ReplacesAuthorization {
+    /// Why a Replaces is authorized by default.
+    public enum Grounds: Sendable, Hashable {
+        /// `Referred-By` names the replaced dialog's peer.
+        case referredByPeer
+        /// `From` is the replaced dialog's peer.
+        case fromPeer
+    }
+
+    /// The default grounds for `invite` to replace a dialog whose peer is known as `peer` (the
+    /// dialog's remote URI) and `peerContact` (its remote target); nil: not authorized (403).
+    public static func grounds(for invite: SIPMessage, peer: URI, peerContact: URI?) -> Grounds? {
+        let known = [peer] + (peerContact.map { [$0] } ?? [])
+        if let by = (try? invite.referredBy()) ?? nil, known.contains(where: { sameParty(by.uri, $0) }) { return .referredByPeer }
+        if let from = try? invite.from(), known.contains(where: { sameParty(from.uri, $0) }) { return .fromPeer }
+        return nil
+    }
+
+    /// Whether two URIs name the same party: sip/sips by user (exact) and host (case-insensitive),
+    /// tel by its digits; a URI without user part only matches one without.
+    public static func sameParty(_ a: URI, _ b: URI) -> Bool {
+        switch (a, b) {
+        case (.sip(let x), .sip(let y)):
+            return x.user == y.user && x.host.description.lowercased() == y.host.description.lowercased()
+        case (.tel(let x), .tel(let y)):
+            let digits = { (s: String) in s.filter { $0.isNumber || $0 == "+" } }
+            return !digits(x.number).isEmpty && digits(x.number) == digits(y.number)
+        default:
+            return false
+        }
     }
 }

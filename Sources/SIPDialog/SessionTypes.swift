@@ -76,6 +76,9 @@ public struct InviteSessionConfiguration: Sendable {
     public var outboundRoute: [NameAddress]
     /// What our calls do with a 3xx.
     public var redirects: RedirectPolicy
+    /// Whether `tdialog` (RFC 4538) is listed in our Supported: the application takes requests
+    /// outside a dialog authorized by a `Target-Dialog` naming one of ours (an out-of-dialog REFER).
+    public var supportsTargetDialog = false
 
     public init(localParty: NameAddress, contact: NameAddress, viaTransport: String = "UDP", viaSentBy: String,
                 timers: TransactionTimers = .rfc3261, reliableProvisional: ReliableProvisionalPolicy = .supported,

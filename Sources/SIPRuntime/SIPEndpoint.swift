@@ -131,7 +131,14 @@ public final class SIPEndpoint: Sendable {
         /// oldest first, at most ``recentFailureLimit``.
         var recentlyFailed: Set<ConnectionID> = []
         var recentlyFailedOrder: [ConnectionID] = []
+        /// The last client transactions sent over UDP and where (a ring of
+        /// ``udpSentLimit``), so an ICMP error for a destination fails those still waiting on it.
+        var udpSent: [(address: SocketAddress, id: TransactionID)] = []
+        var udpSentNext = 0
     }
+
+    /// Client transactions over UDP remembered for ICMP errors (older ones wait for their timer).
+    static let udpSentLimit = 1024
 
     struct TimerKey: Hashable { var id: TransactionID; var timer: TransactionTimer }
 
@@ -253,6 +260,14 @@ public final class SIPEndpoint: Sendable {
         let (id, outputs) = core.withLock { c -> (TransactionID, [Work]) in
             let (id, out) = c.layer.sendRequest(request, to: peer, reliable: peer.transport.isReliable)
             if request.method != .ack { c.clientHandlers[id] = ClientHandler(onEvent) }
+            if peer.transport == .udp && request.method != .ack {
+                if c.udpSent.count < SIPEndpoint.udpSentLimit {
+                    c.udpSent.append((peer.address, id))
+                } else {
+                    c.udpSent[c.udpSentNext] = (peer.address, id)
+                    c.udpSentNext = (c.udpSentNext + 1) % SIPEndpoint.udpSentLimit
+                }
+            }
             return (id, scheduleTimers(out, &c))
         }
         execute(outputs)
@@ -328,6 +343,18 @@ public final class SIPEndpoint: Sendable {
                 for id in ids.sorted(by: { $0.rawValue < $1.rawValue }) { out += scheduleTimers(c.layer.transportFailed(id), &c) }
                 return out
             }
+            execute(outputs)
+        case .unreachable(let destination, _, let error):
+            // RFC 3261 §8.1.3.1: a transport failure (ICMP port/host unreachable) is a failure
+            // of the request at once, not at Timer B/F; the TU sees it as a 503.
+            let outputs = core.withLock { c -> [Work] in
+                var out: [Work] = []
+                for i in c.udpSent.indices where c.udpSent[i].address == destination {
+                    out += scheduleTimers(c.layer.transportFailed(c.udpSent[i].id), &c)
+                }
+                return out
+            }
+            logger.debug("destination unreachable (ICMP)", metadata: ["sip.peer": "udp:\(destination)", "errno": "\(error)"])
             execute(outputs)
         default:
             break

@@ -34,6 +34,11 @@ public final class SIPUserAgent: Sendable {
         public var userAgent: String?
         /// What our calls do with a 3xx: follow the targets (q order, each once, bounded) or end.
         public var redirects = RedirectPolicy()
+        /// Whether a REFER outside any dialog is handed to the application
+        /// (``Event/outOfDialogRefer(_:_:from:)``, to answer with
+        /// ``respond(to:in:statusCode:headers:createsDialog:)``) instead of refused with 403, and
+        /// `tdialog` (RFC 4538) listed in our Supported. `Phone` turns it on.
+        public var handlesOutOfDialogRefer = false
         /// Where the agent (and its endpoint: this is ``SIPEndpoint/Configuration/logger``) logs:
         /// `info` for registration changes, `debug` for each call's state changes (with the
         /// Call-ID and local tag as metadata) and for requests refused, `trace` for every message.
@@ -72,6 +77,16 @@ public final class SIPUserAgent: Sendable {
         case request(SIPMessage, from: SIPPeer)
         /// A message was sent (`outgoing`) or received, for ladders and logs.
         case trace(SIPMessage, outgoing: Bool, peer: SIPPeer)
+        /// A REFER outside any dialog, when ``Configuration/handlesOutOfDialogRefer`` is on: not
+        /// answered yet; the application answers it with
+        /// ``SIPUserAgent/respond(to:in:statusCode:headers:createsDialog:)`` (a 2xx creating the
+        /// subscription's dialog, RFC 3515 §2.4.4).
+        case outOfDialogRefer(SIPMessage, TransactionID, from: SIPPeer)
+        /// A request in a dialog the agent holds outside INVITE sessions (see
+        /// ``openDialog()``: a NOTIFY of our REFER's subscription, or a request in the dialog a
+        /// REFER we accepted created); the application answers it with
+        /// ``SIPUserAgent/respond(to:in:statusCode:headers:createsDialog:)``.
+        case dialogRequest(SessionKey, SIPMessage, TransactionID)
     }
 
     struct State: ~Copyable {
@@ -85,7 +100,15 @@ public final class SIPUserAgent: Sendable {
         var invites: [TransactionID: (key: SessionKey, request: SIPMessage)] = [:]
         var registrationTimer: TimerService.Handle?
         var closed = false
+        /// Dialogs outside INVITE sessions (a REFER's subscription, RFC 3515 §2.4.4; RFC 6665):
+        /// by Call-ID and our tag; the `Dialog` once one is made (our REFER's waits for its 2xx),
+        /// used to send requests in it. Bounded by ``SIPUserAgent/maximumDialogs``.
+        var dialogs: [SessionKey: Dialog?] = [:]
     }
+
+    /// Dialogs the agent holds outside INVITE sessions at once (REFER subscriptions); one more
+    /// is refused (``openDialog()`` returns nil, a REFER answered 503 by the application).
+    public static let maximumDialogs = 256
 
     struct TimerKey: Hashable { var key: SessionKey; var timer: SessionTimer }
 
@@ -109,6 +132,8 @@ public final class SIPUserAgent: Sendable {
     public let tracing: Bool
 
     private let continuation: AsyncStream<Event>.Continuation
+    /// How many dialogs the agent holds outside INVITE sessions (mirrors `State.dialogs.count`).
+    private let heldDialogs = Atomic<Int>(0)
     private let queue = InlineSerialQueue()
     private let state: Mutex<State>
     private let resolver: @Sendable (SIPURI, TransportKind) -> SIPPeer?
@@ -143,6 +168,7 @@ public final class SIPUserAgent: Sendable {
             contact: NameAddress(uri: contactURI), viaTransport: configuration.transport.viaToken, viaSentBy: sentBy,
             timers: configuration.endpoint.timers, reliableProvisional: configuration.reliableProvisional,
             sessionTimer: configuration.sessionTimer, userAgent: configuration.userAgent, redirects: configuration.redirects)
+        sc.supportsTargetDialog = configuration.handlesOutOfDialogRefer
         if var proxy = configuration.outboundProxy {
             proxy.parameters.set("lr", nil)
             sc.outboundRoute = [NameAddress(uri: proxy)]
@@ -230,12 +256,21 @@ public final class SIPUserAgent: Sendable {
                             headers: [(SIPHeaderName, String)] = []) async -> SIPMessage? {
         let callID = String(UInt64.random(in: 0...UInt64.max), radix: 36) + "@switchboard"
         let tag = String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        return await sendOutOfDialog(method, to: target, callID: callID, tag: tag, body: body, headers: headers).response
+    }
+
+    /// Sends a request outside any dialog with the given Call-ID and From tag; its final response
+    /// (nil: timed out or not sent) and the request as last sent (with credentials, if asked).
+    private func sendOutOfDialog(_ method: SIPMethod, to target: SIPURI, callID: String, tag: String, body: SessionBody?,
+                                 headers: [(SIPHeaderName, String)]) async -> (response: SIPMessage?, request: SIPMessage?) {
+        var sentRequest: SIPMessage?
         var digest = configuration.credentials
         var authorization: [(SIPHeaderName, String)] = []
         for cseq in UInt32(1)...2 {
             guard let request = outOfDialogRequest(method, target: target, callID: callID, tag: tag, cseq: cseq, body: body,
                                                    headers: headers + authorization),
-                  let peer = destination(of: request) else { return nil }
+                  let peer = destination(of: request) else { return (nil, sentRequest) }
+            sentRequest = request
             if tracing { continuation.yield(.trace(request, outgoing: true, peer: peer)) }
             let response: SIPMessage? = await withCheckedContinuation { (c: CheckedContinuation<SIPMessage?, Never>) in
                 let once = Mutex(false)
@@ -250,18 +285,137 @@ public final class SIPUserAgent: Sendable {
                     c.resume(returning: r)
                 }
             }
-            guard let r = response else { return nil }
+            guard let r = response else { return (nil, sentRequest) }
             if tracing { continuation.yield(.trace(r, outgoing: false, peer: peer)) }
-            guard let code = r.statusCode, code == 401 || code == 407, cseq == 1, var d = digest else { return r }
+            guard let code = r.statusCode, code == 401 || code == 407, cseq == 1, var d = digest else { return (r, sentRequest) }
             let challenges = (try? (code == 401 ? r.wwwAuthenticate() : r.proxyAuthenticate())) ?? []
             var g = SystemRandomNumberGenerator()
             guard let creds = try? d.authorize(challenges: challenges, method: method, requestURI: target.description,
-                                               body: body?.bytes ?? [], using: &g) else { return r }
+                                               body: body?.bytes ?? [], using: &g) else { return (r, sentRequest) }
             digest = d
             let name: SIPHeaderName = code == 401 ? .authorization : .proxyAuthorization
             authorization = creds.map { (name, $0.description) }
         }
-        return nil
+        return (nil, sentRequest)
+    }
+
+    // MARK: Dialogs outside INVITE sessions (REFER subscriptions)
+
+    /// Opens a dialog of ours outside the INVITE sessions: a new Call-ID and our tag, under
+    /// which the requests the peer sends in it are reported (``Event/dialogRequest(_:_:_:)``)
+    /// until ``closeDialog(_:)``. Send its creating request with
+    /// ``sendDialogCreatingRequest(_:_:to:headers:)``. Nil when ``maximumDialogs`` are open.
+    public func openDialog() -> SessionKey? {
+        let key = SessionKey(callID: String(UInt64.random(in: 0...UInt64.max), radix: 36) + "@switchboard",
+                             localTag: String(UInt64.random(in: 0...UInt64.max), radix: 36))
+        return state.withLock { s in
+            guard s.dialogs.count < Self.maximumDialogs else { return nil }
+            s.dialogs[key] = .some(nil)
+            heldDialogs.store(s.dialogs.count, ordering: .relaxed)
+            return key
+        }
+    }
+
+    /// Sends the request that creates the dialog `key` (from ``openDialog()``): a REFER outside
+    /// any dialog (RFC 3515 §2.4.4, with `Target-Dialog` per RFC 4538) to `target`, with our
+    /// Contact. Returns its final response, nil when it timed out or could not be sent; a 2xx
+    /// makes the dialog ours (requests in it may then be sent), anything else leaves the key
+    /// open until ``closeDialog(_:)`` (a NOTIFY may still come first, RFC 6665 §4.1.2.4).
+    public func sendDialogCreatingRequest(_ key: SessionKey, _ method: SIPMethod, to target: SIPURI,
+                                          headers: [(SIPHeaderName, String)] = []) async -> SIPMessage? {
+        let (response, request) = await sendOutOfDialog(method, to: target, callID: key.callID, tag: key.localTag, body: nil, headers: headers)
+        if let response, let request, let code = response.statusCode, (200..<300).contains(code),
+           let dialog = try? Dialog(uacRequest: request, response: response) {
+            state.withLock { s in if s.dialogs[key] != nil { s.dialogs[key] = dialog } }
+        }
+        return response
+    }
+
+    /// Answers a request handed to the application (``Event/outOfDialogRefer(_:_:from:)``,
+    /// ``Event/dialogRequest(_:_:_:)``). With `createsDialog`, a 2xx to a request outside any
+    /// dialog gets our tag and Contact and makes a dialog the agent holds (the REFER's
+    /// subscription), returned as its key; nil otherwise, or when that request cannot make one
+    /// (no Contact: it is answered 400 instead; ``maximumDialogs`` open: 503).
+    @discardableResult
+    public func respond(to request: SIPMessage, in transaction: TransactionID, statusCode: Int,
+                        headers: [(SIPHeaderName, String)] = [], createsDialog: Bool = false) -> SessionKey? {
+        let tag = request.toTag == nil ? String(UInt64.random(in: 0...UInt64.max), radix: 36) : nil
+        var r = SIPMessage(responseTo: request, statusCode: statusCode, toTag: tag)
+        for (n, v) in headers { try? r.append(n, v) }
+        if let ua = sessionConfiguration.userAgent { try? r.append(.server, ua) }
+        var key: SessionKey?
+        if createsDialog, request.toTag == nil, (200..<300).contains(statusCode) {
+            try? r.append(.contact, sessionConfiguration.contact)
+            if configuration.handlesOutOfDialogRefer { try? r.append(.supported, "tdialog") }
+            guard let dialog = try? Dialog(uasRequest: request, response: r) else {
+                var refusal = SIPMessage(responseTo: request, statusCode: 400, toTag: tag)
+                try? refusal.append(.warning, "399 switchboard \"no Contact in a request that creates a dialog\"")
+                endpoint.respond(refusal, to: transaction)
+                return nil
+            }
+            let k = SessionKey(callID: dialog.id.callID, localTag: dialog.id.localTag)
+            let opened = state.withLock { s -> Bool in
+                guard s.dialogs.count < Self.maximumDialogs else { return false }
+                s.dialogs[k] = dialog
+                heldDialogs.store(s.dialogs.count, ordering: .relaxed)
+                return true
+            }
+            guard opened else {
+                endpoint.respond(SIPMessage(responseTo: request, statusCode: 503, toTag: tag), to: transaction)
+                return nil
+            }
+            key = k
+        }
+        endpoint.respond(r, to: transaction)
+        if tracing, let peer = peerForResponse(r) { continuation.yield(.trace(r, outgoing: true, peer: peer)) }
+        return key
+    }
+
+    /// Sends a request in a dialog the agent holds outside INVITE sessions (a NOTIFY of a REFER
+    /// we accepted), with our Contact; returns its final response, nil when it timed out, could
+    /// not be sent, or the dialog is not ours (yet).
+    public func sendInDialog(_ key: SessionKey, _ method: SIPMethod, body: SessionBody? = nil,
+                             headers: [(SIPHeaderName, String)] = []) async -> SIPMessage? {
+        let sc = sessionConfiguration
+        let built = state.withLock { s -> SIPMessage? in
+            guard let d = s.dialogs[key], var dialog = d else { return nil }
+            let via = "SIP/2.0/\(sc.viaTransport) \(sc.viaSentBy);branch=\(TransactionLayer<SIPPeer>.newBranch());rport"
+            guard let v = try? Via(via), var m = try? dialog.makeRequest(method, via: v, contact: sc.contact) else { return nil }
+            s.dialogs[key] = dialog
+            if let ua = sc.userAgent { try? m.append(.userAgent, ua) }
+            return m
+        }
+        guard var request = built else { return nil }
+        for (n, v) in headers { try? request.append(n, v) }
+        if let b = body { request.setBody(b.bytes, contentType: b.contentType) }
+        guard let peer = destination(of: request) else { return nil }
+        if tracing { continuation.yield(.trace(request, outgoing: true, peer: peer)) }
+        let response: SIPMessage? = await withCheckedContinuation { (c: CheckedContinuation<SIPMessage?, Never>) in
+            let once = Mutex(false)
+            endpoint.sendRequest(request, to: peer) { event in
+                let result: SIPMessage??
+                switch event {
+                case .provisional: result = nil
+                case .final(let m): result = .some(m)
+                case .timeout, .transportError: result = .some(nil)
+                }
+                guard let r = result, once.withLock({ done in defer { done = true }; return !done }) else { return }
+                c.resume(returning: r)
+            }
+        }
+        if tracing, let r = response { continuation.yield(.trace(r, outgoing: false, peer: peer)) }
+        return response
+    }
+
+    /// Whether the agent holds the dialog `key` outside its INVITE sessions.
+    public func holdsDialog(_ key: SessionKey) -> Bool { state.withLock { $0.dialogs[key] != nil } }
+
+    /// Forgets a dialog held outside INVITE sessions: later requests in it get 481.
+    public func closeDialog(_ key: SessionKey) {
+        state.withLock { s in
+            s.dialogs.removeValue(forKey: key)
+            heldDialogs.store(s.dialogs.count, ordering: .relaxed)
+        }
     }
 
     private func outOfDialogRequest(_ method: SIPMethod, target: SIPURI, callID: String, tag: String, cseq: UInt32,
@@ -278,7 +432,8 @@ public final class SIPUserAgent: Sendable {
             try m.append(.to, NameAddress(uri: target))
             try m.append(.callID, callID)
             try m.append(.cseq, CSeq(cseq, method))
-            if method == .options { try m.append(.contact, sc.contact) }
+            // REFER and SUBSCRIBE create a dialog: the peer's requests in it come to the Contact.
+            if method == .options || method == .refer || method == .subscribe { try m.append(.contact, sc.contact) }
             if let ua = sc.userAgent { try m.append(.userAgent, ua) }
             for (n, v) in headers { try m.append(n, v) }
             if let b = body { m.setBody(b.bytes, contentType: b.contentType) }
@@ -338,6 +493,31 @@ public final class SIPUserAgent: Sendable {
         switch event {
         case .request(let r):
             if tracing { continuation.yield(.trace(r.message, outgoing: false, peer: r.peer)) }
+            // Looked for only while such dialogs exist: other requests pay one atomic load.
+            if heldDialogs.load(ordering: .relaxed) > 0, let callID = r.message.callID, let toTag = r.message.toTag {
+                // A request in a dialog held outside the INVITE sessions (a REFER subscription).
+                let key = SessionKey(callID: callID, localTag: toTag)
+                let held = state.withLock { s -> Bool? in
+                    guard let d = s.dialogs[key] else { return nil }
+                    guard var dialog = d else { return true }
+                    do throws(DialogError) {
+                        try dialog.receive(r.message)
+                        s.dialogs[key] = dialog
+                        return true
+                    } catch {
+                        return false
+                    }
+                }
+                if let held {
+                    if held {
+                        continuation.yield(.dialogRequest(key, r.message, r.transaction))
+                    } else {
+                        // A CSeq going back, or tags that do not fit (RFC 3261 §12.2.2).
+                        endpoint.respond(SIPMessage(responseTo: r.message, statusCode: 500), to: r.transaction)
+                    }
+                    return
+                }
+            }
             let out = state.withLock { $0.manager.request(r.message, transaction: r.transaction) }
             apply(out, peer: r.peer)
         case .cancel(let r, let invite):
@@ -365,6 +545,10 @@ public final class SIPUserAgent: Sendable {
                 if debugs { logger(for: key).debug("incoming call", metadata: ["sip.from": "\((try? m.from().uri.description) ?? "?")"]) }
                 continuation.yield(.incomingCall(key, m))
             case .request(let m, let tx):
+                if m.method == .refer, configuration.handlesOutOfDialogRefer, let p = peer {
+                    continuation.yield(.outOfDialogRefer(m, tx, from: p))
+                    continue
+                }
                 let code: Int
                 switch m.method {
                 case .options?, .message?: code = 200
@@ -381,6 +565,11 @@ public final class SIPUserAgent: Sendable {
                 }
                 var r = SIPMessage(responseTo: m, statusCode: code, toTag: String(UInt32.random(in: 1...UInt32.max), radix: 36))
                 try? r.append(.allow, sessionConfiguration.allow.map(\.token).joined(separator: ", "))
+                if m.method == .options {
+                    var tags = sessionConfiguration.reliableProvisional != .unsupported ? ["100rel", "timer"] : ["timer"]
+                    if configuration.handlesOutOfDialogRefer { tags.append("tdialog") }
+                    try? r.append(.supported, tags.joined(separator: ", "))
+                }
                 endpoint.respond(r, to: tx)
                 if code >= 300 {
                     endpoint.logger.debug("refused an out-of-dialog \(m.method?.token ?? "?") with \(code)",

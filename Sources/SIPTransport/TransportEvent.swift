@@ -120,4 +120,8 @@ public enum TransportEvent: Sendable {
     case keepAlivePing(ConnectionID)
     /// A CRLF keep-alive pong arrived on a connection (the answer to our ping).
     case keepAlivePong(ConnectionID)
+    /// A datagram we sent to `destination` came back as an ICMP error (Linux IP_RECVERR):
+    /// `error` is the errno it stands for (ECONNREFUSED: port unreachable, EHOSTUNREACH,
+    /// ENETUNREACH…). Nobody receives there: what waits on an answer from it can fail now.
+    case unreachable(destination: SocketAddress, transport: TransportKind, error: Int32)
 }

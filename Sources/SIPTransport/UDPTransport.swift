@@ -21,6 +21,10 @@ public struct UDPTransportConfiguration: Sendable, Hashable {
     /// Whether to set SO_REUSEADDR before binding. Off by default: on Linux it lets several UDP
     /// sockets bind the same port and share its traffic unpredictably.
     public var reuseAddress: Bool
+    /// Whether ICMP errors for datagrams we send (port or host unreachable) are asked of the
+    /// kernel (IP_RECVERR) and reported as ``TransportEvent/unreachable(destination:transport:error:)``,
+    /// so a request to a closed port fails at once instead of at its timeout. On by default.
+    public var reportsUnreachable = true
 
     /// Creates a configuration; the defaults ask for 4 MiB buffers and 32-datagram batches.
     public init(receiveBufferSize: Int = 4 << 20, sendBufferSize: Int = 4 << 20, batchSize: Int = 32, limits: SIPParserLimits = .default, reuseAddress: Bool = false) {
@@ -56,6 +60,8 @@ public struct UDPTransportStatistics: Sendable, Hashable {
     public var sendErrors = 0
     /// Bytes of all datagrams sent.
     public var bytesSent = 0
+    /// ICMP errors read for datagrams we sent (destination unreachable).
+    public var unreachable = 0
 
     /// Creates zeroed counters.
     public init() {}
@@ -175,6 +181,12 @@ final class UDPCore: Sendable {
             receiveBufferSize = Int(rcv)
             sendBufferSize = Int(snd)
             local = try Posix.localAddress(of: fd)
+            // ICMP errors for what we send are queued and read by the receive thread (it wakes
+            // with POLLERR, so no system call is spent while none come).
+            if configuration.reportsUnreachable && cs_enable_recverr(fd, local.isIPv6 ? AF_INET6 : AF_INET) != 0 {
+                logger.debug("IP_RECVERR not available: unreachable destinations are learnt by timeout only",
+                             metadata: ["sip.local": "udp:\(local)"])
+            }
             wake = cs_eventfd()
             guard wake >= 0 else { throw .system(.current("eventfd")) }
         } catch {
@@ -244,8 +256,12 @@ final class UDPCore: Sendable {
         defer { endSend() }
         var (storage, length) = destination.sockaddr
         var sent: Int
+        var refused = false
         repeat {
             sent = bytes.withUnsafeBufferPointer { cs_sendto(fd, $0.baseAddress, $0.count, 0, &storage, length) }
+            // An ICMP error for an earlier datagram (IP_RECVERR) is also left pending on the
+            // socket and fails the next send once: not this datagram's error, so send again.
+            if sent < 0 && cs_errno() == ECONNREFUSED && !refused { refused = true; continue }
         } while sent < 0 && cs_errno() == EINTR
         guard sent >= 0 else {
             let error = SystemCallError.current("sendto")
@@ -349,14 +365,16 @@ final class UDPCore: Sendable {
                 _ = cs_eventfd_drain(wakeFD)
                 continue
             }
-            guard fds[0].revents != 0 else { continue }
+            if fds[0].revents & Int16(POLLERR) != 0 { drainErrors() }
+            guard fds[0].revents & Int16(POLLIN) != 0 else { continue }
             // Drain what is queued, a bounded number of batches between checks for close().
             for _ in 0..<64 {
                 let n = Int(cs_recv_batch(fd, buffer, slot, Int32(count), addresses, addressLengths, lengths, flags, Int32(MSG_DONTWAIT)))
                 if n <= 0 {
                     if n < 0 {
                         let e = cs_errno()
-                        if e != EAGAIN && e != EWOULDBLOCK { statistics.withLock { $0.receiveErrors += 1 } }
+                        // ECONNREFUSED: an ICMP error that came in meanwhile (read at the next POLLERR).
+                        if e != EAGAIN && e != EWOULDBLOCK && e != ECONNREFUSED { statistics.withLock { $0.receiveErrors += 1 } }
                     }
                     break
                 }
@@ -399,6 +417,29 @@ final class UDPCore: Sendable {
     }
 }
 
+extension UDPCore {
+    /// Reads the queued ICMP errors (bounded per wake-up) and reports each as
+    /// ``TransportEvent/unreachable(destination:transport:error:)``.
+    func drainErrors() {
+        var storage = sockaddr_storage()
+        var length = socklen_t(0)
+        var error: Int32 = 0
+        for _ in 0..<64 {
+            let rc = cs_recv_error(fd, &storage, &length, &error)
+            if rc < 0 {
+                // Unreadable (it should not happen): pause, so a POLLERR that stays does not spin.
+                statistics.withLock { $0.receiveErrors += 1 }
+                usleep(10_000)
+                return
+            }
+            guard rc == 1 else { return }
+            statistics.withLock { $0.unreachable += 1 }
+            guard let destination = SocketAddress(storage: storage, length: length) else { continue }
+            handler(.unreachable(destination: destination, transport: .udp, error: error))
+        }
+    }
+}
+
 extension UDPTransportStatistics {
     mutating func add(_ d: UDPTransportStatistics) {
         datagramsReceived += d.datagramsReceived
@@ -412,5 +453,6 @@ extension UDPTransportStatistics {
         datagramsSent += d.datagramsSent
         sendErrors += d.sendErrors
         bytesSent += d.bytesSent
+        unreachable += d.unreachable
     }
 }

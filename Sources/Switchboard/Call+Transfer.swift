@@ -22,6 +22,18 @@ extension Call {
         return await phone.transfer(key, to: target, notifyTimeout: notifyTimeout)
     }
 
+    /// Blind transfer with the REFER sent *outside* this call's dialog (RFC 4538): it goes to
+    /// the peer's Contact with a `Target-Dialog` naming this call, by which the peer authorizes
+    /// it; its subscription (the NOTIFYs) lives in the new dialog its 202 creates. Otherwise as
+    /// ``transfer(to:notifyTimeout:)``: the outcome from the final NOTIFY, the call hung up on
+    /// success. With ``Phone/TargetDialogUse/whenSupported`` a peer that did not list `tdialog`
+    /// gets the usual in-dialog REFER.
+    public func transfer(to target: SIPURI, targetDialog use: Phone.TargetDialogUse,
+                         notifyTimeout: Duration = .seconds(32)) async throws(CallError) -> ReferOutcome {
+        guard state.isEstablished else { throw .invalidState(action: "transfer", state: state) }
+        return await phone.transfer(key, to: target, targetDialog: use, notifyTimeout: notifyTimeout)
+    }
+
     /// Attended transfer (RFC 5589 §7): this call's peer is asked to call the party of
     /// `other` (our consultation call) with `Replaces` naming that call, so the new call takes
     /// its place at the target. Returns when the outcome is known; on success this call is hung

@@ -29,6 +29,9 @@ struct TransferBook: Sendable {
         var notifier: ReferNotifier?
         var newCall: SessionKey?
         var timer: Task<Void, Never>?
+        /// The REFER came outside any dialog: its NOTIFYs go in the dialog its 202 created (the
+        /// entry's key), held by the agent, not in a call.
+        var ownDialog = false
     }
 
     var outgoing: [SessionKey: Outgoing] = [:]
@@ -124,6 +127,73 @@ extension Phone {
         return outcome
     }
 
+    /// When a transfer's REFER goes outside the call's dialog with `Target-Dialog` (RFC 4538).
+    public enum TargetDialogUse: Sendable, Hashable {
+        /// When the peer listed `tdialog` in its Supported (the REFER then carries
+        /// `Require: tdialog`); otherwise the REFER goes in the call's dialog.
+        case whenSupported
+        /// Always, whatever the peer advertised (no `Require`: a peer that does not know the
+        /// header may still take the REFER on its own policy).
+        case always
+    }
+
+    /// Transfers the call `key` to `target` with a REFER sent *outside* the call's dialog, to the
+    /// peer's Contact, carrying `Target-Dialog` naming the call (RFC 4538: the peer authorizes it
+    /// by that) — when `use` says so, else in the dialog like ``transfer(_:to:noSubscription:notifyTimeout:hangUpOnSuccess:)``.
+    /// The REFER's subscription lives in the new dialog its 202 creates; its NOTIFYs are
+    /// reported (`report`) and end in the outcome exactly as the in-dialog transfer's.
+    public func transfer(_ key: SessionKey, to target: SIPURI, targetDialog use: TargetDialogUse,
+                         notifyTimeout: Duration = .seconds(32), hangUpOnSuccess: Bool = true) async -> ReferOutcome {
+        guard let session = await agent.session(key), let dialog = session.dialog, session.state == .confirmed,
+              case .sip(let contact) = dialog.remoteTarget else {
+            report("\(name): no established call to transfer")
+            return .refused(481)
+        }
+        guard use == .always || session.peerSupportsTargetDialog else {
+            return await transfer(key, to: target, notifyTimeout: notifyTimeout, hangUpOnSuccess: hangUpOnSuccess)
+        }
+        guard let sub = agent.openDialog() else { return .refused(503) }
+        let named = TargetDialog.naming(key, remoteTag: dialog.id.remoteTag)
+        var headers: [(SIPHeaderName, String)] = [(.referTo, NameAddress(uri: target).description),
+                                                 (.referredBy, NameAddress(uri: agent.configuration.identity).description),
+                                                 (SIPHeaderName("Target-Dialog"), named.description)]
+        if session.peerSupportsTargetDialog { headers.append((.require, "tdialog")) }
+        let configuration = ReferSubscriber.Configuration(notifyTimeout: notifyTimeout, requestedNoSubscription: false)
+        // In place before the REFER leaves: a NOTIFY may come before the 202 (RFC 6665 §4.1.2.4).
+        transfers.withLock { $0.outgoing[sub] = TransferBook.Outgoing(subscriber: ReferSubscriber(referCSeq: 1, configuration: configuration)) }
+        report("\(name): REFER to \(target) outside the call (Target-Dialog \(named))")
+        let response = await agent.sendDialogCreatingRequest(sub, .refer, to: contact,
+                                                              headers: headers)
+        let code = response?.statusCode ?? 408
+        report("\(name): REFER → \(code)")
+        let actions = transfers.withLock { book -> [ReferSubscriber.Action] in
+            guard var o = book.outgoing[sub] else { return [] }
+            let a = response.map { o.subscriber.handleReferResponse($0) } ?? o.subscriber.handleReferFailure(timeout: true)
+            book.outgoing[sub] = o
+            return a
+        }
+        await applySubscriber(sub, actions)
+        _ = await wait(timeout: notifyTimeout * 4 + .seconds(64)) { self.transfers.withLock { $0.outgoing[sub]?.outcome != nil } }
+        let outcome = transfers.withLock { book -> ReferOutcome in
+            let o = book.outgoing[sub]?.outcome ?? .unknown(.noNotify)
+            book.outgoing[sub]?.timer?.cancel()
+            book.outgoing[sub] = nil
+            return o
+        }
+        agent.closeDialog(sub)
+        report("\(name): transfer \(outcome)")
+        if outcome.isSuccess && hangUpOnSuccess {
+            let call = call(for: key)
+            call?.willEnd(.transferred(to: .sip(target)))
+            do {
+                try await agent.perform(key) { s throws(SessionError) in try s.bye() }
+            } catch {
+                call?.willEnd(nil)
+            }
+        }
+        return outcome
+    }
+
     /// A NOTIFY in a call: for our REFER's subscription, else 481 (RFC 6665 §4.1.3).
     func receivedNotify(_ key: SessionKey, _ m: SIPMessage, _ tx: TransactionID) async {
         let actions = transfers.withLock { book -> [ReferSubscriber.Action]? in
@@ -133,7 +203,7 @@ extension Phone {
             return a
         }
         guard let actions else {
-            try? await agent.perform(key) { s throws(SessionError) in s.respond(to: m, in: tx, statusCode: 481) }
+            await respondInTransfer(key, m, tx, 481)
             return
         }
         await applySubscriber(key, actions, notify: (m, tx))
@@ -145,7 +215,7 @@ extension Phone {
             case .respond(let code):
                 // A 415 says what we take (RFC 3261 §21.4.13).
                 let headers: [(SIPHeaderName, String)] = code == 415 ? [(SIPHeaderName("Accept"), "message/sipfrag")] : []
-                if let (m, tx) = notify { try? await agent.perform(key) { s throws(SessionError) in s.respond(to: m, in: tx, statusCode: code, headers: headers) } }
+                if let (m, tx) = notify { await respondInTransfer(key, m, tx, code, headers) }
             case .progress(let status):
                 report("\(name): transfer progress: \(status)")
             case .finished(let outcome):
@@ -163,6 +233,17 @@ extension Phone {
             case .cancelTimer:
                 setTimer(\.outgoing, key, after: nil)
             }
+        }
+    }
+
+    /// Answers a request of a transfer: in the call `key`, or in the dialog the agent holds as
+    /// `key` (an out-of-dialog REFER's subscription).
+    private func respondInTransfer(_ key: SessionKey, _ m: SIPMessage, _ tx: TransactionID, _ code: Int,
+                                   _ headers: [(SIPHeaderName, String)] = []) async {
+        if agent.holdsDialog(key) {
+            agent.respond(to: m, in: tx, statusCode: code, headers: headers)
+        } else {
+            try? await agent.perform(key) { s throws(SessionError) in s.respond(to: m, in: tx, statusCode: code, headers: headers) }
         }
     }
 
@@ -239,11 +320,85 @@ extension Phone {
         let noSubscription = request.grantsNoSubscription(referPolicy)
         let answerHeaders: [(SIPHeaderName, String)] = noSubscription ? [(SIPHeaderName("Refer-Sub"), "false")] : []
         try? await agent.perform(key) { s throws(SessionError) in s.respond(to: m, in: tx, statusCode: 202, headers: answerHeaders) }
-        report("\(name): transfer to \(request.target)\(referredBy)\(request.replaces.map { " replacing \($0.callID)" } ?? "")")
         transfers.withLock { book in
             book.incoming[key]?.timer?.cancel()
             book.incoming[key] = TransferBook.Incoming(notifier: noSubscription ? nil : ReferNotifier(referCSeq: request.cseq, writesEventID: count > 0))
         }
+        await performTransfer(key, request)
+    }
+
+    /// A REFER outside any dialog (RFC 3515 §2.4.4): authorized by a `Target-Dialog` (RFC 4538)
+    /// naming a call of ours with the sender — then handled as that call's REFER (the policy,
+    /// ``referDecision`` asked with that call's key, 202, NOTIFYs, the new INVITE) except that its
+    /// subscription lives in the new dialog the 202 creates — or by
+    /// ``ReferPolicy/allowsOutOfDialog`` (``referDecision`` then gets the REFER's Call-ID and an
+    /// empty tag). Otherwise refused: 403 without a known Target-Dialog, 400 for one that does
+    /// not parse.
+    func receivedOutOfDialogRefer(_ m: SIPMessage, _ tx: TransactionID) async {
+        // RFC 3261 §8.2.2.3: an extension we do not know, required, is refused (420).
+        let unknown = ((try? m.require()) ?? []).filter { !["tdialog", "norefersub"].contains($0.lowercased()) }
+        guard unknown.isEmpty else {
+            report("\(name): out-of-dialog REFER refused: 420 (Require: \(unknown.joined(separator: ", ")))")
+            agent.respond(to: m, in: tx, statusCode: 420, headers: [(.unsupported, unknown.joined(separator: ", "))])
+            return
+        }
+        var call: SessionKey?
+        if let td = try? TargetDialog.read(m) {
+            for k in Set(callStates.withLock { Array($0.keys) } + incomingCalls) where k.callID == td.callID && k.localTag == td.localTag {
+                guard let s = await agent.session(k), !s.isTerminated else { continue }
+                if ReplaceableDialog.dialogs(of: s, key: k).contains(where: { td.names(k, remoteTag: $0.remoteTag) }) { call = k }
+            }
+        }
+        let (count, open) = transfers.withLock { book in
+            (call.map { book.refers[$0] ?? 0 } ?? 0, book.incoming.values.filter { $0.notifier != nil }.count)
+        }
+        let request: ReferRequest
+        switch ReferRequest.read(m, policy: referPolicy, inDialog: false, targetDialogKnown: call != nil,
+                                 refersInDialog: count, openSubscriptions: open) {
+        case .failure(let refusal):
+            report("\(name): out-of-dialog REFER refused: \(refusal)")
+            agent.configuration.logger.info("out-of-dialog REFER refused: \(refusal)", metadata: ["sip.call_id": "\(m.callID ?? "")"])
+            agent.respond(to: m, in: tx, statusCode: refusal.statusCode, headers: [(.warning, "399 switchboard \"\(refusal.reason)\"")])
+            return
+        case .success(let r):
+            request = r
+        }
+        if let call { transfers.withLock { $0.refers[call] = count + 1 } }
+        let referredBy = request.referredBy.map { " (Referred-By \($0.uri))" } ?? ""
+        guard referDecision(call ?? SessionKey(callID: m.callID ?? "", localTag: ""), request) else {
+            report("\(name): out-of-dialog REFER to \(request.target) declined\(referredBy)")
+            agent.respond(to: m, in: tx, statusCode: 603)
+            return
+        }
+        let noSubscription = request.grantsNoSubscription(referPolicy)
+        let answerHeaders: [(SIPHeaderName, String)] = noSubscription ? [(SIPHeaderName("Refer-Sub"), "false")] : []
+        // The 202 creates the subscription's dialog (ours: NOTIFYs go in it, RFC 3515 §2.4.4).
+        let dialog = agent.respond(to: m, in: tx, statusCode: 202, headers: answerHeaders, createsDialog: !noSubscription)
+        if !noSubscription && dialog == nil { return }  // answered 400/503 by the agent instead
+        let key = dialog ?? SessionKey(callID: m.callID ?? "", localTag: "norefersub-\(UInt32.random(in: 0...UInt32.max))")
+        report("\(name): out-of-dialog REFER accepted\(call.map { " (Target-Dialog: call \($0.callID))" } ?? "")")
+        transfers.withLock { book in
+            book.incoming[key] = TransferBook.Incoming(notifier: noSubscription ? nil : ReferNotifier(referCSeq: request.cseq, writesEventID: false),
+                                                       ownDialog: true)
+        }
+        await performTransfer(key, request)
+    }
+
+    /// A request in a dialog the agent holds for a transfer: a NOTIFY of our out-of-dialog
+    /// REFER; anything else (a SUBSCRIBE refreshing the subscription we notify) gets 405.
+    func receivedSubscriptionRequest(_ key: SessionKey, _ m: SIPMessage, _ tx: TransactionID) async {
+        if m.method == .notify {
+            await receivedNotify(key, m, tx)
+        } else {
+            agent.respond(to: m, in: tx, statusCode: 405, headers: [(.allow, "NOTIFY")])
+        }
+    }
+
+    /// Accepted: the transferor kept informed (the notifier in `key`'s entry) while we call the
+    /// REFER's target with its `Referred-By` and `Replaces`.
+    private func performTransfer(_ key: SessionKey, _ request: ReferRequest) async {
+        let referredBy = request.referredBy.map { " (Referred-By \($0.uri))" } ?? ""
+        report("\(name): transfer to \(request.target)\(referredBy)\(request.replaces.map { " replacing \($0.callID)" } ?? "")")
         await notifierStep(key) { $0.accepted() }
         guard case .sip(let target) = request.target else {
             // tel: URIs need a gateway this phone does not know: the transfer fails.
@@ -281,7 +436,13 @@ extension Phone {
             default: status = nil
             }
             if let status { await notifierStep(original) { $0.progress(status) } }
-            if state.isTerminated || state == .confirmed { _ = transfers.withLock { $0.byNewCall.removeValue(forKey: key) } }
+            if state.isTerminated || state == .confirmed {
+                transfers.withLock { book in
+                    book.byNewCall.removeValue(forKey: key)
+                    // An out-of-dialog REFER without subscription: nothing more to tell anyone.
+                    if let i = book.incoming[original], i.ownDialog, i.notifier == nil { book.incoming[original] = nil }
+                }
+            }
         }
         if state.isTerminated {
             transfers.withLock { book in
@@ -328,8 +489,18 @@ extension Phone {
             book.incoming[key]?.notifier = notifier
             return a
         }
+        let ownDialog = transfers.withLock { $0.incoming[key]?.ownDialog ?? false }
         for a in actions {
             switch a {
+            case .send(let notify) where ownDialog:
+                // In the dialog the REFER created: sent from a task (the answer may take up to
+                // Timer F; the notifier holds any newer status until it comes).
+                let headers: [(SIPHeaderName, String)] = [(.event, notify.event), (.subscriptionState, notify.subscriptionState)]
+                let body = notify.body
+                Task {
+                    let response = await self.agent.sendInDialog(key, .notify, body: body, headers: headers)
+                    await self.notifierStep(key) { $0.notifyCompleted(statusCode: response?.statusCode) }
+                }
             case .send(let notify):
                 let headers: [(SIPHeaderName, String)] = [(.event, notify.event), (.subscriptionState, notify.subscriptionState)]
                 let body = notify.body
@@ -344,6 +515,10 @@ extension Phone {
                 setTimer(\.incoming, key, after: d) { phone in await phone.notifierStep(key) { $0.timerFired() } }
             case .cancelTimer:
                 setTimer(\.incoming, key, after: nil)
+            case .terminated where ownDialog:
+                // The subscription is over, and with it the dialog the REFER created.
+                if let i = transfers.withLock({ $0.incoming.removeValue(forKey: key) }) { i.timer?.cancel() }
+                agent.closeDialog(key)
             case .terminated:
                 transfers.withLock { $0.incoming[key]?.notifier = nil }
             }
@@ -365,9 +540,24 @@ extension Phone {
     }
 
     /// Takes an incoming call that replaces one of ours: answered at once (no ringing), the
-    /// replaced call ended with BYE (or CANCEL, an early call we placed); or refused.
+    /// replaced call ended with BYE (or CANCEL, an early call we placed); or refused — by RFC
+    /// 3891 §3's rules, or with 403 when not authorized (§6: ``authorizeReplaces``).
     func takeReplacing(_ key: SessionKey, _ invite: SIPMessage, _ decision: ReplacesDecision) async {
         let by = ((try? invite.referredBy()) ?? nil).map { " (Referred-By \($0.uri))" } ?? ""
+        var decision = decision
+        if case .replace(let old, _) = decision {
+            let session = await agent.session(old)
+            let replacesTag = ((try? invite.replaces()) ?? nil)?.fromTag
+            let dialog = session?.dialog ?? session?.earlyDialogList.first { $0.id.remoteTag == replacesTag }
+            let grounds = dialog.flatMap { ReplacesAuthorization.grounds(for: invite, peer: $0.remoteParty.uri, peerContact: $0.remoteTarget) }
+            if !authorizeReplaces(invite, old, grounds) {
+                report("\(name): Replaces not authorized (RFC 3891 §6)\(by)")
+                agent.logger(for: key).info("Replaces of \(old.callID) not authorized: neither Referred-By nor From is that call's peer")
+                decision = .refuse(403)
+            } else if let grounds {
+                agent.logger(for: key).debug("Replaces of \(old.callID) authorized: \(grounds)")
+            }
+        }
         switch decision {
         case .refuse(let code):
             report("\(name): Replaces refused with \(code)\(by)")

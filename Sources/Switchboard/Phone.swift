@@ -64,6 +64,10 @@ public final class Phone: Sendable {
     public let screening: CallScreening
     /// Asked for each REFER that passed ``referPolicy``: accept (true, the default) or decline (603).
     let referDecision: @Sendable (SessionKey, ReferRequest) -> Bool
+    /// Asked for each INVITE with a Replaces that matches a call of ours (RFC 3891 §6): the
+    /// INVITE, the call it would replace and the default's grounds (nil: the default refuses);
+    /// true lets it replace the call, false refuses it with 403.
+    let authorizeReplaces: @Sendable (SIPMessage, SessionKey, ReplacesAuthorization.Grounds?) -> Bool
     /// RFC 3263 server location for next hops named by a domain (made on first use).
     private let locator: Mutex<SIPServerLocator?>
     private let dns: DNSClientConfiguration?
@@ -87,15 +91,23 @@ public final class Phone: Sendable {
     ///     603…) before anything else happens to them and never reach the application.
     ///   - referPolicy: what a REFER we receive may ask (schemes, out-of-dialog, bounds).
     ///   - referDecision: asked for each REFER that passed the policy; true accepts (the default).
+    ///   - authorizeReplaces: decides whether an INVITE with a matching Replaces may take over
+    ///     the call it names (RFC 3891 §6), given the default's grounds
+    ///     (``ReplacesAuthorization``: its Referred-By or its From is that call's peer); the
+    ///     default follows them. Refused: 403.
     ///   - metrics: where calls, registrations, SIP traffic and media figures are reported
     ///     (``PhoneMetrics``; the process's `MetricsSystem` by default); nil reports nothing.
     public init(name: String, configuration: SIPUserAgent.Configuration, autoAnswer: Duration? = nil,
                 codecs: [Codec] = [.opus, .pcmu, .pcma, .telephoneEvent], media: PhoneMediaOptions? = nil, dns: DNSClientConfiguration? = nil,
                 forwardTo: [SIPURI] = [], forwardHistory: ForwardHeaders.History = .diversion, screening: CallScreening = CallScreening(),
                 referPolicy: ReferPolicy = ReferPolicy(), referDecision: @escaping @Sendable (SessionKey, ReferRequest) -> Bool = { _, _ in true },
+                authorizeReplaces: @escaping @Sendable (SIPMessage, SessionKey, ReplacesAuthorization.Grounds?) -> Bool = { _, _, grounds in grounds != nil },
                 metrics: PhoneMetrics.Configuration? = PhoneMetrics.Configuration(),
                 report: @escaping @Sendable (String) -> Void = { _ in },
                 trace: (@Sendable (SIPMessage, Bool, SIPPeer) -> Void)? = nil) throws {
+        // Out-of-dialog REFERs come to the phone, which checks their Target-Dialog (RFC 4538).
+        var configuration = configuration
+        configuration.handlesOutOfDialogRefer = true
         agent = try SIPUserAgent(configuration: configuration, tracing: trace != nil)
         self.codecs = codecs
         self.mediaOptions = media
@@ -108,6 +120,7 @@ public final class Phone: Sendable {
         self.forwardHistory = forwardHistory
         self.screening = screening
         self.referDecision = referDecision
+        self.authorizeReplaces = authorizeReplaces
         self.locator = Mutex(nil)
         self.metrics = metrics.map(PhoneMetrics.init)
         if let m = self.metrics {
@@ -661,6 +674,10 @@ public final class Phone: Sendable {
             metrics?.registration(s)
             registrationBroadcast.publish(s)
             report("\(name): \(s.label)")
+        case .outOfDialogRefer(let m, let tx, _):
+            await receivedOutOfDialogRefer(m, tx)
+        case .dialogRequest(let key, let m, let tx):
+            await receivedSubscriptionRequest(key, m, tx)
         case .request, .trace:
             break
         }

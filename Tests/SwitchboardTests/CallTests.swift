@@ -294,9 +294,10 @@ struct CallTests {
         try await bob.agent.perform(atBob.key) { s throws(SessionError) in try s.provisional(180) }
         try await placed.waitUntil(timeout: .seconds(5)) { $0 == .ringing(earlyMedia: false) }
         let early = try #require(await carol.agent.session(placed.key)?.earlyDialogList.first)
-        // Dave's INVITE replaces carol's ringing call: to-tag is carol's tag, from-tag bob's.
+        // Dave's INVITE replaces carol's ringing call: to-tag is carol's tag, from-tag bob's; bob
+        // referred dave (RFC 3891 §6: the Referred-By of the replaced call's peer authorizes it).
         let replaces = "\(placed.key.callID);to-tag=\(placed.key.localTag);from-tag=\(early.id.remoteTag);early-only"
-        let fromDave = await dave.dial(try Self.uri(carol, "carol"), headers: [(.replaces, replaces)])
+        let fromDave = await dave.dial(try Self.uri(carol, "carol"), headers: [(.replaces, replaces), (.referredBy, "<sip:bob@127.0.0.1>")])
         try await fromDave.waitUntil(timeout: .seconds(5)) { $0.isEstablished }
         try await placed.waitUntil(timeout: .seconds(5)) { $0.isEnded }
         #expect(placed.state == .ended(.replaced))

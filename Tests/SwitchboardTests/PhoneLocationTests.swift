@@ -20,14 +20,19 @@ struct PhoneLocationTests {
     /// Short transaction timers, so the dead target's Timer B (64·T1) fires after 1.28 s.
     static let fast = TransactionTimers(t1: .milliseconds(20), t2: .milliseconds(160), t4: .milliseconds(200))
 
-    @Test("a call to sip:alice@example.test reaches the second SRV target when the first is dead")
-    func failsOverToTheSecondTarget() async throws {
+    @Test("a call to sip:alice@example.test reaches the second SRV target when the first is dead: silent (timeout) or closed (ICMP, at once)",
+          arguments: [false, true])
+    func failsOverToTheSecondTarget(closed: Bool) async throws {
         let callee = try Phone(name: "alice", configuration: .init(endpoint: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))]),
                                                                    identity: try SIPURI("sip:alice@example.test")),
                                autoAnswer: .milliseconds(10))
         defer { callee.close() }
         let live = callee.agent.endpoint.localAddresses[0].address.port
-        let dead = freeUDPPort()
+        // Silent: a bound socket that never answers (Timer B); closed: nobody bound (ICMP port
+        // unreachable, a transport error at once).
+        let silent = closed ? nil : try UDPTransport(bindingTo: try SocketAddress(ip: "127.0.0.1", port: 0)) { _ in }
+        defer { silent?.close() }
+        let dead = silent?.localAddress.port ?? freeUDPPort()
         let dns = try LocalDNSServer(zone: [
             Z.srv("_sip._udp.example.test", 10, 0, dead, "dead.example.test"),
             Z.srv("_sip._udp.example.test", 20, 0, live, "live.example.test"),
@@ -52,10 +57,11 @@ struct PhoneLocationTests {
         #expect(callee.incomingCalls.count == 1)
         // Located through DNS: the SRV question was asked (NAPTR first, per RFC 3263 §4.1).
         #expect(dns.count("_sip._udp.example.test", .srv) >= 1)
-        // The INVITE went to the dead target first, timed out, and went again to the live one.
+        // The INVITE went to the dead target first, failed there, and went again to the live one.
         let lines = log.messages
         #expect(lines.contains("located sip:alice@example.test: udp:127.0.0.1:\(dead), udp:127.0.0.1:\(live)"), "log: \(lines)")
-        #expect(lines.contains("target udp:127.0.0.1:\(dead) failed (timeout); trying udp:127.0.0.1:\(live)"), "log: \(lines)")
+        let why = closed ? "transport error" : "timeout"
+        #expect(lines.contains("target udp:127.0.0.1:\(dead) failed (\(why)); trying udp:127.0.0.1:\(live)"), "log: \(lines)")
         try await caller.agent.perform(key) { s throws(SessionError) in try s.bye() }
         #expect(await caller.wait(key, timeout: .seconds(5)) { $0.isTerminated })
     }

@@ -78,6 +78,27 @@ struct SIPpTransferTests {
         #expect(lines.contains("bob: transfer to sip:carol@127.0.0.1:\(Self.port(carol)) (Referred-By sip:sipp@127.0.0.1"))
     }
 
+    @Test("SIPp transfers us by a REFER outside the call (uac_transferor_tdialog.xml): 403 without Target-Dialog, 202 and NOTIFYs with it",
+          .timeLimit(.minutes(1)))
+    func sippAsOutOfDialogTransferor() async throws {
+        let lines = TransferTests.Lines()
+        let bob = try Self.phone("bob", lines: lines), carol = try Self.phone("carol", lines: lines)
+        defer { bob.close(); carol.close() }
+        let (status, log) = try await Self.sipp([
+            "127.0.0.1:\(Self.port(bob))", "-sf", TestPaths.repoRoot + "/Fixtures/sipp/uac_transferor_tdialog.xml", "-s", "bob",
+            "-key", "transfer_target", "sip:carol@127.0.0.1:\(Self.port(carol))", "-i", "127.0.0.1", "-p", String(freeUDPPort()),
+            "-m", "1", "-timeout", "15", "-timeout_error",
+        ])
+        #expect(status == 0, "sipp: \(log)\n\(lines.text)")
+        #expect(log.contains("without Target-Dialog: 403"), "\(log)")
+        #expect(log.contains("with Target-Dialog: 202"), "\(log)")
+        #expect(log.contains("final sipfrag: SIP/2.0 200"), "\(log)")
+        #expect(carol.incomingCalls.count == 1)
+        #expect(lines.contains("bob: out-of-dialog REFER refused: 403: REFER outside a dialog"), "\(lines.text)")
+        #expect(lines.contains("bob: out-of-dialog REFER accepted (Target-Dialog: call "), "\(lines.text)")
+        #expect(lines.contains("bob: transfer to sip:carol@127.0.0.1:\(Self.port(carol)) (Referred-By sip:sipp@127.0.0.1"))
+    }
+
     @Test("we forward SIPp (uac_redirected.xml): a 302 naming carol with a Diversion reason", .timeLimit(.minutes(1)))
     func sippAsRedirectedCaller() async throws {
         let lines = TransferTests.Lines()

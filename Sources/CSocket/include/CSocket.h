@@ -73,6 +73,17 @@ int cs_recv_batch(int fd, uint8_t *buf, size_t slot_size, int count,
  * CLOCK_REALTIME); 0 or -1 with errno (ENOPROTOOPT where the option does not exist). */
 int cs_enable_receive_timestamps(int fd);
 
+/* Asks the kernel to queue ICMP errors (port/host unreachable…) for datagrams this UDP socket
+ * sent (IP_RECVERR, IPV6_RECVERR on an AF_INET6 socket: both, for v4-mapped peers), so that
+ * poll reports POLLERR and cs_recv_error reads them. Returns 0 on success. */
+int cs_enable_recverr(int fd, int family);
+/* Reads one queued error (recvmsg with MSG_ERRQUEUE | MSG_DONTWAIT): the destination of the
+ * datagram that caused it in *dest / *destlen, the error (ECONNREFUSED for port unreachable,
+ * EHOSTUNREACH, ENETUNREACH…) in *error. Returns 1 when one was read, 0 when the queue is
+ * empty, -1 on failure. Errors that did not come from ICMP are read and reported with their
+ * errno all the same. */
+int cs_recv_error(int fd, struct sockaddr_storage *dest, socklen_t *destlen, int *error);
+
 /* cs_recv_batch with each datagram's kernel arrival time (ns since the Unix epoch,
  * CLOCK_REALTIME) in stamps[i], 0 when the socket gave none. `count` is capped at 256. */
 int cs_recv_batch_stamped(int fd, uint8_t *buf, size_t slot_size, int count,
