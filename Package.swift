@@ -25,6 +25,7 @@ let package = Package(
         .library(name: "SIPLoad", targets: ["SIPLoad"]),
         .library(name: "CaptureAnalysis", targets: ["CaptureAnalysis"]),
         .library(name: "Switchboard", targets: ["Switchboard"]),
+        .library(name: "Conformance", targets: ["Conformance"]),
         .executable(name: "switchboard", targets: ["SwitchboardCLI"]),
         // C helpers the Benchmarks package (its own package, depending on this one by path) needs.
         .library(name: "CSocket", targets: ["CSocket"]),
@@ -89,6 +90,9 @@ let package = Package(
         // The face embedding servers import: Phone, calls with media, registration, the pcapng traffic mirror.
         .target(name: "Switchboard", dependencies: ["SIPMessage", "SDP", "SIPTransaction", "SIPTransport", "SIPAuth", "SIPDialog", "SIPRuntime",
                                                     "SIPResolver", "MediaRuntime", "Media", "PacketCapture", "NetworkIO", .product(name: "Logging", package: "swift-log")]),
+        // Conformance runs: suites of tests named by ETSI TS 102 027-2 purposes, played against a device
+        // over real sockets, and the rule checker naming the RFC rule the device broke.
+        .target(name: "Conformance", dependencies: ["SIPMessage", "SIPTransport", "NetworkIO"]),
         // The command line's logic and its text/JSON rendering, kept in a library so tests drive it directly.
         .target(name: "SwitchboardTools", dependencies: ["Switchboard", "SIPProxy", "SIPLoad", "CaptureAnalysis", "MediaRuntime", "Media", "SIPMessage", "SDP",
                                                          "SIPTransaction", "SIPTransport", "SIPRuntime", "SIPResolver", "PacketCapture", "SIPDialog", "SIPAuth", "CHeapStats",
@@ -97,7 +101,7 @@ let package = Package(
         .executableTarget(
             name: "SwitchboardCLI",
             dependencies: [
-                "SwitchboardTools", "Switchboard", "SIPProxy", "SIPLoad", "SIPRuntime", "SIPTransport", "SIPMessage", "SIPDialog", "MediaRuntime", "SDP", "CSocket",
+                "SwitchboardTools", "Switchboard", "Conformance", "SIPProxy", "SIPLoad", "SIPRuntime", "SIPTransport", "SIPMessage", "SIPDialog", "MediaRuntime", "SDP", "CSocket",
                 "NetworkIO", .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
@@ -122,10 +126,11 @@ let package = Package(
         .testTarget(name: "SIPResolverTests", dependencies: ["SwitchboardTestSupport", "SIPResolver", "SIPMessage", "NetworkIO"]),
         .testTarget(name: "SIPAuthTests", dependencies: ["SwitchboardTestSupport", "SIPAuth", "SIPMessage"]),
         .testTarget(name: "PacketCaptureTests", dependencies: ["SwitchboardTestSupport", "PacketCapture", "SIPMessage", "NetworkIO"]),
-        .testTarget(name: "SwitchboardTests", dependencies: ["SwitchboardTestSupport", "Switchboard", "SIPRuntime", "SIPTransport", "SIPTransaction",
+        .testTarget(name: "SwitchboardTests", dependencies: ["SwitchboardTestSupport", "Switchboard", "SIPRuntime", "SIPProxy", "SIPTransport", "SIPTransaction",
                                                       "SIPMessage", "SIPDialog", "SIPResolver", "MediaRuntime", "NetworkIO",
                                                       .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "SwitchboardToolsTests", dependencies: ["SwitchboardTools", "Switchboard", "SIPProxy", "SIPLoad", "CaptureAnalysis", "MediaRuntime", "Media", "SIPMessage", "SDP", "SIPRuntime", "SIPTransport", "PacketCapture", "SIPDialog", "SwitchboardTestSupport", "NetworkIO"]),
+        .testTarget(name: "ConformanceTests", dependencies: ["Conformance", "SwitchboardTestSupport", "Switchboard", "SIPRuntime", "SIPMessage", "SIPTransport", "NetworkIO"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,0 +1,199 @@
+import SIPMessage
+import SIPTransport
+import NetworkIO
+import Synchronization
+
+/// Errors of a conformance run that are not the DUT's findings.
+public enum ConformanceError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The target is not a SIP URI with a numeric host (`sip:user@127.0.0.1:5060`).
+    case badTarget(String)
+    /// The transport is not implemented yet for this suite.
+    case unsupportedTransport(ConformanceTransport)
+    /// No suite of that name.
+    case unknownSuite(String)
+    /// The runner's socket could not be opened.
+    case socket(String)
+
+    public var description: String {
+        switch self {
+        case .badTarget(let t): return "target \(t): a SIP URI with an IP address is needed (e.g. sip:dut@127.0.0.1:5060)"
+        case .unsupportedTransport(let t): return "transport \(t.rawValue) is not supported yet (udp only in this version)"
+        case .unknownSuite(let s): return "no suite named \(s) (switchboard conform --list names them)"
+        case .socket(let s): return "cannot open the runner's socket: \(s)"
+        }
+    }
+}
+
+/// The runner's side of one test: a UDP socket facing the DUT, the record of every message
+/// exchanged (for the rule checker and the report), raw sending for deliberately odd messages,
+/// and the answers the runner owes the DUT (200 to its BYE or OPTIONS).
+public final class ConformanceSession: Sendable {
+    /// Where the DUT is.
+    public let target: SocketAddress
+    /// The DUT's URI (Request-URI and To of new requests).
+    public let targetURI: SIPURI
+    /// The runner's own address.
+    public let local: SocketAddress
+    /// RFC 3261 T1 and T2 the checker expects of the DUT.
+    public let t1: Duration, t2: Duration
+
+    struct Entry: Sendable {
+        var direction: ExchangedMessage.Direction
+        var time: Duration
+        var bytes: [UInt8]
+        var message: SIPMessage?
+        var parseError: String?
+    }
+
+    private struct State: Sendable {
+        var entries: [Entry] = []
+        var counter: UInt64 = 0
+    }
+
+    private let state = Mutex(State())
+    private let socket: Mutex<UDPTransport?> = Mutex(nil)
+    private let start: MonotonicClock.Instant
+    private let nonce: UInt64
+
+    init(target: SocketAddress, targetURI: SIPURI, t1: Duration = .milliseconds(500), t2: Duration = .seconds(4)) throws(ConformanceError) {
+        self.target = target
+        self.targetURI = targetURI
+        self.t1 = t1
+        self.t2 = t2
+        start = .now
+        nonce = UInt64.random(in: 0..<UInt64.max)
+        let bind = target.isIPv6 ? SocketAddress.wildcard(ipv6: true) : (try? SocketAddress(ip: target.ipString.hasPrefix("127.") ? target.ipString : "0.0.0.0", port: 0))
+        guard let bind else { throw .socket("no local address") }
+        let holder = WeakSession()
+        do {
+            let t = try UDPTransport(bindingTo: bind) { event in holder.session.withLock { $0 }?.received(event) }
+            local = t.localAddress
+            socket.withLock { $0 = t }
+        } catch {
+            throw .socket("\(error)")
+        }
+        holder.session.withLock { $0 = self }
+    }
+
+    /// Closes the socket.
+    func close() {
+        let t = socket.withLock { s -> UDPTransport? in defer { s = nil }; return s }
+        t?.close()
+    }
+
+    private var now: Duration { start.duration(to: .now) }
+
+    /// The address written in Via and Contact.
+    var hostPort: String { local.isIPv6 ? "[\(local.ipString)]:\(local.port)" : "\(local.ipString):\(local.port)" }
+
+    /// A fresh token (tags, branches, Call-IDs), unique in the run.
+    func token() -> String {
+        let n = state.withLock { s -> UInt64 in s.counter += 1; return s.counter }
+        return String(nonce &+ n &* 0x9E37_79B9_7F4A_7C15, radix: 36)
+    }
+
+    /// A new RFC 3261 branch.
+    func branch() -> String { "z9hG4bK-sbc-" + token() }
+
+    // MARK: Sending
+
+    /// Sends raw bytes to the DUT (deliberately odd messages go this way), recorded as sent.
+    func sendRaw(_ bytes: [UInt8]) {
+        var entry = Entry(direction: .sent, time: now, bytes: bytes)
+        do { entry.message = try SIPMessage(bytes: bytes) } catch { entry.parseError = "\(error)" }
+        state.withLock { $0.entries.append(entry) }
+        let t = socket.withLock { $0 }
+        try? t?.send(bytes, to: target)
+    }
+
+    /// Sends a message to the DUT.
+    func send(_ m: SIPMessage) { sendRaw(m.serialized()) }
+
+    /// Sends text (CRLF line ends expected) to the DUT.
+    func send(_ text: String) { sendRaw(Array(text.utf8)) }
+
+    // MARK: Receiving
+
+    private func received(_ event: TransportEvent) {
+        switch event {
+        case .message(let inbound):
+            guard inbound.source == target || inbound.source.port == target.port else { return }
+            let m = inbound.message
+            state.withLock { $0.entries.append(Entry(direction: .received, time: now, bytes: m.serialized(), message: m)) }
+            if m.isRequest { answer(m) }
+        case .malformed(let bytes, let source, let error):
+            guard source.port == target.port else { return }
+            state.withLock { $0.entries.append(Entry(direction: .received, time: now, bytes: bytes, parseError: "\(error)")) }
+        default:
+            break
+        }
+    }
+
+    /// What the runner owes the DUT: 200 to its requests (BYE, OPTIONS, re-INVITE without
+    /// media negotiation); nothing to ACK.
+    private func answer(_ request: SIPMessage) {
+        guard let method = request.method, method != .ack else { return }
+        var r = SIPMessage(responseTo: request, statusCode: 200, toTag: request.toTag == nil ? token() : nil)
+        try? r.append(.contact, "<sip:conform@\(hostPort)>")
+        try? r.append(.contentLength, "0")
+        send(r)
+    }
+
+    /// Every message exchanged so far.
+    var entries: [Entry] { state.withLock { $0.entries } }
+
+    /// Waits until a received message satisfies `predicate` (looking at messages received after
+    /// index `after`), or `timeout` passes; returns the message and its index.
+    func waitFor(after: Int = 0, timeout: Duration, _ predicate: (SIPMessage) -> Bool) async -> (SIPMessage, Int)? {
+        let deadline = MonotonicClock.Instant.now + timeout
+        var seen = after
+        while true {
+            let list = entries
+            while seen < list.count {
+                let e = list[seen]
+                if e.direction == .received, let m = e.message, predicate(m) { return (m, seen) }
+                seen += 1
+            }
+            if MonotonicClock.Instant.now >= deadline { return nil }
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
+    /// Waits for the final response to the request sent with `branch` and CSeq method `method`.
+    func finalResponse(branch: String, method: SIPMethod, timeout: Duration = .seconds(8)) async -> SIPMessage? {
+        await waitFor(timeout: timeout) { m in
+            !m.isRequest && (m.statusCode ?? 0) >= 200 && m.topViaBranch == branch && (try? m.cseq().method) == method
+        }?.0
+    }
+
+    /// Waits for any response (provisional or final) to `branch`/`method` satisfying `predicate`.
+    func response(branch: String, method: SIPMethod, timeout: Duration = .seconds(8), _ predicate: @escaping (Int) -> Bool) async -> SIPMessage? {
+        await waitFor(timeout: timeout) { m in
+            !m.isRequest && predicate(m.statusCode ?? 0) && m.topViaBranch == branch && (try? m.cseq().method) == method
+        }?.0
+    }
+
+    /// Lets `duration` pass (messages keep being recorded and answered meanwhile).
+    func pause(_ duration: Duration) async { try? await Task.sleep(for: duration) }
+
+    /// The exchange as the report shows it.
+    var exchanged: [ExchangedMessage] {
+        entries.map { e in
+            let summary: String
+            if let m = e.message {
+                if m.isRequest { summary = "\(m.method?.token ?? "?") \(m.requestURIText ?? "")" }
+                else { summary = "\(m.statusCode ?? 0) \(m.reasonPhrase ?? "") (\((try? m.cseq().method.token) ?? "?"))" }
+            } else {
+                summary = "unparseable: \(e.parseError ?? "?")"
+            }
+            return ExchangedMessage(direction: e.direction, time: Double(e.time.components.seconds) + Double(e.time.components.attoseconds) / 1e18,
+                                    summary: summary, text: String(decoding: e.bytes, as: UTF8.self))
+        }
+    }
+}
+
+/// Lets the socket's handler reach the session once it is built (the cycle it makes ends when
+/// ``ConformanceSession/close()`` drops the socket).
+private final class WeakSession: Sendable {
+    let session = Mutex<ConformanceSession?>(nil)
+}
