@@ -8,8 +8,12 @@ public struct ConformanceRunner: Sendable {
     public var transport: ConformanceTransport
     /// The longest a test may take (a DUT that never answers cannot stall the run).
     public var testTimeLimit: Duration
+    /// How long a test waits for a final response before concluding that none is coming (a
+    /// responsive device answers in milliseconds; RFC 3261's Timer F would be 32 s).
+    public var responseTimeout: Duration
 
-    public init(target: SIPURI, transport: ConformanceTransport = .udp, testTimeLimit: Duration = .seconds(30)) {
+    public init(target: SIPURI, transport: ConformanceTransport = .udp, testTimeLimit: Duration = .seconds(30), responseTimeout: Duration = .seconds(4)) {
+        self.responseTimeout = responseTimeout
         self.target = target
         self.transport = transport
         self.testTimeLimit = testTimeLimit
@@ -42,7 +46,7 @@ public struct ConformanceRunner: Sendable {
     /// Runs one test on a session of its own and judges it: the scenario's own outcome, then
     /// the rule checker over every message exchanged.
     func run(_ test: ConformanceTestCase, at address: SocketAddress) async throws(ConformanceError) -> ConformanceTestResult {
-        let session = try ConformanceSession(target: address, targetURI: target)
+        let session = try ConformanceSession(target: address, targetURI: target, responseTimeout: responseTimeout)
         defer { session.close() }
         let clock = MonotonicClock(), started = clock.now
         let limit = testTimeLimit

@@ -36,6 +36,8 @@ public final class ConformanceSession: Sendable {
     public let local: SocketAddress
     /// RFC 3261 T1 and T2 the checker expects of the DUT.
     public let t1: Duration, t2: Duration
+    /// How long a test waits for a final response before it concludes none is coming.
+    public let responseTimeout: Duration
 
     struct Entry: Sendable {
         var direction: ExchangedMessage.Direction
@@ -55,7 +57,9 @@ public final class ConformanceSession: Sendable {
     private let start: MonotonicClock.Instant
     private let nonce: UInt64
 
-    init(target: SocketAddress, targetURI: SIPURI, t1: Duration = .milliseconds(500), t2: Duration = .seconds(4)) throws(ConformanceError) {
+    init(target: SocketAddress, targetURI: SIPURI, t1: Duration = .milliseconds(500), t2: Duration = .seconds(4),
+         responseTimeout: Duration = .seconds(4)) throws(ConformanceError) {
+        self.responseTimeout = responseTimeout
         self.target = target
         self.targetURI = targetURI
         self.t1 = t1
@@ -160,15 +164,15 @@ public final class ConformanceSession: Sendable {
     }
 
     /// Waits for the final response to the request sent with `branch` and CSeq method `method`.
-    func finalResponse(branch: String, method: SIPMethod, timeout: Duration = .seconds(8)) async -> SIPMessage? {
-        await waitFor(timeout: timeout) { m in
+    func finalResponse(branch: String, method: SIPMethod, timeout: Duration? = nil) async -> SIPMessage? {
+        await waitFor(timeout: timeout ?? responseTimeout) { m in
             !m.isRequest && (m.statusCode ?? 0) >= 200 && m.topViaBranch == branch && (try? m.cseq().method) == method
         }?.0
     }
 
     /// Waits for any response (provisional or final) to `branch`/`method` satisfying `predicate`.
-    func response(branch: String, method: SIPMethod, timeout: Duration = .seconds(8), _ predicate: @escaping (Int) -> Bool) async -> SIPMessage? {
-        await waitFor(timeout: timeout) { m in
+    func response(branch: String, method: SIPMethod, timeout: Duration? = nil, _ predicate: @escaping (Int) -> Bool) async -> SIPMessage? {
+        await waitFor(timeout: timeout ?? responseTimeout) { m in
             !m.isRequest && predicate(m.statusCode ?? 0) && m.topViaBranch == branch && (try? m.cseq().method) == method
         }?.0
     }

@@ -107,7 +107,7 @@ struct PlacedCall {
     /// Places a call and waits for its final response; ACKs it (2xx or not). Returns it.
     mutating func establish(extra: [String] = [], ackDelay: Duration = .zero) async -> SIPMessage? {
         invite(extra: extra)
-        guard let final = await session.finalResponse(branch: inviteBranch, method: .invite, timeout: .seconds(10)) else { return nil }
+        guard let final = await session.finalResponse(branch: inviteBranch, method: .invite) else { return nil }
         if (200...299).contains(final.statusCode ?? 0) {
             remoteTag = final.toTag
             if ackDelay > .zero { await session.pause(ackDelay) }
@@ -149,9 +149,9 @@ public enum ConformanceSuites {
                             summary: "an INVITE with an offer is answered (1xx optional, then 2xx with Contact and an answer); ACK; BYE gets 200",
                             reference: "RFC 3261 §8.2, §13.3.1.1, §15.1.2", role: .uac) { s in
             var call = PlacedCall(s)
-            guard let final = await call.establish() else { return .failed("no final response to the INVITE within 10 s") }
+            guard let final = await call.establish() else { return .failed("no final response to the INVITE") }
             guard (200...299).contains(final.statusCode ?? 0) else { return .failed("the INVITE was refused \(final.statusCode ?? 0)") }
-            guard let bye = await call.hangUp() else { return .failed("no final response to BYE within 8 s") }
+            guard let bye = await call.hangUp() else { return .failed("no final response to BYE ") }
             guard bye.statusCode == 200 else { return .failed("BYE answered \(bye.statusCode ?? 0), 200 expected") }
             return .passed
         },
@@ -166,7 +166,7 @@ public enum ConformanceSuites {
             let r = await s.finalResponse(branch: b, method: .invite)
             if let r, (200...299).contains(r.statusCode ?? 0) { call.ack2xx(r) } else if let r { call.ackFailure(r) }
             _ = await call.hangUp()
-            guard let r else { return .failed("no final response to the re-INVITE within 8 s") }
+            guard let r else { return .failed("no final response to the re-INVITE ") }
             guard (200...299).contains(r.statusCode ?? 0) else { return .failed("the re-INVITE was refused \(r.statusCode ?? 0)") }
             guard (try? r.cseq().sequence) == call.cseq - 1 else { return .failed("the 2xx does not carry the re-INVITE's CSeq") }
             return .passed
@@ -200,8 +200,8 @@ public enum ConformanceSuites {
                             reference: "RFC 3261 §9.2", purposeNote: unverified, role: .uac) { s in
             var call = PlacedCall(s)
             call.invite()
-            guard let provisional = await s.response(branch: call.inviteBranch, method: .invite, timeout: .seconds(5), { (101...299).contains($0) }) else {
-                return .failed("no response other than 100 to the INVITE within 5 s")
+            guard let provisional = await s.response(branch: call.inviteBranch, method: .invite, { (101...299).contains($0) }) else {
+                return .failed("no response other than 100 to the INVITE")
             }
             if (200...299).contains(provisional.statusCode ?? 0) {
                 call.remoteTag = provisional.toTag
@@ -210,7 +210,6 @@ public enum ConformanceSuites {
                 return .inconclusive("the DUT answered at once (no ringing phase), so there was nothing to cancel")
             }
             call.cancel()
-            let cancelled = await s.finalResponse(branch: call.inviteBranch, method: .cancel)
             guard let final = await s.finalResponse(branch: call.inviteBranch, method: .invite) else {
                 return .failed("no final response to the INVITE after the CANCEL")
             }
@@ -221,7 +220,9 @@ public enum ConformanceSuites {
                 return .inconclusive("the 2xx crossed the CANCEL (the DUT answered before it arrived)")
             }
             call.ackFailure(final)
-            guard let cancelled else { return .failed("no final response to CANCEL") }
+            guard let cancelled = await s.finalResponse(branch: call.inviteBranch, method: .cancel, timeout: .milliseconds(500)) else {
+                return .failed("no final response to CANCEL")
+            }
             guard cancelled.statusCode == 200 else { return .failed("CANCEL answered \(cancelled.statusCode ?? 0), 200 expected") }
             guard final.statusCode == 487 else { return .failed("the cancelled INVITE ended with \(final.statusCode ?? 0), 487 expected") }
             return .passed
@@ -232,7 +233,7 @@ public enum ConformanceSuites {
             let call = PlacedCall(s)
             let b = s.branch()
             s.send(call.draft("OPTIONS", branch: b, inDialog: false).text(s))
-            guard let r = await s.finalResponse(branch: b, method: .options) else { return .failed("no final response to OPTIONS within 8 s") }
+            guard let r = await s.finalResponse(branch: b, method: .options) else { return .failed("no final response to OPTIONS ") }
             guard r.statusCode == 200 else { return .failed("OPTIONS answered \(r.statusCode ?? 0), 200 expected") }
             return .passed
         },
@@ -242,7 +243,7 @@ public enum ConformanceSuites {
             var call = PlacedCall(s)
             call.remoteTag = s.token()
             let b = call.request("BYE")
-            guard let r = await s.finalResponse(branch: b, method: .bye) else { return .failed("no final response to the BYE within 8 s") }
+            guard let r = await s.finalResponse(branch: b, method: .bye) else { return .failed("no final response to the BYE ") }
             guard r.statusCode == 481 else { return .failed("the BYE for no dialog was answered \(r.statusCode ?? 0), 481 expected") }
             return .passed
         },
@@ -253,7 +254,7 @@ public enum ConformanceSuites {
             let b = s.branch()
             s.send(call.draft("FOOBAR", branch: b, inDialog: false).text(s))
             guard let r = await s.finalResponse(branch: b, method: .extension("FOOBAR")) else {
-                return .failed("no final response to an unknown method within 8 s")
+                return .failed("no final response to an unknown method ")
             }
             switch r.statusCode ?? 0 {
             case 501: return .passed
@@ -280,16 +281,19 @@ public enum ConformanceSuites {
                             summary: "an OPTIONS without Call-ID (a mandatory header) is answered 400 or dropped, and the DUT still answers OPTIONS afterwards",
                             reference: "RFC 3261 §8.1.1, §8.2.2, §21.4.1", purposeNote: unverified, role: .uac) { s in
             let call = PlacedCall(s)
+            // Liveness before and after: a well-formed OPTIONS.
+            func alive() async -> Bool {
+                let b = s.branch()
+                s.send(call.draft("OPTIONS", branch: b, inDialog: false).text(s))
+                return await s.finalResponse(branch: b, method: .options) != nil
+            }
+            guard await alive() else { return .inconclusive("the DUT does not answer OPTIONS, so its liveness cannot be checked") }
             let b = s.branch()
             var d = call.draft("OPTIONS", branch: b, inDialog: false)
             d.omit = ["call-id"]
             s.send(d.text(s))
-            let bad = await s.waitFor(timeout: .seconds(2)) { m in !m.isRequest && m.topViaBranch == b && (m.statusCode ?? 0) >= 200 }?.0
-            // Liveness: a well-formed OPTIONS afterwards.
-            let b2 = s.branch()
-            s.send(call.draft("OPTIONS", branch: b2, inDialog: false).text(s))
-            let alive = await s.finalResponse(branch: b2, method: .options, timeout: .seconds(5))
-            guard alive != nil else { return .failed("the DUT no longer answers OPTIONS after a request without Call-ID") }
+            let bad = await s.waitFor(timeout: .seconds(1)) { m in !m.isRequest && m.topViaBranch == b && (m.statusCode ?? 0) >= 200 }?.0
+            guard await alive() else { return .failed("the DUT no longer answers OPTIONS after a request without Call-ID") }
             if let bad, bad.statusCode != 400 { return .failed("a request without Call-ID was answered \(bad.statusCode ?? 0), 400 expected") }
             return .passed
         },

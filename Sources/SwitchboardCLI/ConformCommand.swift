@@ -27,6 +27,9 @@ struct Conform: AsyncParsableCommand {
     @Option(name: .long, help: "Run only these tests (comma-separated names).")
     var only: String?
 
+    @Option(name: .long, help: "Seconds a test waits for a final response before concluding none is coming.")
+    var timeout: Double = 4
+
     @Option(name: .long, help: "Write a JUnit XML report to this file.")
     var junit: String?
 
@@ -43,7 +46,8 @@ struct Conform: AsyncParsableCommand {
         }
         guard let suite, let target else { throw ValidationError("give a SUITE and a TARGET, or --list") }
         guard let uri = try? SIPURI(target) else { throw ValidationError("\(target) is not a SIP URI") }
-        let runner = ConformanceRunner(target: uri, transport: transport)
+        guard timeout > 0, timeout <= 60 else { throw ValidationError("--timeout takes 0 to 60 seconds") }
+        let runner = ConformanceRunner(target: uri, transport: transport, responseTimeout: .milliseconds(Int64(timeout * 1000)))
         let quiet = json
         let report: ConformanceReport
         do {
