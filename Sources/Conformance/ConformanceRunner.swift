@@ -1,5 +1,6 @@
 import SIPMessage
 import NetworkIO
+import PacketCapture
 
 /// Runs a suite's tests one after the other against a DUT and gathers their results.
 public struct ConformanceRunner: Sendable {
@@ -11,8 +12,12 @@ public struct ConformanceRunner: Sendable {
     /// How long a test waits for a final response before concluding that none is coming (a
     /// responsive device answers in milliseconds; RFC 3261's Timer F would be 32 s).
     public var responseTimeout: Duration
+    /// When set, every datagram of the run, both ways, is written to it (pcapng).
+    public var capture: CaptureWriter?
 
-    public init(target: SIPURI, transport: ConformanceTransport = .udp, testTimeLimit: Duration = .seconds(30), responseTimeout: Duration = .seconds(4)) {
+    public init(target: SIPURI, transport: ConformanceTransport = .udp, testTimeLimit: Duration = .seconds(30), responseTimeout: Duration = .seconds(4),
+                capture: CaptureWriter? = nil) {
+        self.capture = capture
         self.responseTimeout = responseTimeout
         self.target = target
         self.transport = transport
@@ -46,7 +51,7 @@ public struct ConformanceRunner: Sendable {
     /// Runs one test on a session of its own and judges it: the scenario's own outcome, then
     /// the rule checker over every message exchanged.
     func run(_ test: ConformanceTestCase, at address: SocketAddress) async throws(ConformanceError) -> ConformanceTestResult {
-        let session = try ConformanceSession(target: address, targetURI: target, responseTimeout: responseTimeout)
+        let session = try ConformanceSession(target: address, targetURI: target, responseTimeout: responseTimeout, capture: capture)
         defer { session.close() }
         let clock = MonotonicClock(), started = clock.now
         let limit = testTimeLimit

@@ -2,6 +2,7 @@ import SIPMessage
 import SIPTransport
 import NetworkIO
 import Synchronization
+import PacketCapture
 
 /// Errors of a conformance run that are not the DUT's findings.
 public enum ConformanceError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -52,14 +53,17 @@ public final class ConformanceSession: Sendable {
         var counter: UInt64 = 0
     }
 
+    /// Where every datagram of the run is recorded (pcapng), when asked.
+    private let capture: CaptureWriter?
     private let state = Mutex(State())
     private let socket: Mutex<UDPTransport?> = Mutex(nil)
     private let start: MonotonicClock.Instant
     private let nonce: UInt64
 
     init(target: SocketAddress, targetURI: SIPURI, t1: Duration = .milliseconds(500), t2: Duration = .seconds(4),
-         responseTimeout: Duration = .seconds(4)) throws(ConformanceError) {
+         responseTimeout: Duration = .seconds(4), capture: CaptureWriter? = nil) throws(ConformanceError) {
         self.responseTimeout = responseTimeout
+        self.capture = capture
         self.target = target
         self.targetURI = targetURI
         self.t1 = t1
@@ -106,6 +110,7 @@ public final class ConformanceSession: Sendable {
         var entry = Entry(direction: .sent, time: now, bytes: bytes)
         do { entry.message = try SIPMessage(bytes: bytes) } catch { entry.parseError = "\(error)" }
         state.withLock { $0.entries.append(entry) }
+        record(bytes, from: local, to: target)
         let t = socket.withLock { $0 }
         try? t?.send(bytes, to: target)
     }
@@ -123,14 +128,24 @@ public final class ConformanceSession: Sendable {
         case .message(let inbound):
             guard inbound.source == target || inbound.source.port == target.port else { return }
             let m = inbound.message
+            record(m.serialized(), from: inbound.source, to: local)
             state.withLock { $0.entries.append(Entry(direction: .received, time: now, bytes: m.serialized(), message: m)) }
             if m.isRequest { answer(m) }
         case .malformed(let bytes, let source, let error):
             guard source.port == target.port else { return }
+            record(bytes, from: source, to: local)
             state.withLock { $0.entries.append(Entry(direction: .received, time: now, bytes: bytes, parseError: "\(error)")) }
         default:
             break
         }
+    }
+
+    /// Writes a datagram to the capture, stamped with the wall clock.
+    private func record(_ bytes: [UInt8], from: SocketAddress, to: SocketAddress) {
+        guard let capture else { return }
+        let now = WallTime.now()
+        capture.writeUDP(from: CaptureEndpoint(address: from.ip, port: from.port), to: CaptureEndpoint(address: to.ip, port: to.port), payload: bytes,
+                         time: CaptureTimestamp(seconds: now.components.seconds, nanoseconds: now.components.attoseconds / 1_000_000_000))
     }
 
     /// What the runner owes the DUT: 200 to its requests (BYE, OPTIONS, re-INVITE without

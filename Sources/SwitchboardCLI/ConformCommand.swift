@@ -2,6 +2,7 @@ import ArgumentParser
 import Conformance
 import Foundation
 import SIPMessage
+import PacketCapture
 
 extension ConformanceTransport: ExpressibleByArgument {}
 extension Misbehaviour: ExpressibleByArgument {}
@@ -33,6 +34,9 @@ struct Conform: AsyncParsableCommand {
     @Option(name: .long, help: "Write a JUnit XML report to this file.")
     var junit: String?
 
+    @Option(name: .long, help: "Record every datagram of the run, both ways, to this pcapng file.")
+    var pcap: String?
+
     @Flag(name: .long, help: "Print the report as JSON (every test's findings and messages) instead of the text summary.")
     var json = false
 
@@ -47,7 +51,10 @@ struct Conform: AsyncParsableCommand {
         guard let suite, let target else { throw ValidationError("give a SUITE and a TARGET, or --list") }
         guard let uri = try? SIPURI(target) else { throw ValidationError("\(target) is not a SIP URI") }
         guard timeout > 0, timeout <= 60 else { throw ValidationError("--timeout takes 0 to 60 seconds") }
-        let runner = ConformanceRunner(target: uri, transport: transport, responseTimeout: .milliseconds(Int64(timeout * 1000)))
+        let capture: CaptureWriter?
+        do { capture = try pcap.map { path throws(CaptureWriteError) in try CaptureWriter(path: path) } } catch { throw ValidationError("\(error)") }
+        defer { capture?.close() }
+        let runner = ConformanceRunner(target: uri, transport: transport, responseTimeout: .milliseconds(Int64(timeout * 1000)), capture: capture)
         let quiet = json
         let report: ConformanceReport
         do {

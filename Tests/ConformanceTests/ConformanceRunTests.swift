@@ -3,6 +3,7 @@ import Testing
 import SIPMessage
 import SIPRuntime
 import SIPTransport
+import PacketCapture
 import NetworkIO
 import Switchboard
 import SwitchboardTestSupport
@@ -21,8 +22,8 @@ struct ConformanceRunTests {
         return try Phone(name: "dut", configuration: config, autoAnswer: .milliseconds(300))
     }
 
-    static func run(against port: UInt16, responseTimeout: Duration = .seconds(2)) async throws -> ConformanceReport {
-        let runner = ConformanceRunner(target: try SIPURI("sip:dut@127.0.0.1:\(port)"), responseTimeout: responseTimeout)
+    static func run(against port: UInt16, responseTimeout: Duration = .seconds(2), capture: CaptureWriter? = nil) async throws -> ConformanceReport {
+        let runner = ConformanceRunner(target: try SIPURI("sip:dut@127.0.0.1:\(port)"), responseTimeout: responseTimeout, capture: capture)
         return try await runner.run(suite: "uas")
     }
 
@@ -39,8 +40,15 @@ struct ConformanceRunTests {
     func theSuitePassesAgainstOurAnsweringPhone() async throws {
         let phone = try Self.answeringPhone(nil)
         defer { phone.close() }
-        let report = try await Self.run(against: phone.agent.endpoint.localAddresses[0].address.port)
+        let path = NSTemporaryDirectory() + "conform-\(UUID().uuidString).pcapng"
+        defer { unlink(path) }
+        let capture = try CaptureWriter(path: path)
+        let report = try await Self.run(against: phone.agent.endpoint.localAddresses[0].address.port, capture: capture)
+        capture.close()
         #expect(report.results.map(\.name) == ConformanceSuites.uas.map(\.name))
+        // The capture holds every message of the run, both ways, as SIP.
+        let captured = try CaptureSummary(path: path)
+        #expect(captured.messages.count == report.results.reduce(0) { $0 + $1.messages.count }, "\(captured.anomalies)")
         #expect(report.allPassed, "\(Self.describe(report))")
         #expect(report.results.allSatisfy { $0.findings.isEmpty })
         // The retransmission test saw the 2xx three times (at 0, T1 and 3·T1) before its ACK.
