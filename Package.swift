@@ -92,7 +92,7 @@ let package = Package(
                                                     "SIPResolver", "MediaRuntime", "Media", "PacketCapture", "NetworkIO", .product(name: "Logging", package: "swift-log")]),
         // Conformance runs: suites of tests named by ETSI TS 102 027-2 purposes, played against a device
         // over real sockets, and the rule checker naming the RFC rule the device broke.
-        .target(name: "Conformance", dependencies: ["SIPMessage", "SIPTransport", "PacketCapture", "NetworkIO"]),
+        .target(name: "Conformance", dependencies: ["SIPMessage", "SIPTransport", "PacketCapture", "CaptureAnalysis", "NetworkIO"]),
         // The command line's logic and its text/JSON rendering, kept in a library so tests drive it directly.
         .target(name: "SwitchboardTools", dependencies: ["Switchboard", "SIPProxy", "SIPLoad", "CaptureAnalysis", "MediaRuntime", "Media", "SIPMessage", "SDP",
                                                          "SIPTransaction", "SIPTransport", "SIPRuntime", "SIPResolver", "PacketCapture", "SIPDialog", "SIPAuth", "CHeapStats",

@@ -164,6 +164,9 @@ public struct ConformanceTestResult: Sendable, Codable {
     public var messages: [ExchangedMessage]
     /// Seconds the test took.
     public var duration: Double
+    /// The runner's and the DUT's addresses (`127.0.0.1:5090`), for the ladder.
+    public var runnerAddress: String
+    public var dutAddress: String
 }
 
 /// The result of a suite run.

@@ -87,7 +87,8 @@ public struct ConformanceRunner: Sendable {
             if reason == nil { reason = "the DUT broke \(Set(findings.map(\.rule.reference)).sorted().joined(separator: ", "))" }
         }
         return ConformanceTestResult(name: test.name, etsiPurpose: test.etsiPurpose, reference: test.reference, verdict: verdict, reason: reason,
-                                     findings: findings, messages: session.exchanged, duration: end)
+                                     findings: findings, messages: session.exchanged, duration: end,
+                                     runnerAddress: session.local.description, dutAddress: address.description)
     }
 
     static func seconds(_ d: Duration) -> Double { Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18 }

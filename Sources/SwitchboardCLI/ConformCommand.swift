@@ -34,6 +34,9 @@ struct Conform: AsyncParsableCommand {
     @Option(name: .long, help: "Write a JUnit XML report to this file.")
     var junit: String?
 
+    @Option(name: .long, help: "Write an HTML report to this file: verdicts, and the findings and ladder of every test that did not pass.")
+    var html: String?
+
     @Option(name: .long, help: "Record every datagram of the run, both ways, to this pcapng file.")
     var pcap: String?
 
@@ -65,6 +68,7 @@ struct Conform: AsyncParsableCommand {
             throw ValidationError("\(error)")
         }
         if let junit { try report.junitXML.write(toFile: junit, atomically: true, encoding: .utf8) }
+        if let html { try report.html.write(toFile: html, atomically: true, encoding: .utf8) }
         if json { print(report.json) } else { report.summaryLines.forEach { print($0) } }
         if !report.allPassed { throw ExitCode(1) }
     }

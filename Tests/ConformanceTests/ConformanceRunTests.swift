@@ -74,6 +74,10 @@ struct ConformanceRunTests {
         // The report names the rule with its RFC section, in text and JUnit.
         #expect(report.junitXML.contains(fault.brokenRule.reference))
         #expect(report.junitXML.contains("failures=\"\(expected.count)\""))
+        // The HTML page names the rule and draws the ladder of each failing test (two arrows at least each).
+        let page = report.html
+        #expect(page.contains(fault.brokenRule.reference) && page.contains(fault.brokenRule.id))
+        #expect(page.components(separatedBy: "<g class=\"arrow").count - 1 >= 2 * expected.count)
     }
 
     static let sipp: String? = ["/usr/bin/sipp", "/usr/local/bin/sipp"].first { FileManager.default.isExecutableFile(atPath: $0) }
