@@ -34,7 +34,7 @@ public struct ConformanceRunner: Sendable {
     /// with each result as it finishes (index from 1, count).
     public func run(suite: String, only: Set<String>? = nil,
                     progress: @Sendable (Int, Int, ConformanceTestResult) -> Void = { _, _, _ in }) async throws(ConformanceError) -> ConformanceReport {
-        guard transport == .udp else { throw .unsupportedTransport(transport) }
+        guard transport != .tls else { throw .unsupportedTransport(transport) }
         var tests = try Self.tests(of: suite)
         if let only { tests = tests.filter { only.contains($0.name) } }
         let address: SocketAddress
@@ -51,7 +51,7 @@ public struct ConformanceRunner: Sendable {
     /// Runs one test on a session of its own and judges it: the scenario's own outcome, then
     /// the rule checker over every message exchanged.
     func run(_ test: ConformanceTestCase, at address: SocketAddress) async throws(ConformanceError) -> ConformanceTestResult {
-        let session = try ConformanceSession(target: address, targetURI: target, responseTimeout: responseTimeout, capture: capture)
+        let session = try ConformanceSession(target: address, targetURI: target, transport: transport, responseTimeout: responseTimeout, capture: capture)
         defer { session.close() }
         let clock = MonotonicClock(), started = clock.now
         let limit = testTimeLimit
@@ -74,7 +74,9 @@ public struct ConformanceRunner: Sendable {
         let records = session.entries.map { e in
             RuleChecker.Record(sent: e.direction == .sent, time: Self.seconds(e.time), message: e.message, parseError: e.parseError)
         }
-        let checker = RuleChecker(t1: Self.seconds(session.t1), t2: Self.seconds(session.t2), unreliable: transport == .udp)
+        // 2xx retransmissions are end to end: a UAS sends them whatever its own transport (RFC 3261
+        // §13.3.1.4: a hop behind it may be UDP), so they are checked over TCP too.
+        let checker = RuleChecker(t1: Self.seconds(session.t1), t2: Self.seconds(session.t2), checks2xxRetransmissions: true)
         let findings = checker.check(records, end: end)
         var verdict: ConformanceVerdict, reason: String?
         switch outcome {

@@ -18,7 +18,7 @@ public enum ConformanceError: Error, Sendable, Equatable, CustomStringConvertibl
     public var description: String {
         switch self {
         case .badTarget(let t): return "target \(t): a SIP URI with an IP address is needed (e.g. sip:dut@127.0.0.1:5060)"
-        case .unsupportedTransport(let t): return "transport \(t.rawValue) is not supported yet (udp only in this version)"
+        case .unsupportedTransport(let t): return "transport \(t.rawValue) is not supported yet (udp and tcp in this version)"
         case .unknownSuite(let s): return "no suite named \(s) (switchboard conform --list names them)"
         case .socket(let s): return "cannot open the runner's socket: \(s)"
         }
@@ -56,16 +56,30 @@ public final class ConformanceSession: Sendable {
     /// Where every datagram of the run is recorded (pcapng), when asked.
     private let capture: CaptureWriter?
     private let state = Mutex(State())
-    private let socket: Mutex<UDPTransport?> = Mutex(nil)
+    /// The runner's socket: a UDP socket, or a TCP listener whose connections carry the test.
+    enum Socket: Sendable {
+        case udp(UDPTransport)
+        case tcp(TCPTransport)
+        func close() {
+            switch self {
+            case .udp(let t): t.close()
+            case .tcp(let t): t.close()
+            }
+        }
+    }
+    private let socket: Mutex<Socket?> = Mutex(nil)
     private let start: MonotonicClock.Instant
     private let nonce: UInt64
+    /// The transport the test runs over.
+    public let transport: ConformanceTransport
 
-    init(target: SocketAddress, targetURI: SIPURI, t1: Duration = .milliseconds(500), t2: Duration = .seconds(4),
+    init(target: SocketAddress, targetURI: SIPURI, transport: ConformanceTransport = .udp, t1: Duration = .milliseconds(500), t2: Duration = .seconds(4),
          responseTimeout: Duration = .seconds(4), capture: CaptureWriter? = nil) throws(ConformanceError) {
         self.responseTimeout = responseTimeout
         self.capture = capture
         self.target = target
         self.targetURI = targetURI
+        self.transport = transport
         self.t1 = t1
         self.t2 = t2
         start = .now
@@ -74,18 +88,29 @@ public final class ConformanceSession: Sendable {
         guard let bind else { throw .socket("no local address") }
         let holder = WeakSession()
         do {
-            let t = try UDPTransport(bindingTo: bind) { event in holder.session.withLock { $0 }?.received(event) }
-            local = t.localAddress
-            socket.withLock { $0 = t }
+            switch transport {
+            case .udp:
+                let t = try UDPTransport(bindingTo: bind) { event in holder.session.withLock { $0 }?.received(event) }
+                local = t.localAddress
+                socket.withLock { $0 = .udp(t) }
+            case .tcp:
+                let t = try TCPTransport(listeningOn: bind) { event in holder.session.withLock { $0 }?.received(event) }
+                local = t.localAddress
+                socket.withLock { $0 = .tcp(t) }
+            case .tls:
+                throw ConformanceError.unsupportedTransport(.tls)
+            }
+        } catch let e as ConformanceError {
+            throw e
         } catch {
             throw .socket("\(error)")
         }
         holder.session.withLock { $0 = self }
     }
 
-    /// Closes the socket.
+    /// Closes the socket (and its connections).
     func close() {
-        let t = socket.withLock { s -> UDPTransport? in defer { s = nil }; return s }
+        let t = socket.withLock { s -> Socket? in defer { s = nil }; return s }
         t?.close()
     }
 
@@ -93,6 +118,12 @@ public final class ConformanceSession: Sendable {
 
     /// The address written in Via and Contact.
     var hostPort: String { local.isIPv6 ? "[\(local.ipString)]:\(local.port)" : "\(local.ipString):\(local.port)" }
+
+    /// The Via transport token.
+    var viaTransport: String { transport.rawValue.uppercased() }
+
+    /// The `;transport=` parameter of our URIs (none over UDP).
+    var uriTransport: String { transport == .udp ? "" : ";transport=\(transport.rawValue)" }
 
     /// A fresh token (tags, branches, Call-IDs), unique in the run.
     func token() -> String {
@@ -105,14 +136,20 @@ public final class ConformanceSession: Sendable {
 
     // MARK: Sending
 
-    /// Sends raw bytes to the DUT (deliberately odd messages go this way), recorded as sent.
-    func sendRaw(_ bytes: [UInt8]) {
+    /// Sends raw bytes to the DUT (deliberately odd messages go this way), recorded as sent; over
+    /// TCP on `connection` when given (an answer to the DUT's request), else on the connection
+    /// to the target (opened on first use).
+    func sendRaw(_ bytes: [UInt8], on connection: ConnectionID? = nil, to peer: SocketAddress? = nil) {
         var entry = Entry(direction: .sent, time: now, bytes: bytes)
         do { entry.message = try SIPMessage(bytes: bytes) } catch { entry.parseError = "\(error)" }
         state.withLock { $0.entries.append(entry) }
-        record(bytes, from: local, to: target)
-        let t = socket.withLock { $0 }
-        try? t?.send(bytes, to: target)
+        record(bytes, from: local, to: peer ?? target)
+        switch socket.withLock({ $0 }) {
+        case .udp(let t): try? t.send(bytes, to: peer ?? target)
+        case .tcp(let t):
+            if let connection { try? t.send(bytes, on: connection) } else { _ = try? t.send(bytes, to: target) }
+        case nil: break
+        }
     }
 
     /// Sends a message to the DUT.
@@ -123,16 +160,15 @@ public final class ConformanceSession: Sendable {
 
     // MARK: Receiving
 
+    /// Everything that reaches the test's own socket is the DUT's (the socket is fresh per test).
     private func received(_ event: TransportEvent) {
         switch event {
         case .message(let inbound):
-            guard inbound.source == target || inbound.source.port == target.port else { return }
             let m = inbound.message
             record(m.serialized(), from: inbound.source, to: local)
             state.withLock { $0.entries.append(Entry(direction: .received, time: now, bytes: m.serialized(), message: m)) }
-            if m.isRequest { answer(m) }
+            if m.isRequest { answer(m, on: inbound.connection, from: inbound.source) }
         case .malformed(let bytes, let source, let error):
-            guard source.port == target.port else { return }
             record(bytes, from: source, to: local)
             state.withLock { $0.entries.append(Entry(direction: .received, time: now, bytes: bytes, parseError: "\(error)")) }
         default:
@@ -140,22 +176,25 @@ public final class ConformanceSession: Sendable {
         }
     }
 
-    /// Writes a datagram to the capture, stamped with the wall clock.
+    /// Writes a message to the capture, stamped with the wall clock.
     private func record(_ bytes: [UInt8], from: SocketAddress, to: SocketAddress) {
         guard let capture else { return }
         let now = WallTime.now()
-        capture.writeUDP(from: CaptureEndpoint(address: from.ip, port: from.port), to: CaptureEndpoint(address: to.ip, port: to.port), payload: bytes,
-                         time: CaptureTimestamp(seconds: now.components.seconds, nanoseconds: now.components.attoseconds / 1_000_000_000))
+        let a = CaptureEndpoint(address: from.ip, port: from.port), b = CaptureEndpoint(address: to.ip, port: to.port)
+        let time = CaptureTimestamp(seconds: now.components.seconds, nanoseconds: now.components.attoseconds / 1_000_000_000)
+        // Over TCP the runner's side is written with its listening address (the capture shows
+        // the exchange, not the ephemeral ports of the connections).
+        if transport == .tcp { capture.writeTCP(from: a, to: b, payload: bytes, time: time) } else { capture.writeUDP(from: a, to: b, payload: bytes, time: time) }
     }
 
     /// What the runner owes the DUT: 200 to its requests (BYE, OPTIONS, re-INVITE without
     /// media negotiation); nothing to ACK.
-    private func answer(_ request: SIPMessage) {
+    private func answer(_ request: SIPMessage, on connection: ConnectionID?, from source: SocketAddress) {
         guard let method = request.method, method != .ack else { return }
         var r = SIPMessage(responseTo: request, statusCode: 200, toTag: request.toTag == nil ? token() : nil)
-        try? r.append(.contact, "<sip:conform@\(hostPort)>")
+        try? r.append(.contact, "<sip:conform@\(hostPort)\(uriTransport)>")
         try? r.append(.contentLength, "0")
-        send(r)
+        sendRaw(r.serialized(), on: connection, to: source)
     }
 
     /// Every message exchanged so far.

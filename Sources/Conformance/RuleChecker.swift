@@ -7,13 +7,14 @@ public struct RuleChecker: Sendable {
     /// RFC 3261 T1 and T2 the DUT is expected to use (the RFC's defaults unless the test says).
     public var t1: Double
     public var t2: Double
-    /// Whether the exchange ran over an unreliable transport (2xx retransmissions are checked only then).
-    public var unreliable: Bool
+    /// Whether the 2xx retransmission schedule is checked (RFC 3261 §13.3.1.4 asks it of every
+    /// transport: the retransmissions are end to end, a hop behind the UAS may be UDP).
+    public var checks2xxRetransmissions: Bool
 
-    public init(t1: Double = 0.5, t2: Double = 4, unreliable: Bool = true) {
+    public init(t1: Double = 0.5, t2: Double = 4, checks2xxRetransmissions: Bool = true) {
         self.t1 = t1
         self.t2 = t2
-        self.unreliable = unreliable
+        self.checks2xxRetransmissions = checks2xxRetransmissions
     }
 
     /// One message of the exchange as the checker sees it.
@@ -105,8 +106,8 @@ public struct RuleChecker: Sendable {
             }
         }
 
-        // 2xx retransmissions until the ACK (RFC 3261 §13.3.1.4), over unreliable transports.
-        if unreliable {
+        // 2xx retransmissions until the ACK (RFC 3261 §13.3.1.4).
+        if checks2xxRetransmissions {
             for txKey in answerOrder {
                 guard let a = answers[txKey], let first = a.times.first else { continue }
                 let parts = txKey.split(separator: "|", omittingEmptySubsequences: false)

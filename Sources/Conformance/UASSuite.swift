@@ -21,13 +21,13 @@ struct RequestDraft {
     func text(_ s: ConformanceSession) -> String {
         var lines = ["\(method) \(uri) SIP/2.0"]
         func add(_ name: String, _ value: String) { if !omit.contains(name.lowercased()) { lines.append("\(name): \(value)") } }
-        add("Via", "SIP/2.0/UDP \(s.hostPort);branch=\(branch);rport")
+        add("Via", "SIP/2.0/\(s.viaTransport) \(s.hostPort);branch=\(branch);rport")
         if let mf = maxForwards { add("Max-Forwards", "\(mf)") }
         add("From", "<sip:conform@\(s.hostPort)>;tag=\(fromTag)")
         add("To", "<\(s.targetURI)>" + (toTag.map { ";tag=\($0)" } ?? ""))
         add("Call-ID", callID)
         add("CSeq", "\(cseq) \(cseqMethod ?? method)")
-        add("Contact", "<sip:conform@\(s.hostPort)>")
+        add("Contact", "<sip:conform@\(s.hostPort)\(s.uriTransport)>")
         for e in extra { lines.append(e) }
         if let ct = contentType, !body.isEmpty { add("Content-Type", ct) }
         add("Content-Length", "\(body.utf8.count)")
@@ -187,11 +187,11 @@ public enum ConformanceSuites {
                             summary: "an INVITE carrying two Record-Route values gets them back, in order, in the 2xx; the call is released",
                             reference: "RFC 3261 §12.1.1", purposeNote: unverified, role: .uac) { s in
             var call = PlacedCall(s)
-            let rr = ["Record-Route: <sip:rr1@\(s.hostPort);lr>", "Record-Route: <sip:rr2@\(s.hostPort);lr>"]
+            let rr = ["Record-Route: <sip:rr1@\(s.hostPort)\(s.uriTransport);lr>", "Record-Route: <sip:rr2@\(s.hostPort)\(s.uriTransport);lr>"]
             guard let final = await call.establish(extra: rr), (200...299).contains(final.statusCode ?? 0) else {
                 return .inconclusive("the record-routed INVITE was not answered 2xx")
             }
-            call.extra = ["Route: <sip:rr2@\(s.hostPort);lr>", "Route: <sip:rr1@\(s.hostPort);lr>"]
+            call.extra = ["Route: <sip:rr2@\(s.hostPort)\(s.uriTransport);lr>", "Route: <sip:rr1@\(s.hostPort)\(s.uriTransport);lr>"]
             _ = await call.hangUp()
             return .passed   // the rule checker judges the echo
         },

@@ -22,7 +22,7 @@ struct Conform: AsyncParsableCommand {
     @Argument(help: "The device under test, a SIP URI with an IP address: sip:user@127.0.0.1:5060.")
     var target: String?
 
-    @Option(name: .long, help: "Transport to the device (udp in this version).")
+    @Option(name: .long, help: "Transport to the device: udp or tcp (tls later).")
     var transport: ConformanceTransport = .udp
 
     @Option(name: .long, help: "Run only these tests (comma-separated names).")

@@ -15,15 +15,17 @@ import SwitchboardTestSupport
 @Suite("Conformance runs", .serialized)
 struct ConformanceRunTests {
     /// A phone like `switchboard answer`'s (rings 300 ms, then answers), with `fault` committed.
-    static func answeringPhone(_ fault: Misbehaviour?) throws -> Phone {
-        var endpoint = SIPEndpoint.Configuration(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))])
+    static func answeringPhone(_ fault: Misbehaviour?, transport: ConformanceTransport = .udp) throws -> Phone {
+        let any = try SocketAddress(ip: "127.0.0.1", port: 0)
+        var endpoint = SIPEndpoint.Configuration(listen: [transport == .tcp ? .tcp(any) : .udp(any)])
         endpoint.outboundRewrite = fault?.rewriter()
-        let config = SIPUserAgent.Configuration(endpoint: endpoint, identity: try SIPURI("sip:dut@127.0.0.1"), transport: .udp)
+        let config = SIPUserAgent.Configuration(endpoint: endpoint, identity: try SIPURI("sip:dut@127.0.0.1"), transport: transport == .tcp ? .tcp : .udp)
         return try Phone(name: "dut", configuration: config, autoAnswer: .milliseconds(300))
     }
 
-    static func run(against port: UInt16, responseTimeout: Duration = .seconds(2), capture: CaptureWriter? = nil) async throws -> ConformanceReport {
-        let runner = ConformanceRunner(target: try SIPURI("sip:dut@127.0.0.1:\(port)"), responseTimeout: responseTimeout, capture: capture)
+    static func run(against port: UInt16, transport: ConformanceTransport = .udp, responseTimeout: Duration = .seconds(2),
+                    capture: CaptureWriter? = nil) async throws -> ConformanceReport {
+        let runner = ConformanceRunner(target: try SIPURI("sip:dut@127.0.0.1:\(port)"), transport: transport, responseTimeout: responseTimeout, capture: capture)
         return try await runner.run(suite: "uas")
     }
 
@@ -36,14 +38,14 @@ struct ConformanceRunTests {
     /// The tests that end a call answered 2xx (the ones a fault in the 2xx or the dialog touches).
     static let answeredCalls: Set<String> = ["basic-call", "reinvite", "2xx-retransmission", "record-route"]
 
-    @Test(.timeLimit(.minutes(1)))
-    func theSuitePassesAgainstOurAnsweringPhone() async throws {
-        let phone = try Self.answeringPhone(nil)
+    @Test(.timeLimit(.minutes(1)), arguments: [ConformanceTransport.udp, .tcp])
+    func theSuitePassesAgainstOurAnsweringPhone(_ transport: ConformanceTransport) async throws {
+        let phone = try Self.answeringPhone(nil, transport: transport)
         defer { phone.close() }
         let path = NSTemporaryDirectory() + "conform-\(UUID().uuidString).pcapng"
         defer { unlink(path) }
         let capture = try CaptureWriter(path: path)
-        let report = try await Self.run(against: phone.agent.endpoint.localAddresses[0].address.port, capture: capture)
+        let report = try await Self.run(against: phone.agent.endpoint.localAddresses[0].address.port, transport: transport, capture: capture)
         capture.close()
         #expect(report.results.map(\.name) == ConformanceSuites.uas.map(\.name))
         // The capture holds every message of the run, both ways, as SIP.
@@ -51,7 +53,8 @@ struct ConformanceRunTests {
         #expect(captured.messages.count == report.results.reduce(0) { $0 + $1.messages.count }, "\(captured.anomalies)")
         #expect(report.allPassed, "\(Self.describe(report))")
         #expect(report.results.allSatisfy { $0.findings.isEmpty })
-        // The retransmission test saw the 2xx three times (at 0, T1 and 3·T1) before its ACK.
+        // The retransmission test saw the 2xx three times (at 0, T1 and 3·T1) before its ACK (over
+        // TCP too: the retransmissions are end to end, RFC 3261 §13.3.1.4).
         let retransmission = try #require(report.results.first { $0.name == "2xx-retransmission" })
         let copies = retransmission.messages.filter { $0.direction == .received && $0.summary.hasPrefix("200") && $0.summary.hasSuffix("(INVITE)") }
         #expect(copies.count == 3, "\(retransmission.messages.map(\.summary))")
