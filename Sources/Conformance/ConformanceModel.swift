@@ -10,7 +10,12 @@ public enum ConformanceRole: String, Sendable, Hashable, Codable {
 
 /// The transport a run uses to reach the DUT.
 public enum ConformanceTransport: String, Sendable, Hashable, Codable, CaseIterable {
-    case udp, tcp, tls
+    /// UDP: the runner's own socket.
+    case udp
+    /// TCP: a connection from the runner to the DUT (the DUT's requests may come on its own).
+    case tcp
+    /// TLS: not run yet (a later session).
+    case tls
 }
 
 /// A rule of an RFC that a DUT can break, named by its RFC and section.
@@ -22,12 +27,14 @@ public struct ConformanceRule: Sendable, Hashable, Codable, CustomStringConverti
     /// What the rule requires, in one sentence (our words, not the RFC's).
     public var requirement: String
 
+    /// A rule named `id`, from `reference`, requiring `requirement`.
     public init(id: String, reference: String, requirement: String) {
         self.id = id
         self.reference = reference
         self.requirement = requirement
     }
 
+    /// `RFC 3261 §12.1.1 (contact-in-2xx)`
     public var description: String { "\(reference) (\(id))" }
 }
 
@@ -64,6 +71,7 @@ extension ConformanceRule {
 
 /// A rule broken by the DUT, at a message of the exchange.
 public struct ConformanceFinding: Sendable, Hashable, Codable, CustomStringConvertible {
+    /// The rule broken.
     public var rule: ConformanceRule
     /// The index of the offending message in the test's exchange (0-based), `nil` when the
     /// finding is about a message that did not come.
@@ -71,12 +79,14 @@ public struct ConformanceFinding: Sendable, Hashable, Codable, CustomStringConve
     /// What was seen.
     public var detail: String
 
+    /// A finding of `rule` at message `messageIndex` of the exchange.
     public init(rule: ConformanceRule, messageIndex: Int?, detail: String) {
         self.rule = rule
         self.messageIndex = messageIndex
         self.detail = detail
     }
 
+    /// `RFC 3261 §12.1.1 [contact-in-2xx] at message #2: …`
     public var description: String {
         "\(rule.reference) [\(rule.id)]" + (messageIndex.map { " at message #\($0)" } ?? "") + ": \(detail)"
     }
@@ -135,12 +145,14 @@ enum ScenarioOutcome: Sendable {
 
 /// A message of a test's exchange with the DUT.
 public struct ExchangedMessage: Sendable, Hashable, Codable {
+    /// Which way a message went.
     public enum Direction: String, Sendable, Hashable, Codable {
         /// From the runner to the DUT.
         case sent
         /// From the DUT to the runner.
         case received
     }
+    /// Which way it went.
     public var direction: Direction
     /// Seconds since the test started.
     public var time: Double
@@ -152,9 +164,13 @@ public struct ExchangedMessage: Sendable, Hashable, Codable {
 
 /// The result of one test.
 public struct ConformanceTestResult: Sendable, Codable {
+    /// The test's name in its suite.
     public var name: String
+    /// Its ETSI TS 102 027-2 purpose, when it has one.
     public var etsiPurpose: String?
+    /// The RFC sections it checks.
     public var reference: String
+    /// Pass, fail or inconclusive.
     public var verdict: ConformanceVerdict
     /// Why the scenario failed or was inconclusive (`nil` when it passed).
     public var reason: String?
@@ -164,16 +180,21 @@ public struct ConformanceTestResult: Sendable, Codable {
     public var messages: [ExchangedMessage]
     /// Seconds the test took.
     public var duration: Double
-    /// The runner's and the DUT's addresses (`127.0.0.1:5090`), for the ladder.
+    /// The runner's address (`127.0.0.1:40312`), for the ladder.
     public var runnerAddress: String
+    /// The DUT's address (`127.0.0.1:5090`).
     public var dutAddress: String
 }
 
 /// The result of a suite run.
 public struct ConformanceReport: Sendable, Codable {
+    /// The suite's name.
     public var suite: String
+    /// The DUT's URI.
     public var target: String
+    /// The transport the run used.
     public var transport: ConformanceTransport
+    /// The results, in the order the tests ran.
     public var results: [ConformanceTestResult]
 
     /// How many tests had each verdict.

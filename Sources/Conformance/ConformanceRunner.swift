@@ -6,6 +6,7 @@ import PacketCapture
 public struct ConformanceRunner: Sendable {
     /// The DUT's URI (`sip:user@127.0.0.1:5060`): its host must be an IP address.
     public var target: SIPURI
+    /// The transport to the DUT (udp or tcp).
     public var transport: ConformanceTransport
     /// The longest a test may take (a DUT that never answers cannot stall the run).
     public var testTimeLimit: Duration
@@ -15,6 +16,7 @@ public struct ConformanceRunner: Sendable {
     /// When set, every datagram of the run, both ways, is written to it (pcapng).
     public var capture: CaptureWriter?
 
+    /// A runner against `target`.
     public init(target: SIPURI, transport: ConformanceTransport = .udp, testTimeLimit: Duration = .seconds(30), responseTimeout: Duration = .seconds(4),
                 capture: CaptureWriter? = nil) {
         self.capture = capture

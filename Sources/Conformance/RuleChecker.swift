@@ -4,13 +4,15 @@ import SIPMessage
 /// index of the message that broke it. It works on the whole exchange of a test once the test
 /// is over, so its verdicts do not depend on when the scenario looked.
 public struct RuleChecker: Sendable {
-    /// RFC 3261 T1 and T2 the DUT is expected to use (the RFC's defaults unless the test says).
+    /// RFC 3261 T1 in seconds the DUT is expected to use (the RFC's default unless the test says).
     public var t1: Double
+    /// RFC 3261 T2 in seconds (the cap of the 2xx retransmission interval).
     public var t2: Double
     /// Whether the 2xx retransmission schedule is checked (RFC 3261 §13.3.1.4 asks it of every
     /// transport: the retransmissions are end to end, a hop behind the UAS may be UDP).
     public var checks2xxRetransmissions: Bool
 
+    /// A checker expecting `t1` and `t2` (seconds) of the DUT.
     public init(t1: Double = 0.5, t2: Double = 4, checks2xxRetransmissions: Bool = true) {
         self.t1 = t1
         self.t2 = t2
@@ -19,11 +21,15 @@ public struct RuleChecker: Sendable {
 
     /// One message of the exchange as the checker sees it.
     public struct Record: Sendable {
+        /// True for the runner's messages, false for the DUT's.
         public var sent: Bool
+        /// Seconds since the exchange started.
         public var time: Double
         /// `nil` when the bytes did not parse.
         public var message: SIPMessage?
+        /// Why the bytes did not parse.
         public var parseError: String?
+        /// A record of one message.
         public init(sent: Bool, time: Double, message: SIPMessage?, parseError: String? = nil) {
             self.sent = sent
             self.time = time
