@@ -129,7 +129,7 @@ let package = Package(
         .testTarget(name: "SwitchboardTests", dependencies: ["SwitchboardTestSupport", "Switchboard", "SIPRuntime", "SIPProxy", "SIPTransport", "SIPTransaction",
                                                       "SIPMessage", "SIPDialog", "SIPResolver", "MediaRuntime", "NetworkIO",
                                                       .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "SwitchboardToolsTests", dependencies: ["SwitchboardTools", "Switchboard", "SIPProxy", "SIPLoad", "CaptureAnalysis", "MediaRuntime", "Media", "SIPMessage", "SDP", "SIPRuntime", "SIPTransport", "PacketCapture", "SIPDialog", "SwitchboardTestSupport", "NetworkIO"]),
+        .testTarget(name: "SwitchboardToolsTests", dependencies: ["SwitchboardTools", "Conformance", "Switchboard", "SIPProxy", "SIPLoad", "CaptureAnalysis", "MediaRuntime", "Media", "SIPMessage", "SDP", "SIPRuntime", "SIPTransport", "PacketCapture", "SIPDialog", "SwitchboardTestSupport", "NetworkIO"]),
         .testTarget(name: "ConformanceTests", dependencies: ["Conformance", "SwitchboardTestSupport", "Switchboard", "SIPRuntime", "SIPMessage", "SIPTransport",
                                                        "PacketCapture", "NetworkIO"]),
     ],

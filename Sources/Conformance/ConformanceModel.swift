@@ -61,12 +61,15 @@ extension ConformanceRule {
     /// Via, From, Call-ID and CSeq of a response are copied from the request.
     public static let responseCopiesRequest = ConformanceRule(id: "response-copies-request", reference: "RFC 3261 §8.2.6.2",
         requirement: "a response carries the request's Via (all values, in order), From, Call-ID and CSeq")
+    /// Every message carries the header fields RFC 3261 makes mandatory.
+    public static let mandatoryHeaders = ConformanceRule(id: "mandatory-headers", reference: "RFC 3261 §8.1.1 / §20",
+        requirement: "requests carry To, From, CSeq, Call-ID, Max-Forwards and Via; responses carry To, From, CSeq, Call-ID and Via")
     /// The DUT sends only messages that parse.
     public static let wellFormed = ConformanceRule(id: "well-formed", reference: "RFC 3261 §7 / §25",
         requirement: "every message sent follows the SIP grammar")
     /// Every rule the checker reports, in the order of the list above.
     public static let all: [ConformanceRule] = [.contactIn2xx, .dialogTagStable, .cseqIncreases, .retransmit2xx, .viaBranch, .recordRouteEchoed,
-                                                .responseCopiesRequest, .wellFormed]
+                                                .responseCopiesRequest, .mandatoryHeaders, .wellFormed]
 }
 
 /// A rule broken by the DUT, at a message of the exchange.

@@ -62,6 +62,18 @@ public struct RuleChecker: Sendable {
                 continue
             }
             let cseq = try? m.cseq()
+            if !r.sent {
+                var needed: [SIPHeaderName] = [.to, .from, .cseq, .callID, .via]
+                if m.isRequest { needed.append(.maxForwards) }
+                // A response cannot copy what its request lacked (a 400 to a request without
+                // Call-ID has none to give).
+                if !m.isRequest, let request = requests[key(m.topViaBranch, cseq?.method)] { needed = needed.filter { request.contains($0) } }
+                let missing = needed.filter { !m.contains($0) }
+                if !missing.isEmpty {
+                    let what = m.isRequest ? (m.method?.token ?? "request") : "\(m.statusCode ?? 0) response"
+                    add(.mandatoryHeaders, i, "the \(what) has no \(missing.map(\.spelling).joined(separator: ", "))")
+                }
+            }
             if r.sent {
                 if m.isRequest { requests[key(m.topViaBranch, cseq?.method)] = m }
                 continue

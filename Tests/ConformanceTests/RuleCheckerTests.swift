@@ -159,6 +159,20 @@ struct RuleCheckerTests {
         #expect(f.map(\.messageIndex) == [2, 3, 4])
     }
 
+    @Test func mandatoryHeadersAreNamed() {
+        let noCallID = Self.response(200, to: Self.invite, extra: ["Contact: <sip:dut@127.0.0.1:5090>", "Record-Route: <sip:rr1@127.0.0.1:4000;lr>"],
+                                     dropping: ["Call-ID"])
+        let f = RuleChecker().check(records([(true, 0, Self.invite), (false, 0.01, noCallID)]), end: 0.1)
+        #expect(f.map(\.rule) == [.mandatoryHeaders, .responseCopiesRequest], "\(f)")
+        #expect(f.first?.detail == "the 200 response has no Call-ID")
+        // A response to a request that had no Call-ID has none to copy: no finding.
+        var bare = Self.invite
+        bare.remove(.callID)
+        bare = try! SIPMessage(bytes: bare.serialized())
+        let reply = Self.response(400, to: bare)
+        #expect(RuleChecker().check(records([(true, 0, bare), (false, 0.01, reply)]), end: 0.1).isEmpty)
+    }
+
     @Test func anUnparseableMessageFromTheDUTIsNamed() {
         let f = RuleChecker().check([RuleChecker.Record(sent: false, time: 0, message: nil, parseError: "bad")], end: 1)
         #expect(f.map(\.rule) == [.wellFormed])
