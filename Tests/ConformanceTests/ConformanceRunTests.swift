@@ -112,13 +112,20 @@ struct ConformanceRunTests {
 
         // SIPp answers what it answers within milliseconds: a second is plenty for the rest.
         let report = try await Self.run(against: port, responseTimeout: .seconds(1))
-        let verdicts = Dictionary(uniqueKeysWithValues: report.results.map { ($0.name, $0.verdict) })
+        var verdicts = Dictionary(uniqueKeysWithValues: report.results.map { ($0.name, $0.verdict) })
+        // SIPp sends its 180 and 200 back to back; a CANCEL landing between them makes it drop the
+        // call without a final response (its script has no CANCEL), which is a failure too.
+        let cancel = try #require(report.results.first { $0.name == "cancel-ringing" })
+        if cancel.verdict == .fail {
+            #expect(cancel.reason == "no final response to the INVITE after the CANCEL", "\(Self.describe(report))")
+            verdicts["cancel-ringing"] = .inconclusive
+        }
         let expected: [String: ConformanceVerdict] = [
             "basic-call": .pass,
             "2xx-retransmission": .pass,          // retransmitted on schedule until our ACK
             "reinvite": .fail,                    // not in its script: no answer
             "record-route": .fail,                // the built-in uas ignores Record-Route
-            "cancel-ringing": .inconclusive,      // 180 and 200 back to back: nothing to cancel
+            "cancel-ringing": .inconclusive,      // 180 and 200 back to back: nothing to cancel (or see above)
             "options": .fail,                     // no answer
             "bye-unknown-dialog": .fail,          // answered 200, not 481
             "unknown-method": .fail,              // no answer
