@@ -87,7 +87,8 @@ struct ConformanceRunTests {
 
     /// SIPp's built-in uas is a scenario, not a user agent: it answers one INVITE → 180, 200
     /// (retransmitted until the ACK), then BYE → 200; nothing else is in its script.
-    @Test(.timeLimit(.minutes(1)), .enabled(if: sipp != nil || TestPaths.isCI, "sipp (Debian sip-tester) is not installed: skipped"))
+    @Test(.timeLimit(.minutes(1)), .enabled(if: sipp != nil || TestPaths.isCI, "sipp (Debian sip-tester) is not installed: skipped"),
+          .requires("sipp (Debian sip-tester)", { sipp != nil }))
     func theSuiteAgainstSIPpsUAS() async throws {
         let path = try #require(Self.sipp, "sipp must be installed under CI (scripts/test installs sip-tester)")
         let probe = try UDPTransport(bindingTo: try SocketAddress(ip: "127.0.0.1", port: 0)) { _ in }
