@@ -25,6 +25,7 @@ let package = Package(
         .library(name: "SIPLoad", targets: ["SIPLoad"]),
         .library(name: "CaptureAnalysis", targets: ["CaptureAnalysis"]),
         .library(name: "Switchboard", targets: ["Switchboard"]),
+        .library(name: "Conformance", targets: ["Conformance"]),
         .executable(name: "switchboard", targets: ["SwitchboardCLI"]),
         // C helpers the Benchmarks package (its own package, depending on this one by path) needs.
         .library(name: "CSocket", targets: ["CSocket"]),
@@ -95,6 +96,9 @@ let package = Package(
                                                     "SIPResolver", "MediaRuntime", "Media", "PacketCapture", "NetworkIO", .product(name: "Logging", package: "swift-log"),
                                                     .product(name: "Metrics", package: "swift-metrics"),
                                                     .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]),
+        // Conformance runs: suites of tests named by ETSI TS 102 027-2 purposes, played against a device
+        // over real sockets, and the rule checker naming the RFC rule the device broke.
+        .target(name: "Conformance", dependencies: ["SIPMessage", "SIPTransport", "PacketCapture", "CaptureAnalysis", "NetworkIO"]),
         // The command line's logic and its text/JSON rendering, kept in a library so tests drive it directly.
         .target(name: "SwitchboardTools", dependencies: ["Switchboard", "SIPProxy", "SIPLoad", "CaptureAnalysis", "MediaRuntime", "Media", "SIPMessage", "SDP",
                                                          "SIPTransaction", "SIPTransport", "SIPRuntime", "SIPResolver", "PacketCapture", "SIPDialog", "SIPAuth", "CHeapStats",
@@ -103,7 +107,7 @@ let package = Package(
         .executableTarget(
             name: "SwitchboardCLI",
             dependencies: [
-                "SwitchboardTools", "Switchboard", "SIPProxy", "SIPLoad", "SIPRuntime", "SIPTransport", "SIPMessage", "SIPDialog", "MediaRuntime", "SDP", "CSocket",
+                "SwitchboardTools", "Switchboard", "Conformance", "SIPProxy", "SIPLoad", "SIPRuntime", "SIPTransport", "SIPMessage", "SIPDialog", "MediaRuntime", "SDP", "CSocket",
                 "NetworkIO", .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
@@ -128,12 +132,14 @@ let package = Package(
         .testTarget(name: "SIPResolverTests", dependencies: ["SwitchboardTestSupport", "SIPResolver", "SIPMessage", "NetworkIO"]),
         .testTarget(name: "SIPAuthTests", dependencies: ["SwitchboardTestSupport", "SIPAuth", "SIPMessage"]),
         .testTarget(name: "PacketCaptureTests", dependencies: ["SwitchboardTestSupport", "PacketCapture", "SIPMessage", "NetworkIO"]),
-        .testTarget(name: "SwitchboardTests", dependencies: ["SwitchboardTestSupport", "Switchboard", "SIPRuntime", "SIPTransport", "SIPTransaction",
+        .testTarget(name: "SwitchboardTests", dependencies: ["SwitchboardTestSupport", "Switchboard", "SIPRuntime", "SIPProxy", "SIPTransport", "SIPTransaction",
                                                       "SIPMessage", "SIPDialog", "SIPResolver", "MediaRuntime", "NetworkIO",
                                                       .product(name: "Logging", package: "swift-log"),
                                                       .product(name: "MetricsTestKit", package: "swift-metrics"),
                                                       .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]),
-        .testTarget(name: "SwitchboardToolsTests", dependencies: ["SwitchboardTools", "Switchboard", "SIPProxy", "SIPLoad", "CaptureAnalysis", "MediaRuntime", "Media", "SIPMessage", "SDP", "SIPRuntime", "SIPTransport", "PacketCapture", "SIPDialog", "SwitchboardTestSupport", "NetworkIO"]),
+        .testTarget(name: "SwitchboardToolsTests", dependencies: ["SwitchboardTools", "Conformance", "Switchboard", "SIPProxy", "SIPLoad", "CaptureAnalysis", "MediaRuntime", "Media", "SIPMessage", "SDP", "SIPRuntime", "SIPTransport", "PacketCapture", "SIPDialog", "SwitchboardTestSupport", "NetworkIO"]),
+        .testTarget(name: "ConformanceTests", dependencies: ["Conformance", "SwitchboardTestSupport", "Switchboard", "SIPRuntime", "SIPMessage", "SIPTransport",
+                                                       "PacketCapture", "NetworkIO"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -12,8 +12,9 @@ public enum HTMLLadder {
     static let columnWidth = 200, rowHeight = 30, timeWidth = 110, headerHeight = 56
 
     /// The page for `calls` (each with its arrows; the arrows' ``CaptureAnalyzer/Arrow/text``
-    /// is what a click shows).
-    public static func render(_ calls: [CaptureAnalyzer.Call], title: String) -> String {
+    /// is what a click shows). `preamble` is HTML (escaped by the caller) placed before the
+    /// ladders, e.g. a conformance run's verdicts.
+    public static func render(_ calls: [CaptureAnalyzer.Call], title: String, preamble: String = "") -> String {
         var body = ""
         var index = 0
         for call in calls {
@@ -49,7 +50,7 @@ public enum HTMLLadder {
         </head>
         <body>
         <h1>SIP ladder: \(escape(title))</h1>
-        <p>Click an arrow to see its message.</p>
+        \(preamble)<p>Click an arrow to see its message.</p>
         \(body)<h2>Message</h2>
         <div id="detail-head"></div>
         <pre id="detail"></pre>

@@ -105,6 +105,11 @@ public final class SIPEndpoint: Sendable {
         /// `trace` for every message sent and received (with the peer and Call-ID as metadata).
         /// The level is read once, when the endpoint starts. Silent by default.
         public var logger: Logger
+        /// A fault-injection hook for conformance testing (`switchboard answer --misbehave`):
+        /// when set, every message is passed through it just before it is written to a socket,
+        /// and what it returns is sent instead (`nil`: nothing is sent). It sees retransmissions
+        /// too. Leave it `nil` (the default) for a conforming endpoint.
+        public var outboundRewrite: (@Sendable (SIPMessage) -> SIPMessage?)?
         public init(listen: [ListenPoint], timers: TransactionTimers = .rfc3261, udp: UDPTransportConfiguration = .init(),
                     tcp: TCPTransportConfiguration = .init(), tls: TLSConfiguration = .init(), capture: (any SIPTrafficSink)? = nil,
                     logger: Logger = .disabled) {
@@ -162,6 +167,8 @@ public final class SIPEndpoint: Sendable {
     /// check costs nothing when tracing is off).
     public let logger: Logger
     private let traces: Bool
+    /// The configuration's fault-injection hook (see ``Configuration/outboundRewrite``).
+    private let outboundRewrite: (@Sendable (SIPMessage) -> SIPMessage?)?
     /// The timer thread (also available to the TU for its own timers, e.g. 2xx retransmission).
     public let timerService = TimerService()
 
@@ -172,6 +179,7 @@ public final class SIPEndpoint: Sendable {
         capture = configuration.capture
         logger = configuration.logger
         traces = configuration.logger.logLevel <= .trace
+        outboundRewrite = configuration.outboundRewrite
         udp = Mutex([])
         tcp = Mutex([])
         tls = Mutex([])
@@ -518,7 +526,12 @@ public final class SIPEndpoint: Sendable {
     /// Sends over the matching transport. Responses over UDP follow RFC 3261 §18.2.2 and
     /// RFC 3581: to the source address and port of the request (the layer's peer), unless the
     /// top Via has no `rport` and names another port, in which case to that port.
-    private func send(_ m: SIPMessage, to peer: SIPPeer, transaction: TransactionID?) -> Bool {
+    private func send(_ original: SIPMessage, to peer: SIPPeer, transaction: TransactionID?) -> Bool {
+        var m = original
+        if let rewrite = outboundRewrite {
+            guard let changed = rewrite(original) else { return true }
+            m = changed
+        }
         if traces { trace("sent", m, peer) }
         if peer.transport == .tcp { return sendStream(m, to: peer, transaction: transaction) }
         if peer.transport == .tls { return sendSecure(m, to: peer, transaction: transaction) }

@@ -1,3 +1,4 @@
+import Conformance
 import ArgumentParser
 import Synchronization
 import SIPMessage
@@ -371,6 +372,10 @@ struct Answer: AsyncParsableCommand {
     @Option(name: .long, help: "With --forward-to: the history the 302 carries: diversion (RFC 5806), history-info (RFC 7044) or both.")
     var forwardHistory: ForwardHistoryOption = .diversion
 
+    @Option(name: .long, help: ArgumentHelp("Break an RFC rule on purpose, to test conformance checkers: \(Misbehaviour.allCases.map(\.rawValue).joined(separator: ", ")).",
+                                            valueName: "fault"))
+    var misbehave: Misbehaviour?
+
     @OptionGroup var account: AccountOptions
     @OptionGroup var media: MediaOptions
     @OptionGroup var transfer: TransferOptions
@@ -407,6 +412,7 @@ struct Answer: AsyncParsableCommand {
         let creds = account.credentials(for: identity)
         var config = SIPUserAgent.Configuration(endpoint: .init(listen: [point]), identity: identity, credentials: creds, transport: transport)
         config.logger = logging.logger("switchboard.answer")
+        config.endpoint.outboundRewrite = misbehave?.rewriter()
         let say = stamped(.now)
         let accepts = transfer.refer == .accept
         let phone = try Phone(name: "answer", configuration: config, autoAnswer: .milliseconds(Int64(ring)),

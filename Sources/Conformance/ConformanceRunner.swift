@@ -1,0 +1,99 @@
+import SIPMessage
+import NetworkIO
+import PacketCapture
+
+/// Runs a suite's tests one after the other against a DUT and gathers their results.
+public struct ConformanceRunner: Sendable {
+    /// The DUT's URI (`sip:user@127.0.0.1:5060`): its host must be an IP address.
+    public var target: SIPURI
+    /// The transport to the DUT (udp or tcp).
+    public var transport: ConformanceTransport
+    /// The longest a test may take (a DUT that never answers cannot stall the run).
+    public var testTimeLimit: Duration
+    /// How long a test waits for a final response before concluding that none is coming (a
+    /// responsive device answers in milliseconds; RFC 3261's Timer F would be 32 s).
+    public var responseTimeout: Duration
+    /// When set, every datagram of the run, both ways, is written to it (pcapng).
+    public var capture: CaptureWriter?
+
+    /// A runner against `target`.
+    public init(target: SIPURI, transport: ConformanceTransport = .udp, testTimeLimit: Duration = .seconds(30), responseTimeout: Duration = .seconds(4),
+                capture: CaptureWriter? = nil) {
+        self.capture = capture
+        self.responseTimeout = responseTimeout
+        self.target = target
+        self.transport = transport
+        self.testTimeLimit = testTimeLimit
+    }
+
+    /// The tests of `suite`, in the order they run.
+    public static func tests(of suite: String) throws(ConformanceError) -> [ConformanceTestCase] {
+        guard let tests = ConformanceSuites.all[suite] else { throw .unknownSuite(suite) }
+        return tests
+    }
+
+    /// Runs `suite` (only the tests whose name is in `only`, when given), calling `progress`
+    /// with each result as it finishes (index from 1, count).
+    public func run(suite: String, only: Set<String>? = nil,
+                    progress: @Sendable (Int, Int, ConformanceTestResult) -> Void = { _, _, _ in }) async throws(ConformanceError) -> ConformanceReport {
+        guard transport != .tls else { throw .unsupportedTransport(transport) }
+        var tests = try Self.tests(of: suite)
+        if let only { tests = tests.filter { only.contains($0.name) } }
+        let address: SocketAddress
+        do { address = try SocketAddress(ip: target.host.address, port: target.port ?? 5060) } catch { throw .badTarget(target.description) }
+        var results: [ConformanceTestResult] = []
+        for (i, test) in tests.enumerated() {
+            let result = try await run(test, at: address)
+            results.append(result)
+            progress(i + 1, tests.count, result)
+        }
+        return ConformanceReport(suite: suite, target: target.description, transport: transport, results: results)
+    }
+
+    /// Runs one test on a session of its own and judges it: the scenario's own outcome, then
+    /// the rule checker over every message exchanged.
+    func run(_ test: ConformanceTestCase, at address: SocketAddress) async throws(ConformanceError) -> ConformanceTestResult {
+        let session = try ConformanceSession(target: address, targetURI: target, transport: transport, responseTimeout: responseTimeout, capture: capture)
+        defer { session.close() }
+        let clock = MonotonicClock(), started = clock.now
+        let limit = testTimeLimit
+        let outcome: ScenarioOutcome = await withTaskGroup(of: ScenarioOutcome?.self) { group in
+            group.addTask {
+                do { return try await test.run(session) } catch { return .failed("the scenario stopped: \(error)") }
+            }
+            group.addTask {
+                try? await Task.sleep(for: limit)
+                return Task.isCancelled ? nil : .failed("the test did not finish within \(limit)")
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first ?? .failed("the test was cancelled")
+        }
+        // Late copies (retransmissions the DUT still sends) belong to the exchange too.
+        try? await Task.sleep(for: .milliseconds(200))
+        let elapsed = started.duration(to: clock.now)
+        let end = Self.seconds(elapsed)
+        let records = session.entries.map { e in
+            RuleChecker.Record(sent: e.direction == .sent, time: Self.seconds(e.time), message: e.message, parseError: e.parseError)
+        }
+        // 2xx retransmissions are end to end: a UAS sends them whatever its own transport (RFC 3261
+        // §13.3.1.4: a hop behind it may be UDP), so they are checked over TCP too.
+        let checker = RuleChecker(t1: Self.seconds(session.t1), t2: Self.seconds(session.t2), checks2xxRetransmissions: true)
+        let findings = checker.check(records, end: end)
+        var verdict: ConformanceVerdict, reason: String?
+        switch outcome {
+        case .passed: verdict = .pass; reason = nil
+        case .failed(let why): verdict = .fail; reason = why
+        case .inconclusive(let why): verdict = .inconclusive; reason = why
+        }
+        if !findings.isEmpty {
+            verdict = .fail
+            if reason == nil { reason = "the DUT broke \(Set(findings.map(\.rule.reference)).sorted().joined(separator: ", "))" }
+        }
+        return ConformanceTestResult(name: test.name, etsiPurpose: test.etsiPurpose, reference: test.reference, verdict: verdict, reason: reason,
+                                     findings: findings, messages: session.exchanged, duration: end,
+                                     runnerAddress: session.local.description, dutAddress: address.description)
+    }
+
+    static func seconds(_ d: Duration) -> Double { Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18 }
+}

@@ -1,0 +1,70 @@
+import Foundation
+import SIPMessage
+import Synchronization
+
+/// Faults our own UAS can be told to commit (`switchboard answer --misbehave FAULT`), so that
+/// tests can show the conformance runner catching each with the right rule. Each fault is a
+/// rewrite of outgoing messages, installed as `SIPEndpoint.Configuration.outboundRewrite`; the
+/// protocol machines themselves stay correct.
+public enum Misbehaviour: String, Sendable, CaseIterable {
+    /// Every 2xx to INVITE is sent without its Contact (breaks RFC 3261 §12.1.1).
+    case noContactIn2xx = "no-contact-in-2xx"
+    /// Once a call is answered, responses to later requests in it carry another To tag
+    /// (breaks RFC 3261 §12 / §8.2.6.2).
+    case wrongToTag = "wrong-to-tag"
+    /// A 2xx to INVITE is sent once and never retransmitted (breaks RFC 3261 §13.3.1.4 over UDP).
+    case no2xxRetransmission = "no-2xx-retransmission"
+
+    /// The rule the runner must report against this fault.
+    public var brokenRule: ConformanceRule {
+        switch self {
+        case .noContactIn2xx: return .contactIn2xx
+        case .wrongToTag: return .dialogTagStable
+        case .no2xxRetransmission: return .retransmit2xx
+        }
+    }
+
+    /// A fresh rewrite function committing this fault (it keeps what it needs per call).
+    public func rewriter() -> @Sendable (SIPMessage) -> SIPMessage? {
+        switch self {
+        case .noContactIn2xx:
+            return { m in
+                guard Self.is2xxToInvite(m) else { return m }
+                var out = m
+                out.remove(.contact)
+                return out
+            }
+        case .wrongToTag:
+            // Call-ID → (the answered INVITE's CSeq, its To tag).
+            let answered = Mutex<[String: (UInt32, String)]>([:])
+            return { m in
+                guard !m.isRequest, let callID = m.callID, let tag = m.toTag, let cseq = try? m.cseq() else { return m }
+                if Self.is2xxToInvite(m) {
+                    let first = answered.withLock { a -> (UInt32, String) in
+                        if let f = a[callID] { return f }
+                        a[callID] = (cseq.sequence, tag)
+                        return (cseq.sequence, tag)
+                    }
+                    if first.0 == cseq.sequence { return m }
+                } else if answered.withLock({ $0[callID] }) == nil {
+                    return m
+                }
+                guard let value = m[.to], let range = value.range(of: "tag=\(tag)") else { return m }
+                var out = m
+                try? out.set(.to, value.replacingCharacters(in: range, with: "tag=\(tag)x"))
+                return out
+            }
+        case .no2xxRetransmission:
+            let sent = Mutex<Set<String>>([])
+            return { m in
+                guard Self.is2xxToInvite(m), let callID = m.callID, let cseq = try? m.cseq() else { return m }
+                let first = sent.withLock { $0.insert("\(callID) \(cseq.sequence)").inserted }
+                return first ? m : nil
+            }
+        }
+    }
+
+    static func is2xxToInvite(_ m: SIPMessage) -> Bool {
+        !m.isRequest && (200...299).contains(m.statusCode ?? 0) && (try? m.cseq().method) == .invite
+    }
+}

@@ -1,0 +1,227 @@
+import SIPMessage
+
+/// Watches every message exchanged with the DUT and names each rule the DUT broke, with the
+/// index of the message that broke it. It works on the whole exchange of a test once the test
+/// is over, so its verdicts do not depend on when the scenario looked.
+public struct RuleChecker: Sendable {
+    /// RFC 3261 T1 in seconds the DUT is expected to use (the RFC's default unless the test says).
+    public var t1: Double
+    /// RFC 3261 T2 in seconds (the cap of the 2xx retransmission interval).
+    public var t2: Double
+    /// Whether the 2xx retransmission schedule is checked (RFC 3261 §13.3.1.4 asks it of every
+    /// transport: the retransmissions are end to end, a hop behind the UAS may be UDP).
+    public var checks2xxRetransmissions: Bool
+
+    /// A checker expecting `t1` and `t2` (seconds) of the DUT.
+    public init(t1: Double = 0.5, t2: Double = 4, checks2xxRetransmissions: Bool = true) {
+        self.t1 = t1
+        self.t2 = t2
+        self.checks2xxRetransmissions = checks2xxRetransmissions
+    }
+
+    /// One message of the exchange as the checker sees it.
+    public struct Record: Sendable {
+        /// True for the runner's messages, false for the DUT's.
+        public var sent: Bool
+        /// Seconds since the exchange started.
+        public var time: Double
+        /// `nil` when the bytes did not parse.
+        public var message: SIPMessage?
+        /// Why the bytes did not parse.
+        public var parseError: String?
+        /// A record of one message.
+        public init(sent: Bool, time: Double, message: SIPMessage?, parseError: String? = nil) {
+            self.sent = sent
+            self.time = time
+            self.message = message
+            self.parseError = parseError
+        }
+    }
+
+    /// The findings of an exchange that ended at `end` (seconds since its start).
+    public func check(_ records: [Record], end: Double) -> [ConformanceFinding] {
+        var findings: [ConformanceFinding] = []
+        func add(_ rule: ConformanceRule, _ index: Int?, _ detail: String) {
+            findings.append(ConformanceFinding(rule: rule, messageIndex: index, detail: detail))
+        }
+        // Our requests by (branch, CSeq method): what each response answers.
+        var requests: [String: SIPMessage] = [:]
+        func key(_ branch: String?, _ method: SIPMethod?) -> String { "\(branch ?? "-")|\(method?.token ?? "-")" }
+        // Per-INVITE-transaction (Call-ID + CSeq) state of the 2xx.
+        struct Answer { var firstIndex: Int; var tag: String?; var times: [Double]; var reportedContact = false; var reportedRR = false }
+        var answers: [String: Answer] = [:]
+        var answerOrder: [String] = []
+        // The DUT's requests: branches seen and the highest CSeq per Call-ID.
+        var dutBranches: [String: String] = [:]   // branch → "METHOD CSeq"
+        var dutCSeq: [String: UInt32] = [:]
+        var reportedCopy: Set<String> = []
+
+        for (i, r) in records.enumerated() {
+            guard let m = r.message else {
+                if !r.sent { add(.wellFormed, i, "a message that does not parse: \(r.parseError ?? "?")") }
+                continue
+            }
+            let cseq = try? m.cseq()
+            if !r.sent {
+                var needed: [SIPHeaderName] = [.to, .from, .cseq, .callID, .via]
+                if m.isRequest { needed.append(.maxForwards) }
+                // A response cannot copy what its request lacked (a 400 to a request without
+                // Call-ID has none to give).
+                if !m.isRequest, let request = requests[key(m.topViaBranch, cseq?.method)] { needed = needed.filter { request.contains($0) } }
+                let missing = needed.filter { !m.contains($0) }
+                if !missing.isEmpty {
+                    let what = m.isRequest ? (m.method?.token ?? "request") : "\(m.statusCode ?? 0) response"
+                    add(.mandatoryHeaders, i, "the \(what) has no \(missing.map(\.spelling).joined(separator: ", "))")
+                }
+            }
+            if r.sent {
+                if m.isRequest { requests[key(m.topViaBranch, cseq?.method)] = m }
+                continue
+            }
+            if m.isRequest {
+                checkDUTRequest(m, cseq, i, &dutBranches, &dutCSeq, add)
+                continue
+            }
+            // A response from the DUT.
+            guard let cseq, let request = requests[key(m.topViaBranch, cseq.method)] else { continue }
+            let code = m.statusCode ?? 0
+            let txKey = "\(m.callID ?? "")|\(cseq.sequence)|\(cseq.method.token)"
+            if !reportedCopy.contains(txKey), let problem = copyProblem(request: request, response: m) {
+                reportedCopy.insert(txKey)
+                add(.responseCopiesRequest, i, problem)
+            }
+            // Inside a dialog: the To tag of the response is the request's.
+            if let requestTag = request.toTag, m.toTag != requestTag {
+                add(.dialogTagStable, i, "the request carried To tag \(requestTag), the \(code) to it carries \(m.toTag.map { "To tag \($0)" } ?? "no To tag")")
+            }
+            let recordRoutes = request.values(.recordRoute).flatMap(Self.split)
+            if cseq.method == .invite, (101...299).contains(code), m.toTag != nil, !recordRoutes.isEmpty {
+                let echoed = m.values(.recordRoute).flatMap(Self.split)
+                if echoed != recordRoutes {
+                    var a = answers[txKey] ?? Answer(firstIndex: i, tag: m.toTag, times: [])
+                    if !a.reportedRR {
+                        a.reportedRR = true
+                        add(.recordRouteEchoed, i, "the INVITE was record-routed \(recordRoutes); the \(code) carries \(echoed.isEmpty ? "no Record-Route" : "\(echoed)")")
+                    }
+                    answers[txKey] = a
+                }
+            }
+            guard cseq.method == .invite, (200...299).contains(code) else { continue }
+            if answers[txKey] == nil || answers[txKey]!.times.isEmpty {
+                let prior = answers[txKey]
+                answers[txKey] = Answer(firstIndex: i, tag: m.toTag, times: [r.time], reportedContact: prior?.reportedContact ?? false,
+                                        reportedRR: prior?.reportedRR ?? false)
+                answerOrder.append(txKey)
+            } else {
+                answers[txKey]!.times.append(r.time)
+                if let tag = answers[txKey]!.tag, m.toTag != tag, request.toTag == nil {
+                    add(.dialogTagStable, i, "a copy of the 2xx carries To tag \(m.toTag ?? "none"), the first one carried \(tag)")
+                }
+            }
+            if m.values(.contact).isEmpty, !answers[txKey]!.reportedContact {
+                answers[txKey]!.reportedContact = true
+                add(.contactIn2xx, i, "the \(code) to INVITE has no Contact header field")
+            }
+        }
+
+        // 2xx retransmissions until the ACK (RFC 3261 §13.3.1.4).
+        if checks2xxRetransmissions {
+            for txKey in answerOrder {
+                guard let a = answers[txKey], let first = a.times.first else { continue }
+                let parts = txKey.split(separator: "|", omittingEmptySubsequences: false)
+                let ackTime = records.first { rec in
+                    guard rec.sent, let m = rec.message, m.method == .ack, let c = try? m.cseq() else { return false }
+                    return m.callID == String(parts[0]) && String(c.sequence) == String(parts[1]) && rec.time >= first
+                }?.time ?? end
+                findings += retransmissionFindings(times: a.times, until: ackTime, firstIndex: a.firstIndex)
+            }
+        }
+        return findings
+    }
+
+    /// What the schedule T1, 2·T1, … capped at T2 predicts, against what came before the ACK.
+    func retransmissionFindings(times: [Double], until ack: Double, firstIndex: Int) -> [ConformanceFinding] {
+        var out: [ConformanceFinding] = []
+        let first = times[0]
+        var expected: [Double] = []   // expected send times of retransmissions 1, 2, …
+        var gap = t1, at = first
+        while true {
+            at += gap
+            // Only retransmissions due comfortably before the ACK count as missing.
+            if at + tolerance(gap) >= ack { break }
+            expected.append(at)
+            gap = min(gap * 2, t2)
+        }
+        let got = Array(times.dropFirst().filter { $0 <= ack })
+        if got.count < expected.count {
+            out.append(ConformanceFinding(rule: .retransmit2xx, messageIndex: firstIndex,
+                detail: String(format: "the 2xx was sent %d time(s) in the %.2f s before the ACK; %d retransmission(s) were due (T1 = %.1f s, doubling to T2 = %.0f s)",
+                               got.count + 1, ack - first, expected.count, t1, t2)))
+            return out
+        }
+        var previous = first
+        gap = t1
+        for (k, t) in got.enumerated() {
+            let actual = t - previous
+            if abs(actual - gap) > tolerance(gap) {
+                out.append(ConformanceFinding(rule: .retransmit2xx, messageIndex: firstIndex,
+                    detail: String(format: "retransmission %d of the 2xx came %.2f s after the previous copy; %.2f s was due", k + 1, actual, gap)))
+                break
+            }
+            previous = t
+            gap = min(gap * 2, t2)
+        }
+        return out
+    }
+
+    /// How far a retransmission may stray from its due time: scheduling on a loaded machine
+    /// and the loopback path, not a different schedule.
+    func tolerance(_ gap: Double) -> Double { 0.3 * gap + 0.15 }
+
+    /// The DUT's own requests: the branch rule and the CSeq order in a dialog.
+    func checkDUTRequest(_ m: SIPMessage, _ cseq: CSeq?, _ i: Int, _ branches: inout [String: String], _ highest: inout [String: UInt32],
+                         _ add: (ConformanceRule, Int?, String) -> Void) {
+        guard let method = m.method, let cseq else { return }
+        let branch = m.topViaBranch ?? ""
+        if !branch.hasPrefix("z9hG4bK") {
+            add(.viaBranch, i, "the \(method.token)'s top Via branch \(branch.isEmpty ? "is missing" : "\"\(branch)\"") does not start with z9hG4bK")
+        }
+        let tx = "\(method.token) \(cseq.sequence)"
+        if let earlier = branches[branch], !branch.isEmpty {
+            // The same transaction again (a retransmission), or CANCEL / ACK-to-non-2xx sharing the INVITE's branch.
+            let shares = earlier == tx || ((method == .cancel || method == .ack) && earlier == "INVITE \(cseq.sequence)")
+            if !shares { add(.viaBranch, i, "the \(tx) reuses branch \(branch) of the DUT's earlier \(earlier)") }
+            if earlier == tx { return }
+        } else if !branch.isEmpty {
+            branches[branch] = tx
+        }
+        guard method != .ack, method != .cancel, m.toTag != nil, let callID = m.callID else { return }
+        if let last = highest[callID], cseq.sequence <= last {
+            add(.cseqIncreases, i, "the \(tx) in dialog \(callID) does not increase on the DUT's previous CSeq \(last)")
+        }
+        highest[callID] = max(highest[callID] ?? 0, cseq.sequence)
+    }
+
+    /// Why the response does not carry the request's Via, From, Call-ID and CSeq, or `nil`.
+    func copyProblem(request: SIPMessage, response: SIPMessage) -> String? {
+        if response.callID != request.callID { return "Call-ID \(response.callID ?? "missing") is not the request's \(request.callID ?? "")" }
+        let rc = try? request.cseq(), sc = try? response.cseq()
+        if rc != sc { return "CSeq \(sc.map { "\($0)" } ?? "missing") is not the request's \(rc.map { "\($0)" } ?? "")" }
+        if response.fromTag != request.fromTag { return "From tag \(response.fromTag ?? "missing") is not the request's \(request.fromTag ?? "none")" }
+        if let a = try? request.from(), let b = try? response.from(), a.uri.description != b.uri.description {
+            return "From URI \(b.uri) is not the request's \(a.uri)"
+        }
+        guard let rv = try? request.via(), let sv = try? response.via() else { return "the Via header fields do not parse" }
+        if rv.count != sv.count { return "\(sv.count) Via value(s), the request had \(rv.count)" }
+        for (a, b) in zip(rv, sv) where a.branch != b.branch || a.host != b.host || a.port != b.port || a.transport.uppercased() != b.transport.uppercased() {
+            return "Via \(b) does not copy the request's \(a)"
+        }
+        return nil
+    }
+
+    /// The URIs of Record-Route values, without white space.
+    static func split(_ value: String) -> [String] {
+        value.split(separator: ",").map { $0.filter { !$0.isWhitespace } }
+    }
+}
+

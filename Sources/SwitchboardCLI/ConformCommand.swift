@@ -1,0 +1,75 @@
+import ArgumentParser
+import Conformance
+import Foundation
+import SIPMessage
+import PacketCapture
+
+extension ConformanceTransport: ExpressibleByArgument {}
+extension Misbehaviour: ExpressibleByArgument {}
+
+struct Conform: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Runs a built-in conformance suite against a SIP device and names every RFC rule it breaks.",
+        discussion: "Exit status: 0 when every test passed, 1 when a test failed or was inconclusive, 64 for bad arguments."
+    )
+
+    @Flag(name: .long, help: "List the suites and their tests (ETSI TS 102 027-2 purpose, RFC sections) and exit.")
+    var list = false
+
+    @Argument(help: "The suite to run (see --list).")
+    var suite: String?
+
+    @Argument(help: "The device under test, a SIP URI with an IP address: sip:user@127.0.0.1:5060.")
+    var target: String?
+
+    @Option(name: .long, help: "Transport to the device: udp or tcp (tls later).")
+    var transport: ConformanceTransport = .udp
+
+    @Option(name: .long, help: "Run only these tests (comma-separated names).")
+    var only: String?
+
+    @Option(name: .long, help: "Seconds a test waits for a final response before concluding none is coming.")
+    var timeout: Double = 4
+
+    @Option(name: .long, help: "Write a JUnit XML report to this file.")
+    var junit: String?
+
+    @Option(name: .long, help: "Write an HTML report to this file: verdicts, and the findings and ladder of every test that did not pass.")
+    var html: String?
+
+    @Option(name: .long, help: "Record every datagram of the run, both ways, to this pcapng file.")
+    var pcap: String?
+
+    @Flag(name: .long, help: "Print the report as JSON (every test's findings and messages) instead of the text summary.")
+    var json = false
+
+    func run() async throws {
+        if list {
+            for name in ConformanceSuites.names {
+                print("\(name): \(ConformanceSuites.summary(name))")
+                for t in ConformanceSuites.all[name] ?? [] { print(t.listLine) }
+            }
+            return
+        }
+        guard let suite, let target else { throw ValidationError("give a SUITE and a TARGET, or --list") }
+        guard let uri = try? SIPURI(target) else { throw ValidationError("\(target) is not a SIP URI") }
+        guard timeout > 0, timeout <= 60 else { throw ValidationError("--timeout takes 0 to 60 seconds") }
+        let capture: CaptureWriter?
+        do { capture = try pcap.map { path throws(CaptureWriteError) in try CaptureWriter(path: path) } } catch { throw ValidationError("\(error)") }
+        defer { capture?.close() }
+        let runner = ConformanceRunner(target: uri, transport: transport, responseTimeout: .milliseconds(Int64(timeout * 1000)), capture: capture)
+        let quiet = json
+        let report: ConformanceReport
+        do {
+            report = try await runner.run(suite: suite, only: only.map { Set($0.split(separator: ",").map(String.init)) }) { i, n, r in
+                if !quiet { print(ConformanceReport.progressLine(i, n, r)) }
+            }
+        } catch {
+            throw ValidationError("\(error)")
+        }
+        if let junit { try report.junitXML.write(toFile: junit, atomically: true, encoding: .utf8) }
+        if let html { try report.html.write(toFile: html, atomically: true, encoding: .utf8) }
+        if json { print(report.json) } else { report.summaryLines.forEach { print($0) } }
+        if !report.allPassed { throw ExitCode(1) }
+    }
+}
