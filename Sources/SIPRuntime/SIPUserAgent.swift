@@ -271,22 +271,7 @@ public final class SIPUserAgent: Sendable {
                                                    headers: headers + authorization),
                   let peer = destination(of: request) else { return (nil, sentRequest) }
             sentRequest = request
-            if tracing { continuation.yield(.trace(request, outgoing: true, peer: peer)) }
-            let response: SIPMessage? = await withCheckedContinuation { (c: CheckedContinuation<SIPMessage?, Never>) in
-                let once = Mutex(false)
-                endpoint.sendRequest(request, to: peer) { event in
-                    let result: SIPMessage??
-                    switch event {
-                    case .provisional: result = nil
-                    case .final(let m): result = .some(m)
-                    case .timeout, .transportError: result = .some(nil)
-                    }
-                    guard let r = result, once.withLock({ done in defer { done = true }; return !done }) else { return }
-                    c.resume(returning: r)
-                }
-            }
-            guard let r = response else { return (nil, sentRequest) }
-            if tracing { continuation.yield(.trace(r, outgoing: false, peer: peer)) }
+            guard let r = await finalResponse(to: request, peer: peer) else { return (nil, sentRequest) }
             guard let code = r.statusCode, code == 401 || code == 407, cseq == 1, var d = digest else { return (r, sentRequest) }
             let challenges = (try? (code == 401 ? r.wwwAuthenticate() : r.proxyAuthenticate())) ?? []
             var g = SystemRandomNumberGenerator()
@@ -389,21 +374,7 @@ public final class SIPUserAgent: Sendable {
         for (n, v) in headers { try? request.append(n, v) }
         if let b = body { request.setBody(b.bytes, contentType: b.contentType) }
         guard let peer = destination(of: request) else { return nil }
-        if tracing { continuation.yield(.trace(request, outgoing: true, peer: peer)) }
-        let response: SIPMessage? = await withCheckedContinuation { (c: CheckedContinuation<SIPMessage?, Never>) in
-            let once = Mutex(false)
-            endpoint.sendRequest(request, to: peer) { event in
-                let result: SIPMessage??
-                switch event {
-                case .provisional: result = nil
-                case .final(let m): result = .some(m)
-                case .timeout, .transportError: result = .some(nil)
-                }
-                guard let r = result, once.withLock({ done in defer { done = true }; return !done }) else { return }
-                c.resume(returning: r)
-            }
-        }
-        if tracing, let r = response { continuation.yield(.trace(r, outgoing: false, peer: peer)) }
+        let response = await finalResponse(to: request, peer: peer)
         return response
     }
 
@@ -475,6 +446,27 @@ public final class SIPUserAgent: Sendable {
             let out = self.state.withLock { s -> [RegistrationClient.Action] in s.registration?.stop() ?? [] }
             self.applyRegistration(out)
         }
+    }
+
+    /// Sends `request` in a new client transaction to `peer` and returns its final response
+    /// (nil on a timeout or transport error), traced both ways when tracing.
+    private func finalResponse(to request: SIPMessage, peer: SIPPeer) async -> SIPMessage? {
+        if tracing { continuation.yield(.trace(request, outgoing: true, peer: peer)) }
+        let response: SIPMessage? = await withCheckedContinuation { (c: CheckedContinuation<SIPMessage?, Never>) in
+            let once = Mutex(false)
+            endpoint.sendRequest(request, to: peer) { event in
+                let result: SIPMessage??
+                switch event {
+                case .provisional: result = nil
+                case .final(let m): result = .some(m)
+                case .timeout, .transportError: result = .some(nil)
+                }
+                guard let r = result, once.withLock({ done in defer { done = true }; return !done }) else { return }
+                c.resume(returning: r)
+            }
+        }
+        if tracing, let r = response { continuation.yield(.trace(r, outgoing: false, peer: peer)) }
+        return response
     }
 
     // MARK: Internals

@@ -5,6 +5,7 @@ import SIPTransaction
 import SIPDialog
 import SIPRuntime
 import NetworkIO
+import MediaRuntime
 @testable import Switchboard
 
 /// The `Call` handle between two of our phones on 127.0.0.1 (real sockets, no media): states
@@ -20,6 +21,16 @@ struct CallTests {
         c.sessionTimer = nil
         c.redirects = redirects
         return try Phone(name: user, configuration: c, autoAnswer: autoAnswer, forwardTo: forwardTo)
+    }
+
+    /// A phone with real media (PCMU and telephone-event), its media configuration adjusted by `configure`.
+    static func mediaPhone(_ user: String, configure: (inout MediaSessionConfiguration) -> Void = { _ in }) throws -> Phone {
+        var c = SIPUserAgent.Configuration(endpoint: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))], timers: fast),
+                                           identity: try SIPURI("sip:\(user)@127.0.0.1"))
+        c.sessionTimer = nil
+        var media = PhoneMediaOptions.defaultConfiguration
+        configure(&media)
+        return try Phone(name: user, configuration: c, codecs: [.pcmu, .telephoneEvent], media: PhoneMediaOptions(configuration: media))
     }
 
     static func uri(_ p: Phone, _ user: String) throws -> SIPURI {
@@ -179,13 +190,7 @@ struct CallTests {
     @Test("with media: both calls report their media active, RFC 4733 digits arrive as events, the media stops before the end",
           .timeLimit(.minutes(1)))
     func mediaEvents() async throws {
-        func phone(_ user: String) throws -> Phone {
-            var c = SIPUserAgent.Configuration(endpoint: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))], timers: Self.fast),
-                                               identity: try SIPURI("sip:\(user)@127.0.0.1"))
-            c.sessionTimer = nil
-            return try Phone(name: user, configuration: c, codecs: [.pcmu, .telephoneEvent], media: PhoneMediaOptions())
-        }
-        let alice = try phone("alice"), bob = try phone("bob")
+        let alice = try Self.mediaPhone("alice"), bob = try Self.mediaPhone("bob")
         defer { alice.close(); bob.close() }
         let arrivals = bob.incomingCallStream
         let out = await alice.dial(try Self.uri(bob, "bob"))
@@ -216,13 +221,7 @@ struct CallTests {
     @Test("ring() sends 180: the callee rings, the caller hears ringback without early media; media starts once despite hold and resume",
           .timeLimit(.minutes(1)))
     func ringThenAnswer() async throws {
-        func phone(_ user: String) throws -> Phone {
-            var c = SIPUserAgent.Configuration(endpoint: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))], timers: Self.fast),
-                                               identity: try SIPURI("sip:\(user)@127.0.0.1"))
-            c.sessionTimer = nil
-            return try Phone(name: user, configuration: c, codecs: [.pcmu, .telephoneEvent], media: PhoneMediaOptions())
-        }
-        let alice = try phone("alice"), bob = try phone("bob")
+        let alice = try Self.mediaPhone("alice"), bob = try Self.mediaPhone("bob")
         defer { alice.close(); bob.close() }
         let arrivals = bob.incomingCallStream
         let out = await alice.dial(try Self.uri(bob, "bob"))
@@ -251,13 +250,10 @@ struct CallTests {
     @Test("no media: a peer that stops sending ends the call .noMedia with a BYE; a held call is not ended", .timeLimit(.minutes(1)))
     func noMediaEnd() async throws {
         func phone(_ user: String) throws -> Phone {
-            var c = SIPUserAgent.Configuration(endpoint: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))], timers: Self.fast),
-                                               identity: try SIPURI("sip:\(user)@127.0.0.1"))
-            c.sessionTimer = nil
-            var config = PhoneMediaOptions.defaultConfiguration
-            config.inactivityTimeout = .milliseconds(600)
-            config.rtcpInterval = .seconds(1)
-            return try Phone(name: user, configuration: c, codecs: [.pcmu, .telephoneEvent], media: PhoneMediaOptions(configuration: config))
+            try Self.mediaPhone(user) { config in
+                config.inactivityTimeout = .milliseconds(600)
+                config.rtcpInterval = .seconds(1)
+            }
         }
         #expect(PhoneMediaOptions.defaultConfiguration.inactivityTimeout == .seconds(30))
         let alice = try phone("alice"), bob = try phone("bob")
