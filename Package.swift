@@ -85,7 +85,7 @@ let package = Package(
         .target(name: "SIPLoad", dependencies: ["SIPMessage", "SIPTransaction", "SIPTransport", "SIPDialog", "SIPRuntime", "SDP", "Media", "MediaRuntime",
                                                "NetworkIO", .product(name: "Logging", package: "swift-log")]),
         // Captures → calls, dialogs, summaries, per-stream media details, the ladder model and its HTML page.
-        .target(name: "CaptureAnalysis", dependencies: ["SIPMessage", "SDP", "PacketCapture", "NetworkIO"]),
+        .target(name: "CaptureAnalysis", dependencies: ["SIPMessage", "SDP", "PacketCapture", "NetworkIO", "RTP", "Media", "MediaCodecs"]),
         // The face embedding servers import: Phone, calls with media, registration, the pcapng traffic mirror.
         .target(name: "Switchboard", dependencies: ["SIPMessage", "SDP", "SIPTransaction", "SIPTransport", "SIPAuth", "SIPDialog", "SIPRuntime",
                                                     "SIPResolver", "MediaRuntime", "Media", "PacketCapture", "NetworkIO", .product(name: "Logging", package: "swift-log")]),
