@@ -141,11 +141,14 @@ public struct RTPReceiverReport: Sendable, Hashable {
 /// - mean delta and mean jitter are the means over those packets. (On streams carrying
 ///   telephone events tshark's mean jitter and mean delta differ from these in the third
 ///   decimal; everything else agrees.)
-/// - expected packets = last sequence number + 65536 × wraps − first + 1, where a wrap is a
-///   sequence number more than 0xFF00 below the highest in-order one; lost = expected − received
-///   (negative with duplicates);
-/// - a *sequence error* is a forward jump (a gap) or a packet at or before the highest in-order
-///   sequence number (late or duplicate); any makes the stream a problem (tshark's `X`).
+/// - sequence numbers are compared modulo 2¹⁶: a forward step of 1 is in order, a forward step
+///   of 2 to 2¹⁵ − 1 a gap, anything else a late or duplicate packet; moving forward past 65535
+///   counts a wrap;
+/// - expected packets = the last packet's sequence number + 65536 × wraps − the first's + 1
+///   (so a late packet at the very end counts one less, as in tshark); lost = expected −
+///   received (negative with duplicates);
+/// - a *sequence error* is a gap, a late or a duplicate packet; any makes the stream a problem
+///   (tshark's `X`).
 ///
 /// **MOS** (ITU-T G.107 simplified, ``EModel``): `R = 93.2 − Idd(Ta) − Ie,eff`, with
 /// `Ie,eff = Ie + (95 − Ie) · Ppl / (Ppl + Bpl)`, Ppl the stream's loss in percent (lost ÷
@@ -605,8 +608,9 @@ struct StreamState: Sendable {
         self.firstFrame = firstFrame
     }
 
-    /// The highest in-order sequence number extended by its wraps.
-    var extendedSequence: Int64 { Int64(cycles) << 16 | Int64(stopSequence) }
+    /// The last packet's sequence number extended by the wraps before it.
+    var extendedSequence: Int64 { lastExtended }
+    var lastExtended: Int64 = 0
 
     mutating func take(_ h: RTPHeaderView, time: CaptureTimestamp, frame: Int, format: RTPPayloadFormat, payloadCount: Int) {
         payloadBytes += payloadCount
@@ -619,13 +623,13 @@ struct StreamState: Sendable {
             stopSequence = h.sequence
             highest = h.sequence
             firstRTPTimestamp = h.timestamp
+            lastExtended = Int64(h.sequence)
             lastArrival = arrival
             lastNominal = 0
             packets = 1
             previousWasCN = isCN
             return
         }
-        if highest > h.sequence && highest - h.sequence > 0xFF00 { cycles += 1 }
         let followsCN = previousWasCN && !isCN
         previousWasCN = isCN
         // Telephone events keep their start timestamp for the whole event (RFC 4733 §2.5.1.2):
@@ -654,13 +658,19 @@ struct StreamState: Sendable {
         lastArrival = arrival
         stopSequence = h.sequence
         packets += 1
-        if h.sequence == highest &+ 1 {
+        // Sequence numbers modulo 2¹⁶: a step of 1 is in order; a forward step under 2¹⁵ is a
+        // gap; anything else (0, or backwards) a late or duplicate packet. Moving forward past
+        // 65535 counts a wrap.
+        let step = h.sequence &- highest
+        if step != 0 && step < 0x8000 {
+            if step != 1 { sequenceErrors += 1 }
+            if h.sequence < highest { cycles += 1 }
             highest = h.sequence
-        } else if Int(h.sequence) > Int(highest) + 1 {
-            highest = h.sequence
-            sequenceErrors += 1
+            lastExtended = Int64(cycles) << 16 | Int64(h.sequence)
         } else {
             sequenceErrors += 1
+            lastExtended = Int64(cycles) << 16 | Int64(h.sequence)
+            if h.sequence > highest { lastExtended -= 0x10000 }
         }
     }
 
