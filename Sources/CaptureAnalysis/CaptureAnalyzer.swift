@@ -291,8 +291,8 @@ public struct CaptureAnalyzer: Sendable {
     /// counted as RTP or RTCP in the media streams of the calls whose SDP announced its source or
     /// destination (only when call records are kept).
     public mutating func add(_ datagram: CapturedDatagram) {
-        if details { mediaCounter.count(datagram) }
-        if rtp != nil { rtp!.add(datagram) }
+        // The per-call packet counts are for --calls; the RTP analysis counts its own streams.
+        if rtp != nil { rtp!.add(datagram) } else if details { mediaCounter.count(datagram) }
     }
 
     /// Counts a message in the summary and its call; returns the call's position, whether the

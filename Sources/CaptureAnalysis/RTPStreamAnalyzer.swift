@@ -177,6 +177,20 @@ public struct RTPStreamAnalyzer: Sendable {
             self.destination = destination
             self.ssrc = ssrc
         }
+
+        /// One word mixed from every field, hashed once (a lookup per packet: the default
+        /// hashing of the two endpoints' enums costs more than the rest of the analysis).
+        public func hash(into hasher: inout Hasher) {
+            func word(_ e: CaptureEndpoint) -> UInt64 {
+                let a: UInt64
+                switch e.address {
+                case .v4(let v): a = UInt64(v.value)
+                case .v6(let v): a = v.high ^ (v.low &* 0x9E37_79B9_7F4A_7C15)
+                }
+                return a << 16 | UInt64(e.port)
+            }
+            hasher.combine(word(source) &* 0xBF58_476D_1CE4_E5B9 ^ word(destination) &* 0x94D0_49BB_1331_11EB ^ UInt64(ssrc))
+        }
     }
 
     /// One RTP stream's statistics (complete after ``RTPStreamAnalyzer/finish()``).
@@ -402,12 +416,14 @@ public struct RTPStreamAnalyzer: Sendable {
         } else {
             fmt = format(pt, announcement: states[i].announcement) ?? RTPPayloadFormat(payloadType: pt, name: "RTPType-\(pt)", clockRate: 0)
             states[i].lastFormat = fmt
+            states[i].lastIsEvent = fmt.isTelephoneEvent
+            states[i].lastIsCN = fmt.isComfortNoise
             if !states[i].formats.contains(where: { $0.payloadType == pt }) { states[i].formats.append(fmt) }
         }
         states[i].take(h, time: time, frame: frame, format: fmt, payloadCount: payload.count)
-        if fmt.isTelephoneEvent {
+        if states[i].lastIsEvent {
             states[i].noteEvent(payload, timestamp: h.timestamp, time: time)
-        } else if states[i].stillSilent, !fmt.isComfortNoise {
+        } else if states[i].stillSilent, !states[i].lastIsCN {
             if fmt.payloadType == 0 || fmt.payloadType == 8 {
                 states[i].checkSilence(payload, aLaw: fmt.payloadType == 8, threshold: silenceThreshold)
             } else {
@@ -572,6 +588,9 @@ struct StreamState: Sendable {
     var lastTime = CaptureTimestamp(seconds: 0, nanoseconds: 0)
     var formats: [RTPPayloadFormat] = []
     var lastFormat = RTPPayloadFormat(payloadType: 255, name: "", clockRate: 0)
+    /// What ``lastFormat`` is (kept apart: the names are compared once per format change).
+    var lastIsEvent = false
+    var lastIsCN = false
     var packets = 0
     var payloadBytes = 0
     var markers = 0
@@ -617,7 +636,7 @@ struct StreamState: Sendable {
         if h.marker { markers += 1 }
         lastTime = time
         let arrival = Double(time.totalNanoseconds &- firstTime.totalNanoseconds) / 1e6
-        let isCN = format.isComfortNoise
+        let isCN = lastIsCN
         if packets == 0 {
             startSequence = h.sequence
             stopSequence = h.sequence
@@ -634,7 +653,7 @@ struct StreamState: Sendable {
         previousWasCN = isCN
         // Telephone events keep their start timestamp for the whole event (RFC 4733 §2.5.1.2):
         // no jitter is computed on them (Wireshark gives them no clock rate either).
-        let clock = format.isTelephoneEvent ? 0 : format.clockRate
+        let clock = lastIsEvent ? 0 : format.clockRate
         let delta = arrival - lastArrival
         if clock > 0 {
             let nominal = Double(h.timestamp &- firstRTPTimestamp)

@@ -710,6 +710,9 @@ enum SIPDetector {
         let end = p.count
         var i = 0
         while i < end, p[i] == 0x0D || p[i] == 0x0A { i += 1 }
+        // Both start lines begin with a token byte (a method, or the `S` of `SIP/2.0`): RTP,
+        // RTCP, STUN and DTLS (first byte 0x00–0x3F or 0x80–0xBF) are refused at once.
+        guard i < end, isTokenByte(p[i]) else { return false }
         let limit = min(end, i + 1024)
         var lineEnd = i
         while lineEnd < limit, p[lineEnd] != 0x0A { lineEnd += 1 }
