@@ -84,7 +84,8 @@ let package = Package(
         // dialog-level server, the echo line with a media session per call.
         .target(name: "SIPLoad", dependencies: ["SIPMessage", "SIPTransaction", "SIPTransport", "SIPDialog", "SIPRuntime", "SDP", "Media", "MediaRuntime",
                                                "NetworkIO", .product(name: "Logging", package: "swift-log")]),
-        // Captures → calls, dialogs, summaries, per-stream media details, the ladder model and its HTML page.
+        // Captures → calls, dialogs, summaries, per-stream media details, the ladder model and its HTML page,
+        // RTP stream analysis and audio out (G.711 and Opus decoded through MediaCodecs).
         .target(name: "CaptureAnalysis", dependencies: ["SIPMessage", "SDP", "PacketCapture", "NetworkIO", "RTP", "Media", "MediaCodecs"]),
         // The face embedding servers import: Phone, calls with media, registration, the pcapng traffic mirror.
         .target(name: "Switchboard", dependencies: ["SIPMessage", "SDP", "SIPTransaction", "SIPTransport", "SIPAuth", "SIPDialog", "SIPRuntime",
