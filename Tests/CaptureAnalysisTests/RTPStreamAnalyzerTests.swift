@@ -238,3 +238,70 @@ struct RTPStreamAnalyzerTests {
         #expect(track.samples[0..<320].allSatisfy { $0 > 8000 } && track.samples[480...].allSatisfy { $0 > 8000 })
     }
 }
+
+/// Mutated RTP and RTCP datagrams (seeded): the analyzer and the audio export take anything
+/// without trapping, and what they report stays consistent.
+struct RTPStreamAnalyzerRobustnessTests {
+    struct SplitMix: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    @Test("2,000 mutated datagrams on announced and unannounced flows", arguments: [1, 2, 3] as [UInt64])
+    func mutated(seed: UInt64) throws {
+        var rng = SplitMix(state: seed)
+        var r = RTPStreamAnalyzer(keepPayloads: true)
+        let a = RTPStreamAnalyzerTests.a, b = RTPStreamAnalyzerTests.b
+        let c = CaptureEndpoint(address: IPAddress("10.0.0.3")!, port: 7000)
+        r.announce(RTPStreamAnalyzerTests.media(b, formats: [.staticFormat(0)!, .staticFormat(8)!,
+                                                              RTPPayloadFormat(payloadType: 101, name: "telephone-event", clockRate: 8000),
+                                                              RTPPayloadFormat(payloadType: 111, name: "opus", clockRate: 48000, channels: 2)]),
+                   callID: "fuzz")
+        let block = RTCPReportBlock(ssrc: 7, fractionLost: 1, cumulativeLost: -2, extendedHighestSequence: 9, jitter: 3, lastSR: 0, delaySinceLastSR: 0)
+        let rtcp = RTCPCompoundPacket(packets: [.receiverReport(RTCPReceiverReport(ssrc: 9, reports: [block, block]))]).serialized()!
+        var taken = 0
+        for i in 0..<2000 {
+            var p: [UInt8]
+            if rng.next() % 8 == 0 {
+                p = rtcp
+            } else {
+                let pt: UInt8 = [0, 8, 101, 111, 13, 96][Int(rng.next() % 6)]
+                p = RTPStreamAnalyzerTests.bytes(.init(seq: UInt16(truncatingIfNeeded: i + Int(rng.next() % 5)), ts: UInt32(truncatingIfNeeded: i * 160),
+                                                       ms: 0, pt: pt, marker: rng.next() % 10 == 0, ssrc: UInt32(rng.next() % 3) + 5,
+                                                       payload: (0..<Int(rng.next() % 200)).map { _ in UInt8(truncatingIfNeeded: rng.next()) }))
+            }
+            for _ in 0..<Int(rng.next() % 4) where !p.isEmpty {
+                switch rng.next() % 4 {
+                case 0: p[Int(rng.next() % UInt64(p.count))] = UInt8(truncatingIfNeeded: rng.next())
+                case 1: p.removeLast(Int(rng.next() % UInt64(p.count)))
+                case 2: p[0] = 0x80 | UInt8(rng.next() % 0x40)  // padding, extension, CSRC bits
+                default: p.append(UInt8(truncatingIfNeeded: rng.next()))
+                }
+            }
+            let ends = [a, b, c]
+            let from = ends[Int(rng.next() % 3)], to = ends[Int(rng.next() % 3)]
+            let ms = Double(i) * 20 + Double(rng.next() % 1000) / 100 - (rng.next() % 50 == 0 ? 5000 : 0)
+            if r.add(RTPStreamAnalyzerTests.datagram(p, ms: ms, from: from, to: to, frame: i + 1)) != nil { taken += 1 }
+        }
+        r.finish()
+        // Streams found by the heuristic also count the packets held before they were taken.
+        let held = r.streams.filter { !$0.announced }.count * (r.heuristicPackets - 1)
+        #expect(r.streams.reduce(0) { $0 + $1.packets } == taken + held)
+        #expect(r.payloads.map(\.count) == r.streams.map(\.packets))
+        for (i, s) in r.streams.enumerated() {
+            #expect(s.packets > 0 && s.sequenceErrors <= s.packets)
+            for v in [s.minDelta, s.meanDelta, s.maxDelta, s.minJitter, s.meanJitter, s.maxJitter, s.mos] { #expect(v.map { $0.isFinite } ?? true) }
+            if let m = s.mos { #expect((1...4.5).contains(m)) }
+            if let t = RTPAudioExport.decode(s, packets: r.payloads[i]) {
+                // Bounded by the export's cap (4 hours) plus one payload.
+                #expect(t.samples.count <= t.sampleRate * 4 * 3600 + 48000 * 120 / 1000)
+            }
+        }
+    }
+}
