@@ -67,10 +67,21 @@ public struct RTPPayloadFormat: Sendable, Hashable {
         return RTPPayloadFormat(payloadType: pt, name: entry.0, clockRate: entry.1)
     }
 
+    /// A dynamic payload type no SDP described, named as Wireshark's defaults name it: 101 is
+    /// taken for RFC 4733 events (`rtpevent`, Wireshark's default telephone-event type), 99 for
+    /// RFC 2198 redundancy (`rtp.rfc2198`), any other `RTPType-N`; no clock rate.
+    public static func unannounced(_ pt: UInt8) -> RTPPayloadFormat {
+        switch pt {
+        case 101: return RTPPayloadFormat(payloadType: pt, name: "rtpevent", clockRate: 0)
+        case 99: return RTPPayloadFormat(payloadType: pt, name: "rtp.rfc2198", clockRate: 0)
+        default: return RTPPayloadFormat(payloadType: pt, name: "RTPType-\(pt)", clockRate: 0)
+        }
+    }
+
     /// Whether the format is comfort noise (RFC 3389, payload 13, or the old 19).
     var isComfortNoise: Bool { payloadType == 13 || payloadType == 19 || name.lowercased() == "cn" }
-    /// Whether the format is RFC 4733 telephone events.
-    var isTelephoneEvent: Bool { name.lowercased() == "telephone-event" }
+    /// Whether the format is RFC 4733 telephone events (by its SDP name, or the unannounced 101).
+    var isTelephoneEvent: Bool { name.lowercased() == "telephone-event" || name == "rtpevent" }
 }
 
 /// A DTMF digit found in an RTP stream (RFC 4733 telephone events): one per event, however
@@ -140,7 +151,8 @@ public struct RTPReceiverReport: Sendable, Hashable {
 ///   event's start, RFC 4733 §2.5.1.2);
 /// - mean delta and mean jitter are the means over those packets. (On streams carrying
 ///   telephone events tshark's mean jitter and mean delta differ from these in the third
-///   decimal; everything else agrees.)
+///   decimal, and on streams with marker bits after the first packet its mean delta does;
+///   everything else agrees.)
 /// - sequence numbers are compared modulo 2¹⁶: a forward step of 1 is in order, a forward step
 ///   of 2 to 2¹⁵ − 1 a gap, anything else a late or duplicate packet; moving forward past 65535
 ///   counts a wrap;
@@ -414,7 +426,7 @@ public struct RTPStreamAnalyzer: Sendable {
         if pt == states[i].lastFormat.payloadType && states[i].packets > 0 {
             fmt = states[i].lastFormat
         } else {
-            fmt = format(pt, announcement: states[i].announcement) ?? RTPPayloadFormat(payloadType: pt, name: "RTPType-\(pt)", clockRate: 0)
+            fmt = format(pt, announcement: states[i].announcement) ?? RTPPayloadFormat.unannounced(pt)
             states[i].lastFormat = fmt
             states[i].lastIsEvent = fmt.isTelephoneEvent
             states[i].lastIsCN = fmt.isComfortNoise

@@ -14,10 +14,6 @@ import Darwin
 /// DTMF digits, silence) and the calls whose audio went one way.
 enum RTPStreamText {
     static func pad(_ s: String, _ n: Int) -> String { s.count >= n ? s : String(repeating: " ", count: n - s.count) + s }
-    static func fixed(_ v: Double?, _ digits: Int = 3) -> String {
-        guard let v, v.isFinite else { return "-1.000" }
-        return format(v, digits)
-    }
     static func format(_ v: Double, _ digits: Int) -> String {
         var scale = 1.0
         for _ in 0..<digits { scale *= 10 }
@@ -51,7 +47,10 @@ enum RTPStreamText {
             line += " " + pad("\(s.key.destination.address)", 15) + " " + pad("\(s.key.destination.port)", 5)
             line += " " + RTPAudioExportName.hex(s.key.ssrc) + " " + pad(s.payloadNames, 16) + " " + pad("\(s.packets)", 5)
             line += " " + pad("\(s.lost) (\(format(s.lostPercent, 1))%)", 12)
-            for v in [s.minDelta, s.meanDelta, s.maxDelta, s.minJitter, s.meanJitter, s.maxJitter] { line += " " + pad(fixed(v), 15) }
+            // As tshark prints what it could not compute: minimums -1, means and maximums 0.
+            for (k, v) in [s.minDelta, s.meanDelta, s.maxDelta, s.minJitter, s.meanJitter, s.maxJitter].enumerated() {
+                line += " " + pad(v.map { format($0, 3) } ?? (k % 3 == 0 ? "-1.000" : "0.000"), 15)
+            }
             line += " " + (s.problem ? "X" : " ")
             line += " " + pad("\(s.sequenceErrors)", 15) + " " + pad(s.mos.map { format($0, 2) } ?? "-", 5)
             out += line + "\n"
