@@ -113,7 +113,7 @@ let package = Package(
         .testTarget(name: "SRTPTests", dependencies: ["SwitchboardTestSupport", "SRTP", "SDP", "RTP"]),
         .testTarget(name: "MediaRuntimeTests", dependencies: ["SwitchboardTestSupport", "MediaRuntime", "Media", "MediaCodecs", "SDP", "SRTP", "RTP", "NetworkIO"]),
         .testTarget(name: "RTPTests", dependencies: ["SwitchboardTestSupport", "RTP"]),
-        .testTarget(name: "CaptureAnalysisTests", dependencies: ["CaptureAnalysis", "PacketCapture", "RTP", "NetworkIO"]),
+        .testTarget(name: "CaptureAnalysisTests", dependencies: ["CaptureAnalysis", "PacketCapture", "RTP", "NetworkIO", "MediaCodecs"]),
         .testTarget(name: "MediaTests", dependencies: ["SwitchboardTestSupport", "Media", "RTP", "PacketCapture"]),
         .testTarget(name: "SIPTransactionTests", dependencies: ["SIPTransaction", "SIPMessage"]),
         .testTarget(name: "SIPDialogTests", dependencies: ["SIPDialog", "SIPMessage", "SIPAuth"]),

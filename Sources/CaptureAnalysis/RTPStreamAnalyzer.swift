@@ -2,7 +2,6 @@ import PacketCapture
 import NetworkIO
 import RTP
 import Media
-import MediaCodecs
 
 #if canImport(Glibc)
 import Glibc
@@ -724,9 +723,30 @@ struct StreamState: Sendable {
 
     mutating func checkSilence(_ payload: ArraySlice<UInt8>, aLaw: Bool, threshold: Int16) {
         for c in payload {
-            let v = aLaw ? G711.aLawDecode(c) : G711.muLawDecode(c)
+            let v = aLaw ? Self.aLaw(c) : Self.muLaw(c)
             if v > threshold || v < -threshold { stillSilent = false; return }
         }
+    }
+
+    /// G.711 µ-law expansion (ITU-T G.711 §2; 14-bit magnitude scaled to 16 bits), here so that
+    /// the analysis needs no codec module.
+    @inline(__always) static func muLaw(_ code: UInt8) -> Int16 {
+        let c = ~code
+        let t = ((Int(c & 0x0F) << 3) + 0x84) << Int((c & 0x70) >> 4)
+        return Int16(c & 0x80 != 0 ? 0x84 - t : t - 0x84)
+    }
+
+    /// G.711 A-law expansion (ITU-T G.711 §3; even bits inverted).
+    @inline(__always) static func aLaw(_ code: UInt8) -> Int16 {
+        let c = code ^ 0x55
+        var t = Int(c & 0x0F) << 4
+        let segment = Int((c & 0x70) >> 4)
+        switch segment {
+        case 0: t += 8
+        case 1: t += 0x108
+        default: t = (t + 0x108) << (segment - 1)
+        }
+        return Int16(c & 0x80 != 0 ? t : -t)
     }
 
     func stream(callID: String?) -> RTPStreamAnalyzer.Stream {

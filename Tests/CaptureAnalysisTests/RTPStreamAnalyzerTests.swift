@@ -1,5 +1,6 @@
 import NetworkIO
 import PacketCapture
+import MediaCodecs
 import RTP
 import Testing
 
@@ -303,5 +304,14 @@ struct RTPStreamAnalyzerRobustnessTests {
                 #expect(t.samples.count <= t.sampleRate * 4 * 3600 + 48000 * 120 / 1000)
             }
         }
+    }
+}
+
+/// The analysis's own G.711 expansion (used for silence) against MediaCodecs' tables.
+@Test("G.711 expansion for silence detection equals the codec's, for all 256 codes of both laws")
+func g711ExpansionMatchesCodec() {
+    for c in 0...255 {
+        #expect(StreamState.muLaw(UInt8(c)) == G711.muLawDecode(UInt8(c)))
+        #expect(StreamState.aLaw(UInt8(c)) == G711.aLawDecode(UInt8(c)))
     }
 }
