@@ -163,8 +163,9 @@ public struct RTPReceiverReport: Sendable, Hashable {
 ///
 /// **MOS** (ITU-T G.107 simplified, ``EModel``): `R = 93.2 − Idd(Ta) − Ie,eff`, with
 /// `Ie,eff = Ie + (95 − Ie) · Ppl / (Ppl + Bpl)`, Ppl the stream's loss in percent (lost ÷
-/// expected, not below 0), Ie/Bpl from the codec (G.711 with PLC: 0/25.1; Opus by bitrate;
-/// G.722 13/… as G.113 gives; others G.711's), and the mouth-to-ear delay
+/// expected, not below 0), Ie/Bpl from the codec (G.711 with PLC: 0/25.1; Opus by its
+/// bitrate, ``CodecImpairment/opus(bitrate:)``; G.729 11/19, GSM 20/10, G.723 15/16.1 after
+/// G.113 Appendix I; any other as G.711), and the mouth-to-ear delay
 /// `Ta = packetization + 2 × max jitter` (a jitter buffer sized to twice the worst jitter seen)
 /// — the network delay itself is not known from one capture point. MOS from R by G.107 Annex B.
 ///
@@ -520,7 +521,7 @@ public struct RTPStreamAnalyzer: Sendable {
         }
     }
 
-    /// The index of a stream by key.
+    /// The stream with this key, if any (after ``finish()``).
     public func stream(_ key: StreamKey) -> Stream? { streams.first { $0.key == key } }
 }
 

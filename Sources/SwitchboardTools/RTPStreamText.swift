@@ -15,6 +15,7 @@ import Darwin
 enum RTPStreamText {
     static func pad(_ s: String, _ n: Int) -> String { s.count >= n ? s : String(repeating: " ", count: n - s.count) + s }
     static func format(_ v: Double, _ digits: Int) -> String {
+        guard v.isFinite, abs(v) < 1e15 else { return "\(v)" }
         var scale = 1.0
         for _ in 0..<digits { scale *= 10 }
         let r = (abs(v) * scale).rounded()
