@@ -95,27 +95,17 @@ public enum CaptureCommand {
             report.analysis = analysis
             return report
         }
-        func take(_ e: CaptureEvent) {
-            switch e {
-            case .message(let m):
-                analysis.add(m)
-                if let progress, analysis.summary.messages % 10_000 == 0 { progress(analysis.summary.messages) }
-            case .digest(let d):
-                analysis.add(d)
-                if let progress, analysis.summary.messages % 10_000 == 0 { progress(analysis.summary.messages) }
-            case .datagram(let d): analysis.add(d)
-            case .anomaly: analysis.noteAnomaly()
-            }
-        }
+        // The analysis is passed inout, not captured by a closure: a captured var is boxed and
+        // every access to it checked for exclusivity at run time, once per packet.
         do throws(CaptureFileError) {
             var events: [CaptureEvent] = []
             while try reader.nextEvents(into: &events) {
-                for e in events { take(e) }
+                for e in events { take(e, into: &analysis, progress: progress) }
             }
         } catch {
             report.error = error
             var decoder = reader.decoder
-            for e in decoder.finish() { take(e) }
+            for e in decoder.finish() { take(e, into: &analysis, progress: progress) }
         }
         analysis.finish()
         report.firstFrame = reader.counters.firstFrameTime
@@ -124,6 +114,21 @@ public enum CaptureCommand {
             report.audioFiles = RTPAudioExport.write(r, directory: dir)
         }
         return report
+    }
+
+    /// One event into the analysis.
+    @inline(__always)
+    static func take(_ e: CaptureEvent, into analysis: inout CaptureAnalyzer, progress: ((Int) -> Void)?) {
+        switch e {
+        case .message(let m):
+            analysis.add(m)
+            if let progress, analysis.summary.messages % 10_000 == 0 { progress(analysis.summary.messages) }
+        case .digest(let d):
+            analysis.add(d)
+            if let progress, analysis.summary.messages % 10_000 == 0 { progress(analysis.summary.messages) }
+        case .datagram(let d): analysis.add(d)
+        case .anomaly: analysis.noteAnomaly()
+        }
     }
 
     /// A progress reporter for ``run(path:view:progress:)`` that rewrites one line on stderr
