@@ -89,8 +89,9 @@ let package = Package(
         // dialog-level server, the echo line with a media session per call.
         .target(name: "SIPLoad", dependencies: ["SIPMessage", "SIPTransaction", "SIPTransport", "SIPDialog", "SIPRuntime", "SDP", "Media", "MediaRuntime",
                                                "NetworkIO", .product(name: "Logging", package: "swift-log")]),
-        // Captures → calls, dialogs, summaries, per-stream media details, the ladder model and its HTML page.
-        .target(name: "CaptureAnalysis", dependencies: ["SIPMessage", "SDP", "PacketCapture", "NetworkIO"]),
+        // Captures → calls, dialogs, summaries, per-stream media details, the ladder model and its HTML page,
+        // RTP stream analysis and audio out (G.711 and Opus decoded through MediaCodecs).
+        .target(name: "CaptureAnalysis", dependencies: ["SIPMessage", "SDP", "PacketCapture", "NetworkIO", "RTP", "Media", "MediaCodecs"]),
         // The face embedding servers import: Phone, calls with media, registration, the pcapng traffic mirror.
         .target(name: "Switchboard", dependencies: ["SIPMessage", "SDP", "SIPTransaction", "SIPTransport", "SIPAuth", "SIPDialog", "SIPRuntime",
                                                     "SIPResolver", "MediaRuntime", "Media", "PacketCapture", "NetworkIO", .product(name: "Logging", package: "swift-log"),
@@ -122,6 +123,7 @@ let package = Package(
         .testTarget(name: "SRTPTests", dependencies: ["SwitchboardTestSupport", "SRTP", "SDP", "RTP"]),
         .testTarget(name: "MediaRuntimeTests", dependencies: ["SwitchboardTestSupport", "MediaRuntime", "Media", "MediaCodecs", "SDP", "SRTP", "RTP", "NetworkIO"]),
         .testTarget(name: "RTPTests", dependencies: ["SwitchboardTestSupport", "RTP"]),
+        .testTarget(name: "CaptureAnalysisTests", dependencies: ["CaptureAnalysis", "PacketCapture", "RTP", "NetworkIO", "MediaCodecs"]),
         .testTarget(name: "MediaTests", dependencies: ["SwitchboardTestSupport", "Media", "RTP", "PacketCapture"]),
         .testTarget(name: "SIPTransactionTests", dependencies: ["SIPTransaction", "SIPMessage"]),
         .testTarget(name: "SIPDialogTests", dependencies: ["SIPDialog", "SIPMessage", "SIPAuth"]),

@@ -24,6 +24,8 @@ let package = Package(
                                                               switchboard("SIPTransaction"), switchboard("CHeapStats")]),
         // Opus+SRTP send/receive cost per frame and G.711 throughput; run through scripts/bench-media.
         .executableTarget(name: "MediaCodecsBench", dependencies: [switchboard("Media"), switchboard("MediaCodecs"), switchboard("SRTP")]),
+        // Writes the ≥ 1,000,000-packet RTP capture of scripts/bench-rtp (no dependency: raw pcap bytes).
+        .executableTarget(name: "RTPCaptureGen"),
         // Concurrent calls of MediaSessions on 127.0.0.1: CPU per call and tick lateness; run through scripts/bench-media-session.
         .executableTarget(name: "MediaSessionBench", dependencies: [
             switchboard("MediaRuntime"), switchboard("Media"), switchboard("MediaCodecs"), switchboard("SDP"), switchboard("SRTP"),

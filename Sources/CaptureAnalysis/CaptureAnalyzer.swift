@@ -234,12 +234,18 @@ public struct CaptureAnalyzer: Sendable {
     private var redirectOrder: [String] = []
     private static let maxRedirects = 4096
 
-    /// An empty analysis.
-    public init(keepCalls: Bool = true, ladder: LadderSelection = .none, keepMessages: Bool = false) {
+    /// The RTP stream analysis, when asked for (fed by ``add(_:)-(CapturedDatagram)`` with
+    /// datagrams that carry their payloads, and by the SDP of the calls).
+    public private(set) var rtp: RTPStreamAnalyzer?
+
+    /// An empty analysis; with `rtp`, RTP streams are analyzed too (``rtp``), keeping their
+    /// payloads when `rtpPayloads` is set (for audio export).
+    public init(keepCalls: Bool = true, ladder: LadderSelection = .none, keepMessages: Bool = false, rtp: Bool = false, rtpPayloads: Bool = false) {
         self.keepCalls = keepCalls
         self.ladder = ladder
         self.keepMessages = keepMessages
-        details = keepCalls || ladder != .none
+        if rtp { self.rtp = RTPStreamAnalyzer(keepPayloads: rtpPayloads) }
+        details = keepCalls || ladder != .none || rtp
     }
 
     /// Calls not yet finished (for tests of the memory bound).
@@ -267,6 +273,7 @@ public struct CaptureAnalyzer: Sendable {
         for stream in announced where !liveCalls[i].mediaRefs.contains(where: { mediaCounter.streams[$0].sameStream(as: stream) }) {
             liveCalls[i].mediaRefs.append(mediaCounter.add(stream))
         }
+        if rtp != nil { for stream in announced { rtp!.announce(stream, callID: liveCalls[i].callID) } }
         if !retransmission && details {
             let callID = liveCalls[i].callID
             for other in links(of: callID, m) where !liveCalls[i].linked.contains(other) { liveCalls[i].linked.append(other) }
@@ -284,7 +291,8 @@ public struct CaptureAnalyzer: Sendable {
     /// counted as RTP or RTCP in the media streams of the calls whose SDP announced its source or
     /// destination (only when call records are kept).
     public mutating func add(_ datagram: CapturedDatagram) {
-        if details { mediaCounter.count(datagram) }
+        // The per-call packet counts are for --calls; the RTP analysis counts its own streams.
+        if rtp != nil { rtp!.add(datagram) } else if details { mediaCounter.count(datagram) }
     }
 
     /// Counts a message in the summary and its call; returns the call's position, whether the
@@ -330,6 +338,7 @@ public struct CaptureAnalyzer: Sendable {
         liveIndex = CallIndex()
         calls.sort { ($0.first, $0.callID) < ($1.first, $1.callID) }
         for i in calls.indices { calls[i].media = calls[i].mediaRefs.map { mediaCounter.streams[$0] } }
+        if rtp != nil { rtp!.finish() }
         var index: [String: Int] = [:]
         for (i, c) in calls.enumerated() { index[c.callID] = i }
         for i in calls.indices {

@@ -71,6 +71,9 @@ extension CaptureAnalyzer {
         /// UDP packets to or from the RTCP address that classify as RTCP (version 2, second
         /// byte 192–223).
         public var rtcpPackets: Int
+        /// The payload formats the SDP lists (its `a=rtpmap` lines, and the static types it names
+        /// without one).
+        public var formats: [RTPPayloadFormat] = []
 
         /// `audio 10.0.0.1:4000 rtcp 10.0.0.1:4001 (120 RTP, 3 RTCP packets)`.
         public var description: String {
@@ -196,8 +199,17 @@ struct MediaCounter: Sendable {
             let attribute = media.typedAttributes(RTCPAttribute.self).first
             let rtcpPort = attribute?.port ?? (mux ? media.port : media.port &+ 1)
             let rtcpAddress = attribute?.connection?.address ?? c.address
+            var formats: [RTPPayloadFormat] = []
+            let maps = media.typedAttributes(RTPMap.self)
+            for pt in media.payloadTypes {
+                if let m = maps.first(where: { $0.payloadType == pt }) {
+                    formats.append(RTPPayloadFormat(payloadType: pt, name: m.encodingName, clockRate: Int(m.clockRate), channels: Int(m.channels ?? 1)))
+                } else if let f = RTPPayloadFormat.staticFormat(pt) {
+                    formats.append(f)
+                }
+            }
             out.append(.init(media: media.media.rawValue, address: c.address, port: media.port, rtcpAddress: rtcpAddress, rtcpPort: rtcpPort,
-                             rtcpMux: mux, announcedBy: source, rtpPackets: 0, rtcpPackets: 0))
+                             rtcpMux: mux, announcedBy: source, rtpPackets: 0, rtcpPackets: 0, formats: formats))
         }
         return out
     }

@@ -114,6 +114,22 @@ public struct CapturedDatagram: Sendable, Hashable {
     public var length: Int
     /// RTP, RTCP or other.
     public var kind: Kind
+    /// The UDP payload, from a decoder made with `payloads: true` (empty otherwise): a slice
+    /// of the reader's buffer, lent while the event is handled (copy what must be kept, or the
+    /// reader's next read copies its buffer).
+    public var payload: ArraySlice<UInt8> = []
+
+    /// A datagram's description (its payload, when given, as a slice).
+    public init(timestamp: CaptureTimestamp, source: CaptureEndpoint, destination: CaptureEndpoint, frameNumber: Int, length: Int, kind: Kind,
+                payload: ArraySlice<UInt8> = []) {
+        self.timestamp = timestamp
+        self.source = source
+        self.destination = destination
+        self.frameNumber = frameNumber
+        self.length = length
+        self.kind = kind
+        self.payload = payload
+    }
 
     /// Tells RTP from RTCP as RFC 5761 §4 does for a multiplexed port: both have version 2 in
     /// the first two bits; RTCP packet types 192–223 (200–204 in use) fall where RTP payload
@@ -173,6 +189,8 @@ public struct CaptureCounters: Sendable, Hashable {
     public var parseErrors = 0
     /// Anomalies reported.
     public var anomalies = 0
+    /// The first frame's capture time (what tshark's relative times count from).
+    public var firstFrameTime: CaptureTimestamp?
     /// All zero.
     public init() {}
 }
@@ -214,6 +232,8 @@ public struct CaptureDecoder: Sendable {
     private var scanner: SIPDigestScanner?
     /// Whether non-SIP UDP datagrams are reported.
     private let datagrams: Bool
+    /// Whether their payloads come with them.
+    private let payloads: Bool
     /// Status codes (100–699) whose reason phrase a digest has already carried.
     private var reasonReported = [UInt64](repeating: 0, count: 11)
 
@@ -224,9 +244,12 @@ public struct CaptureDecoder: Sendable {
     ///
     /// With `datagrams`, UDP datagrams that carry no SIP are reported too
     /// (``CaptureEvent/datagram(_:)``, classified RTP, RTCP or other; their bytes are not kept).
-    public init(limits: Limits = Limits(), digests: Bool = false, datagrams: Bool = false) {
+    /// With `payloads` as well, each carries its payload as a slice lent for the event
+    /// (``CapturedDatagram/payload``; for RTP analysis).
+    public init(limits: Limits = Limits(), digests: Bool = false, datagrams: Bool = false, payloads: Bool = false) {
         self.limits = limits
         self.datagrams = datagrams
+        self.payloads = payloads
         if digests { scanner = SIPDigestScanner() }
         reassembler = FragmentReassembler(maxDatagrams: limits.maxPendingDatagrams, maxBytes: limits.maxPendingFragmentBytes,
                                           timeoutNanoseconds: limits.fragmentTimeoutSeconds * 1_000_000_000)
@@ -235,6 +258,7 @@ public struct CaptureDecoder: Sendable {
     /// Decodes one frame; returns the SIP messages and anomalies it produced, in order.
     public mutating func decode(_ frame: CaptureFrame) -> [CaptureEvent] {
         counters.frames += 1
+        if counters.firstFrameTime == nil { counters.firstFrameTime = frame.timestamp }
         let expired = reassembler.expire(now: frame.timestamp)
         if expired > 0 { anomaly(frame.number, .fragmentTimeout(count: expired)) }
         decodeLink(frame, frame.data[...])
@@ -252,6 +276,7 @@ public struct CaptureDecoder: Sendable {
     mutating func decode(_ frame: CaptureFrame, bytes: ArraySlice<UInt8>, into events: inout [CaptureEvent]) {
         swap(&out, &events)
         counters.frames += 1
+        if counters.firstFrameTime == nil { counters.firstFrameTime = frame.timestamp }
         let expired = reassembler.expire(now: frame.timestamp)
         if expired > 0 { anomaly(frame.number, .fragmentTimeout(count: expired)) }
         decodeLink(frame, bytes)
@@ -433,7 +458,8 @@ public struct CaptureDecoder: Sendable {
                 counters.nonSIPPayloads += 1
                 if datagrams {
                     out.append(.datagram(CapturedDatagram(timestamp: f.timestamp, source: source, destination: destination, frameNumber: f.number,
-                                                          length: payload.count, kind: CapturedDatagram.classify(payload))))
+                                                          length: payload.count, kind: CapturedDatagram.classify(payload),
+                                                          payload: payloads ? payload : [])))
                 }
                 return
             }
@@ -684,6 +710,9 @@ enum SIPDetector {
         let end = p.count
         var i = 0
         while i < end, p[i] == 0x0D || p[i] == 0x0A { i += 1 }
+        // Both start lines begin with a token byte (a method, or the `S` of `SIP/2.0`): RTP,
+        // RTCP, STUN and DTLS (first byte 0x00–0x3F or 0x80–0xBF) are refused at once.
+        guard i < end, isTokenByte(p[i]) else { return false }
         let limit = min(end, i + 1024)
         var lineEnd = i
         while lineEnd < limit, p[lineEnd] != 0x0A { lineEnd += 1 }

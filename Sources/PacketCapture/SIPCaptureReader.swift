@@ -16,10 +16,12 @@ public final class SIPCaptureReader {
     /// Opens the capture at `path`.
     /// - Throws: ``CaptureFileError`` when the file cannot be opened or its header is unreadable.
     /// With `digests`, messages come as ``CaptureEvent/digest(_:)``; with `datagrams`, non-SIP
-    /// UDP datagrams come too (see ``CaptureDecoder/init(limits:digests:datagrams:)``).
-    public init(path: String, limits: CaptureDecoder.Limits = .init(), digests: Bool = false, datagrams: Bool = false) throws(CaptureFileError) {
+    /// UDP datagrams come too, with their payloads when `payloads` is set (see
+    /// ``CaptureDecoder/init(limits:digests:datagrams:payloads:)``).
+    public init(path: String, limits: CaptureDecoder.Limits = .init(), digests: Bool = false, datagrams: Bool = false,
+                payloads: Bool = false) throws(CaptureFileError) {
         reader = try CaptureFileReader(path: path)
-        decoder = CaptureDecoder(limits: limits, digests: digests, datagrams: datagrams)
+        decoder = CaptureDecoder(limits: limits, digests: digests, datagrams: datagrams, payloads: payloads)
     }
 
     /// Reads a capture held in memory.

@@ -94,7 +94,7 @@ struct Frame: ParsableCommand {
 
 struct Capture: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Summarize the SIP in a pcap/pcapng capture: totals, calls, or ladder diagrams.",
+        abstract: "Summarize the SIP in a pcap/pcapng capture: totals, calls, ladder diagrams, RTP streams, audio.",
         discussion: "Exits 0 when the file is read to its end, 65 when it cannot be read or is corrupt (the error names its byte offset, record and rule), 1 when --ladder names no call."
     )
 
@@ -113,6 +113,12 @@ struct Capture: ParsableCommand {
     @Option(name: .long, help: "With --html: draw only the call with this Call-ID.")
     var call: String?
 
+    @Flag(name: .long, help: "The RTP streams (as tshark -z rtp,streams, with MOS, RTCP reports, DTMF digits, silent streams, one-way calls).")
+    var rtp = false
+
+    @Option(name: .long, help: "Write each RTP stream (G.711, Opus) and each call (stereo) as WAV files into this directory; lists the streams as --rtp.")
+    var audio: String?
+
     @Flag(name: .long, help: "Show a progress line on stderr (default: only when stderr is a terminal and the file is over 50 MB).")
     var progress = false
 
@@ -127,10 +133,11 @@ struct Capture: ParsableCommand {
         if html != nil && (calls || ladder || json) { throw ValidationError("--html is exclusive with --calls, --ladder and --json") }
         if callID != nil && !ladder { throw ValidationError("a Call-ID is only taken with --ladder") }
         if call != nil && html == nil { throw ValidationError("--call is only taken with --html") }
+        if (rtp || audio != nil) && (calls || ladder || html != nil) { throw ValidationError("--rtp and --audio are exclusive with --calls, --ladder and --html") }
     }
 
     func run() throws {
-        let view: CaptureCommand.View = html != nil ? .html(call) : ladder ? .ladder(callID) : calls ? .calls : .summary
+        let view: CaptureCommand.View = audio.map { .audio($0) } ?? (rtp ? .rtp : html != nil ? .html(call) : ladder ? .ladder(callID) : calls ? .calls : .summary)
         let reporter = CaptureCommand.stderrProgress(path: file, force: progress)
         let report = CaptureCommand.run(path: file, view: view, progress: reporter)
         if reporter != nil { CaptureCommand.endProgress() }

@@ -21,6 +21,12 @@ public enum CaptureCommand {
         /// The ladder as a self-contained HTML page (``HTMLLadder``) of one call or of every
         /// call; the arrows keep their messages.
         case html(String?)
+        /// The RTP streams, as `tshark -z rtp,streams` lists them, with MOS, RTCP, DTMF,
+        /// silent streams and one-way calls.
+        case rtp
+        /// The RTP streams, and their audio written as WAV files into this directory (each
+        /// stream, and each call as a stereo file).
+        case audio(String)
     }
 
     /// The analysis and its rendering.
@@ -33,10 +39,15 @@ public enum CaptureCommand {
         public var analysis: CaptureAnalyzer
         /// The error that stopped reading (the file could not be opened, or is corrupt).
         public var error: CaptureFileError?
+        /// The first frame's time (relative times count from it, as in tshark).
+        public var firstFrame: CaptureTimestamp?
+        /// The WAV files written for ``View/audio(_:)``, or why one could not be.
+        public var audioFiles: [RTPAudioExport.Output] = []
         /// 0 when the file was read to its end (and the asked-for call exists), 65 on a file
         /// error, 1 when `--ladder CALL-ID` names no call.
         public var exitCode: Int32 {
             if error != nil { return 65 }
+            if audioFiles.contains(where: { $0.error != nil }) { return 73 }
             switch view {
             case .ladder(let id?), .html(let id?):
                 if !analysis.calls.contains(where: { $0.callID == id }) { return 1 }
@@ -62,50 +73,62 @@ public enum CaptureCommand {
     public static func run(path: String, view: View, progress: ((Int) -> Void)? = nil) -> Report {
         let ladder: CaptureAnalyzer.LadderSelection
         let keep: Bool
+        var rtp = false, payloads = false
         switch view {
         case .summary: ladder = .none; keep = false
         case .calls: ladder = .none; keep = true
         case .ladder(let id), .html(let id): ladder = id.map { .call($0) } ?? .all; keep = false
+        case .rtp: ladder = .none; keep = true; rtp = true
+        case .audio: ladder = .none; keep = true; rtp = true; payloads = true
         }
         var isHTML = false
         if case .html = view { isHTML = true }
-        var analysis = CaptureAnalyzer(keepCalls: keep, ladder: ladder, keepMessages: isHTML)
+        var analysis = CaptureAnalyzer(keepCalls: keep, ladder: ladder, keepMessages: isHTML, rtp: rtp, rtpPayloads: payloads)
         var report = Report(path: path, view: view, analysis: analysis, error: nil)
         let reader: SIPCaptureReader
         do {
             // The summary needs only what a digest holds: the datagrams are scanned in place.
-            reader = try SIPCaptureReader(path: path, digests: view == .summary, datagrams: view == .calls)
+            reader = try SIPCaptureReader(path: path, digests: view == .summary, datagrams: view == .calls || rtp, payloads: rtp)
         } catch {
             report.error = error
             analysis.finish()
             report.analysis = analysis
             return report
         }
-        func take(_ e: CaptureEvent) {
-            switch e {
-            case .message(let m):
-                analysis.add(m)
-                if let progress, analysis.summary.messages % 10_000 == 0 { progress(analysis.summary.messages) }
-            case .digest(let d):
-                analysis.add(d)
-                if let progress, analysis.summary.messages % 10_000 == 0 { progress(analysis.summary.messages) }
-            case .datagram(let d): analysis.add(d)
-            case .anomaly: analysis.noteAnomaly()
-            }
-        }
+        // The analysis is passed inout, not captured by a closure: a captured var is boxed and
+        // every access to it checked for exclusivity at run time, once per packet.
         do throws(CaptureFileError) {
             var events: [CaptureEvent] = []
             while try reader.nextEvents(into: &events) {
-                for e in events { take(e) }
+                for e in events { take(e, into: &analysis, progress: progress) }
             }
         } catch {
             report.error = error
             var decoder = reader.decoder
-            for e in decoder.finish() { take(e) }
+            for e in decoder.finish() { take(e, into: &analysis, progress: progress) }
         }
         analysis.finish()
+        report.firstFrame = reader.counters.firstFrameTime
         report.analysis = analysis
+        if case .audio(let dir) = view, let r = analysis.rtp {
+            report.audioFiles = RTPAudioExport.write(r, directory: dir)
+        }
         return report
+    }
+
+    /// One event into the analysis.
+    @inline(__always)
+    static func take(_ e: CaptureEvent, into analysis: inout CaptureAnalyzer, progress: ((Int) -> Void)?) {
+        switch e {
+        case .message(let m):
+            analysis.add(m)
+            if let progress, analysis.summary.messages % 10_000 == 0 { progress(analysis.summary.messages) }
+        case .digest(let d):
+            analysis.add(d)
+            if let progress, analysis.summary.messages % 10_000 == 0 { progress(analysis.summary.messages) }
+        case .datagram(let d): analysis.add(d)
+        case .anomaly: analysis.noteAnomaly()
+        }
     }
 
     /// A progress reporter for ``run(path:view:progress:)`` that rewrites one line on stderr
@@ -153,6 +176,11 @@ public enum CaptureCommand {
                 let calls = r.analysis.calls.filter { id == nil || $0.callID == id }
                 out = "ladder of \(calls.count) call\(calls.count == 1 ? "" : "s"), \(calls.reduce(0) { $0 + $1.arrows.count }) arrows\n"
                 if let id, calls.isEmpty, r.error == nil { out = "no call with Call-ID \(id)\n" }
+            case .rtp, .audio:
+                if let rtp = r.analysis.rtp { out = RTPStreamText.render(rtp, origin: r.firstFrame) }
+                for f in r.audioFiles {
+                    out += f.error.map { "\(f.path): cannot write: \($0)\n" } ?? "wrote \(f.path) (\(f.description))\n"
+                }
             }
         }
         if let e = r.error { out += "\(r.path): \(e)\n" }
@@ -309,6 +337,15 @@ public enum CaptureCommand {
         case .ladder(let id), .html(let id):
             let calls = r.analysis.calls.filter { id == nil || $0.callID == id }
             o.append(("ladders", .array(calls.map(ladderJSON))))
+        case .rtp, .audio:
+            if let rtp = r.analysis.rtp { o += RTPStreamText.json(rtp, origin: r.firstFrame) }
+            if case .audio = r.view {
+                o.append(("audio", .array(r.audioFiles.map {
+                    .object([("path", .string($0.path)), ("kind", .string($0.kind)), ("streams", .array($0.streams.map { .int($0) })),
+                             ("sampleRate", .int($0.sampleRate)), ("channels", .int($0.channels)), ("seconds", .number($0.seconds)),
+                             ("error", $0.error.map { .string($0) } ?? .null)])
+                })))
+            }
         }
         if let e = r.error {
             o.append(("error", .object([("offset", .int(Int(e.offset))), ("record", .int(e.record)),
