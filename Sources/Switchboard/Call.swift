@@ -53,6 +53,15 @@ public enum CallEvent: Sendable, Hashable {
     case mediaActive(Bool)
     /// The peer sent key-value data during the call (``Call/send(data:timeout:)`` on its side).
     case data(CallData)
+    /// The peer asked us to transfer (REFER, in this call's dialog or naming it by
+    /// Target-Dialog), and whether the phone's `referDecision` accepted: when it did, the call to
+    /// the target follows as a new ``Call``.
+    case transferRequested(ReferRequest, accepted: Bool)
+    /// Our transfer of this call progressed: the status line of the peer's NOTIFY (100 Trying,
+    /// 180 Ringing…).
+    case transferProgress(SIPFragStatus)
+    /// Our transfer of this call has its outcome (success only on a final 2xx NOTIFY).
+    case transferResult(ReferOutcome)
 }
 
 /// One call of a ``Phone``, incoming or outgoing: its state as it changes (``states``, an

@@ -218,8 +218,10 @@ extension Phone {
                 if let (m, tx) = notify { await respondInTransfer(key, m, tx, code, headers) }
             case .progress(let status):
                 report("\(name): transfer progress: \(status)")
+                call(for: key)?.note(.transferProgress(status))
             case .finished(let outcome):
                 transfers.withLock { $0.outgoing[key]?.outcome = outcome }
+                call(for: key)?.note(.transferResult(outcome))
             case .startTimer(let d):
                 setTimer(\.outgoing, key, after: d) { phone in
                     let more = phone.transfers.withLock { book -> [ReferSubscriber.Action] in
@@ -282,6 +284,13 @@ extension Phone {
 
     // MARK: Transferee
 
+    /// The application's answer to a REFER (``referDecision``), declined when it takes longer
+    /// than ``referDecisionTimeout``.
+    func decideRefer(_ key: SessionKey, _ request: ReferRequest) async -> Bool {
+        let decide = referDecision
+        return await within(Self.referDecisionTimeout) { await decide(key, request) } ?? false
+    }
+
     /// A REFER in a call: checked against ``referPolicy``, then ``referDecision``; accepted with
     /// 202 (and `Refer-Sub: false` when asked and granted), the transferor kept informed by
     /// NOTIFYs while we call the target with its `Referred-By` and `Replaces`.
@@ -312,7 +321,9 @@ extension Phone {
         }
         transfers.withLock { $0.refers[key] = count + 1 }
         let referredBy = request.referredBy.map { " (Referred-By \($0.uri))" } ?? ""
-        guard referDecision(key, request) else {
+        let accepted = await decideRefer(key, request)
+        call(for: key)?.note(.transferRequested(request, accepted: accepted))
+        guard accepted else {
             report("\(name): REFER to \(request.target) declined\(referredBy)")
             try? await agent.perform(key) { s throws(SessionError) in s.respond(to: m, in: tx, statusCode: 603) }
             return
@@ -365,7 +376,9 @@ extension Phone {
         }
         if let call { transfers.withLock { $0.refers[call] = count + 1 } }
         let referredBy = request.referredBy.map { " (Referred-By \($0.uri))" } ?? ""
-        guard referDecision(call ?? SessionKey(callID: m.callID ?? "", localTag: ""), request) else {
+        let accepted = await decideRefer(call ?? SessionKey(callID: m.callID ?? "", localTag: ""), request)
+        if let call { self.call(for: call)?.note(.transferRequested(request, accepted: accepted)) }
+        guard accepted else {
             report("\(name): out-of-dialog REFER to \(request.target) declined\(referredBy)")
             agent.respond(to: m, in: tx, statusCode: 603)
             return

@@ -63,7 +63,7 @@ public final class Phone: Sendable {
     /// Do-not-disturb and the call directory, applied to every incoming call first.
     public let screening: CallScreening
     /// Asked for each REFER that passed ``referPolicy``: accept (true, the default) or decline (603).
-    let referDecision: @Sendable (SessionKey, ReferRequest) -> Bool
+    let referDecision: @Sendable (SessionKey, ReferRequest) async -> Bool
     /// Asked for each INVITE with a Replaces that matches a call of ours (RFC 3891 §6): the
     /// INVITE, the call it would replace and the default's grounds (nil: the default refuses);
     /// true lets it replace the call, false refuses it with 403.
@@ -71,6 +71,9 @@ public final class Phone: Sendable {
     /// RFC 3263 server location for next hops named by a domain (made on first use).
     private let locator: Mutex<SIPServerLocator?>
     private let dns: DNSClientConfiguration?
+    /// How long ``referDecision`` may take before the REFER is declined (603): 16 s, half the
+    /// transferor's non-INVITE transaction timeout (RFC 3261 Timer F, 64·T1).
+    public static let referDecisionTimeout: Duration = .seconds(16)
     /// Where the phone's metrics go (swift-metrics); nil when built with `metrics: nil`.
     public let metrics: PhoneMetrics?
     private let metricsTask = Mutex<Task<Void, Never>?>(nil)
@@ -91,6 +94,10 @@ public final class Phone: Sendable {
     ///     603…) before anything else happens to them and never reach the application.
     ///   - referPolicy: what a REFER we receive may ask (schemes, out-of-dialog, bounds).
     ///   - referDecision: asked for each REFER that passed the policy; true accepts (the default).
+    ///     It may wait (ask a user, a service): the REFER is answered when it returns, or
+    ///     declined (603) after ``referDecisionTimeout``, well before the transferor's
+    ///     transaction gives up. The call's ``Call/events`` report the request and the answer
+    ///     (``CallEvent/transferRequested(_:accepted:)``).
     ///   - authorizeReplaces: decides whether an INVITE with a matching Replaces may take over
     ///     the call it names (RFC 3891 §6), given the default's grounds
     ///     (``ReplacesAuthorization``: its Referred-By or its From is that call's peer); the
@@ -100,7 +107,7 @@ public final class Phone: Sendable {
     public init(name: String, configuration: SIPUserAgent.Configuration, autoAnswer: Duration? = nil,
                 codecs: [Codec] = [.opus, .pcmu, .pcma, .telephoneEvent], media: PhoneMediaOptions? = nil, dns: DNSClientConfiguration? = nil,
                 forwardTo: [SIPURI] = [], forwardHistory: ForwardHeaders.History = .diversion, screening: CallScreening = CallScreening(),
-                referPolicy: ReferPolicy = ReferPolicy(), referDecision: @escaping @Sendable (SessionKey, ReferRequest) -> Bool = { _, _ in true },
+                referPolicy: ReferPolicy = ReferPolicy(), referDecision: @escaping @Sendable (SessionKey, ReferRequest) async -> Bool = { _, _ in true },
                 authorizeReplaces: @escaping @Sendable (SIPMessage, SessionKey, ReplacesAuthorization.Grounds?) -> Bool = { _, _, grounds in grounds != nil },
                 metrics: PhoneMetrics.Configuration? = PhoneMetrics.Configuration(),
                 report: @escaping @Sendable (String) -> Void = { _ in },

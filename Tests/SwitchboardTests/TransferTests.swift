@@ -16,7 +16,7 @@ struct TransferTests {
     static let fast = TransactionTimers(t1: .milliseconds(20), t2: .milliseconds(160), t4: .milliseconds(200))
 
     static func phone(_ user: String, autoAnswer: Duration? = .milliseconds(20), lines: Lines,
-                      referDecision: @escaping @Sendable (SessionKey, ReferRequest) -> Bool = { _, _ in true }) throws -> Phone {
+                      referDecision: @escaping @Sendable (SessionKey, ReferRequest) async -> Bool = { _, _ in true }) throws -> Phone {
         var c = SIPUserAgent.Configuration(endpoint: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))], timers: fast),
                                            identity: try SIPURI("sip:\(user)@127.0.0.1"))
         c.sessionTimer = nil
@@ -294,5 +294,47 @@ struct ForwardingTests {
         let key = await alice.call(try SIPURI("sip:bob@127.0.0.1:\(portB)"))
         #expect(await alice.wait(key, timeout: .seconds(5)) { $0.isTerminated }, "lines: \(lines.text)")
         #expect(alice.states(key).last == .terminated(.redirectFailed(302, .loop)), "lines: \(lines.text)")
+    }
+}
+
+@Suite("Call: transfer events and an application that takes its time to decide")
+struct CallTransferEventTests {
+    @Test("blind transfer through Call: the transferee's call reports the request and its answer (given after a wait), the transferor's the progress and the outcome",
+          .timeLimit(.minutes(1)))
+    func events() async throws {
+        let lines = TransferTests.Lines()
+        let alice = try TransferTests.phone("alice", autoAnswer: nil, lines: lines)
+        var c = SIPUserAgent.Configuration(endpoint: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))], timers: TransferTests.fast),
+                                           identity: try SIPURI("sip:bob@127.0.0.1"))
+        c.sessionTimer = nil
+        // Bob asks "someone" (a sleep stands for a user or a service) before accepting.
+        let bob = try Phone(name: "bob", configuration: c, autoAnswer: .milliseconds(20), referDecision: { _, request in
+            try? await Task.sleep(for: .milliseconds(150))
+            return request.target.description.contains("carol")
+        }, report: { lines.add($0) })
+        let carol = try TransferTests.phone("carol", lines: lines)
+        defer { alice.close(); bob.close(); carol.close() }
+        let bobArrivals = bob.incomingCallStream
+        let call = await alice.dial(try TransferTests.uri(bob, "bob"))
+        let aliceEvents = call.events
+        try await call.waitUntil(timeout: .seconds(5)) { $0.isEstablished }
+        let bobCall = try #require(await CallTests.nextIncoming(bobArrivals))
+        let bobEvents = bobCall.events
+        let outcome = try await call.transfer(to: try TransferTests.uri(carol, "carol"), notifyTimeout: .seconds(5))
+        #expect(outcome == .succeeded(200), "\(lines.text)")
+        try await call.waitUntil(timeout: .seconds(5)) { $0.isEnded }
+        var seenA: [CallEvent] = [], seenB: [CallEvent] = []
+        for await e in aliceEvents { seenA.append(e) }
+        _ = try? await bobCall.waitUntil(timeout: .seconds(5)) { $0.isEnded }
+        for await e in bobEvents { seenB.append(e) }
+        let progress = seenA.compactMap { e -> Int? in if case .transferProgress(let s) = e { return s.statusCode } else { return nil } }
+        #expect(progress.first == 100 && progress.last == 200, "\(seenA)")
+        #expect(seenA.contains(.transferResult(.succeeded(200))))
+        let result = seenA.firstIndex(of: .transferResult(.succeeded(200))), ended = seenA.firstIndex { if case .state(.ended) = $0 { true } else { false } }
+        #expect(result != nil && ended != nil && result! < ended!, "the outcome before the end: \(seenA)")
+        let requested = seenB.compactMap { e -> (String, Bool)? in
+            if case .transferRequested(let r, let accepted) = e { return (r.target.description, accepted) } else { return nil }
+        }
+        #expect(requested.count == 1 && requested[0].0.contains("carol") && requested[0].1, "\(seenB)")
     }
 }

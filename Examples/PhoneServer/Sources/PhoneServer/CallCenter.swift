@@ -124,6 +124,12 @@ final class CallCenter: Service, Sendable {
                     publish(EventLine(call, event: "quality", detail: "\(quality)"))
                 case .data(let data):
                     publish(EventLine(call, event: "data", detail: "\(data)"))
+                case .transferRequested(let request, let accepted):
+                    publish(EventLine(call, event: "transfer", detail: "to \(request.target) \(accepted ? "accepted" : "declined")"))
+                case .transferProgress(let status):
+                    publish(EventLine(call, event: "transfer", detail: "\(status)"))
+                case .transferResult(let outcome):
+                    publish(EventLine(call, event: "transfer", detail: "\(outcome)"))
                 }
             }
         }
