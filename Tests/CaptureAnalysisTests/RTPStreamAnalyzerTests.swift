@@ -3,6 +3,7 @@ import PacketCapture
 import MediaCodecs
 import RTP
 import Testing
+import SwitchboardTestSupport
 
 @testable import CaptureAnalysis
 
@@ -243,20 +244,10 @@ struct RTPStreamAnalyzerTests {
 /// Mutated RTP and RTCP datagrams (seeded): the analyzer and the audio export take anything
 /// without trapping, and what they report stays consistent.
 struct RTPStreamAnalyzerRobustnessTests {
-    struct SplitMix: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
 
     @Test("2,000 mutated datagrams on announced and unannounced flows", arguments: [1, 2, 3] as [UInt64])
     func mutated(seed: UInt64) throws {
-        var rng = SplitMix(state: seed)
+        var rng = TestRandom(seed: seed)
         var r = RTPStreamAnalyzer(keepPayloads: true)
         let a = RTPStreamAnalyzerTests.a, b = RTPStreamAnalyzerTests.b
         let c = CaptureEndpoint(address: IPAddress("10.0.0.3")!, port: 7000)

@@ -1,18 +1,9 @@
 import Testing
+import SwitchboardTestSupport
 import PacketCapture
 
 /// Mutated captures must end in frames, anomalies or a typed error: never a crash or a hang.
 @Suite struct RobustnessTests {
-    struct SplitMix {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
 
     static func seedCaptures() -> [[UInt8]] {
         let u = Build.udp(5070, 5060, Build.sipInvite)
@@ -32,7 +23,7 @@ import PacketCapture
     }
 
     @Test func mutatedCapturesNeverCrash() {
-        var rng = SplitMix(state: 42)
+        var rng = TestRandom(seed: 42)
         var outcomes = (errors: 0, clean: 0)
         for seed in Self.seedCaptures() {
             for _ in 0..<1500 {

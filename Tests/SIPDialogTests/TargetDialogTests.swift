@@ -1,4 +1,5 @@
 import Testing
+import SwitchboardTestSupport
 import SIPMessage
 @testable import SIPDialog
 
@@ -95,7 +96,7 @@ struct TargetDialogTests {
 
     @Test("bad input of any shape: a value or a typed error, never a crash or a hang; long input refused at the bound")
     func fuzz() {
-        var rng = SplitMix(seed: 4538)
+        var rng = TestRandom(seed: 4538)
         let alphabet = Array("ab@;=\" \t\\-.local-tagremote-tag[]:\u{0}\u{7f}é".utf8)
         for _ in 0..<5000 {
             let n = Int(rng.next() % 64)
@@ -111,15 +112,4 @@ struct TargetDialogTests {
         #expect(throws: SIPParseError.self) { try TargetDialog(long) }
     }
 
-    struct SplitMix {
-        var state: UInt64
-        init(seed: UInt64) { state = seed }
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
 }

@@ -13,21 +13,11 @@ import urllib.error
 import urllib.request
 
 
-def http(method, url, body=None, timeout=10):
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method, headers={"content-type": "application/json"})
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        return json.load(response)
+from httpcheck import http, poll
 
 
 def wait(what, check, timeout=10):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.1)
-    sys.exit(f"timed out after {timeout} s waiting for {what}")
+    return poll(what, check, sys.exit, timeout)
 
 
 def calls(url):

@@ -24,6 +24,8 @@ import tempfile
 import time
 import urllib.request
 
+from httpcheck import http, poll
+
 
 class Failure(Exception):
     pass
@@ -126,21 +128,10 @@ class Browser:
             f.write(base64.b64decode(data))
 
 
-def http(method, url, body=None, timeout=10):
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method, headers={"content-type": "application/json"})
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        return json.load(response)
-
-
 def wait_http(what, check, timeout=10):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.1)
-    raise Failure(f"timed out after {timeout} s waiting for {what}")
+    def fail(message):
+        raise Failure(message)
+    return poll(what, check, fail, timeout)
 
 
 LOG_STATES = "[...document.querySelectorAll('#log li[data-event=state]')].map(li => [Number(li.dataset.call), li.dataset.state, li.textContent])"
