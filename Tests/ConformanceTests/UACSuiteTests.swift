@@ -142,4 +142,60 @@ struct UACSuiteTests {
         let failed = Set(report.results.filter { $0.verdict != .pass }.map(\.name))
         #expect(failed == ["ack-non-2xx", "invite-retransmission"], "\(Self.describe(report))\n\(Self.ladder(report))")
     }
+
+    /// Runs the uac suite while SIPp's built-in uac (`sipp -sn uac`) calls it: four calls, one at a
+    /// time, each held `talk` milliseconds before SIPp's BYE. Returns the report and SIPp's exit status.
+    static func runAgainstSIPp(talk: Int) async throws -> (ConformanceReport, Int32) {
+        let path = try #require(ConformanceRunTests.sipp, "sipp must be installed under CI (scripts/test installs sip-tester)")
+        let port = try freePort(), sippPort = try freePort()
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("conform-sipp-uac-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let runner = ConformanceRunner(target: try SIPURI("sip:conform@127.0.0.1:\(port)"), responseTimeout: .seconds(3))
+        async let report = runner.run(suite: "uac")
+        try await Task.sleep(for: .milliseconds(100))
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: path)
+        p.arguments = ["-sn", "uac", "127.0.0.1:\(port)", "-i", "127.0.0.1", "-p", "\(sippPort)", "-m", "\(ConformanceSuites.uac.count)", "-l", "1",
+                       "-d", "\(talk)", "-nostdin", "-timeout", "30", "-timeout_error"]
+        p.currentDirectoryURL = dir
+        p.standardInput = FileHandle.nullDevice
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        // SIPp finishes its calls before obeying SIGTERM: it is killed outright, by its pid.
+        defer { if p.isRunning { kill(p.processIdentifier, SIGKILL); p.waitUntilExit() } }
+        let result = try await report
+        // SIPp exits once its four calls are over (bounded: 5 s at most after the suite).
+        for _ in 0..<100 where p.isRunning { try await Task.sleep(for: .milliseconds(50)) }
+        return (result, p.isRunning ? -1 : p.terminationStatus)
+    }
+
+    /// With a second of talk time SIPp's uac passes every test: it ACKs the 486 on the INVITE's
+    /// branch, retransmits its INVITE at 0.5 s and 1.5 s, and ACKs each copy of the 200 again.
+    @Test(.timeLimit(.minutes(1)), .enabled(if: ConformanceRunTests.sipp != nil || TestPaths.isCI, "sipp (Debian sip-tester) is not installed: skipped"),
+          .requires("sipp (Debian sip-tester)", { ConformanceRunTests.sipp != nil }))
+    func theSuiteAgainstSIPpsUAC() async throws {
+        let (report, status) = try await Self.runAgainstSIPp(talk: 1000)
+        let verdicts = Dictionary(uniqueKeysWithValues: report.results.map { ($0.name, $0.verdict) })
+        #expect(verdicts == ["basic-call": .pass, "ack-non-2xx": .pass, "invite-retransmission": .pass, "2xx-retransmission-ack": .pass],
+                "\(Self.describe(report))\n\(Self.ladder(report))")
+        #expect(report.results.allSatisfy { $0.findings.isEmpty }, "\(Self.describe(report))")
+        // SIPp counts the two calls answered 486 as failed calls: exit status 1.
+        #expect(status == 1)
+    }
+
+    /// With no talk time SIPp sends its BYE right after the ACK and forgets the call: the 200
+    /// retransmitted 0.1 s after the ACK gets no ACK, which RFC 3261 §13.2.2.4 still asks for.
+    @Test(.timeLimit(.minutes(1)), .enabled(if: ConformanceRunTests.sipp != nil || TestPaths.isCI, "sipp (Debian sip-tester) is not installed: skipped"),
+          .requires("sipp (Debian sip-tester)", { ConformanceRunTests.sipp != nil }))
+    func sippsUACForgetsTheCallAtItsBYE() async throws {
+        let (report, _) = try await Self.runAgainstSIPp(talk: 0)
+        let verdicts = Dictionary(uniqueKeysWithValues: report.results.map { ($0.name, $0.verdict) })
+        #expect(verdicts == ["basic-call": .pass, "ack-non-2xx": .pass, "invite-retransmission": .pass, "2xx-retransmission-ack": .fail],
+                "\(Self.describe(report))\n\(Self.ladder(report))")
+        let findings = report.results.flatMap(\.findings)
+        #expect(findings.map(\.rule) == [.ack2xx], "\(Self.describe(report))")
+        #expect(findings.first?.detail.contains("was not acknowledged again") == true)
+    }
 }
