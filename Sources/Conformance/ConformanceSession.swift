@@ -68,6 +68,14 @@ public final class ConformanceSession: Sendable {
     var incomingCall: String? {
         state.withLock { $0.entries.first { $0.direction == .received && $0.message?.method == .invite && $0.message?.toTag == nil }?.message?.callID }
     }
+    private let expectedUsers = Mutex<Set<String>>([])
+    /// Makes a new call to `sip:user@…` (a retry at a Contact the test gave) part of this test.
+    func expect(requestUser user: String) { expectedUsers.withLock { _ = $0.insert(user) } }
+    /// Whether `m` is a request to a user this test expects (see ``expect(requestUser:)``).
+    func expects(_ m: SIPMessage) -> Bool {
+        guard let uri = m.requestURIText else { return false }
+        return expectedUsers.withLock { $0.contains { uri.hasPrefix("sip:\($0)@") } }
+    }
     /// Whether a message of the call `callID` went either way in this test.
     func knows(callID: String) -> Bool { state.withLock { $0.entries.contains { $0.message?.callID == callID } } }
     /// The runner's socket: a UDP socket, or a TCP listener whose connections carry the test.
@@ -344,7 +352,7 @@ final class ConformanceListener: Sendable {
             // over) waits for the next test; so does whatever follows in that call.
             let current = s.current
             let opens = inbound.message.method == .invite && inbound.message.toTag == nil && !(current?.knows(callID: callID) ?? false)
-            let taken = current.map { $0.finished || $0.incomingCall != nil } ?? true
+            let taken = current.map { $0.finished || ($0.incomingCall != nil && !$0.expects(inbound.message)) } ?? true
             if (opens && taken) || s.heldCalls.contains(callID) {
                 if s.held.count < Self.holdLimit { s.held.append(Held(event: event, at: at)); s.heldCalls.insert(callID) }
                 return nil

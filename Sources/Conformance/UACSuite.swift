@@ -138,5 +138,26 @@ extension ConformanceSuites {
             _ = await call.bye(timeout: s.responseTimeout + .seconds(4))
             return .passed
         },
+        ConformanceTestCase(name: "redirect-3xx", etsiPurpose: nil,
+                            summary: "the DUT's INVITE is answered 100, then 302 with a Contact at the runner: the DUT ACKs the 302 on the INVITE's branch; a retry at the Contact (a new transaction) is answered 486 and must be ACKed too",
+                            reference: "RFC 3261 §8.1.3.4, §17.1.1.3", purposeNote: noETSIForUAC, role: .uas) { s in
+            guard let call = await ReceivedCall.next(s) else { return .failed("no INVITE from the DUT within \(s.responseTimeout)") }
+            let user = "moved-" + s.token()
+            s.expect(requestUser: user)
+            let mark = s.entries.count - 1
+            call.send(call.response(100))
+            // A retry is answered even when the 302 was not ACKed (the DUT's call ends cleanly).
+            let acknowledged = await call.sendUntilAcknowledged(call.response(302, extra: [(.contact, "<sip:\(user)@\(s.hostPort)>")])) != nil
+            let unacknowledged = ScenarioOutcome.failed("the DUT never acknowledged the 302")
+            guard let (m, i) = await s.waitFor(after: mark, timeout: acknowledged ? s.responseTimeout : .zero, { $0.method == .invite && $0.toTag == nil && s.expects($0) }) else {
+                return acknowledged ? .inconclusive("the DUT did not retry at the 302's Contact (RFC 3261 §8.1.3.4 leaves recursion to the UAC)") : unacknowledged
+            }
+            let retry = ReceivedCall(session: s, invite: m, index: i, source: s.entries[i].source ?? s.target, toTag: s.token(), time: s.entries[i].time)
+            guard retry.branch != call.branch else {
+                return .failed("the retry at the Contact reuses the redirected INVITE's branch (it is a new transaction, RFC 3261 §8.1.3.4, §8.1.1.7)")
+            }
+            guard await retry.sendUntilAcknowledged(retry.response(486)) != nil else { return .failed("the DUT never acknowledged the 486 to its retry") }
+            return acknowledged ? .passed : unacknowledged
+        },
     ]
 }

@@ -21,11 +21,12 @@ struct UACSuiteTests {
         return probe.localAddress.port
     }
 
-    /// A calling phone over UDP on 127.0.0.1, its outgoing messages passed through `rewrite`.
+    /// A calling phone over UDP on 127.0.0.1 that follows 3xx, its outgoing messages passed through `rewrite`.
     static func callingPhone(_ rewrite: (@Sendable (SIPMessage) -> SIPMessage?)? = nil) throws -> Phone {
         var endpoint = SIPEndpoint.Configuration(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))])
         endpoint.outboundRewrite = rewrite
-        let config = SIPUserAgent.Configuration(endpoint: endpoint, identity: try SIPURI("sip:dut@127.0.0.1"), transport: .udp)
+        var config = SIPUserAgent.Configuration(endpoint: endpoint, identity: try SIPURI("sip:dut@127.0.0.1"), transport: .udp)
+        config.redirects.mode = .follow   // so that redirect-3xx sees a retry
         return try Phone(name: "dut", configuration: config)
     }
 
@@ -138,9 +139,9 @@ struct UACSuiteTests {
         let report = try await Self.runAgainst(phone, port: try Self.freePort())
         let findings = report.results.flatMap(\.findings)
         #expect(Set(findings.map(\.rule)) == [.ackNon2xx], "\(Self.describe(report))")
-        #expect(findings.allSatisfy { $0.detail.contains("486 to the INVITE (CSeq 1) was never acknowledged") }, "\(Self.describe(report))")
+        #expect(findings.allSatisfy { $0.detail.contains(" to the INVITE (CSeq ") && $0.detail.hasSuffix("was never acknowledged") }, "\(Self.describe(report))")
         let failed = Set(report.results.filter { $0.verdict != .pass }.map(\.name))
-        #expect(failed == ["ack-non-2xx", "invite-retransmission"], "\(Self.describe(report))\n\(Self.ladder(report))")
+        #expect(failed == ["ack-non-2xx", "invite-retransmission", "redirect-3xx"], "\(Self.describe(report))\n\(Self.ladder(report))")
     }
 
     /// Runs the uac suite while SIPp's built-in uac (`sipp -sn uac`) calls it: four calls, one at a
@@ -171,17 +172,21 @@ struct UACSuiteTests {
         return (result, p.isRunning ? -1 : p.terminationStatus)
     }
 
-    /// With a second of talk time SIPp's uac passes every test: it ACKs the 486 on the INVITE's
-    /// branch, retransmits its INVITE at 0.5 s and 1.5 s, and ACKs each copy of the 200 again.
+    /// With a second of talk time SIPp's uac passes every test but redirect-3xx: it ACKs the 486 on
+    /// the INVITE's branch, retransmits its INVITE at 0.5 s and 1.5 s, and ACKs each copy of the 200
+    /// again; but it answers the 302 (unexpected in its script) with a CANCEL and never ACKs it.
     @Test(.timeLimit(.minutes(1)), .enabled(if: ConformanceRunTests.sipp != nil || TestPaths.isCI, "sipp (Debian sip-tester) is not installed: skipped"),
           .requires("sipp (Debian sip-tester)", { ConformanceRunTests.sipp != nil }))
     func theSuiteAgainstSIPpsUAC() async throws {
         let (report, status) = try await Self.runAgainstSIPp(talk: 1000)
         let verdicts = Dictionary(uniqueKeysWithValues: report.results.map { ($0.name, $0.verdict) })
-        #expect(verdicts == ["basic-call": .pass, "ack-non-2xx": .pass, "invite-retransmission": .pass, "2xx-retransmission-ack": .pass],
+        #expect(verdicts == ["basic-call": .pass, "ack-non-2xx": .pass, "invite-retransmission": .pass, "2xx-retransmission-ack": .pass,
+                             "redirect-3xx": .fail],
                 "\(Self.describe(report))\n\(Self.ladder(report))")
-        #expect(report.results.allSatisfy { $0.findings.isEmpty }, "\(Self.describe(report))")
-        // SIPp counts the two calls answered 486 as failed calls: exit status 1.
+        let findings = report.results.flatMap(\.findings)
+        #expect(findings.map(\.rule) == [.ackNon2xx], "\(Self.describe(report))")
+        #expect(findings.first?.detail.contains("the 302 to the INVITE (CSeq 1) was never acknowledged") == true, "\(Self.describe(report))")
+        // SIPp counts the calls answered 486 and 302 as failed calls: exit status 1.
         #expect(status == 1)
     }
 
@@ -192,10 +197,11 @@ struct UACSuiteTests {
     func sippsUACForgetsTheCallAtItsBYE() async throws {
         let (report, _) = try await Self.runAgainstSIPp(talk: 0)
         let verdicts = Dictionary(uniqueKeysWithValues: report.results.map { ($0.name, $0.verdict) })
-        #expect(verdicts == ["basic-call": .pass, "ack-non-2xx": .pass, "invite-retransmission": .pass, "2xx-retransmission-ack": .fail],
+        #expect(verdicts == ["basic-call": .pass, "ack-non-2xx": .pass, "invite-retransmission": .pass, "2xx-retransmission-ack": .fail,
+                             "redirect-3xx": .fail],
                 "\(Self.describe(report))\n\(Self.ladder(report))")
         let findings = report.results.flatMap(\.findings)
-        #expect(findings.map(\.rule) == [.ack2xx], "\(Self.describe(report))")
+        #expect(findings.map(\.rule) == [.ack2xx, .ackNon2xx], "\(Self.describe(report))")
         #expect(findings.first?.detail.contains("was not acknowledged again") == true)
     }
 }
