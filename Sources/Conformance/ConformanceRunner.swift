@@ -45,7 +45,7 @@ public struct ConformanceRunner: Sendable {
         // the DUT calls it, one call per test, on one socket for the whole run.
         var listener: ConformanceListener?
         if tests.contains(where: { $0.role == .uas }) {
-            guard transport == .udp else { throw .unsupportedTransport(transport) }
+            guard transport == .udp else { throw .suiteTransport(suite: suite, transport) }
             listener = try ConformanceListener(address: address)
         }
         defer { listener?.close() }

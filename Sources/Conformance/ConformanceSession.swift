@@ -14,6 +14,8 @@ public enum ConformanceError: Error, Sendable, Equatable, CustomStringConvertibl
     case unknownSuite(String)
     /// The runner's socket could not be opened.
     case socket(String)
+    /// The suite runs over other transports only (the `uac` suite: UDP).
+    case suiteTransport(suite: String, ConformanceTransport)
 
     public var description: String {
         switch self {
@@ -21,6 +23,7 @@ public enum ConformanceError: Error, Sendable, Equatable, CustomStringConvertibl
         case .unsupportedTransport(let t): return "transport \(t.rawValue) is not supported yet (udp and tcp in this version)"
         case .unknownSuite(let s): return "no suite named \(s) (switchboard conform --list names them)"
         case .socket(let s): return "cannot open the runner's socket: \(s)"
+        case .suiteTransport(let suite, let t): return "the \(suite) suite does not run over \(t.rawValue) yet (udp only in this version)"
         }
     }
 }

@@ -93,6 +93,12 @@ struct UACSuiteTests {
         #expect(reack.messages.filter { $0.direction == .received && $0.summary.hasPrefix("ACK") }.count == 3, "\(reack.messages.map(\.summary))")
     }
 
+    @Test func theUACSuiteRefusesTCP() async throws {
+        let runner = ConformanceRunner(target: try SIPURI("sip:conform@127.0.0.1:\(try Self.freePort())"), transport: .tcp)
+        await #expect(throws: ConformanceError.suiteTransport(suite: "uac", .tcp)) { try await runner.run(suite: "uac") }
+        #expect(ConformanceError.suiteTransport(suite: "uac", .tcp).description.contains("udp only"))
+    }
+
     /// A phone that sends the ACK for a 2xx on its INVITE's branch (a 2xx ACK is a transaction of
     /// its own, RFC 3261 §13.2.2.4, and needs a new branch).
     static func reuseInviteBranchOnACK() -> @Sendable (SIPMessage) -> SIPMessage? {
