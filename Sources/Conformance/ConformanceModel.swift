@@ -67,9 +67,18 @@ extension ConformanceRule {
     /// The DUT sends only messages that parse.
     public static let wellFormed = ConformanceRule(id: "well-formed", reference: "RFC 3261 §7 / §25",
         requirement: "every message sent follows the SIP grammar")
+    /// The DUT as UAC acknowledges each 2xx (and each copy of it) with an ACK of its own.
+    public static let ack2xx = ConformanceRule(id: "ack-2xx", reference: "RFC 3261 §13.2.2.4",
+        requirement: "a UAC acknowledges every 2xx to its INVITE, and every retransmission of it, with an ACK carrying the INVITE's CSeq number, the 2xx's To tag and a new branch (the ACK is a transaction of its own)")
+    /// The DUT as UAC acknowledges a non-2xx final response inside the INVITE's transaction.
+    public static let ackNon2xx = ConformanceRule(id: "ack-non-2xx", reference: "RFC 3261 §17.1.1.3",
+        requirement: "a UAC acknowledges a non-2xx final response to its INVITE with an ACK on the INVITE's branch, with the INVITE's CSeq number and the response's To tag")
+    /// Timer A: the DUT as UAC retransmits its INVITE over UDP until a response arrives.
+    public static let inviteRetransmission = ConformanceRule(id: "invite-retransmission", reference: "RFC 3261 §17.1.1.2",
+        requirement: "over an unreliable transport a UAC retransmits its INVITE at T1, doubling each time, until a response arrives, and not after it")
     /// Every rule the checker reports, in the order of the list above.
     public static let all: [ConformanceRule] = [.contactIn2xx, .dialogTagStable, .cseqIncreases, .retransmit2xx, .viaBranch, .recordRouteEchoed,
-                                                .responseCopiesRequest, .mandatoryHeaders, .wellFormed]
+                                                .responseCopiesRequest, .mandatoryHeaders, .wellFormed, .ack2xx, .ackNon2xx, .inviteRetransmission]
 }
 
 /// A rule broken by the DUT, at a message of the exchange.

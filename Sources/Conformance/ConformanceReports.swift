@@ -72,7 +72,8 @@ extension ConformanceReport {
 extension ConformanceTestCase {
     /// The `--list` line of a test.
     public var listLine: String {
-        var s = "  \(name.padding(toLength: 20, withPad: " ", startingAt: 0)) \(etsiPurpose ?? "(no ETSI id)")  \(reference)\n      \(summary)"
+        // Padded to a column, never cut (a long name pushes the rest of its line right).
+        var s = "  \(name.count >= 22 ? name : name.padding(toLength: 22, withPad: " ", startingAt: 0)) \(etsiPurpose ?? "(no ETSI id)")  \(reference)\n      \(summary)"
         if let note = purposeNote { s += "\n      note: \(note)" }
         return s
     }

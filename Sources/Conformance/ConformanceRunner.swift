@@ -41,9 +41,17 @@ public struct ConformanceRunner: Sendable {
         if let only { tests = tests.filter { only.contains($0.name) } }
         let address: SocketAddress
         do { address = try SocketAddress(ip: target.host.address, port: target.port ?? 5060) } catch { throw .badTarget(target.description) }
+        // When the runner plays UAS (the `uac` suite) the target is its own listening address:
+        // the DUT calls it, one call per test, on one socket for the whole run.
+        var listener: ConformanceListener?
+        if tests.contains(where: { $0.role == .uas }) {
+            guard transport == .udp else { throw .suiteTransport(suite: suite, transport) }
+            listener = try ConformanceListener(address: address)
+        }
+        defer { listener?.close() }
         var results: [ConformanceTestResult] = []
         for (i, test) in tests.enumerated() {
-            let result = try await run(test, at: address)
+            let result = try await run(test, at: address, listener: listener)
             results.append(result)
             progress(i + 1, tests.count, result)
         }
@@ -52,8 +60,13 @@ public struct ConformanceRunner: Sendable {
 
     /// Runs one test on a session of its own and judges it: the scenario's own outcome, then
     /// the rule checker over every message exchanged.
-    func run(_ test: ConformanceTestCase, at address: SocketAddress) async throws(ConformanceError) -> ConformanceTestResult {
-        let session = try ConformanceSession(target: address, targetURI: target, transport: transport, responseTimeout: responseTimeout, capture: capture)
+    func run(_ test: ConformanceTestCase, at address: SocketAddress, listener: ConformanceListener? = nil) async throws(ConformanceError) -> ConformanceTestResult {
+        let session: ConformanceSession
+        if test.role == .uas, let listener {
+            session = ConformanceSession(listener: listener, targetURI: target, responseTimeout: responseTimeout, capture: capture)
+        } else {
+            session = try ConformanceSession(target: address, targetURI: target, transport: transport, responseTimeout: responseTimeout, capture: capture)
+        }
         defer { session.close() }
         let clock = MonotonicClock(), started = clock.now
         let limit = testTimeLimit
@@ -69,16 +82,19 @@ public struct ConformanceRunner: Sendable {
             group.cancelAll()
             return first ?? .failed("the test was cancelled")
         }
+        session.finished = true
         // Late copies (retransmissions the DUT still sends) belong to the exchange too.
         try? await Task.sleep(for: .milliseconds(200))
-        let elapsed = started.duration(to: clock.now)
-        let end = Self.seconds(elapsed)
+        // The session's clock: for a UAS test it starts with the first message held for it.
+        let end = Self.seconds(max(session.elapsed, started.duration(to: clock.now)))
         let records = session.entries.map { e in
             RuleChecker.Record(sent: e.direction == .sent, time: Self.seconds(e.time), message: e.message, parseError: e.parseError)
         }
         // 2xx retransmissions are end to end: a UAS sends them whatever its own transport (RFC 3261
         // §13.3.1.4: a hop behind it may be UDP), so they are checked over TCP too.
-        let checker = RuleChecker(t1: Self.seconds(session.t1), t2: Self.seconds(session.t2), checks2xxRetransmissions: true)
+        var checker = RuleChecker(t1: Self.seconds(session.t1), t2: Self.seconds(session.t2), checks2xxRetransmissions: true)
+        // Timer A runs over unreliable transports only (RFC 3261 §17.1.1.2).
+        checker.checksInviteRetransmissions = transport == .udp
         let findings = checker.check(records, end: end)
         var verdict: ConformanceVerdict, reason: String?
         switch outcome {
@@ -92,7 +108,8 @@ public struct ConformanceRunner: Sendable {
         }
         return ConformanceTestResult(name: test.name, etsiPurpose: test.etsiPurpose, reference: test.reference, verdict: verdict, reason: reason,
                                      findings: findings, messages: session.exchanged, duration: end,
-                                     runnerAddress: session.local.description, dutAddress: address.description)
+                                     runnerAddress: session.local.description,
+                                     dutAddress: test.role == .uas ? session.dutAddress.description : address.description)
     }
 
     static func seconds(_ d: Duration) -> Double { Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18 }

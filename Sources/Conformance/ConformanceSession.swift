@@ -14,6 +14,8 @@ public enum ConformanceError: Error, Sendable, Equatable, CustomStringConvertibl
     case unknownSuite(String)
     /// The runner's socket could not be opened.
     case socket(String)
+    /// The suite runs over other transports only (the `uac` suite: UDP).
+    case suiteTransport(suite: String, ConformanceTransport)
 
     public var description: String {
         switch self {
@@ -21,6 +23,7 @@ public enum ConformanceError: Error, Sendable, Equatable, CustomStringConvertibl
         case .unsupportedTransport(let t): return "transport \(t.rawValue) is not supported yet (udp and tcp in this version)"
         case .unknownSuite(let s): return "no suite named \(s) (switchboard conform --list names them)"
         case .socket(let s): return "cannot open the runner's socket: \(s)"
+        case .suiteTransport(let suite, let t): return "the \(suite) suite does not run over \(t.rawValue) yet (udp only in this version)"
         }
     }
 }
@@ -46,6 +49,8 @@ public final class ConformanceSession: Sendable {
         var bytes: [UInt8]
         var message: SIPMessage?
         var parseError: String?
+        /// Where a received message came from.
+        var source: SocketAddress? = nil
     }
 
     private struct State: Sendable {
@@ -56,6 +61,26 @@ public final class ConformanceSession: Sendable {
     /// Where every datagram of the run is recorded (pcapng), when asked.
     private let capture: CaptureWriter?
     private let state = Mutex(State())
+    private let scenarioOver = Atomic<Bool>(false)
+    /// True once the test's scenario is over (the session only collects late copies then).
+    var finished: Bool {
+        get { scenarioOver.load(ordering: .acquiring) }
+        set { scenarioOver.store(newValue, ordering: .releasing) }
+    }
+    /// The Call-ID of the first call the DUT opened in this test (an INVITE without To tag).
+    var incomingCall: String? {
+        state.withLock { $0.entries.first { $0.direction == .received && $0.message?.method == .invite && $0.message?.toTag == nil }?.message?.callID }
+    }
+    private let expectedUsers = Mutex<Set<String>>([])
+    /// Makes a new call to `sip:user@…` (a retry at a Contact the test gave) part of this test.
+    func expect(requestUser user: String) { expectedUsers.withLock { _ = $0.insert(user) } }
+    /// Whether `m` is a request to a user this test expects (see ``expect(requestUser:)``).
+    func expects(_ m: SIPMessage) -> Bool {
+        guard let uri = m.requestURIText else { return false }
+        return expectedUsers.withLock { $0.contains { uri.hasPrefix("sip:\($0)@") } }
+    }
+    /// Whether a message of the call `callID` went either way in this test.
+    func knows(callID: String) -> Bool { state.withLock { $0.entries.contains { $0.message?.callID == callID } } }
     /// The runner's socket: a UDP socket, or a TCP listener whose connections carry the test.
     enum Socket: Sendable {
         case udp(UDPTransport)
@@ -72,6 +97,11 @@ public final class ConformanceSession: Sendable {
     private let nonce: UInt64
     /// The transport the test runs over.
     public let transport: ConformanceTransport
+    /// The side the runner plays: as UAS it answers the DUT's INVITEs itself (the scenario does),
+    /// and it listens on a socket shared by the whole run (the DUT calls one fixed address).
+    public let role: ConformanceRole
+    /// The run's shared listening socket, when the runner plays UAS (not closed with the session).
+    private let listener: ConformanceListener?
 
     init(target: SocketAddress, targetURI: SIPURI, transport: ConformanceTransport = .udp, t1: Duration = .milliseconds(500), t2: Duration = .seconds(4),
          responseTimeout: Duration = .seconds(4), capture: CaptureWriter? = nil) throws(ConformanceError) {
@@ -82,6 +112,8 @@ public final class ConformanceSession: Sendable {
         self.transport = transport
         self.t1 = t1
         self.t2 = t2
+        role = .uac
+        listener = nil
         start = .now
         nonce = UInt64.random(in: 0..<UInt64.max)
         let bind = target.isIPv6 ? SocketAddress.wildcard(ipv6: true) : (try? SocketAddress(ip: target.ipString.hasPrefix("127.") ? target.ipString : "0.0.0.0", port: 0))
@@ -108,13 +140,44 @@ public final class ConformanceSession: Sendable {
         holder.session.withLock { $0 = self }
     }
 
-    /// Closes the socket (and its connections).
-    func close() {
-        let t = socket.withLock { s -> Socket? in defer { s = nil }; return s }
-        t?.close()
+    /// A session of the runner as UAS, on the run's shared `listener` (the DUT's address is
+    /// learnt from its first request; `target` is the listening address until then).
+    init(listener: ConformanceListener, targetURI: SIPURI, t1: Duration = .milliseconds(500), t2: Duration = .seconds(4),
+         responseTimeout: Duration = .seconds(4), capture: CaptureWriter? = nil) {
+        self.responseTimeout = responseTimeout
+        self.capture = capture
+        self.targetURI = targetURI
+        self.transport = .udp
+        self.t1 = t1
+        self.t2 = t2
+        role = .uas
+        self.listener = listener
+        nonce = UInt64.random(in: 0..<UInt64.max)
+        local = listener.socket.localAddress
+        target = local
+        socket.withLock { $0 = .udp(listener.socket) }
+        // The test starts when the first message held for it arrived.
+        start = min(listener.earliestHeld ?? .now, .now)
+        for held in listener.attach(self) { received(held.event, at: held.at) }
     }
 
+    /// Closes the socket (and its connections); a shared listener only stops feeding this session.
+    func close() {
+        let t = socket.withLock { s -> Socket? in defer { s = nil }; return s }
+        if let listener {
+            listener.detach(self)
+        } else {
+            t?.close()
+        }
+    }
+
+    /// Where the DUT's first message of this test came from (the listening address until then).
+    var dutAddress: SocketAddress { entries.first { $0.direction == .received && $0.source != nil }?.source ?? target }
+
     private var now: Duration { start.duration(to: .now) }
+
+    /// The time since the test started (its first message, when one was held for it).
+    var elapsed: Duration { now }
 
     /// The address written in Via and Contact.
     var hostPort: String { local.isIPv6 ? "[\(local.ipString)]:\(local.port)" : "\(local.ipString):\(local.port)" }
@@ -161,16 +224,17 @@ public final class ConformanceSession: Sendable {
     // MARK: Receiving
 
     /// Everything that reaches the test's own socket is the DUT's (the socket is fresh per test).
-    private func received(_ event: TransportEvent) {
+    fileprivate func received(_ event: TransportEvent, at instant: MonotonicClock.Instant? = nil) {
+        let now = instant.map { start.duration(to: $0) } ?? self.now
         switch event {
         case .message(let inbound):
             let m = inbound.message
             record(m.serialized(), from: inbound.source, to: local)
-            state.withLock { $0.entries.append(Entry(direction: .received, time: now, bytes: m.serialized(), message: m)) }
+            state.withLock { $0.entries.append(Entry(direction: .received, time: now, bytes: m.serialized(), message: m, source: inbound.source)) }
             if m.isRequest { answer(m, on: inbound.connection, from: inbound.source) }
         case .malformed(let bytes, let source, let error):
             record(bytes, from: source, to: local)
-            state.withLock { $0.entries.append(Entry(direction: .received, time: now, bytes: bytes, parseError: "\(error)")) }
+            state.withLock { $0.entries.append(Entry(direction: .received, time: now, bytes: bytes, parseError: "\(error)", source: source)) }
         default:
             break
         }
@@ -191,6 +255,8 @@ public final class ConformanceSession: Sendable {
     /// media negotiation); nothing to ACK.
     private func answer(_ request: SIPMessage, on connection: ConnectionID?, from source: SocketAddress) {
         guard let method = request.method, method != .ack else { return }
+        // As UAS the scenario answers INVITEs (and CANCELs of them) itself.
+        if role == .uas, method == .invite || method == .cancel { return }
         var r = SIPMessage(responseTo: request, statusCode: 200, toTag: request.toTag == nil ? token() : nil)
         try? r.append(.contact, "<sip:conform@\(hostPort)\(uriTransport)>")
         try? r.append(.contentLength, "0")
@@ -248,6 +314,75 @@ public final class ConformanceSession: Sendable {
                                     summary: summary, text: String(decoding: e.bytes, as: UTF8.self))
         }
     }
+}
+
+/// The runner's listening socket for a run where it plays UAS: the DUT calls this one address
+/// for every test, so it outlives the tests' sessions and feeds the current one. A test takes
+/// one call: a new call (an INVITE without To tag of a Call-ID the test never saw) that comes
+/// once the current test has its call, or once its scenario is over (its session only collects
+/// late copies then), is held with what follows in it for the next test, with arrival times.
+final class ConformanceListener: Sendable {
+    let socket: UDPTransport
+    struct Held: Sendable {
+        var event: TransportEvent
+        var at: MonotonicClock.Instant
+    }
+    private struct State: Sendable {
+        var current: ConformanceSession?
+        var held: [Held] = []
+        var heldCalls: Set<String> = []
+    }
+    private let state = Mutex(State())
+    /// At most this many messages are held between two tests (a DUT cannot grow the list).
+    static let holdLimit = 256
+
+    /// Listens on `address` (UDP).
+    init(address: SocketAddress) throws(ConformanceError) {
+        let holder = Mutex<ConformanceListener?>(nil)
+        do {
+            socket = try UDPTransport(bindingTo: address) { event in holder.withLock { $0 }?.dispatch(event) }
+        } catch {
+            throw .socket("\(error)")
+        }
+        holder.withLock { $0 = self }
+    }
+
+    private func dispatch(_ event: TransportEvent) {
+        let at = MonotonicClock.Instant.now
+        let target = state.withLock { s -> ConformanceSession? in
+            guard case .message(let inbound) = event, let callID = inbound.message.callID else { return s.current }
+            // A call the current test did not take (it has one already, or its scenario is
+            // over) waits for the next test; so does whatever follows in that call.
+            let current = s.current
+            let opens = inbound.message.method == .invite && inbound.message.toTag == nil && !(current?.knows(callID: callID) ?? false)
+            let taken = current.map { $0.finished || ($0.incomingCall != nil && !$0.expects(inbound.message)) } ?? true
+            if (opens && taken) || s.heldCalls.contains(callID) {
+                if s.held.count < Self.holdLimit { s.held.append(Held(event: event, at: at)); s.heldCalls.insert(callID) }
+                return nil
+            }
+            return s.current
+        }
+        target?.received(event, at: at)
+    }
+
+    /// When the earliest held message arrived.
+    var earliestHeld: MonotonicClock.Instant? { state.withLock { $0.held.first?.at } }
+
+    /// Makes `session` the current one and hands it the held messages.
+    func attach(_ session: ConformanceSession) -> [Held] {
+        state.withLock { s in
+            s.current = session
+            defer { s.held = []; s.heldCalls = [] }
+            return s.held
+        }
+    }
+
+    /// Stops feeding `session`.
+    func detach(_ session: ConformanceSession) {
+        state.withLock { if $0.current === session { $0.current = nil } }
+    }
+
+    func close() { socket.close() }
 }
 
 /// Lets the socket's handler reach the session once it is built (the cycle it makes ends when

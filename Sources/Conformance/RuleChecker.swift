@@ -11,12 +11,16 @@ public struct RuleChecker: Sendable {
     /// Whether the 2xx retransmission schedule is checked (RFC 3261 §13.3.1.4 asks it of every
     /// transport: the retransmissions are end to end, a hop behind the UAS may be UDP).
     public var checks2xxRetransmissions: Bool
+    /// Whether the DUT's INVITE retransmissions (Timer A, RFC 3261 §17.1.1.2) are checked: over
+    /// UDP only, as a reliable transport retransmits nothing.
+    public var checksInviteRetransmissions: Bool
 
     /// A checker expecting `t1` and `t2` (seconds) of the DUT.
-    public init(t1: Double = 0.5, t2: Double = 4, checks2xxRetransmissions: Bool = true) {
+    public init(t1: Double = 0.5, t2: Double = 4, checks2xxRetransmissions: Bool = true, checksInviteRetransmissions: Bool = true) {
         self.t1 = t1
         self.t2 = t2
         self.checks2xxRetransmissions = checks2xxRetransmissions
+        self.checksInviteRetransmissions = checksInviteRetransmissions
     }
 
     /// One message of the exchange as the checker sees it.
@@ -136,13 +140,97 @@ public struct RuleChecker: Sendable {
                 findings += retransmissionFindings(times: a.times, until: ackTime, firstIndex: a.firstIndex)
             }
         }
+        findings += uacFindings(records, end: end)
         return findings
     }
 
-    /// What the schedule T1, 2·T1, … capped at T2 predicts, against what came before the ACK.
-    func retransmissionFindings(times: [Double], until ack: Double, firstIndex: Int) -> [ConformanceFinding] {
+    /// The DUT as UAC (the runner answered its INVITEs): its ACKs and its INVITE retransmissions.
+    func uacFindings(_ records: [Record], end: Double) -> [ConformanceFinding] {
         var out: [ConformanceFinding] = []
-        let first = times[0]
+        func add(_ rule: ConformanceRule, _ index: Int?, _ detail: String) {
+            out.append(ConformanceFinding(rule: rule, messageIndex: index, detail: detail))
+        }
+        struct Sent { var index: Int; var time: Double; var code: Int; var toTag: String? }
+        struct Invite { var index: Int; var branch: String; var times: [Double] = []; var copies: [Int] = [] }
+        struct Ack { var index: Int; var time: Double; var callID: String; var sequence: UInt32; var branch: String; var toTag: String? }
+        var invites: [String: Invite] = [:], order: [String] = []
+        var responses: [String: [Sent]] = [:]
+        var acks: [Ack] = []
+        for (i, r) in records.enumerated() {
+            guard let m = r.message, let cseq = try? m.cseq(), let callID = m.callID else { continue }
+            let key = "\(callID)|\(cseq.sequence)"
+            if !r.sent, m.method == .invite {
+                let branch = m.topViaBranch ?? ""
+                if invites[key] == nil { invites[key] = Invite(index: i, branch: branch); order.append(key) }
+                // A copy of the same transaction (a new branch with the same CSeq is not one).
+                if invites[key]!.branch == branch { invites[key]!.times.append(r.time); invites[key]!.copies.append(i) }
+            } else if !r.sent, m.method == .ack {
+                acks.append(Ack(index: i, time: r.time, callID: callID, sequence: cseq.sequence, branch: m.topViaBranch ?? "", toTag: m.toTag))
+            } else if r.sent, !m.isRequest, cseq.method == .invite, invites[key] != nil, m.topViaBranch == invites[key]!.branch {
+                responses[key, default: []].append(Sent(index: i, time: r.time, code: m.statusCode ?? 0, toTag: m.toTag))
+            }
+        }
+        for key in order {
+            guard let invite = invites[key] else { continue }
+            let sent = responses[key] ?? []
+            let callID = String(key.split(separator: "|", omittingEmptySubsequences: false)[0])
+            let sequence = UInt32(key.split(separator: "|").last ?? "") ?? 0
+            // Timer A: copies before the first response on schedule, none well after it.
+            if checksInviteRetransmissions {
+                let answered = sent.first?.time ?? end
+                let before = invite.times.filter { $0 <= answered }
+                out += retransmissionFindings(times: before, until: answered, firstIndex: invite.index, rule: .inviteRetransmission,
+                                              what: "INVITE", cap: .infinity, until: "a response")
+                if let late = zip(invite.times, invite.copies).first(where: { $0.0 > answered + 0.25 }) {
+                    add(.inviteRetransmission, late.1, String(format: "the INVITE was retransmitted %.2f s after the runner's first response to it", late.0 - answered))
+                }
+            }
+            guard let final = sent.first(where: { $0.code >= 200 }) else { continue }
+            let related = acks.filter { $0.callID == callID && $0.time >= final.time }
+            if (200...299).contains(final.code) {
+                guard let ack = related.first else {
+                    add(.ack2xx, final.index, "the \(final.code) to the INVITE (CSeq \(sequence)) was never acknowledged")
+                    continue
+                }
+                if ack.sequence != sequence { add(.ack2xx, ack.index, "the ACK carries CSeq \(ack.sequence); the INVITE's was \(sequence)") }
+                if ack.branch == invite.branch {
+                    add(.ack2xx, ack.index, "the ACK for the 2xx reuses the INVITE's branch \(ack.branch); it is a new transaction and needs a new branch")
+                }
+                if ack.toTag != final.toTag {
+                    add(.ack2xx, ack.index, "the ACK carries \(ack.toTag.map { "To tag \($0)" } ?? "no To tag"); the 2xx's was \(final.toTag ?? "none")")
+                }
+                // Each copy of the 2xx sent after the first ACK must be acknowledged again.
+                let copies = sent.filter { (200...299).contains($0.code) && $0.time > ack.time }
+                for (k, copy) in copies.enumerated() {
+                    let next = k + 1 < copies.count ? copies[k + 1].time : end
+                    if !related.contains(where: { $0.time >= copy.time && $0.time <= next }) {
+                        add(.ack2xx, copy.index, String(format: "the copy of the 2xx sent at %.2f s (after the ACK) was not acknowledged again", copy.time))
+                        break
+                    }
+                }
+            } else {
+                guard let ack = related.first else {
+                    add(.ackNon2xx, final.index, "the \(final.code) to the INVITE (CSeq \(sequence)) was never acknowledged")
+                    continue
+                }
+                if ack.branch != invite.branch {
+                    add(.ackNon2xx, ack.index, "the ACK for the \(final.code) has branch \(ack.branch); the INVITE's \(invite.branch) was due (the ACK is part of the INVITE's transaction)")
+                }
+                if ack.sequence != sequence { add(.ackNon2xx, ack.index, "the ACK carries CSeq \(ack.sequence); the INVITE's was \(sequence)") }
+                if ack.toTag != final.toTag {
+                    add(.ackNon2xx, ack.index, "the ACK carries \(ack.toTag.map { "To tag \($0)" } ?? "no To tag"); the \(final.code)'s was \(final.toTag ?? "none")")
+                }
+            }
+        }
+        return out
+    }
+
+    /// What the schedule T1, 2·T1, … capped at T2 predicts, against what came before the ACK.
+    func retransmissionFindings(times: [Double], until ack: Double, firstIndex: Int, rule: ConformanceRule = .retransmit2xx,
+                                what: String = "2xx", cap: Double? = nil, until stop: String = "the ACK") -> [ConformanceFinding] {
+        var out: [ConformanceFinding] = []
+        guard let first = times.first else { return out }
+        let t2 = cap ?? self.t2
         var expected: [Double] = []   // expected send times of retransmissions 1, 2, …
         var gap = t1, at = first
         while true {
@@ -154,9 +242,10 @@ public struct RuleChecker: Sendable {
         }
         let got = Array(times.dropFirst().filter { $0 <= ack })
         if got.count < expected.count {
-            out.append(ConformanceFinding(rule: .retransmit2xx, messageIndex: firstIndex,
-                detail: String(format: "the 2xx was sent %d time(s) in the %.2f s before the ACK; %d retransmission(s) were due (T1 = %.1f s, doubling to T2 = %.0f s)",
-                               got.count + 1, ack - first, expected.count, t1, t2)))
+            let schedule = t2.isInfinite ? String(format: "T1 = %.1f s, doubling", t1) : String(format: "T1 = %.1f s, doubling to T2 = %.0f s", t1, t2)
+            out.append(ConformanceFinding(rule: rule, messageIndex: firstIndex,
+                detail: "the \(what) was sent \(got.count + 1) time(s) in the " + String(format: "%.2f", ack - first)
+                    + " s before \(stop); \(expected.count) retransmission(s) were due (\(schedule))"))
             return out
         }
         var previous = first
@@ -164,8 +253,8 @@ public struct RuleChecker: Sendable {
         for (k, t) in got.enumerated() {
             let actual = t - previous
             if abs(actual - gap) > tolerance(gap) {
-                out.append(ConformanceFinding(rule: .retransmit2xx, messageIndex: firstIndex,
-                    detail: String(format: "retransmission %d of the 2xx came %.2f s after the previous copy; %.2f s was due", k + 1, actual, gap)))
+                out.append(ConformanceFinding(rule: rule, messageIndex: firstIndex,
+                    detail: "retransmission \(k + 1) of the \(what) came " + String(format: "%.2f s after the previous copy; %.2f s was due", actual, gap)))
                 break
             }
             previous = t

@@ -128,7 +128,7 @@ struct PlacedCall {
 /// The built-in suites.
 public enum ConformanceSuites {
     /// Every suite by name.
-    public static let all: [String: [ConformanceTestCase]] = ["uas": uas]
+    public static let all: [String: [ConformanceTestCase]] = ["uas": uas, "uac": uac]
 
     /// The suites' names, sorted.
     public static var names: [String] { all.keys.sorted() }
@@ -137,6 +137,7 @@ public enum ConformanceSuites {
     public static func summary(_ suite: String) -> String {
         switch suite {
         case "uas": return "the runner calls the DUT (a phone or any UAS): call set-up and release, re-INVITE, CANCEL, OPTIONS, odd requests"
+        case "uac": return "the DUT calls the runner (listening at TARGET): ACK of 2xx and non-2xx, INVITE retransmission, 2xx retransmission"
         default: return ""
         }
     }

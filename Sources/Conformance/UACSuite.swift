@@ -1,0 +1,163 @@
+import SIPMessage
+import NetworkIO
+
+/// The runner's side of a call the DUT places (RFC 3261 §13.3 as UAS), kept as plain values:
+/// the DUT's INVITE, where it came from, and the To tag the runner gives the dialog.
+struct ReceivedCall {
+    let session: ConformanceSession
+    let invite: SIPMessage
+    /// The INVITE's index in the exchange.
+    let index: Int
+    let source: SocketAddress
+    let toTag: String
+    /// When the INVITE arrived, on the session's clock.
+    let time: Duration
+
+    /// Waits (up to the session's response timeout) for the DUT's next new INVITE, one that
+    /// opens a call (no To tag).
+    static func next(_ s: ConformanceSession) async -> ReceivedCall? {
+        guard let (m, i) = await s.waitFor(timeout: s.responseTimeout, { $0.method == .invite && $0.toTag == nil }) else { return nil }
+        let entry = s.entries[i]
+        return ReceivedCall(session: s, invite: m, index: i, source: entry.source ?? s.target, toTag: s.token(), time: entry.time)
+    }
+
+    var callID: String { invite.callID ?? "" }
+    var branch: String { invite.topViaBranch ?? "" }
+
+    /// The response `code` to the INVITE, as bytes (the same bytes serve its retransmissions).
+    func response(_ code: Int, extra: [(SIPHeaderName, String)] = [], answer: Bool = false) -> [UInt8] {
+        var r = SIPMessage(responseTo: invite, statusCode: code, toTag: code == 100 ? nil : toTag)
+        if (101...299).contains(code) { try? r.append(.contact, "<sip:conform@\(session.hostPort)>") }
+        for (name, value) in extra { try? r.append(name, value) }
+        if answer, (200...299).contains(code), let sdp = Self.answer(session, to: invite) {
+            r.setBody(Array(sdp.utf8), contentType: .sdp)
+        }
+        return r.serialized()
+    }
+
+    /// Sends response bytes to the DUT.
+    func send(_ bytes: [UInt8]) { session.sendRaw(bytes, to: source) }
+
+    /// An SDP answer to the INVITE's offer: its first audio format, on a port nothing listens on
+    /// (the suite checks signalling; no media flows). `nil` when the INVITE carries no offer.
+    static func answer(_ s: ConformanceSession, to invite: SIPMessage) -> String? {
+        let offer = String(decoding: invite.body, as: UTF8.self)
+        guard let mLine = offer.split(whereSeparator: { $0 == "\r" || $0 == "\n" }).first(where: { $0.hasPrefix("m=audio ") }) else { return nil }
+        let fields = mLine.split(separator: " ")
+        guard fields.count >= 4 else { return nil }
+        let format = fields[3]
+        let rtpmap = offer.split(whereSeparator: { $0 == "\r" || $0 == "\n" }).first { $0.hasPrefix("a=rtpmap:\(format) ") }
+        let ip = s.local.ipString, family = s.local.isIPv6 ? "IP6" : "IP4"
+        return "v=0\r\no=conform 1 1 IN \(family) \(ip)\r\ns=-\r\nc=IN \(family) \(ip)\r\nt=0 0\r\n"
+            + "m=audio 49180 \(fields[2]) \(format)\r\n" + (rtpmap.map { "\($0)\r\n" } ?? "") + "a=sendrecv\r\n"
+    }
+
+    /// Waits for the DUT's ACK in this call received after message `after`.
+    func ack(after: Int, timeout: Duration) async -> (SIPMessage, Int)? {
+        await session.waitFor(after: after + 1, timeout: timeout) { $0.method == .ack && $0.callID == callID }
+    }
+
+    /// Sends `bytes` (a final response) at T1, doubling, until the ACK arrives or the session's
+    /// response timeout passes (RFC 3261 §13.3.1.4 for a 2xx, Timer G of §17.2.1 for the rest);
+    /// returns the ACK and its index.
+    func sendUntilAcknowledged(_ bytes: [UInt8]) async -> (SIPMessage, Int)? {
+        let from = session.entries.count - 1
+        send(bytes)
+        var gap = session.t1, waited = Duration.zero
+        while waited < session.responseTimeout {
+            let slice = min(gap, session.responseTimeout - waited)
+            if let ack = await ack(after: from, timeout: slice) { return ack }
+            waited += slice
+            guard waited < session.responseTimeout else { break }
+            send(bytes)
+            gap = min(gap * 2, session.t2)
+        }
+        return nil
+    }
+
+    /// Waits for the DUT to end the answered call with a BYE (the session answers it 200).
+    func bye(timeout: Duration) async -> SIPMessage? {
+        await session.waitFor(after: index, timeout: timeout) { $0.method == .bye && $0.callID == callID }?.0
+    }
+}
+
+extension ConformanceSuites {
+    static let noETSIForUAC = "no ETSI TS 102 027-2 identifier: the originating-side (TE as caller) purposes could not be read to confirm a match"
+
+    /// `uac`: the runner is the UAS, listening at the target address; the DUT calls it once per test.
+    public static let uac: [ConformanceTestCase] = [
+        ConformanceTestCase(name: "basic-call", etsiPurpose: nil,
+                            summary: "the DUT's INVITE is answered 180, then 200 with an SDP answer; the DUT ACKs the 200 (INVITE's CSeq, the 200's To tag, a new branch) and ends the call with BYE",
+                            reference: "RFC 3261 §13.2.2.4, §17.1.1.3, §15.1.1", purposeNote: noETSIForUAC, role: .uas) { s in
+            guard let call = await ReceivedCall.next(s) else { return .failed("no INVITE from the DUT within \(s.responseTimeout)") }
+            call.send(call.response(180))
+            await s.pause(.milliseconds(100))
+            guard await call.sendUntilAcknowledged(call.response(200, answer: true)) != nil else { return .failed("the DUT never acknowledged the 200") }
+            guard let bye = await call.bye(timeout: s.responseTimeout + .seconds(4)) else {
+                return .failed("the DUT did not end the call with a BYE")
+            }
+            guard bye.fromTag == call.invite.fromTag, bye.toTag == call.toTag else { return .failed("the BYE's tags are not the dialog's") }
+            return .passed   // the rule checker judges the ACK
+        },
+        ConformanceTestCase(name: "ack-non-2xx", etsiPurpose: nil,
+                            summary: "the DUT's INVITE is answered 486 Busy Here; the DUT ACKs it on the INVITE's branch, with its CSeq and the 486's To tag",
+                            reference: "RFC 3261 §17.1.1.3", purposeNote: noETSIForUAC, role: .uas) { s in
+            guard let call = await ReceivedCall.next(s) else { return .failed("no INVITE from the DUT within \(s.responseTimeout)") }
+            call.send(call.response(100))
+            guard await call.sendUntilAcknowledged(call.response(486)) != nil else { return .failed("the DUT never acknowledged the 486") }
+            return .passed   // the rule checker judges the ACK
+        },
+        ConformanceTestCase(name: "invite-retransmission", etsiPurpose: nil,
+                            summary: "the DUT's INVITE is left unanswered 2.2 s over UDP: copies are due at T1 and 3·T1 (0.5 s, 1.5 s); then 486, acknowledged",
+                            reference: "RFC 3261 §17.1.1.2, §17.1.1.3", purposeNote: noETSIForUAC, role: .uas) { s in
+            guard let call = await ReceivedCall.next(s) else { return .failed("no INVITE from the DUT within \(s.responseTimeout)") }
+            // 2.2 s from the INVITE's arrival (it may have been held while the previous test ended).
+            let wait = .milliseconds(2200) - (s.elapsed - call.time)
+            if wait > .zero { await s.pause(wait) }
+            guard await call.sendUntilAcknowledged(call.response(486)) != nil else { return .failed("the DUT never acknowledged the 486") }
+            let copies = s.entries.filter { $0.direction == .received && $0.message?.method == .invite && $0.message?.topViaBranch == call.branch }.count
+            if copies < 2 && s.transport == .udp { return .failed("the INVITE was sent \(copies) time(s) in 2.2 s without a response") }
+            return .passed   // the rule checker judges the schedule
+        },
+        ConformanceTestCase(name: "2xx-retransmission-ack", etsiPurpose: nil,
+                            summary: "after the DUT's ACK the runner sends its 200 twice more (as if the ACK had been lost); the DUT ACKs each copy again",
+                            reference: "RFC 3261 §13.2.2.4", purposeNote: noETSIForUAC, role: .uas) { s in
+            guard let call = await ReceivedCall.next(s) else { return .failed("no INVITE from the DUT within \(s.responseTimeout)") }
+            let ok = call.response(200, answer: true)
+            guard let (_, first) = await call.sendUntilAcknowledged(ok) else { return .failed("the DUT never acknowledged the 200") }
+            var last = first
+            for _ in 0..<2 {
+                await s.pause(.milliseconds(100))
+                let mark = max(last, s.entries.count - 1)
+                call.send(ok)
+                guard let (_, i) = await call.ack(after: mark, timeout: .milliseconds(500)) else {
+                    return .failed("the DUT did not acknowledge a retransmission of the 200 within 0.5 s")
+                }
+                last = i
+            }
+            _ = await call.bye(timeout: s.responseTimeout + .seconds(4))
+            return .passed
+        },
+        ConformanceTestCase(name: "redirect-3xx", etsiPurpose: nil,
+                            summary: "the DUT's INVITE is answered 100, then 302 with a Contact at the runner: the DUT ACKs the 302 on the INVITE's branch; a retry at the Contact (a new transaction) is answered 486 and must be ACKed too",
+                            reference: "RFC 3261 §8.1.3.4, §17.1.1.3", purposeNote: noETSIForUAC, role: .uas) { s in
+            guard let call = await ReceivedCall.next(s) else { return .failed("no INVITE from the DUT within \(s.responseTimeout)") }
+            let user = "moved-" + s.token()
+            s.expect(requestUser: user)
+            let mark = s.entries.count - 1
+            call.send(call.response(100))
+            // A retry is answered even when the 302 was not ACKed (the DUT's call ends cleanly).
+            let acknowledged = await call.sendUntilAcknowledged(call.response(302, extra: [(.contact, "<sip:\(user)@\(s.hostPort)>")])) != nil
+            let unacknowledged = ScenarioOutcome.failed("the DUT never acknowledged the 302")
+            guard let (m, i) = await s.waitFor(after: mark, timeout: acknowledged ? s.responseTimeout : .zero, { $0.method == .invite && $0.toTag == nil && s.expects($0) }) else {
+                return acknowledged ? .inconclusive("the DUT did not retry at the 302's Contact (RFC 3261 §8.1.3.4 leaves recursion to the UAC)") : unacknowledged
+            }
+            let retry = ReceivedCall(session: s, invite: m, index: i, source: s.entries[i].source ?? s.target, toTag: s.token(), time: s.entries[i].time)
+            guard retry.branch != call.branch else {
+                return .failed("the retry at the Contact reuses the redirected INVITE's branch (it is a new transaction, RFC 3261 §8.1.3.4, §8.1.1.7)")
+            }
+            guard await retry.sendUntilAcknowledged(retry.response(486)) != nil else { return .failed("the DUT never acknowledged the 486 to its retry") }
+            return acknowledged ? .passed : unacknowledged
+        },
+    ]
+}

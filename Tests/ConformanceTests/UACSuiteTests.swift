@@ -1,0 +1,213 @@
+import Foundation
+import Testing
+import Synchronization
+import SIPMessage
+import SIPRuntime
+import SIPTransport
+import NetworkIO
+import Switchboard
+import SwitchboardTestSupport
+@testable import Conformance
+
+/// The `uac` suite (the runner answers, the DUT calls it) over UDP on 127.0.0.1: against our own
+/// calling phone (what `switchboard call` runs), clean and with a fault injected in what it
+/// sends, and against SIPp's built-in uac scenario.
+@Suite("Conformance uac suite", .serialized)
+struct UACSuiteTests {
+    /// A free UDP port on 127.0.0.1 for the runner to listen on.
+    static func freePort() throws -> UInt16 {
+        let probe = try UDPTransport(bindingTo: try SocketAddress(ip: "127.0.0.1", port: 0)) { _ in }
+        defer { probe.close() }
+        return probe.localAddress.port
+    }
+
+    /// A calling phone over UDP on 127.0.0.1 that follows 3xx, its outgoing messages passed through `rewrite`.
+    static func callingPhone(_ rewrite: (@Sendable (SIPMessage) -> SIPMessage?)? = nil) throws -> Phone {
+        var endpoint = SIPEndpoint.Configuration(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))])
+        endpoint.outboundRewrite = rewrite
+        var config = SIPUserAgent.Configuration(endpoint: endpoint, identity: try SIPURI("sip:dut@127.0.0.1"), transport: .udp)
+        config.redirects.mode = .follow   // so that redirect-3xx sees a retry
+        return try Phone(name: "dut", configuration: config)
+    }
+
+    /// Places `count` calls to `target` one after the other, as a user would: each answered call
+    /// is hung up after `talk`; each call is bounded in time.
+    static func drive(_ phone: Phone, to target: SIPURI, count: Int, talk: Duration = .seconds(1)) async {
+        for _ in 0..<count {
+            let call = await phone.dial(target)
+            let state = try? await call.waitUntil("answer", timeout: .seconds(8)) { $0.isEstablished }
+            if state?.isEstablished == true {
+                try? await Task.sleep(for: talk)
+                await call.hangUp(timeout: .seconds(4))
+            } else {
+                _ = try? await call.waitUntil("end", timeout: .seconds(8)) { $0.isEnded }
+            }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+    }
+
+    /// Runs the uac suite listening on `port` while `phone` calls it once per test.
+    static func runAgainst(_ phone: Phone, port: UInt16) async throws -> ConformanceReport {
+        let target = try SIPURI("sip:conform@127.0.0.1:\(port)")
+        let runner = ConformanceRunner(target: target, responseTimeout: .seconds(3))
+        async let report = runner.run(suite: "uac")
+        // The runner binds its socket at once; an INVITE sent before that is retransmitted anyway.
+        try await Task.sleep(for: .milliseconds(100))
+        await drive(phone, to: target, count: ConformanceSuites.uac.count)
+        return try await report
+    }
+
+    static func describe(_ report: ConformanceReport) -> String { ConformanceRunTests.describe(report) }
+
+    /// Every test's messages, one line each (time, direction, start line, top Via), for failure messages.
+    static func ladder(_ report: ConformanceReport) -> String {
+        report.results.map { r in
+            r.name + "\n" + r.messages.map { m in
+                let via = m.text.split(separator: "\r\n").first { $0.hasPrefix("Via") }.map(String.init) ?? ""
+                return String(format: "  %.3f ", m.time) + "\(m.direction.rawValue) \(m.summary) \(via)"
+            }.joined(separator: "\n")
+        }.joined(separator: "\n")
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func theSuitePassesAgainstOurCallingPhone() async throws {
+        let phone = try Self.callingPhone()
+        defer { phone.close() }
+        let report = try await Self.runAgainst(phone, port: try Self.freePort())
+        #expect(report.results.map(\.name) == ConformanceSuites.uac.map(\.name))
+        #expect(report.allPassed, "\(Self.describe(report))\n\(Self.ladder(report))")
+        #expect(report.results.allSatisfy { $0.findings.isEmpty }, "\(Self.describe(report))")
+        // Each test saw one call of its own (the INVITEs are not mixed up between tests).
+        for r in report.results {
+            let calls = Set(r.messages.filter { $0.direction == .received && $0.summary.hasPrefix("INVITE") }.compactMap { m in
+                m.text.split(separator: "\r\n").first { $0.lowercased().hasPrefix("call-id:") }
+            })
+            #expect(calls.count == 1, "\(r.name): \(r.messages.map(\.summary))")
+        }
+        // The unanswered INVITE was retransmitted at 0.5 s and 1.5 s (three copies before the 486).
+        let retransmission = try #require(report.results.first { $0.name == "invite-retransmission" })
+        let copies = retransmission.messages.filter { $0.direction == .received && $0.summary.hasPrefix("INVITE") }
+        #expect(copies.count == 3, "\(retransmission.messages.map(\.summary))")
+        // The 200 sent three times in 2xx-retransmission-ack was acknowledged three times.
+        let reack = try #require(report.results.first { $0.name == "2xx-retransmission-ack" })
+        #expect(reack.messages.filter { $0.direction == .received && $0.summary.hasPrefix("ACK") }.count == 3, "\(reack.messages.map(\.summary))")
+    }
+
+    @Test func theUACSuiteRefusesTCP() async throws {
+        let runner = ConformanceRunner(target: try SIPURI("sip:conform@127.0.0.1:\(try Self.freePort())"), transport: .tcp)
+        await #expect(throws: ConformanceError.suiteTransport(suite: "uac", .tcp)) { try await runner.run(suite: "uac") }
+        #expect(ConformanceError.suiteTransport(suite: "uac", .tcp).description.contains("udp only"))
+    }
+
+    /// A phone that sends the ACK for a 2xx on its INVITE's branch (a 2xx ACK is a transaction of
+    /// its own, RFC 3261 §13.2.2.4, and needs a new branch).
+    static func reuseInviteBranchOnACK() -> @Sendable (SIPMessage) -> SIPMessage? {
+        let branches = Mutex<[String: String]>([:])   // Call-ID → the INVITE's branch
+        return { m in
+            guard let callID = m.callID, let branch = m.topViaBranch else { return m }
+            if m.method == .invite, m.toTag == nil { branches.withLock { $0[callID] = branch } }
+            guard m.method == .ack, let invite = branches.withLock({ $0[callID] }), invite != branch,
+                  let via = m[.via], let range = via.range(of: "branch=\(branch)") else { return m }
+            var out = m
+            try? out.set(.via, via.replacingCharacters(in: range, with: "branch=\(invite)"))
+            return out
+        }
+    }
+
+    /// A phone that never sends the ACK for a non-2xx final response.
+    static func dropACKOfNon2xx() -> @Sendable (SIPMessage) -> SIPMessage? {
+        let branches = Mutex<Set<String>>([])   // the INVITEs' branches
+        return { m in
+            guard let branch = m.topViaBranch else { return m }
+            if m.method == .invite { branches.withLock { _ = $0.insert(branch) } }
+            if m.method == .ack, branches.withLock({ $0.contains(branch) }) { return nil }
+            return m
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aReusedBranchOnThe2xxACKIsNamed() async throws {
+        let phone = try Self.callingPhone(Self.reuseInviteBranchOnACK())
+        defer { phone.close() }
+        let report = try await Self.runAgainst(phone, port: try Self.freePort())
+        let findings = report.results.flatMap(\.findings)
+        #expect(Set(findings.map(\.rule)) == [.ack2xx], "\(Self.describe(report))")
+        #expect(findings.allSatisfy { $0.detail.contains("reuses the INVITE's branch") }, "\(Self.describe(report))")
+        let failed = Set(report.results.filter { $0.verdict != .pass }.map(\.name))
+        #expect(failed == ["basic-call", "2xx-retransmission-ack"], "\(Self.describe(report))\n\(Self.ladder(report))")
+        #expect(report.junitXML.contains("RFC 3261 §13.2.2.4"))
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aMissingACKOfA486IsNamed() async throws {
+        let phone = try Self.callingPhone(Self.dropACKOfNon2xx())
+        defer { phone.close() }
+        let report = try await Self.runAgainst(phone, port: try Self.freePort())
+        let findings = report.results.flatMap(\.findings)
+        #expect(Set(findings.map(\.rule)) == [.ackNon2xx], "\(Self.describe(report))")
+        #expect(findings.allSatisfy { $0.detail.contains(" to the INVITE (CSeq ") && $0.detail.hasSuffix("was never acknowledged") }, "\(Self.describe(report))")
+        let failed = Set(report.results.filter { $0.verdict != .pass }.map(\.name))
+        #expect(failed == ["ack-non-2xx", "invite-retransmission", "redirect-3xx"], "\(Self.describe(report))\n\(Self.ladder(report))")
+    }
+
+    /// Runs the uac suite while SIPp's built-in uac (`sipp -sn uac`) calls it: four calls, one at a
+    /// time, each held `talk` milliseconds before SIPp's BYE. Returns the report and SIPp's exit status.
+    static func runAgainstSIPp(talk: Int) async throws -> (ConformanceReport, Int32) {
+        let path = try #require(ConformanceRunTests.sipp, "sipp must be installed under CI (scripts/test installs sip-tester)")
+        let port = try freePort(), sippPort = try freePort()
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("conform-sipp-uac-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let runner = ConformanceRunner(target: try SIPURI("sip:conform@127.0.0.1:\(port)"), responseTimeout: .seconds(3))
+        async let report = runner.run(suite: "uac")
+        try await Task.sleep(for: .milliseconds(100))
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: path)
+        p.arguments = ["-sn", "uac", "127.0.0.1:\(port)", "-i", "127.0.0.1", "-p", "\(sippPort)", "-m", "\(ConformanceSuites.uac.count)", "-l", "1",
+                       "-d", "\(talk)", "-nostdin", "-timeout", "30", "-timeout_error"]
+        p.currentDirectoryURL = dir
+        p.standardInput = FileHandle.nullDevice
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        // SIPp finishes its calls before obeying SIGTERM: it is killed outright, by its pid.
+        defer { if p.isRunning { kill(p.processIdentifier, SIGKILL); p.waitUntilExit() } }
+        let result = try await report
+        // SIPp exits once its four calls are over (bounded: 5 s at most after the suite).
+        for _ in 0..<100 where p.isRunning { try await Task.sleep(for: .milliseconds(50)) }
+        return (result, p.isRunning ? -1 : p.terminationStatus)
+    }
+
+    /// With a second of talk time SIPp's uac passes every test but redirect-3xx: it ACKs the 486 on
+    /// the INVITE's branch, retransmits its INVITE at 0.5 s and 1.5 s, and ACKs each copy of the 200
+    /// again; but it answers the 302 (unexpected in its script) with a CANCEL and never ACKs it.
+    @Test(.timeLimit(.minutes(1)), .enabled(if: ConformanceRunTests.sipp != nil || TestPaths.isCI, "sipp (Debian sip-tester) is not installed: skipped"),
+          .requires("sipp (Debian sip-tester)", { ConformanceRunTests.sipp != nil }))
+    func theSuiteAgainstSIPpsUAC() async throws {
+        let (report, status) = try await Self.runAgainstSIPp(talk: 1000)
+        let verdicts = Dictionary(uniqueKeysWithValues: report.results.map { ($0.name, $0.verdict) })
+        #expect(verdicts == ["basic-call": .pass, "ack-non-2xx": .pass, "invite-retransmission": .pass, "2xx-retransmission-ack": .pass,
+                             "redirect-3xx": .fail],
+                "\(Self.describe(report))\n\(Self.ladder(report))")
+        let findings = report.results.flatMap(\.findings)
+        #expect(findings.map(\.rule) == [.ackNon2xx], "\(Self.describe(report))")
+        #expect(findings.first?.detail.contains("the 302 to the INVITE (CSeq 1) was never acknowledged") == true, "\(Self.describe(report))")
+        // SIPp counts the calls answered 486 and 302 as failed calls: exit status 1.
+        #expect(status == 1)
+    }
+
+    /// With no talk time SIPp sends its BYE right after the ACK and forgets the call: the 200
+    /// retransmitted 0.1 s after the ACK gets no ACK, which RFC 3261 §13.2.2.4 still asks for.
+    @Test(.timeLimit(.minutes(1)), .enabled(if: ConformanceRunTests.sipp != nil || TestPaths.isCI, "sipp (Debian sip-tester) is not installed: skipped"),
+          .requires("sipp (Debian sip-tester)", { ConformanceRunTests.sipp != nil }))
+    func sippsUACForgetsTheCallAtItsBYE() async throws {
+        let (report, _) = try await Self.runAgainstSIPp(talk: 0)
+        let verdicts = Dictionary(uniqueKeysWithValues: report.results.map { ($0.name, $0.verdict) })
+        #expect(verdicts == ["basic-call": .pass, "ack-non-2xx": .pass, "invite-retransmission": .pass, "2xx-retransmission-ack": .fail,
+                             "redirect-3xx": .fail],
+                "\(Self.describe(report))\n\(Self.ladder(report))")
+        let findings = report.results.flatMap(\.findings)
+        #expect(findings.map(\.rule) == [.ack2xx, .ackNon2xx], "\(Self.describe(report))")
+        #expect(findings.first?.detail.contains("was not acknowledged again") == true)
+    }
+}
