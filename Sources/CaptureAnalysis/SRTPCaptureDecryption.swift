@@ -74,7 +74,7 @@ struct SRTPCaptureDecryption: Sendable {
         var d = Decryptor()
         for (crypto, origin) in list {
             // A key libsrtp refuses (unknown suite, bad length) cannot decrypt anything.
-            guard let session = try? SRTPSession(direction: .inbound, crypto: crypto, replayWindow: 32768) else { continue }
+            guard let session = try? SRTPSession(direction: .inbound, crypto: crypto, replayWindow: 16384) else { continue }
             d.candidates.append((crypto, origin, session))
         }
         return d
