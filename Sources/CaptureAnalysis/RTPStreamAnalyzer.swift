@@ -392,14 +392,10 @@ public struct RTPStreamAnalyzer: Sendable {
         case .rtp:
             guard let h = RTPHeaderView(d.payload) else { return nil }
             let key = StreamKey(source: d.source, destination: d.destination, ssrc: h.ssrc)
-            switch decryption!.unprotectRTP(d.payload, key: key) {
-            case .plain: return addRTP(d)
-            case .decrypted:
-                var clear = d
-                clear.payload = decryption!.scratch[...]
-                return addRTP(clear)
-            case .opaque: return addRTP(d, opaque: true)
+            if decryption!.refresh(key) {
+                for held in decryption!.takeHeld(key) { _ = addDecrypting(held, key: key, hold: false) }
             }
+            return addDecrypting(d, key: key, hold: true)
         case .rtcp:
             switch decryption!.unprotectRTCP(d.payload, source: d.source, destination: d.destination) {
             case .plain: addRTCP(d)
@@ -408,10 +404,22 @@ public struct RTPStreamAnalyzer: Sendable {
                 var clear = d
                 clear.payload = decryption!.scratch[...]
                 addRTCP(clear)
-            case .opaque: srtcpDropped += 1
+            case .opaque, .held: srtcpDropped += 1
             }
             return nil
         case .other: return nil
+        }
+    }
+
+    private mutating func addDecrypting(_ d: CapturedDatagram, key: StreamKey, hold: Bool) -> Int? {
+        switch decryption!.unprotectRTP(d, key: key, hold: hold) {
+        case .plain: return addRTP(d)
+        case .decrypted:
+            var clear = d
+            clear.payload = decryption!.scratch[...]
+            return addRTP(clear)
+        case .opaque: return addRTP(d, opaque: true)
+        case .held: return nil
         }
     }
     #endif
@@ -572,6 +580,16 @@ public struct RTPStreamAnalyzer: Sendable {
 
     /// Ends the analysis: fills ``streams`` (ordered by first packet) and ``calls``.
     public mutating func finish() {
+        #if canImport(SRTP)
+        // Packets held for a key that never came count from their headers.
+        if decryption != nil {
+            for d in decryption!.takeAllHeld() {
+                if let h = RTPHeaderView(d.payload) {
+                    _ = addDecrypting(d, key: StreamKey(source: d.source, destination: d.destination, ssrc: h.ssrc), hold: false)
+                }
+            }
+        }
+        #endif
         var order = Array(states.indices)
         order.sort { (states[$0].firstTime, states[$0].firstFrame) < (states[$1].firstTime, states[$1].firstFrame) }
         streams = order.map { states[$0].stream(callID: states[$0].announcement.flatMap { announcements[$0].callID }) }

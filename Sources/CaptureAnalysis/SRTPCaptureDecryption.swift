@@ -14,7 +14,13 @@ struct SRTPCaptureDecryption: Sendable {
         case decrypted
         /// Not decrypted (no key, authentication failed, or replayed): header only.
         case opaque
+        /// Kept until a key is announced (see ``held``): analyse nothing now.
+        case held
     }
+
+    /// Packets of an SRTP stream held before any key for it is known (an answerer's media
+    /// often precedes its answer in the capture), per stream at most this many.
+    static let maximumHeld = 512
 
     /// One sender's packets to one receiver (an RTP stream, or an RTCP flow).
     struct Decryptor: Sendable {
@@ -23,6 +29,10 @@ struct SRTPCaptureDecryption: Sendable {
         var decrypted = 0
         var failures = 0
         var replayed = 0
+        /// The announcements seen when the candidates were chosen.
+        var version = 0
+        /// Datagrams (their payload copied) waiting for a key.
+        var held: [CapturedDatagram] = []
 
         var status: SRTPStreamStatus {
             let c = chosen.map { candidates[$0] } ?? candidates.first
@@ -36,7 +46,11 @@ struct SRTPCaptureDecryption: Sendable {
     private var sdpKeys: [CaptureEndpoint: [CryptoAttribute]] = [:]
     /// RTP and RTCP addresses announced on an SRTP profile or with keys.
     private var secure: Set<CaptureEndpoint> = []
+    /// Announced RTCP addresses → their stream's RTP address (a `--srtp-key` names the latter).
+    private var rtcpOf: [CaptureEndpoint: CaptureEndpoint] = [:]
     private var decryptors: [Decryptor] = []
+    /// Counts announcements: a stream without a key looks for one again after each.
+    private var version = 0
     /// RTP stream → decryptor position, -1 for a plain stream.
     private var rtpStreams: [RTPStreamAnalyzer.StreamKey: Int] = [:]
     /// RTCP (source, destination) → decryptor position, -1 for plain RTCP.
@@ -55,6 +69,8 @@ struct SRTPCaptureDecryption: Sendable {
     /// and RTCP addresses are SRTP senders and receivers, and its keys protect what it sends.
     mutating func announce(_ media: CaptureAnalyzer.MediaStream, rtp: CaptureEndpoint, rtcp: CaptureEndpoint?) {
         guard media.secure || !media.crypto.isEmpty else { return }
+        version += 1
+        if let rtcp { rtcpOf[rtcp] = rtp }
         for e in [rtp] + (rtcp.map { [$0] } ?? []) {
             secure.insert(e)
             if options.useSDPKeys && !media.crypto.isEmpty { sdpKeys[e] = media.crypto }
@@ -65,13 +81,17 @@ struct SRTPCaptureDecryption: Sendable {
     /// The keys to try for a sender's packets: a command-line key for that sender, else its
     /// SDP keys, else (when the flow is SRTP) the command-line keys without a sender. `nil` when
     /// the flow is not SRTP.
-    private func decryptor(source: CaptureEndpoint, destination: CaptureEndpoint) -> Decryptor? {
-        var list: [(CryptoAttribute, SRTPStreamStatus.KeySource)] = options.keys.filter { $0.source == source }.map { ($0.crypto, .commandLine) }
+    /// For RTCP, a key given for the sender's RTP address counts for its RTCP address (the one
+    /// its SDP announced, else the next port).
+    private func decryptor(source: CaptureEndpoint, destination: CaptureEndpoint, rtcp: Bool = false) -> Decryptor? {
+        let rtpSource = rtcp ? rtcpOf[source] ?? CaptureEndpoint(address: source.address, port: source.port &- 1) : source
+        var list: [(CryptoAttribute, SRTPStreamStatus.KeySource)] = options.keys.filter { $0.source == source || $0.source == rtpSource }
+            .map { ($0.crypto, .commandLine) }
         if list.isEmpty, let keys = sdpKeys[source] { list = keys.map { ($0, .sdp) } }
         let isSRTP = secure.contains(source) || secure.contains(destination)
         if list.isEmpty, isSRTP { list = options.keys.filter { $0.source == nil }.map { ($0.crypto, .commandLine) } }
         guard isSRTP || !list.isEmpty else { return nil }
-        var d = Decryptor()
+        var d = Decryptor(version: version)
         for (crypto, origin) in list {
             // A key libsrtp refuses (unknown suite, bad length) cannot decrypt anything.
             guard let session = try? SRTPSession(direction: .inbound, crypto: crypto, replayWindow: 16384) else { continue }
@@ -80,8 +100,41 @@ struct SRTPCaptureDecryption: Sendable {
         return d
     }
 
-    /// Unprotects an RTP datagram's payload of the stream `key` into ``scratch``.
-    mutating func unprotectRTP(_ payload: ArraySlice<UInt8>, key: RTPStreamAnalyzer.StreamKey) -> Outcome {
+    /// For a stream of SRTP without a key, looks for one again when SDP was announced since;
+    /// true when it now has one and holds packets to be analysed first (``takeHeld(_:)``).
+    mutating func refresh(_ key: RTPStreamAnalyzer.StreamKey) -> Bool {
+        guard let i = rtpStreams[key], i >= 0 else { return false }
+        return refresh(decryptor: i, source: key.source, destination: key.destination) && !decryptors[i].held.isEmpty
+    }
+
+    private mutating func refresh(decryptor i: Int, source: CaptureEndpoint, destination: CaptureEndpoint, rtcp: Bool = false) -> Bool {
+        guard decryptors[i].candidates.isEmpty, decryptors[i].version != version else { return false }
+        decryptors[i].version = version
+        decryptors[i].candidates = decryptor(source: source, destination: destination, rtcp: rtcp)?.candidates ?? []
+        return !decryptors[i].candidates.isEmpty
+    }
+
+    /// The packets held for a stream (in capture order), no longer held.
+    mutating func takeHeld(_ key: RTPStreamAnalyzer.StreamKey) -> [CapturedDatagram] {
+        guard let i = rtpStreams[key], i >= 0 else { return [] }
+        defer { decryptors[i].held = [] }
+        return decryptors[i].held
+    }
+
+    /// At the end: every packet still held (no key was ever announced), by stream.
+    mutating func takeAllHeld() -> [CapturedDatagram] {
+        var out: [CapturedDatagram] = []
+        for i in decryptors.indices where !decryptors[i].held.isEmpty {
+            out += decryptors[i].held
+            decryptors[i].held = []
+        }
+        return out
+    }
+
+    /// Unprotects an RTP datagram's payload of the stream `key` into ``scratch``; a packet of
+    /// an SRTP stream without a key yet is held (copied) when `hold` is set.
+    mutating func unprotectRTP(_ d: CapturedDatagram, key: RTPStreamAnalyzer.StreamKey, hold: Bool = true) -> Outcome {
+        let payload = d.payload
         let i: Int
         if let known = rtpStreams[key] {
             i = known
@@ -94,6 +147,12 @@ struct SRTPCaptureDecryption: Sendable {
             rtpStreams[key] = i
         }
         guard i >= 0 else { return .plain }
+        if hold, decryptors[i].candidates.isEmpty, decryptors[i].held.count < Self.maximumHeld {
+            var copy = d
+            copy.payload = Array(d.payload)[...]
+            decryptors[i].held.append(copy)
+            return .held
+        }
         return unprotect(payload, decryptor: i, rtcp: false)
     }
 
@@ -103,7 +162,7 @@ struct SRTPCaptureDecryption: Sendable {
         let i: Int
         if let known = rtcpFlows[key] {
             i = known
-        } else if let d = decryptor(source: source, destination: destination) {
+        } else if let d = decryptor(source: source, destination: destination, rtcp: true) {
             i = decryptors.count
             decryptors.append(d)
             rtcpFlows[key] = i
@@ -112,6 +171,7 @@ struct SRTPCaptureDecryption: Sendable {
             rtcpFlows[key] = i
         }
         guard i >= 0 else { return .plain }
+        _ = refresh(decryptor: i, source: source, destination: destination, rtcp: true)
         let outcome = unprotect(payload, decryptor: i, rtcp: true)
         if outcome == .decrypted { rtcpDecrypted += 1 } else { rtcpDropped += 1 }
         return outcome
