@@ -116,6 +116,27 @@ struct SRTPCaptureTests {
         #expect(withheld.streams.first { $0.key.source == Self.a }?.srtp?.decrypted == 10)
     }
 
+    @Test("an answerer's packets before its answer's SDP are held and decrypted once its key is seen; never seen: no key")
+    func heldUntilAnswer() throws {
+        let ka = Self.key(), kb = Self.key()
+        let fromB = try Self.packets(12, crypto: kb, from: Self.b, to: Self.a, ssrc: 0xB)
+        var r = RTPStreamAnalyzer(keepPayloads: true)
+        r.announce(Self.media(Self.a, crypto: [ka]), callID: "c1")
+        for d in fromB[..<4] { r.add(d) }
+        r.announce(Self.media(Self.b, crypto: [kb]), callID: "c1")
+        for d in fromB[4...] { r.add(d) }
+        r.finish()
+        let s = try #require(r.streams.first)
+        #expect(r.streams.count == 1 && s.packets == 12 && s.lost == 0 && s.sequenceErrors == 0)
+        #expect(s.srtp?.decrypted == 12 && s.srtpFailures == 0 && s.dtmf.count == 1 && s.silent == true)
+        #expect(r.payloads[0].map(\.sequence) == (100..<112).map(Int64.init))
+        var never = RTPStreamAnalyzer()
+        never.announce(Self.media(Self.a, crypto: [ka]), callID: "c1")
+        for d in fromB { never.add(d) }
+        never.finish()
+        #expect(never.streams.first?.packets == 12 && never.streams.first?.srtp?.noKey == true)
+    }
+
     @Test("a packet captured twice is a duplicate, not an authentication failure")
     func duplicate() throws {
         let ka = Self.key()
