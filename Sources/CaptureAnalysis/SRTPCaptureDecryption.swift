@@ -21,6 +21,8 @@ struct SRTPCaptureDecryption: Sendable {
     /// Packets of an SRTP stream held before any key for it is known (an answerer's media
     /// often precedes its answer in the capture), per stream at most this many.
     static let maximumHeld = 512
+    /// And at most this many in all (beyond, packets without a key count from their header).
+    static let maximumHeldTotal = 65536
 
     /// One sender's packets to one receiver (an RTP stream, or an RTCP flow).
     struct Decryptor: Sendable {
@@ -51,6 +53,8 @@ struct SRTPCaptureDecryption: Sendable {
     private var decryptors: [Decryptor] = []
     /// Counts announcements: a stream without a key looks for one again after each.
     private var version = 0
+    /// Packets held now, all streams together.
+    private var heldTotal = 0
     /// RTP stream → decryptor position, -1 for a plain stream.
     private var rtpStreams: [RTPStreamAnalyzer.StreamKey: Int] = [:]
     /// RTCP (source, destination) → decryptor position, -1 for plain RTCP.
@@ -117,7 +121,10 @@ struct SRTPCaptureDecryption: Sendable {
     /// The packets held for a stream (in capture order), no longer held.
     mutating func takeHeld(_ key: RTPStreamAnalyzer.StreamKey) -> [CapturedDatagram] {
         guard let i = rtpStreams[key], i >= 0 else { return [] }
-        defer { decryptors[i].held = [] }
+        defer {
+            heldTotal -= decryptors[i].held.count
+            decryptors[i].held = []
+        }
         return decryptors[i].held
     }
 
@@ -128,6 +135,7 @@ struct SRTPCaptureDecryption: Sendable {
             out += decryptors[i].held
             decryptors[i].held = []
         }
+        heldTotal = 0
         return out
     }
 
@@ -147,10 +155,11 @@ struct SRTPCaptureDecryption: Sendable {
             rtpStreams[key] = i
         }
         guard i >= 0 else { return .plain }
-        if hold, decryptors[i].candidates.isEmpty, decryptors[i].held.count < Self.maximumHeld {
+        if hold, decryptors[i].candidates.isEmpty, decryptors[i].held.count < Self.maximumHeld, heldTotal < Self.maximumHeldTotal {
             var copy = d
             copy.payload = Array(d.payload)[...]
             decryptors[i].held.append(copy)
+            heldTotal += 1
             return .held
         }
         return unprotect(payload, decryptor: i, rtcp: false)
