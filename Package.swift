@@ -91,7 +91,7 @@ let package = Package(
                                                "NetworkIO", .product(name: "Logging", package: "swift-log")]),
         // Captures → calls, dialogs, summaries, per-stream media details, the ladder model and its HTML page,
         // RTP stream analysis and audio out (G.711 and Opus decoded through MediaCodecs).
-        .target(name: "CaptureAnalysis", dependencies: ["SIPMessage", "SDP", "PacketCapture", "NetworkIO", "RTP", "Media", "MediaCodecs"]),
+        .target(name: "CaptureAnalysis", dependencies: ["SIPMessage", "SDP", "PacketCapture", "NetworkIO", "RTP", "Media", "MediaCodecs", "SRTP"]),
         // The face embedding servers import: Phone, calls with media, registration, the pcapng traffic mirror.
         .target(name: "Switchboard", dependencies: ["SIPMessage", "SDP", "SIPTransaction", "SIPTransport", "SIPAuth", "SIPDialog", "SIPRuntime",
                                                     "SIPResolver", "MediaRuntime", "Media", "PacketCapture", "NetworkIO", .product(name: "Logging", package: "swift-log"),
@@ -108,7 +108,7 @@ let package = Package(
         .executableTarget(
             name: "SwitchboardCLI",
             dependencies: [
-                "SwitchboardTools", "Switchboard", "Conformance", "SIPProxy", "SIPLoad", "SIPRuntime", "SIPTransport", "SIPMessage", "SIPDialog", "MediaRuntime", "SDP", "CSocket",
+                "SwitchboardTools", "CaptureAnalysis", "Switchboard", "Conformance", "SIPProxy", "SIPLoad", "SIPRuntime", "SIPTransport", "SIPMessage", "SIPDialog", "MediaRuntime", "SDP", "CSocket",
                 "NetworkIO", .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
@@ -123,7 +123,7 @@ let package = Package(
         .testTarget(name: "SRTPTests", dependencies: ["SwitchboardTestSupport", "SRTP", "SDP", "RTP"]),
         .testTarget(name: "MediaRuntimeTests", dependencies: ["SwitchboardTestSupport", "MediaRuntime", "Media", "MediaCodecs", "SDP", "SRTP", "RTP", "NetworkIO"]),
         .testTarget(name: "RTPTests", dependencies: ["SwitchboardTestSupport", "RTP"]),
-        .testTarget(name: "CaptureAnalysisTests", dependencies: ["SwitchboardTestSupport", "CaptureAnalysis", "PacketCapture", "RTP", "NetworkIO", "MediaCodecs"]),
+        .testTarget(name: "CaptureAnalysisTests", dependencies: ["SwitchboardTestSupport", "CaptureAnalysis", "PacketCapture", "RTP", "NetworkIO", "MediaCodecs", "SRTP", "SDP"]),
         .testTarget(name: "MediaTests", dependencies: ["SwitchboardTestSupport", "Media", "RTP", "PacketCapture"]),
         .testTarget(name: "SIPTransactionTests", dependencies: ["SIPTransaction", "SIPMessage"]),
         .testTarget(name: "SIPDialogTests", dependencies: ["SwitchboardTestSupport", "SIPDialog", "SIPMessage", "SIPAuth"]),

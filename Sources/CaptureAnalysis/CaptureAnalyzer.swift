@@ -239,12 +239,13 @@ public struct CaptureAnalyzer: Sendable {
     public private(set) var rtp: RTPStreamAnalyzer?
 
     /// An empty analysis; with `rtp`, RTP streams are analyzed too (``rtp``), keeping their
-    /// payloads when `rtpPayloads` is set (for audio export).
-    public init(keepCalls: Bool = true, ladder: LadderSelection = .none, keepMessages: Bool = false, rtp: Bool = false, rtpPayloads: Bool = false) {
+    /// payloads when `rtpPayloads` is set (for audio export), SRTP decrypted as `srtp` says.
+    public init(keepCalls: Bool = true, ladder: LadderSelection = .none, keepMessages: Bool = false, rtp: Bool = false, rtpPayloads: Bool = false,
+                srtp: SRTPCaptureOptions = SRTPCaptureOptions()) {
         self.keepCalls = keepCalls
         self.ladder = ladder
         self.keepMessages = keepMessages
-        if rtp { self.rtp = RTPStreamAnalyzer(keepPayloads: rtpPayloads) }
+        if rtp { self.rtp = RTPStreamAnalyzer(keepPayloads: rtpPayloads, srtp: srtp) }
         details = keepCalls || ladder != .none || rtp
     }
 

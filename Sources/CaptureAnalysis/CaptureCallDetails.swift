@@ -74,6 +74,11 @@ extension CaptureAnalyzer {
         /// The payload formats the SDP lists (its `a=rtpmap` lines, and the static types it names
         /// without one).
         public var formats: [RTPPayloadFormat] = []
+        /// The SDES keys the SDP's `a=crypto` lines give (RFC 4568): they protect what the
+        /// announcing side sends.
+        public var crypto: [CryptoAttribute] = []
+        /// Whether the `m=` line's profile is secure RTP (`RTP/SAVP`, `RTP/SAVPF`).
+        public var secure: Bool = false
 
         /// `audio 10.0.0.1:4000 rtcp 10.0.0.1:4001 (120 RTP, 3 RTCP packets)`.
         public var description: String {
@@ -209,7 +214,8 @@ struct MediaCounter: Sendable {
                 }
             }
             out.append(.init(media: media.media.rawValue, address: c.address, port: media.port, rtcpAddress: rtcpAddress, rtcpPort: rtcpPort,
-                             rtcpMux: mux, announcedBy: source, rtpPackets: 0, rtcpPackets: 0, formats: formats))
+                             rtcpMux: mux, announcedBy: source, rtpPackets: 0, rtcpPackets: 0, formats: formats,
+                             crypto: media.cryptos, secure: media.proto.isSecureRTP))
         }
         return out
     }

@@ -2,6 +2,9 @@ import PacketCapture
 import NetworkIO
 import RTP
 import Media
+#if canImport(SRTP)
+import SRTP
+#endif
 
 #if canImport(Glibc)
 import Glibc
@@ -262,6 +265,11 @@ public struct RTPStreamAnalyzer: Sendable {
         public var reports: [RTPReceiverReport]
         /// RTCP sender reports the stream's source sent.
         public var senderReports: Int
+        /// For a stream on an SRTP profile (or whose sender announced or was given keys): its
+        /// key and how many packets decrypted or failed; `nil` for plain RTP.
+        public var srtp: SRTPStreamStatus? = nil
+        /// Packets that failed SRTP authentication (0 for plain RTP).
+        public var srtpFailures: Int { srtp?.authenticationFailures ?? 0 }
 
         /// The payload names joined as tshark prints them (`g711A, telephone-event`).
         public var payloadNames: String { formats.map(\.name).joined(separator: ", ") }
@@ -321,10 +329,27 @@ public struct RTPStreamAnalyzer: Sendable {
     private var announcements: [(formats: [UInt8: RTPPayloadFormat], callID: String?, endpoint: CaptureEndpoint)] = []
     private var candidates: [FlowKey: Candidate] = [:]
     private static let maxCandidates = 65536
+    /// How SRTP is decrypted.
+    public let srtpOptions: SRTPCaptureOptions
+    #if canImport(SRTP)
+    /// Made at the first SRTP announcement or key: `nil` keeps plain captures at no cost.
+    private var decryption: SRTPCaptureDecryption?
+    #endif
+    /// SRTCP packets decrypted.
+    public private(set) var srtcpDecrypted = 0
+    /// SRTCP packets that could not be decrypted (no key, failed authentication or replayed):
+    /// not analysed.
+    public private(set) var srtcpDropped = 0
 
-    /// An empty analysis.
-    public init(keepPayloads: Bool = false) {
+    /// An empty analysis. SRTP streams (an SDP's `RTP/SAVP` or `a=crypto`, or any stream a
+    /// key of `srtp` names) are decrypted with the keys of the capture's SDP (the key a side
+    /// announces protects what that side sends) or those of `srtp`.
+    public init(keepPayloads: Bool = false, srtp: SRTPCaptureOptions = SRTPCaptureOptions()) {
         self.keepPayloads = keepPayloads
+        self.srtpOptions = srtp
+        #if canImport(SRTP)
+        if !srtp.keys.isEmpty { decryption = SRTPCaptureDecryption(options: srtp) }
+        #endif
     }
 
     /// Registers an RTP address announced in SDP, with its payload formats.
@@ -335,12 +360,22 @@ public struct RTPStreamAnalyzer: Sendable {
         for f in media.formats { table[f.payloadType] = f }
         announcedEndpoints[endpoint] = announcements.count
         announcements.append((table, callID, endpoint))
+        #if canImport(SRTP)
+        if media.secure || !media.crypto.isEmpty {
+            if decryption == nil { decryption = SRTPCaptureDecryption(options: srtpOptions) }
+            let rtcp = MediaCounter.ipAddress(media.rtcpAddress).map { CaptureEndpoint(address: $0, port: media.rtcpPort) }
+            decryption!.announce(media, rtp: endpoint, rtcp: rtcp)
+        }
+        #endif
     }
 
     /// Takes in a UDP datagram (with its payload) in capture order; returns the position of the
     /// stream it was counted in, if it was RTP.
     @discardableResult
     public mutating func add(_ d: CapturedDatagram) -> Int? {
+        #if canImport(SRTP)
+        if decryption != nil { return addSecure(d) }
+        #endif
         switch d.kind {
         case .rtp: return addRTP(d)
         case .rtcp: addRTCP(d); return nil
@@ -348,27 +383,68 @@ public struct RTPStreamAnalyzer: Sendable {
         }
     }
 
+    #if canImport(SRTP)
+    /// A datagram when SRTP is in play: SRTP and SRTCP are decrypted first; a packet that
+    /// cannot be counts in its stream from its clear header, its payload unused; SRTCP that
+    /// cannot be is dropped.
+    private mutating func addSecure(_ d: CapturedDatagram) -> Int? {
+        switch d.kind {
+        case .rtp:
+            guard let h = RTPHeaderView(d.payload) else { return nil }
+            let key = StreamKey(source: d.source, destination: d.destination, ssrc: h.ssrc)
+            if decryption!.refresh(key) {
+                for held in decryption!.takeHeld(key) { _ = addDecrypting(held, key: key, hold: false) }
+            }
+            return addDecrypting(d, key: key, hold: true)
+        case .rtcp:
+            switch decryption!.unprotectRTCP(d.payload, source: d.source, destination: d.destination) {
+            case .plain: addRTCP(d)
+            case .decrypted:
+                srtcpDecrypted += 1
+                var clear = d
+                clear.payload = decryption!.scratch[...]
+                addRTCP(clear)
+            case .opaque, .held: srtcpDropped += 1
+            }
+            return nil
+        case .other: return nil
+        }
+    }
+
+    private mutating func addDecrypting(_ d: CapturedDatagram, key: StreamKey, hold: Bool) -> Int? {
+        switch decryption!.unprotectRTP(d, key: key, hold: hold) {
+        case .plain: return addRTP(d)
+        case .decrypted:
+            var clear = d
+            clear.payload = decryption!.scratch[...]
+            return addRTP(clear)
+        case .opaque: return addRTP(d, opaque: true)
+        case .held: return nil
+        }
+    }
+    #endif
+
     // MARK: RTP
 
-    private mutating func addRTP(_ d: CapturedDatagram) -> Int? {
+    private mutating func addRTP(_ d: CapturedDatagram, opaque: Bool = false) -> Int? {
         guard let h = RTPHeaderView(d.payload) else { return nil }
         let key = StreamKey(source: d.source, destination: d.destination, ssrc: h.ssrc)
         if let lk = lastKey, lk == key {
-            update(lastIndex, h, d)
+            update(lastIndex, h, d, opaque: opaque)
             return lastIndex
         }
         if let i = index[key] {
             lastKey = key
             lastIndex = i
-            update(i, h, d)
+            update(i, h, d, opaque: opaque)
             return i
         }
         if let a = announcedEndpoints[d.destination] ?? announcedEndpoints[d.source] {
             let i = newStream(key, announcement: a, d)
-            update(i, h, d)
+            update(i, h, d, opaque: opaque)
             return i
         }
-        return heuristic(h, d)
+        return heuristic(h, d, opaque: opaque)
     }
 
     private mutating func newStream(_ key: StreamKey, announcement: Int?, _ d: CapturedDatagram) -> Int {
@@ -381,9 +457,11 @@ public struct RTPStreamAnalyzer: Sendable {
         return i
     }
 
-    private mutating func heuristic(_ h: RTPHeaderView, _ d: CapturedDatagram) -> Int? {
+    private mutating func heuristic(_ h: RTPHeaderView, _ d: CapturedDatagram, opaque: Bool) -> Int? {
         let flow = FlowKey(source: d.source, destination: d.destination)
-        let packet = Candidate.Packet(header: h, time: d.timestamp, frame: d.frameNumber, payload: keepPayloads ? Array(h.payload(of: d.payload)) : [])
+        let packet = Candidate.Packet(header: h, time: d.timestamp, frame: d.frameNumber,
+                                      payload: keepPayloads && !opaque ? Array(h.payload(of: d.payload)) : [], opaque: opaque,
+                                      payloadCount: h.payloadLength)
         if var c = candidates[flow] {
             let step = h.sequence &- c.lastSequence
             if c.ssrc == h.ssrc, c.payloadType == h.payloadType, step >= 1, step <= 100 {
@@ -394,8 +472,10 @@ public struct RTPStreamAnalyzer: Sendable {
                     let i = newStream(key, announcement: nil, d)
                     states[i].firstTime = c.packets.first?.time ?? d.timestamp
                     states[i].firstFrame = c.packets.first?.frame ?? d.frameNumber
-                    for p in c.packets { update(i, p.header, time: p.time, frame: p.frame, payload: p.payload[...], kept: true) }
-                    update(i, h, d)
+                    for p in c.packets {
+                        update(i, p.header, time: p.time, frame: p.frame, payload: p.payload[...], opaque: p.opaque, payloadCount: p.payloadCount)
+                    }
+                    update(i, h, d, opaque: opaque)
                     return i
                 }
                 c.packets.append(packet)
@@ -415,12 +495,15 @@ public struct RTPStreamAnalyzer: Sendable {
         return nil
     }
 
-    private mutating func update(_ i: Int, _ h: RTPHeaderView, _ d: CapturedDatagram) {
-        update(i, h, time: d.timestamp, frame: d.frameNumber, payload: h.payload(of: d.payload), kept: false)
+    private mutating func update(_ i: Int, _ h: RTPHeaderView, _ d: CapturedDatagram, opaque: Bool = false) {
+        let payload = h.payload(of: d.payload)
+        update(i, h, time: d.timestamp, frame: d.frameNumber, payload: opaque ? [] : payload, opaque: opaque, payloadCount: payload.count)
     }
 
-    /// The per-packet statistics (see the type's documentation for the rules).
-    private mutating func update(_ i: Int, _ h: RTPHeaderView, time: CaptureTimestamp, frame: Int, payload: ArraySlice<UInt8>, kept: Bool) {
+    /// The per-packet statistics (see the type's documentation for the rules). An `opaque`
+    /// packet (SRTP not decrypted) counts by its header only.
+    private mutating func update(_ i: Int, _ h: RTPHeaderView, time: CaptureTimestamp, frame: Int, payload: ArraySlice<UInt8>, opaque: Bool,
+                                 payloadCount: Int) {
         let pt = h.payloadType
         let fmt: RTPPayloadFormat
         if pt == states[i].lastFormat.payloadType && states[i].packets > 0 {
@@ -432,7 +515,11 @@ public struct RTPStreamAnalyzer: Sendable {
             states[i].lastIsCN = fmt.isComfortNoise
             if !states[i].formats.contains(where: { $0.payloadType == pt }) { states[i].formats.append(fmt) }
         }
-        states[i].take(h, time: time, frame: frame, format: fmt, payloadCount: payload.count)
+        states[i].take(h, time: time, frame: frame, format: fmt, payloadCount: payloadCount)
+        if opaque {
+            states[i].opaque += 1
+            return
+        }
         if states[i].lastIsEvent {
             states[i].noteEvent(payload, timestamp: h.timestamp, time: time)
         } else if states[i].stillSilent, !states[i].lastIsCN {
@@ -493,9 +580,24 @@ public struct RTPStreamAnalyzer: Sendable {
 
     /// Ends the analysis: fills ``streams`` (ordered by first packet) and ``calls``.
     public mutating func finish() {
+        #if canImport(SRTP)
+        // Packets held for a key that never came count from their headers.
+        if decryption != nil {
+            for d in decryption!.takeAllHeld() {
+                if let h = RTPHeaderView(d.payload) {
+                    _ = addDecrypting(d, key: StreamKey(source: d.source, destination: d.destination, ssrc: h.ssrc), hold: false)
+                }
+            }
+        }
+        #endif
         var order = Array(states.indices)
         order.sort { (states[$0].firstTime, states[$0].firstFrame) < (states[$1].firstTime, states[$1].firstFrame) }
         streams = order.map { states[$0].stream(callID: states[$0].announcement.flatMap { announcements[$0].callID }) }
+        #if canImport(SRTP)
+        if let decryption {
+            for i in streams.indices { streams[i].srtp = decryption.status(streams[i].key) }
+        }
+        #endif
         if keepPayloads { payloads = order.map { payloads[$0] } }
         // Calls: the streams touching each call's announced addresses.
         var byCall: [String: CallMedia] = [:]
@@ -538,6 +640,8 @@ private struct Candidate: Sendable {
         var time: CaptureTimestamp
         var frame: Int
         var payload: [UInt8]
+        var opaque: Bool
+        var payloadCount: Int
     }
     var ssrc: UInt32
     var payloadType: UInt8
@@ -631,6 +735,8 @@ struct StreamState: Sendable {
     var dtmf: [RTPDTMFDigit] = []
     var reports: [RTPReceiverReport] = []
     var senderReports = 0
+    /// Packets counted by their header only (SRTP not decrypted).
+    var opaque = 0
 
     init(key: RTPStreamAnalyzer.StreamKey, announcement: Int?, firstTime: CaptureTimestamp, firstFrame: Int) {
         self.key = key
@@ -761,7 +867,7 @@ struct StreamState: Sendable {
             maxJitter: jitterCount > 0 ? maxJitter : nil,
             mos: nil, silent: nil, dtmf: dtmf, reports: reports, senderReports: senderReports)
         let audio = formats.filter { !$0.isTelephoneEvent && !$0.isComfortNoise }
-        if g711Only, !audio.isEmpty, audio.allSatisfy({ $0.payloadType == 0 || $0.payloadType == 8 }) { s.silent = stillSilent }
+        if opaque == 0, g711Only, !audio.isEmpty, audio.allSatisfy({ $0.payloadType == 0 || $0.payloadType == 8 }) { s.silent = stillSilent }
         if let codec = audio.first {
             let seconds = Double(lastTime.totalNanoseconds - firstTime.totalNanoseconds) / 1e9
             let bitrate = seconds > 0 ? Int(Double(payloadBytes) * 8 / seconds) : 0

@@ -1,4 +1,5 @@
 import SwitchboardTools
+import CaptureAnalysis
 import CSocket
 import ArgumentParser
 import Dispatch
@@ -119,6 +120,12 @@ struct Capture: ParsableCommand {
     @Option(name: .long, help: "Write each RTP stream (G.711, Opus) and each call (stereo) as WAV files into this directory; lists the streams as --rtp.")
     var audio: String?
 
+    @Option(name: .long, help: "With --rtp or --audio: an SRTP key, SUITE:INLINE-KEY[@HOST:PORT] (the sender it protects; without, every SRTP stream the capture's SDP gives no key). Repeatable.")
+    var srtpKey: [String] = []
+
+    @Flag(name: .long, help: "With --rtp or --audio: do not use the a=crypto keys of the capture's SDP (only --srtp-key).")
+    var srtpIgnoreSDP = false
+
     @Flag(name: .long, help: "Show a progress line on stderr (default: only when stderr is a terminal and the file is over 50 MB).")
     var progress = false
 
@@ -134,12 +141,22 @@ struct Capture: ParsableCommand {
         if callID != nil && !ladder { throw ValidationError("a Call-ID is only taken with --ladder") }
         if call != nil && html == nil { throw ValidationError("--call is only taken with --html") }
         if (rtp || audio != nil) && (calls || ladder || html != nil) { throw ValidationError("--rtp and --audio are exclusive with --calls, --ladder and --html") }
+        if (!srtpKey.isEmpty || srtpIgnoreSDP) && !(rtp || audio != nil) { throw ValidationError("--srtp-key and --srtp-ignore-sdp are only taken with --rtp or --audio") }
+        _ = try srtpOptions()
+    }
+
+    func srtpOptions() throws -> SRTPCaptureOptions {
+        do throws(SRTPCaptureKey.ParseError) {
+            return try CaptureCommand.srtpOptions(keys: srtpKey, ignoreSDP: srtpIgnoreSDP)
+        } catch {
+            throw ValidationError(error.description)
+        }
     }
 
     func run() throws {
         let view: CaptureCommand.View = audio.map { .audio($0) } ?? (rtp ? .rtp : html != nil ? .html(call) : ladder ? .ladder(callID) : calls ? .calls : .summary)
         let reporter = CaptureCommand.stderrProgress(path: file, force: progress)
-        let report = CaptureCommand.run(path: file, view: view, progress: reporter)
+        let report = CaptureCommand.run(path: file, view: view, srtp: try srtpOptions(), progress: reporter)
         if reporter != nil { CaptureCommand.endProgress() }
         if let html {
             if report.error == nil || report.analysis.summary.messages > 0 {

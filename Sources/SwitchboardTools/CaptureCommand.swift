@@ -69,8 +69,9 @@ public enum CaptureCommand {
     }
 
     /// Reads the capture at `path` and analyzes it for `view`. `progress`, when given, is
-    /// called about every 10 000 messages with the number read so far.
-    public static func run(path: String, view: View, progress: ((Int) -> Void)? = nil) -> Report {
+    /// called about every 10 000 messages with the number read so far. `srtp`: how SRTP streams
+    /// are decrypted for ``View/rtp`` and ``View/audio(_:)`` (the capture's SDP keys by default).
+    public static func run(path: String, view: View, srtp: SRTPCaptureOptions = SRTPCaptureOptions(), progress: ((Int) -> Void)? = nil) -> Report {
         let ladder: CaptureAnalyzer.LadderSelection
         let keep: Bool
         var rtp = false, payloads = false
@@ -83,7 +84,7 @@ public enum CaptureCommand {
         }
         var isHTML = false
         if case .html = view { isHTML = true }
-        var analysis = CaptureAnalyzer(keepCalls: keep, ladder: ladder, keepMessages: isHTML, rtp: rtp, rtpPayloads: payloads)
+        var analysis = CaptureAnalyzer(keepCalls: keep, ladder: ladder, keepMessages: isHTML, rtp: rtp, rtpPayloads: payloads, srtp: srtp)
         var report = Report(path: path, view: view, analysis: analysis, error: nil)
         let reader: SIPCaptureReader
         do {
@@ -114,6 +115,18 @@ public enum CaptureCommand {
             report.audioFiles = RTPAudioExport.write(r, directory: dir)
         }
         return report
+    }
+
+    /// The SRTP options of `--srtp-key` (each `SUITE:INLINE-KEY[@HOST:PORT]`) and
+    /// `--srtp-ignore-sdp`; throws for a key that does not parse or that the suite refuses.
+    public static func srtpOptions(keys: [String], ignoreSDP: Bool) throws(SRTPCaptureKey.ParseError) -> SRTPCaptureOptions {
+        var list: [SRTPCaptureKey] = []
+        for text in keys {
+            let key = try SRTPCaptureKey(parsing: text)
+            if let problem = key.problem { throw SRTPCaptureKey.ParseError(argument: text, reason: problem) }
+            list.append(key)
+        }
+        return SRTPCaptureOptions(keys: list, useSDPKeys: !ignoreSDP)
     }
 
     /// One event into the analysis.

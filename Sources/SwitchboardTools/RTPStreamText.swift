@@ -54,6 +54,8 @@ enum RTPStreamText {
             }
             line += " " + (s.problem ? "X" : " ")
             line += " " + pad("\(s.sequenceErrors)", 15) + " " + pad(s.mos.map { format($0, 2) } ?? "-", 5)
+            // SRTP streams not decrypted say why after the MOS (plain streams keep tshark's row).
+            if let srtp = s.srtp, srtp.noKey || srtp.wrongKey { line += srtp.noKey ? " SRTP, no key" : " SRTP, wrong key" }
             out += line + "\n"
         }
         out += "==============================================================\n"
@@ -64,6 +66,7 @@ enum RTPStreamText {
                 + "\(s.sequenceErrors) sequence errors, \(s.markers) markers"
             if let f = s.maxDeltaFrame { out += ", max delta at frame \(f)" }
             out += "\n"
+            if let srtp = s.srtp { out += "  " + srtpLine(srtp, packets: s.packets) + "\n" }
             if let m = s.mos { out += "  MOS \(format(m, 2))" + (s.silent == true ? ", silent" : "") + "\n" } else if s.silent == true { out += "  silent\n" }
             for d in s.dtmf {
                 out += "  DTMF \(d.digit) at \(format(relative(d.time, origin), 6)) s (\(iso8601(d.time))), duration \(d.duration)\(d.ended ? "" : " (no end)")\n"
@@ -76,6 +79,16 @@ enum RTPStreamText {
         }
         for c in a.calls where c.oneWay { out += "\none-way audio: call \(c.callID)\n" }
         return out
+    }
+
+    /// `SRTP AES_CM_128_HMAC_SHA1_80 (key from SDP): 250 decrypted, 0 authentication failures`.
+    static func srtpLine(_ srtp: SRTPStreamStatus, packets: Int) -> String {
+        guard let suite = srtp.suite else { return "SRTP: no key (payloads not analysed)" }
+        var line = "SRTP \(suite) (key from \(srtp.keySource == .commandLine ? "--srtp-key" : "SDP")): "
+        if srtp.wrongKey { line += "wrong key, all \(srtp.authenticationFailures) packets failed authentication" }
+        else { line += "\(srtp.decrypted) decrypted, \(srtp.authenticationFailures) authentication failures" }
+        if srtp.replayed > 0 { line += ", \(srtp.replayed) replayed" }
+        return line
     }
 
     static func json(_ a: RTPStreamAnalyzer, origin: CaptureTimestamp?) -> [(String, JSONValue)] {
@@ -106,6 +119,11 @@ enum RTPStreamText {
                              ("jitter", .int(Int($0.jitter))), ("jitterMs", num($0.jitterMilliseconds))])
                 })),
                 ("senderReports", .int(s.senderReports)),
+                ("srtp", s.srtp.map { x in
+                    .object([("suite", x.suite.map { .string($0) } ?? .null), ("keySource", x.keySource.map { .string($0.rawValue) } ?? .null),
+                             ("decrypted", .int(x.decrypted)), ("srtpFailures", .int(x.authenticationFailures)), ("replayed", .int(x.replayed)),
+                             ("wrongKey", .bool(x.wrongKey)), ("noKey", .bool(x.noKey))])
+                } ?? .null),
             ])
         }
         let calls: [JSONValue] = a.calls.map { c in
@@ -113,7 +131,8 @@ enum RTPStreamText {
                      ("streams", .array(c.streams.map { .int($0 + 1) })), ("oneWay", .bool(c.oneWay))])
         }
         return [("origin", origin.map { .string(iso8601($0)) } ?? .null), ("rtpStreams", .array(streams)), ("rtpCalls", .array(calls)),
-                ("rtcpPackets", .int(a.rtcpPackets)), ("unmatchedReportBlocks", .int(a.unmatchedReportBlocks))]
+                ("rtcpPackets", .int(a.rtcpPackets)), ("unmatchedReportBlocks", .int(a.unmatchedReportBlocks)),
+                ("srtcpDecrypted", .int(a.srtcpDecrypted)), ("srtcpDropped", .int(a.srtcpDropped))]
     }
 }
 

@@ -100,8 +100,9 @@ struct CaptureRTPTests {
     }
 
     /// Records a call between two phones (PCMU and telephone events; the caller sends 440 Hz
-    /// and the digits `159#`, the callee 1000 Hz) on `lo`, ports `base ..< base + 22` only.
-    static func recordCall(to file: String, base: Int) async throws {
+    /// and the digits `159#`, the callee 1000 Hz) on `lo`, ports `base ..< base + 22` only; with
+    /// `srtp`, SDES-SRTP is mandatory (RTP/SAVP, each side's key in its `a=crypto`).
+    static func recordCall(to file: String, base: Int, srtp: Bool = false) async throws {
         let tshark = Process()
         tshark.executableURL = URL(fileURLWithPath: Tshark.path!)
         tshark.arguments = ["-i", "lo", "-f", "udp portrange \(base)-\(base + 21)", "-B", "16", "-a", "duration:40", "-w", file, "-q"]
@@ -120,7 +121,7 @@ struct CaptureRTPTests {
             let config = SIPUserAgent.Configuration(endpoint: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: UInt16(sip)))]),
                                                     identity: try SIPURI("sip:\(name)@127.0.0.1"), sessionTimer: nil)
             let options = PhoneMediaOptions(configuration: MediaSessionConfiguration(localAddress: "127.0.0.1", portRange: UInt16(media.lowerBound)...UInt16(media.upperBound),
-                                                                                     rtcpInterval: .seconds(1)),
+                                                                                     srtpPolicy: srtp ? .mandatory : .off, rtcpInterval: .seconds(1)),
                                             input: .tone(frequency: tone))
             return try Phone(name: name, configuration: config, autoAnswer: answer ? .milliseconds(50) : nil, codecs: [.pcmu, .telephoneEvent],
                              media: options)
