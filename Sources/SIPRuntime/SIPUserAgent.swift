@@ -69,8 +69,10 @@ public final class SIPUserAgent: Sendable {
         case incomingCall(SessionKey, SIPMessage)
         /// An event of one session.
         case session(SessionKey, SessionEvent)
-        /// The registration changed state.
-        case registration(RegistrationClient.State)
+        /// The registration of an address of record (``Configuration/identity`` or another one
+        /// registered with ``SIPUserAgent/register(registrar:peer:expires:as:credentials:)``)
+        /// changed state.
+        case registration(RegistrationClient.State, aor: SIPURI)
         /// A request outside any dialog (MESSAGE, OPTIONS…); already answered: 200 for OPTIONS and
         /// MESSAGE, 481 for NOTIFY and for BYE/INFO/UPDATE/PRACK (no such dialog), 403 for REFER,
         /// 405 for SUBSCRIBE/PUBLISH/REGISTER, 501 for methods we do not know.
@@ -89,16 +91,23 @@ public final class SIPUserAgent: Sendable {
         case dialogRequest(SessionKey, SIPMessage, TransactionID)
     }
 
+    /// One address of record's registration: its machine, where it goes, its refresh timer.
+    struct Registration {
+        var client: RegistrationClient
+        var registrar: SIPPeer
+        var aor: SIPURI
+        var timer: TimerService.Handle?
+    }
+
     struct State: ~Copyable {
         var manager: SessionManager
-        var registration: RegistrationClient?
-        var registrar: SIPPeer?
+        /// Our registrations, by address of record (``SIPUserAgent/registrationKey(_:)``).
+        var registrations: [String: Registration] = [:]
         var timers: [TimerKey: TimerService.Handle] = [:]
         /// The located targets of our calls placed with a list (RFC 3263), and the one in use.
         var targets: [SessionKey: Targets] = [:]
         /// Our initial INVITEs' client transactions, while they may still fail over.
         var invites: [TransactionID: (key: SessionKey, request: SIPMessage)] = [:]
-        var registrationTimer: TimerService.Handle?
         var closed = false
         /// Dialogs outside INVITE sessions (a REFER's subscription, RFC 3515 §2.4.4; RFC 6665):
         /// by Call-ID and our tag; the `Dialog` once one is made (our REFER's waits for its 2xx),
@@ -183,7 +192,7 @@ public final class SIPUserAgent: Sendable {
         queue.sync { [self] in
             let handles = state.withLock { s -> [TimerService.Handle] in
                 s.closed = true
-                return Array(s.timers.values) + (s.registrationTimer.map { [$0] } ?? [])
+                return Array(s.timers.values) + s.registrations.values.compactMap(\.timer)
             }
             for h in handles { endpoint.timerService.cancel(h) }
         }
@@ -204,11 +213,24 @@ public final class SIPUserAgent: Sendable {
     ///   (timeout or transport error) before any response, the INVITE goes again, with a new
     ///   branch, to the next (§4.3). Empty: the agent's resolver picks the one peer.
     /// - Parameter headers: added to the INVITE (a transferee's `Referred-By` and `Replaces`).
+    /// - Parameter identity: who calls (From) when not ``Configuration/identity``, with
+    ///   `contactUser` as the user part of our Contact (nil: the identity's) and `credentials`
+    ///   for its challenges (nil: the configuration's).
     public func call(_ target: SIPURI, offer: SessionBody?, targets: [SIPPeer] = [], headers: [(SIPHeaderName, String)] = [],
+                     as identity: NameAddress? = nil, contactUser: String? = nil, credentials: DigestClient? = nil,
                      prepare: (@Sendable (SessionKey) -> Void)? = nil) async -> SessionKey {
-        await onQueue {
+        var custom: InviteSessionConfiguration?
+        if let identity {
+            var c = sessionConfiguration
+            c.localParty = identity
+            c.contact = contact(user: contactUser ?? identity.sipURI?.user)
+            custom = c
+        }
+        let override = custom
+        return await onQueue {
             let (key, out) = self.state.withLock { s in
-                let (key, out) = s.manager.call(NameAddress(uri: target), offer: offer, headers: headers)
+                let (key, out) = s.manager.call(NameAddress(uri: target), offer: offer, configuration: override,
+                                                credentials: credentials, headers: headers)
                 if !targets.isEmpty { s.targets[key] = Targets(peers: targets) }
                 return (key, out)
             }
@@ -416,37 +438,61 @@ public final class SIPUserAgent: Sendable {
 
     // MARK: Registration
 
-    /// Registers our identity with `registrar` (its URI is the REGISTER's Request-URI; it is
-    /// sent to `peer`, or to the URI's address).
-    public func register(registrar: SIPURI, peer: SIPPeer? = nil, expires: UInt32 = 3600) async {
+    /// Registers an address of record with `registrar` (its URI is the REGISTER's Request-URI;
+    /// it is sent to `peer`, or to the URI's address) and keeps the binding refreshed. The
+    /// address is `identity` (nil: ``Configuration/identity``), answering challenges with
+    /// `credentials` (nil: the configuration's); the binding's Contact is our address with
+    /// `contactUser` as its user part (nil: the identity's), so requests for it come back naming
+    /// it. Registering an address again replaces its registration. Its states come as
+    /// ``Event/registration(_:aor:)``.
+    public func register(registrar: SIPURI, peer: SIPPeer? = nil, expires: UInt32 = 3600,
+                         as identity: SIPURI? = nil, contactUser: String? = nil, credentials: DigestClient? = nil) async {
+        let aor = identity ?? configuration.identity
+        let key = Self.registrationKey(aor)
         await onQueue {
             guard let p = peer ?? self.resolver(registrar, self.configuration.transport) else {
-                self.continuation.yield(.registration(.failed(.transport)))
+                self.continuation.yield(.registration(.failed(.transport), aor: aor))
                 return
             }
             let sc = self.sessionConfiguration
-            guard case .sip(let contact) = sc.contact.uri else { return }
-            let rc = RegistrationClient.Configuration(registrar: registrar, addressOfRecord: self.configuration.identity, contact: contact,
+            guard case .sip(let contact) = self.contact(user: contactUser ?? aor.user).uri else { return }
+            let rc = RegistrationClient.Configuration(registrar: registrar, addressOfRecord: aor, contact: contact,
                                                       expires: expires, viaTransport: sc.viaTransport, viaSentBy: sc.viaSentBy)
-            let out = self.state.withLock { s -> [RegistrationClient.Action] in
-                s.registrar = p
-                var client = RegistrationClient(configuration: rc, credentials: self.configuration.credentials ?? DigestClient(credentials: []),
-                                                seed: UInt64.random(in: 0...UInt64.max))
-                let actions = client.start()
-                s.registration = client
-                return actions
+            var client = RegistrationClient(configuration: rc, credentials: credentials ?? self.configuration.credentials ?? DigestClient(credentials: []),
+                                            seed: UInt64.random(in: 0...UInt64.max))
+            let actions = client.start()
+            let old = self.state.withLock { s -> TimerService.Handle? in
+                let old = s.registrations[key]?.timer
+                s.registrations[key] = Registration(client: client, registrar: p, aor: aor)
+                return old
             }
-            self.applyRegistration(out)
+            if let old { self.endpoint.timerService.cancel(old) }
+            self.applyRegistration(actions, key: key)
         }
     }
 
-    /// Removes our binding (REGISTER with expires 0).
-    public func unregister() async {
+    /// Removes the binding of `identity` (nil: ``Configuration/identity``) with a REGISTER of
+    /// expires 0; nothing when it is not registered.
+    public func unregister(_ identity: SIPURI? = nil) async {
+        let key = Self.registrationKey(identity ?? configuration.identity)
         await onQueue {
-            let out = self.state.withLock { s -> [RegistrationClient.Action] in s.registration?.stop() ?? [] }
-            self.applyRegistration(out)
+            let out = self.state.withLock { s -> [RegistrationClient.Action] in s.registrations[key]?.client.stop() ?? [] }
+            self.applyRegistration(out, key: key)
         }
     }
+
+    /// Our Contact with `user` as its user part (our address, transport and parameters as in ``contact``).
+    public func contact(user: String?) -> NameAddress {
+        var c = sessionConfiguration.contact
+        guard case .sip(var uri) = c.uri, uri.user != user else { return c }
+        uri.user = user
+        c.uri = .sip(uri)
+        return c
+    }
+
+    /// The key of an address of record among our registrations: user and lower-cased host
+    /// (scheme, port and parameters do not make another registration).
+    static func registrationKey(_ aor: SIPURI) -> String { "\(aor.user ?? "")@\(aor.host.address.lowercased())" }
 
     /// Sends `request` in a new client transaction to `peer` and returns its final response
     /// (nil on a timeout or transport error), traced both ways when tracing.
@@ -705,47 +751,50 @@ public final class SIPUserAgent: Sendable {
 
     // MARK: Registration internals
 
-    private func applyRegistration(_ actions: [RegistrationClient.Action]) {
+    private func applyRegistration(_ actions: [RegistrationClient.Action], key: String) {
         for a in actions {
             switch a {
             case .send(let m):
-                guard let peer = state.withLock({ $0.registrar }) else { continue }
+                guard let peer = state.withLock({ $0.registrations[key]?.registrar }) else { continue }
                 if tracing { continuation.yield(.trace(m, outgoing: true, peer: peer)) }
                 endpoint.sendRequest(m, to: peer) { [weak self] event in
                     guard let self else { return }
-                    self.queue.async { self.registrationEvent(event, peer: peer) }
+                    self.queue.async { self.registrationEvent(event, peer: peer, key: key) }
                 }
             case .startTimer(let d):
                 let h = endpoint.timerService.schedule(after: d) { [weak self] in
                     guard let self else { return }
                     self.queue.async {
                         let out = self.state.withLock { s -> [RegistrationClient.Action] in
-                            guard !s.closed, s.registrationTimer != nil else { return [] }
-                            s.registrationTimer = nil
-                            return s.registration?.handle(.timerFired) ?? []
+                            guard !s.closed, s.registrations[key]?.timer != nil else { return [] }
+                            s.registrations[key]?.timer = nil
+                            return s.registrations[key]?.client.handle(.timerFired) ?? []
                         }
-                        self.applyRegistration(out)
+                        self.applyRegistration(out, key: key)
                     }
                 }
-                if let old = state.withLock({ s -> TimerService.Handle? in
-                    let o = s.registrationTimer
-                    s.registrationTimer = h
+                let old = state.withLock { s -> TimerService.Handle? in
+                    guard s.registrations[key] != nil else { return h }
+                    let o = s.registrations[key]?.timer
+                    s.registrations[key]?.timer = h
                     return o
-                }) { endpoint.timerService.cancel(old) }
+                }
+                if let old { endpoint.timerService.cancel(old) }
             case .cancelTimer:
                 if let h = state.withLock({ s -> TimerService.Handle? in
-                    let o = s.registrationTimer
-                    s.registrationTimer = nil
+                    let o = s.registrations[key]?.timer
+                    s.registrations[key]?.timer = nil
                     return o
                 }) { endpoint.timerService.cancel(h) }
             case .state(let st):
-                endpoint.logger.info("registration \(st)", metadata: ["sip.aor": "\(configuration.identity)"])
-                continuation.yield(.registration(st))
+                guard let aor = state.withLock({ $0.registrations[key]?.aor }) else { continue }
+                endpoint.logger.info("registration \(st)", metadata: ["sip.aor": "\(aor)"])
+                continuation.yield(.registration(st, aor: aor))
             }
         }
     }
 
-    private func registrationEvent(_ event: ClientTransactionEvent, peer: SIPPeer) {
+    private func registrationEvent(_ event: ClientTransactionEvent, peer: SIPPeer, key: String) {
         let input: RegistrationClient.Event
         switch event {
         case .provisional(let m):
@@ -757,8 +806,8 @@ public final class SIPUserAgent: Sendable {
         case .timeout: input = .timeout
         case .transportError: input = .transportError
         }
-        let out = state.withLock { $0.registration?.handle(input) ?? [] }
-        applyRegistration(out)
+        let out = state.withLock { $0.registrations[key]?.client.handle(input) ?? [] }
+        applyRegistration(out, key: key)
     }
 
     // MARK: Addresses

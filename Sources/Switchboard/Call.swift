@@ -92,6 +92,9 @@ public final class Call: Sendable, Identifiable, CustomStringConvertible {
     /// The application's own label for a call it placed (``CallOptions/tag``: Diyalog's
     /// transaction code); never sent.
     public let tag: String?
+    /// The account the call belongs to: the one that placed it, or for an incoming call the one
+    /// its Request-URI names (``Phone/addAccount(_:)``); the phone's own otherwise.
+    public let account: Account
 
     let phone: Phone
     private let tracker: Mutex<CallStateTracker>
@@ -110,9 +113,10 @@ public final class Call: Sendable, Identifiable, CustomStringConvertible {
     private let establishedAt = Mutex<ContinuousClock.Instant?>(nil)
     private let endedAt = Mutex<ContinuousClock.Instant?>(nil)
 
-    init(id: UInt64, key: SessionKey, direction: CallDirection, remote: URI?, phone: Phone, label: String? = nil,
+    init(id: UInt64, key: SessionKey, direction: CallDirection, remote: URI?, phone: Phone, account: Account, label: String? = nil,
          attachedData: CallData = [:], tag: String? = nil) {
         self.id = id
+        self.account = account
         self.tag = tag
         self.attachedData = attachedData
         self.label = label

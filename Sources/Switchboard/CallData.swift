@@ -186,11 +186,14 @@ public enum CallDataError: Error, Sendable, Hashable, CustomStringConvertible {
     case malformed(String)
     /// More than ``CallData/maximumEncodedSize`` bytes.
     case tooLarge(Int)
+    /// The call was not placed: its phone is gone (an ``Account`` kept after its phone was released).
+    case phoneClosed
 
     public var description: String {
         switch self {
         case .malformed(let why): return "malformed call data: \(why)"
         case .tooLarge(let n): return "call data of \(n) bytes is over \(CallData.maximumEncodedSize)"
+        case .phoneClosed: return "the phone is closed"
         }
     }
 }

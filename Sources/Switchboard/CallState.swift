@@ -293,6 +293,8 @@ public enum RegistrationError: Error, Sendable, Hashable {
     case failed(RegistrationClient.FailureReason)
     /// No outcome within the deadline.
     case timedOut
+    /// The account is registration-free (``Account/Registration/none``): it never registers.
+    case registrationFree
 }
 
 /// When a call was created, established and ended (``Call/times``), on the continuous clock.

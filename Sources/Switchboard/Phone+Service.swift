@@ -20,7 +20,7 @@ extension Phone: Service {
     }
 
     /// Ends the phone: every call ends (BYE when up, CANCEL while ours rings, a decline for an
-    /// incoming one not answered), each bounded by `timeout`; the registration, if any, is
+    /// incoming one not answered), each bounded by `timeout`; every account's registration, if any, is
     /// removed (REGISTER with `Expires: 0`); then the sockets close. Calling it again does nothing
     /// more than ``close()``.
     public func shutdown(timeout: Duration = .seconds(5)) async {
@@ -28,11 +28,8 @@ extension Phone: Service {
         await withTaskGroup(of: Void.self) { group in
             for call in live { group.addTask { await call.hangUp(declineWith: 480, timeout: timeout) } }
         }
-        switch registrationState {
-        case .registered, .registering:
-            await unregister(timeout: timeout)
-        default:
-            break
+        await withTaskGroup(of: Void.self) { group in
+            for account in accounts { group.addTask { await account.unregister(timeout: timeout) } }
         }
         close()
     }

@@ -23,7 +23,9 @@ public final class Phone: Sendable {
     private let task = Mutex<Task<Void, Never>?>(nil)
     let callStates = Mutex<[SessionKey: [SessionState]]>([:])
     private let incoming = Mutex<[SessionKey]>([])
-    private let registration = Mutex<[RegistrationClient.State]>([])
+    /// The phone's accounts: its own (number 0, from the agent's identity) first.
+    private let accountList = Mutex<[Account]>([])
+    private let accountCount = Atomic<Int>(0)
     /// One offer/answer engine per session (RFC 3264 state, versions, payload types).
     private let engines = Mutex<[SessionKey: OfferAnswer]>([:])
     private let codecs: [Codec]
@@ -38,8 +40,6 @@ public final class Phone: Sendable {
     /// whose answer differs from an unreliable 18x's is taken on this copy (RFC 6337 §3.1 asks
     /// for the same answer, not every peer obeys), and so is a later fork's early answer.
     private let offerEngines = Mutex<[SessionKey: OfferAnswer]>([:])
-    /// The registration's state, for ``registrationStateStream`` and ``register(with:peer:expires:timeout:)``.
-    private let registrationBroadcast = Broadcast(RegistrationClient.State.unregistered)
     /// The calls not yet ended, by session (see ``Call``).
     private let liveCalls = Mutex<[SessionKey: Call]>([:])
     private let callCount = Atomic<UInt64>(0)
@@ -138,6 +138,10 @@ public final class Phone: Sendable {
                 }
             }
         }
+        let own = Account(id: 0, configuration: Account.Configuration(addressOfRecord: configuration.identity, displayName: configuration.displayName,
+                                                                    credentials: configuration.credentials),
+                          contactUser: configuration.identity.user, phone: self, agent: agent)
+        accountList.withLock { $0 = [own] }
         let t = Task { [agent, weak self] in
             for await e in agent.events {
                 guard let self else { return }
@@ -151,7 +155,7 @@ public final class Phone: Sendable {
         redirection.close()
         arrivals.finish()
         endings.finish()
-        registrationBroadcast.publish(registrationBroadcast.current, final: true)
+        for a in accounts { a.broadcast.publish(a.broadcast.current, final: true) }
         completions.finish()
         for media in mediaSessions.withLock({ m -> [MediaSession] in defer { m = [:] }; return Array(m.values) }) { media.stop() }
         metricsTask.withLock { $0?.cancel() }
@@ -307,6 +311,11 @@ public final class Phone: Sendable {
     /// local tag, extra headers. Otherwise as ``dial(_:headers:)``.
     /// - Throws: ``CallDataError/tooLarge(_:)`` when the data is over ``CallData/maximumEncodedSize`` bytes.
     public func dial(_ target: SIPURI, options: CallOptions) async throws(CallDataError) -> Call {
+        try await dial(target, options: options, account: nil)
+    }
+
+    /// Places a call with options as `account` (nil: the phone's own).
+    func dial(_ target: SIPURI, options: CallOptions, account: Account?) async throws(CallDataError) -> Call {
         let size = options.attachedData.encoded.utf8.count
         guard size <= CallData.maximumEncodedSize else { throw .tooLarge(size) }
         var headers = options.headers
@@ -314,7 +323,7 @@ public final class Phone: Sendable {
         if let token = options.sessionToken {
             headers.append((options.tokenHeader, options.tokenHeader == .authorization ? "Bearer \(token)" : token))
         }
-        return await place(target, headers: headers, tag: options.tag)
+        return await place(target, headers: headers, tag: options.tag, account: account)
     }
 
     /// The call data an INVITE carries (its first `User-to-User` header for call data); empty,
@@ -342,7 +351,8 @@ public final class Phone: Sendable {
         }
     }
 
-    private func place(_ target: SIPURI, headers: [(SIPHeaderName, String)], tag: String? = nil) async -> Call {
+    private func place(_ target: SIPURI, headers: [(SIPHeaderName, String)], tag: String? = nil, account: Account? = nil) async -> Call {
+        let account = account ?? self.account
         let targets = await locate(agent.configuration.outboundProxy ?? target)
         let owner = MediaOwner()
         let media = newMedia(owner: owner)
@@ -352,9 +362,10 @@ public final class Phone: Sendable {
         // back at once.
         let ready = engine
         let made = Mutex<Call?>(nil)
-        let key = await agent.call(target, offer: offer, targets: targets, headers: headers) { key in
+        let key = await agent.call(target, offer: offer, targets: targets, headers: headers, as: account.isPrimary ? nil : account.identity,
+                                   contactUser: account.contactUser, credentials: account.configuration.credentials) { key in
             let call = Call(id: self.callCount.add(1, ordering: .relaxed).newValue, key: key, direction: .outgoing, remote: .sip(target), phone: self,
-                            tag: tag)
+                            account: account, tag: tag)
             self.register(call)
             owner.key.withLock { $0 = key }
             made.withLock { $0 = call }
@@ -365,7 +376,8 @@ public final class Phone: Sendable {
         if let call = made.withLock({ $0 }) { return call }
         // Not reached: SIPUserAgent.call always runs its prepare hook. Should that change, the
         // caller still gets a handle, one that says the call never started.
-        let call = Call(id: callCount.add(1, ordering: .relaxed).newValue, key: key, direction: .outgoing, remote: .sip(target), phone: self)
+        let call = Call(id: callCount.add(1, ordering: .relaxed).newValue, key: key, direction: .outgoing, remote: .sip(target), phone: self,
+                        account: account)
         call.feed(.stateChanged(.terminated(.transportError)))
         return call
     }
@@ -440,52 +452,82 @@ public final class Phone: Sendable {
 
     // MARK: Registration
 
-    /// The registration's states from now on: the current one first (`.unregistered` before
-    /// any), then every change (registering, registered with its lifetime, refreshes, failures
-    /// with their reason, unregistering). Each access makes a new sequence; it finishes when the
-    /// phone closes.
-    public var registrationStateStream: AsyncStream<RegistrationClient.State> { registrationBroadcast.subscribe() }
+    /// The states of the phone's own registration (``account``) from now on: the current one
+    /// first (`.unregistered` before any), then every change (registering, registered with its
+    /// lifetime, refreshes, failures with their reason, unregistering). Each access makes a new
+    /// sequence; it finishes when the phone closes.
+    public var registrationStateStream: AsyncStream<RegistrationClient.State> { account.registrationStates }
 
-    /// The registration's state now.
-    public var registrationState: RegistrationClient.State { registrationBroadcast.current }
+    /// The state of the phone's own registration now.
+    public var registrationState: RegistrationClient.State { account.registrationState }
 
-    /// Registers our address of record with `registrar` (digest credentials from the
-    /// configuration) and returns once it is registered, keeping it refreshed afterwards.
+    /// Registers the phone's own address of record (``account``) with `registrar` (digest
+    /// credentials from the configuration) and returns once it is registered, keeping it
+    /// refreshed afterwards (see ``Account/register(with:peer:expires:timeout:)``).
     /// - Throws: ``RegistrationError/failed(_:)`` with the reason (bad credentials, 403,
     ///   unreachable…), or ``RegistrationError/timedOut`` after `timeout`.
     /// - Parameter peer: where to send the REGISTER when not to `registrar`'s own address (a
     ///   registrar named by a domain served elsewhere).
     public func register(with registrar: SIPURI, peer: SIPPeer? = nil, expires: UInt32 = 3600,
                          timeout: Duration = .seconds(32)) async throws(RegistrationError) {
-        // Subscribed first: the outcome cannot pass unseen.
-        let states = registrationStateStream
-        await agent.register(registrar: registrar, peer: peer, expires: expires)
-        let outcome: RegistrationClient.State? = await within(timeout) {
-            // The first value is the state before this attempt (an old failure, say): not its outcome.
-            for await s in states.dropFirst() {
-                switch s {
-                case .registered, .failed: return s
-                default: continue
-                }
-            }
-            return nil
-        }
-        switch outcome {
-        case .registered?: return
-        case .failed(let why)?: throw .failed(why)
-        default: throw .timedOut
-        }
+        try await account.register(with: registrar, peer: peer, expires: expires, timeout: timeout)
     }
 
-    /// Removes our binding and returns once the registrar confirmed it (or after `timeout`).
+    /// Removes the phone's own binding and returns once the registrar confirmed it (or after `timeout`).
     public func unregister(timeout: Duration = .seconds(32)) async {
-        let states = registrationStateStream
-        await agent.unregister()
-        _ = await within(timeout) {
-            // Unregistered, or failed (the binding then lapses at the registrar).
-            for await s in states.dropFirst() where s.isSettled && !(s.isRegistered) { return true }
-            return nil
+        await account.unregister(timeout: timeout)
+    }
+
+    // MARK: Accounts
+
+    /// The phone's own account: the identity and credentials of its `SIPUserAgent.Configuration`.
+    public var account: Account { accountList.withLock { $0[0] } }
+
+    /// Every account of the phone, its own first, then in the order they were added.
+    public var accounts: [Account] { accountList.withLock { $0 } }
+
+    /// Adds an account on the phone's sockets (see ``Account``). It does not register until
+    /// asked (``Account/register(timeout:)``).
+    /// - Throws: ``AccountError/duplicate(_:)`` when an account has the same address of record.
+    @discardableResult
+    public func addAccount(_ configuration: Account.Configuration) throws(AccountError) -> Account {
+        let made = accountList.withLock { list -> Account? in
+            let key = Account.key(configuration.addressOfRecord)
+            guard !list.contains(where: { $0.key == key }) else { return nil }
+            let id = accountCount.add(1, ordering: .relaxed).newValue
+            let user = configuration.addressOfRecord.user
+            let shared = list.contains { $0.contactUser == user }
+            let account = Account(id: id, configuration: configuration, contactUser: shared ? "\(user ?? "")-\(id)" : user, phone: self, agent: agent)
+            list.append(account)
+            return account
         }
+        guard let made else { throw .duplicate(configuration.addressOfRecord) }
+        return made
+    }
+
+    /// Removes an account: unregisters it (bounded by `timeout`) and forgets it; its calls go
+    /// on. The phone's own account cannot be removed (nothing happens).
+    public func removeAccount(_ account: Account, timeout: Duration = .seconds(5)) async {
+        guard !account.isPrimary, accounts.contains(where: { $0 === account }) else { return }
+        await account.unregister(timeout: timeout)
+        accountList.withLock { $0.removeAll { $0 === account } }
+        account.broadcast.publish(account.broadcast.current, final: true)
+    }
+
+    /// The account an incoming request is for, by its Request-URI's user part: the account whose
+    /// Contact carries it, else the one account with that user, else the phone's own.
+    func account(for request: SIPMessage) -> Account {
+        let list = accounts
+        guard let user = (try? request.requestURI().sipURI)?.user else { return list[0] }
+        if let a = list.first(where: { $0.contactUser == user }) { return a }
+        let same = list.filter { $0.addressOfRecord.user == user }
+        return same.count == 1 ? same[0] : list[0]
+    }
+
+    /// The account of a registration event's address of record.
+    private func account(registering aor: SIPURI) -> Account? {
+        let key = Account.key(aor)
+        return accounts.first { $0.key == key }
     }
 
     // MARK: Calls
@@ -557,7 +599,7 @@ public final class Phone: Sendable {
             var label: String? = nil
             if case .identified(let l) = screened, ((try? m.from().displayName) ?? nil)?.isEmpty ?? true { label = l }
             let call = Call(id: callCount.add(1, ordering: .relaxed).newValue, key: key, direction: .incoming,
-                            remote: try? m.from().uri, phone: self, label: label, attachedData: attachedData(of: m, key: key))
+                            remote: try? m.from().uri, phone: self, account: account(for: m), label: label, attachedData: attachedData(of: m, key: key))
             register(call)
             arrivals.publish(call)
             let from = (try? m.from().uri.description) ?? "?"
@@ -676,11 +718,11 @@ public final class Phone: Sendable {
             default:
                 break
             }
-        case .registration(let s):
-            registration.withLock { $0.append(s) }
+        case .registration(let s, let aor):
+            guard let account = account(registering: aor) else { break }
             metrics?.registration(s)
-            registrationBroadcast.publish(s)
-            report("\(name): \(s.label)")
+            account.publish(s)
+            report(account.isPrimary ? "\(name): \(s.label)" : "\(name): \(aor): \(s.label)")
         case .outOfDialogRefer(let m, let tx, _):
             await receivedOutOfDialogRefer(m, tx)
         case .dialogRequest(let key, let m, let tx):
@@ -818,7 +860,8 @@ public final class Phone: Sendable {
         incoming.withLock { $0.removeAll { gone.contains($0) } }
     }
 
-    public var registrationStates: [RegistrationClient.State] { registration.withLock { $0 } }
+    /// The states of the phone's own registration so far (the last 64).
+    public var registrationStates: [RegistrationClient.State] { account.registrationHistory }
 
     /// Waits (bounded) for a condition; returns whether it held in time.
     public func wait(timeout: Duration, _ condition: @Sendable () -> Bool) async -> Bool {

@@ -39,7 +39,7 @@ public final class RegisterSession: Sendable {
         self.expires = expires
         let t = Task { [agent, states] in
             for await e in agent.events {
-                if case .registration(let st) = e {
+                if case .registration(let st, _) = e {
                     states.list.withLock { $0.append(st) }
                     onState(st)
                 }

@@ -68,7 +68,7 @@ struct SIPpRegistrarTests {
                     counts.bump(\.answered)
                 case .session(_, .stateChanged(.terminated(.remoteHangup))):
                     counts.bump(\.ended)
-                case .registration(.registered):
+                case .registration(.registered, _):
                     counts.bump(\.registered)
                 default:
                     break

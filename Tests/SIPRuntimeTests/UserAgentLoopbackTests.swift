@@ -193,7 +193,7 @@ struct ProxyLoopbackTests {
         let a = AgentEvents(alice), b = AgentEvents(bob)
 
         await alice.register(registrar: try SIPURI("sip:switchboard.test"), peer: pe.localAddresses[0], expires: 600)
-        try #require(await a.wait("registered") { es in es.contains { if case .registration(.registered) = $0 { return true } else { return false } } })
+        try #require(await a.wait("registered") { es in es.contains { if case .registration(.registered, _) = $0 { return true } else { return false } } })
         #expect(proxy.bindings(of: try SIPURI("sip:alice@switchboard.test")).count == 1)
 
         let key = await bob.call(try SIPURI("sip:alice@switchboard.test"), offer: UserAgentLoopbackTests.offer)
@@ -223,7 +223,7 @@ struct ProxyLoopbackTests {
         #expect(st.acks >= 2)
 
         await alice.unregister()
-        try #require(await a.wait("unregistered") { es in es.contains { if case .registration(.unregistered) = $0 { return true } else { return false } } })
+        try #require(await a.wait("unregistered") { es in es.contains { if case .registration(.unregistered, _) = $0 { return true } else { return false } } })
         #expect(proxy.bindings(of: try SIPURI("sip:alice@switchboard.test")).isEmpty)
     }
 
@@ -238,6 +238,6 @@ struct ProxyLoopbackTests {
         let key = await bob.call(try SIPURI("sip:carol@switchboard.test"), offer: UserAgentLoopbackTests.offer)
         try #require(await b.wait("404", b.has(key, .terminated(.rejected(404)))))
         await bob.register(registrar: try SIPURI("sip:switchboard.test"), peer: pe.localAddresses[0])
-        try #require(await b.wait("bad credentials") { es in es.contains { if case .registration(.failed(.badCredentials)) = $0 { return true } else { return false } } })
+        try #require(await b.wait("bad credentials") { es in es.contains { if case .registration(.failed(.badCredentials), _) = $0 { return true } else { return false } } })
     }
 }
