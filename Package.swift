@@ -94,7 +94,7 @@ let package = Package(
         .target(name: "CaptureAnalysis", dependencies: ["SIPMessage", "SDP", "PacketCapture", "NetworkIO", "RTP", "Media", "MediaCodecs", "SRTP"]),
         // The face embedding servers import: Phone, calls with media, registration, the pcapng traffic mirror.
         .target(name: "Switchboard", dependencies: ["SIPMessage", "SDP", "SIPTransaction", "SIPTransport", "SIPAuth", "SIPDialog", "SIPRuntime",
-                                                    "SIPResolver", "MediaRuntime", "Media", "PacketCapture", "NetworkIO", .product(name: "Logging", package: "swift-log"),
+                                                    "SIPResolver", "MediaRuntime", "Media", "PacketCapture", "NetworkIO", "CSocket", .product(name: "Logging", package: "swift-log"),
                                                     .product(name: "Metrics", package: "swift-metrics"),
                                                     .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]),
         // Conformance runs: suites of tests named by ETSI TS 102 027-2 purposes, played against a device
@@ -108,7 +108,7 @@ let package = Package(
         .executableTarget(
             name: "SwitchboardCLI",
             dependencies: [
-                "SwitchboardTools", "CaptureAnalysis", "Switchboard", "Conformance", "SIPProxy", "SIPLoad", "SIPRuntime", "SIPTransport", "SIPMessage", "SIPDialog", "MediaRuntime", "SDP", "CSocket",
+                "SwitchboardTools", "CaptureAnalysis", "PacketCapture", "Switchboard", "Conformance", "SIPProxy", "SIPLoad", "SIPRuntime", "SIPTransport", "SIPMessage", "SIPDialog", "MediaRuntime", "SDP", "CSocket",
                 "NetworkIO", .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
@@ -135,7 +135,7 @@ let package = Package(
         .testTarget(name: "SIPAuthTests", dependencies: ["SwitchboardTestSupport", "SIPAuth", "SIPMessage"]),
         .testTarget(name: "PacketCaptureTests", dependencies: ["SwitchboardTestSupport", "PacketCapture", "SIPMessage", "NetworkIO"]),
         .testTarget(name: "SwitchboardTests", dependencies: ["SwitchboardTestSupport", "Switchboard", "SIPRuntime", "SIPProxy", "SIPTransport", "SIPTransaction",
-                                                      "SIPMessage", "SIPDialog", "SIPResolver", "MediaRuntime", "NetworkIO",
+                                                      "SIPMessage", "SIPDialog", "SIPResolver", "MediaRuntime", "NetworkIO", "PacketCapture",
                                                       .product(name: "Logging", package: "swift-log"),
                                                       .product(name: "MetricsTestKit", package: "swift-metrics"),
                                                       .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]),

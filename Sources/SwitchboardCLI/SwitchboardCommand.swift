@@ -1,5 +1,6 @@
 import SwitchboardTools
 import CaptureAnalysis
+import PacketCapture
 import CSocket
 import ArgumentParser
 import Dispatch
@@ -129,6 +130,15 @@ struct Capture: ParsableCommand {
     @Flag(name: .long, help: "Show a progress line on stderr (default: only when stderr is a terminal and the file is over 50 MB).")
     var progress = false
 
+    @Option(name: .long, help: "Send the capture's SIP messages and RTCP packets to a HEP v3 collector (Homer), udp:HOST:PORT, instead of printing a view.")
+    var hep: String?
+
+    @Option(name: .long, help: "With --hep: the capture agent id in each packet.")
+    var hepAgentID: UInt32 = 2001
+
+    @Option(name: .long, help: "With --hep: a key for the collector to check (sent in clear).")
+    var hepKey: String?
+
     @Argument(help: "The capture file (pcap or pcapng).")
     var file: String
 
@@ -142,6 +152,8 @@ struct Capture: ParsableCommand {
         if call != nil && html == nil { throw ValidationError("--call is only taken with --html") }
         if (rtp || audio != nil) && (calls || ladder || html != nil) { throw ValidationError("--rtp and --audio are exclusive with --calls, --ladder and --html") }
         if (!srtpKey.isEmpty || srtpIgnoreSDP) && !(rtp || audio != nil) { throw ValidationError("--srtp-key and --srtp-ignore-sdp are only taken with --rtp or --audio") }
+        if hep != nil && (calls || ladder || json || html != nil || rtp || audio != nil) { throw ValidationError("--hep is exclusive with the views (--calls, --ladder, --json, --html, --rtp, --audio)") }
+        if let hep { _ = try HEPOptions.collector(hep) }
         _ = try srtpOptions()
     }
 
@@ -154,6 +166,7 @@ struct Capture: ParsableCommand {
     }
 
     func run() throws {
+        if let hep { return try exportHEP(to: try HEPOptions.collector(hep)) }
         let view: CaptureCommand.View = audio.map { .audio($0) } ?? (rtp ? .rtp : html != nil ? .html(call) : ladder ? .ladder(callID) : calls ? .calls : .summary)
         let reporter = CaptureCommand.stderrProgress(path: file, force: progress)
         let report = CaptureCommand.run(path: file, view: view, srtp: try srtpOptions(), progress: reporter)
@@ -170,6 +183,27 @@ struct Capture: ParsableCommand {
             print(json ? report.json : report.text, terminator: "")
         }
         if report.exitCode != 0 { throw ExitCode(report.exitCode) }
+    }
+}
+
+extension Capture {
+    /// `--hep`: the capture's SIP and RTCP to a collector, paced by a blocking socket (a
+    /// collector on loopback drops nothing a large capture sends at once).
+    func exportHEP(to collector: SocketAddress) throws {
+        let sink: HEPTrafficSink
+        do { sink = try HEPTrafficSink(collector: collector, blocking: true) } catch { throw ValidationError("--hep: \(error)") }
+        defer { sink.close() }
+        let s: HEPExport.Summary
+        do throws(CaptureFileError) {
+            s = try HEPExport.export(path: file, options: .init(agentID: hepAgentID, authKey: hepKey)) { sink.send($0) }
+        } catch {
+            print("\(file): \(error)")
+            throw ExitCode(65)
+        }
+        let st = sink.statistics
+        print("hep: \(s.sip) SIP messages and \(s.rtcp) RTCP packets (\(s.rtcpCorrelated) filed with their call) to \(collector); "
+              + "sent \(st.sent), dropped \(st.dropped), too large \(s.tooLarge + st.tooLarge)")
+        if st.dropped > 0 { throw ExitCode(1) }
     }
 }
 
@@ -503,9 +537,59 @@ struct CaptureOptions: ParsableArguments {
     @Option(name: .long, help: "Record every message sent and received into this pcapng file (TLS as its plaintext over TCP).")
     var capture: String?
 
-    /// The mirror writing that file (nil without `--capture`).
-    func sink() throws -> CaptureFileSink? {
-        guard let path = capture else { return nil }
-        do { return try CaptureFileSink(path: path) } catch { throw ValidationError("\(error)") }
+    @Option(name: .long, help: "Mirror every message sent and received to a HEP v3 collector (Homer), udp:HOST:PORT.")
+    var hep: String?
+
+    @Option(name: .long, help: "With --hep: the capture agent id in each packet.")
+    var hepAgentID: UInt32 = 2001
+
+    @Option(name: .long, help: "With --hep: a key for the collector to check (sent in clear).")
+    var hepKey: String?
+
+    /// The mirrors asked for (nil without `--capture` and `--hep`).
+    func sink() throws -> TrafficMirror? {
+        var file: CaptureFileSink?
+        var collector: HEPTrafficSink?
+        if let path = capture {
+            do { file = try CaptureFileSink(path: path) } catch { throw ValidationError("\(error)") }
+        }
+        if let hep {
+            let address = try HEPOptions.collector(hep)
+            do { collector = try HEPTrafficSink(collector: address, agentID: hepAgentID, authKey: hepKey) } catch { throw ValidationError("--hep: \(error)") }
+        }
+        guard file != nil || collector != nil else { return nil }
+        return TrafficMirror(file: file, hep: collector)
+    }
+}
+
+/// The `--capture` file and the `--hep` collector of a command, as one sink.
+final class TrafficMirror: SIPTrafficSink {
+    let file: CaptureFileSink?
+    let hep: HEPTrafficSink?
+    private let both: TrafficSinks
+
+    init(file: CaptureFileSink?, hep: HEPTrafficSink?) {
+        self.file = file
+        self.hep = hep
+        var sinks: [any SIPTrafficSink] = []
+        if let file { sinks.append(file) }
+        if let hep { sinks.append(hep) }
+        both = TrafficSinks(sinks)
+    }
+
+    func record(_ record: SIPTrafficRecord) { both.record(record) }
+    func connectionClosed(_ connection: ConnectionInfo) { both.connectionClosed(connection) }
+
+    func close() {
+        file?.close()
+        hep?.close()
+    }
+}
+
+enum HEPOptions {
+    /// `udp:HOST:PORT` (the only transport: HEP collectors listen on UDP first).
+    static func collector(_ text: String) throws -> SocketAddress {
+        guard text.hasPrefix("udp:") else { throw ValidationError("--hep takes udp:HOST:PORT, not \(text)") }
+        do { return try SocketAddress(String(text.dropFirst(4))) } catch { throw ValidationError("--hep: \(error)") }
     }
 }
