@@ -58,7 +58,20 @@ public struct InviteSession: Sendable {
     /// The session's parameters. Held in a shared immutable box: the sessions a
     /// ``SessionManager`` makes share one copy instead of carrying it inline each.
     public var configuration: InviteSessionConfiguration { sharedConfiguration.value }
-    private let sharedConfiguration: SharedConfiguration
+
+    /// Our address changed (a network change): our Contact (its user part and parameters
+    /// kept) and Via sent-by from now on are at `host`:`port`. The peer learns the new Contact
+    /// from our next target refresh (a re-INVITE or UPDATE, RFC 3261 §12.2.1.2).
+    public mutating func relocate(host: SIPHost, port: UInt16?, viaSentBy: String) {
+        var c = configuration
+        guard case .sip(var uri) = c.contact.uri else { return }
+        uri.host = host
+        uri.port = port
+        c.contact.uri = .sip(uri)
+        c.viaSentBy = viaSentBy
+        sharedConfiguration = SharedConfiguration(c)
+    }
+    private var sharedConfiguration: SharedConfiguration
     public private(set) var state: SessionState = .idle
     public let callID: String
     public let localTag: String

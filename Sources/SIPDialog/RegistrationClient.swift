@@ -90,8 +90,11 @@ public struct RegistrationClient: Sendable {
         }
     }
 
-    public let configuration: Configuration
+    public private(set) var configuration: Configuration
     public private(set) var state: State = .unregistered
+    /// The Contact a move left behind (``move(contact:viaSentBy:)``), removed (`expires=0`) by
+    /// the REGISTERs until one succeeds.
+    public private(set) var retiringContact: SIPURI?
     private var digest: DigestClient
     private var rng: SplitMix64
     private var cseq: UInt32 = 0
@@ -135,6 +138,25 @@ public struct RegistrationClient: Sendable {
         return [.cancelTimer, set(.unregistering)] + send(expires: 0, authorization: cachedCredentials())
     }
 
+    /// Our address changed (a network change): the binding moves to `contact`. Registered or
+    /// registering, a REGISTER goes at once with the new Contact and the old one with
+    /// `expires=0` (RFC 3261 §10.2.2: one request adds the new binding and removes the old);
+    /// otherwise the next REGISTER uses the new Contact.
+    public mutating func move(contact: SIPURI, viaSentBy: String) -> [Action] {
+        guard contact != configuration.contact || viaSentBy != configuration.viaSentBy else { return [] }
+        if retiringContact == nil, contact != configuration.contact { retiringContact = configuration.contact }
+        configuration.contact = contact
+        configuration.viaSentBy = viaSentBy
+        switch state {
+        case .registered, .registering:
+            stopping = false
+            failures = 0
+            return [.cancelTimer, set(.registering)] + send(expires: configuration.expires, authorization: cachedCredentials())
+        case .unregistered, .unregistering, .failed:
+            return []
+        }
+    }
+
     public mutating func handle(_ event: Event) -> [Action] {
         switch event {
         case .timerFired:
@@ -157,6 +179,7 @@ public struct RegistrationClient: Sendable {
             answeredChallenge = false
             digest.requestSucceeded()
             failures = 0
+            retiringContact = nil
             if stopping {
                 stopping = false
                 return [.cancelTimer, set(.unregistered)]
@@ -250,6 +273,11 @@ public struct RegistrationClient: Sendable {
             try m.append(.callID, callID)
             try m.append(.cseq, CSeq(cseq, .register))
             try m.append(.contact, contact)
+            if let old = retiringContact, expires > 0 {
+                var gone = NameAddress(uri: old)
+                gone.parameters.set("expires", "0")
+                try m.append(.contact, gone)
+            }
             try m.append(.expires, String(expires))
             if configuration.instanceID != nil || configuration.regID != nil { try m.append(.supported, "outbound, path") }
             for (name, value) in authorization { try m.append(name, value) }

@@ -90,6 +90,20 @@ public struct SessionManager: Sendable {
         return (key, wrap(key, actions))
     }
 
+    /// Our address changed: new sessions and every session now use a Contact and Via sent-by at
+    /// `host`:`port` (see ``InviteSession/relocate(host:port:viaSentBy:)``).
+    public mutating func relocate(host: SIPHost, port: UInt16?, viaSentBy: String) {
+        var c = configuration
+        if case .sip(var uri) = c.contact.uri {
+            uri.host = host
+            uri.port = port
+            c.contact.uri = .sip(uri)
+        }
+        c.viaSentBy = viaSentBy
+        configuration = c
+        for slot in sessions.values { slot.session.relocate(host: host, port: port, viaSentBy: viaSentBy) }
+    }
+
     /// Runs a command on one session (answer, hold, hang up…). Unknown key: nothing.
     public mutating func perform(_ key: SessionKey, _ body: (inout InviteSession) throws(SessionError) -> [InviteSession.Action]) throws(SessionError) -> [Output] {
         guard let slot = slot(key) else { return [] }

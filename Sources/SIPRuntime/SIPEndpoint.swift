@@ -160,6 +160,8 @@ public final class SIPEndpoint: Sendable {
     private let udp: Mutex<[UDPTransport]>
     private let tcp: Mutex<[TCPTransport]>
     private let tls: Mutex<[TLSTransport]>
+    /// The transports' settings, for listen points added later.
+    private let transportConfiguration: (UDPTransportConfiguration, TCPTransportConfiguration, TLSConfiguration)
     /// The capture sink, and what it needs to know of connections (see ``CaptureTracker``).
     private let capture: (any SIPTrafficSink)?
     private let tracker = Mutex(CaptureTracker())
@@ -183,24 +185,16 @@ public final class SIPEndpoint: Sendable {
         udp = Mutex([])
         tcp = Mutex([])
         tls = Mutex([])
+        transportConfiguration = (configuration.udp, configuration.tcp, configuration.tls)
         var bound: [UDPTransport] = []
         var listening: [TCPTransport] = []
         var secure: [TLSTransport] = []
         for point in configuration.listen {
             do {
-                switch point {
-                case .udp(let address):
-                    bound.append(try UDPTransport(bindingTo: address, configuration: configuration.udp, logger: logger) { [weak self] event in
-                        self?.transportEvent(event, kind: .udp)
-                    })
-                case .tcp(let address):
-                    listening.append(try TCPTransport(listeningOn: address, configuration: configuration.tcp, logger: logger) { [weak self] event in
-                        self?.transportEvent(event, kind: .tcp)
-                    })
-                case .tls(let address):
-                    secure.append(try TLSTransport(listeningOn: address, configuration: configuration.tls, logger: logger) { [weak self] event in
-                        self?.transportEvent(event, kind: .tls)
-                    })
+                switch try openTransport(point) {
+                case .udp(let t): bound.append(t)
+                case .tcp(let t): listening.append(t)
+                case .tls(let t): secure.append(t)
                 }
             } catch {
                 for b in bound { b.close() }
@@ -215,6 +209,80 @@ public final class SIPEndpoint: Sendable {
         tcp.withLock { $0 = listening }
         tls.withLock { $0 = secure }
         logger.info("listening", metadata: ["sip.listen": .array(localAddresses.map { .string($0.description) })])
+    }
+
+    private enum Opened {
+        case udp(UDPTransport)
+        case tcp(TCPTransport)
+        case tls(TLSTransport)
+    }
+
+    private func openTransport(_ point: ListenPoint) throws(TransportError) -> Opened {
+        let (udp, tcp, tls) = transportConfiguration
+        switch point {
+        case .udp(let address):
+            return .udp(try UDPTransport(bindingTo: address, configuration: udp, logger: logger) { [weak self] event in
+                self?.transportEvent(event, kind: .udp)
+            })
+        case .tcp(let address):
+            return .tcp(try TCPTransport(listeningOn: address, configuration: tcp, logger: logger) { [weak self] event in
+                self?.transportEvent(event, kind: .tcp)
+            })
+        case .tls(let address):
+            return .tls(try TLSTransport(listeningOn: address, configuration: tls, logger: logger) { [weak self] event in
+                self?.transportEvent(event, kind: .tls)
+            })
+        }
+    }
+
+    /// Starts listening on another point while running (a new local address after a network
+    /// change). With `preferred`, it comes first among its transport's points: requests and
+    /// stateless messages leave from it from now on (responses to requests that came in on
+    /// another point still leave from the first of that family). Returns the bound address.
+    @discardableResult
+    public func addListenPoint(_ point: ListenPoint, preferred: Bool = true) throws(TransportError) -> SIPPeer {
+        let opened = try openTransport(point)
+        func place<T>(_ t: T, in list: inout [T]) { if preferred { list.insert(t, at: 0) } else { list.append(t) } }
+        let peer: SIPPeer
+        switch opened {
+        case .udp(let t):
+            udp.withLock { place(t, in: &$0) }
+            peer = SIPPeer(transport: .udp, address: t.localAddress)
+        case .tcp(let t):
+            tcp.withLock { place(t, in: &$0) }
+            peer = SIPPeer(transport: .tcp, address: t.localAddress)
+        case .tls(let t):
+            tls.withLock { place(t, in: &$0) }
+            peer = SIPPeer(transport: .tls, address: t.localAddress)
+        }
+        logger.info("listening", metadata: ["sip.listen": .string(peer.description)])
+        return peer
+    }
+
+    /// Stops listening on the point bound to `peer` (its socket closes; TCP/TLS connections on
+    /// it close too). Nothing when there is none. The endpoint keeps at least its last point.
+    public func removeListenPoint(_ peer: SIPPeer) {
+        switch peer.transport {
+        case .udp:
+            let gone = udp.withLock { list -> UDPTransport? in
+                guard list.count > 1, let i = list.firstIndex(where: { $0.localAddress == peer.address }) else { return nil }
+                return list.remove(at: i)
+            }
+            gone?.close()
+        case .tcp:
+            let gone = tcp.withLock { list -> TCPTransport? in
+                guard list.count > 1, let i = list.firstIndex(where: { $0.localAddress == peer.address }) else { return nil }
+                return list.remove(at: i)
+            }
+            gone?.close()
+        case .tls:
+            let gone = tls.withLock { list -> TLSTransport? in
+                guard list.count > 1, let i = list.firstIndex(where: { $0.localAddress == peer.address }) else { return nil }
+                return list.remove(at: i)
+            }
+            gone?.close()
+        }
+        logger.info("stopped listening", metadata: ["sip.listen": .string(peer.description)])
     }
 
     /// The addresses actually bound (ephemeral ports resolved).

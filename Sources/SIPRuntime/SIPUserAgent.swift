@@ -134,7 +134,10 @@ public final class SIPUserAgent: Sendable {
     public let endpoint: SIPEndpoint
     public let configuration: Configuration
     /// The session configuration derived from ours and the bound address.
-    public let sessionConfiguration: InviteSessionConfiguration
+    /// What our sessions are made with (our Contact and Via among them); changed only by
+    /// ``relocate(to:)``.
+    public var sessionConfiguration: InviteSessionConfiguration { sessionSettings.withLock { $0 } }
+    private let sessionSettings: Mutex<InviteSessionConfiguration>
     /// The application's view: every event, in order.
     public let events: AsyncStream<Event>
     /// Whether ``Event/trace(_:outgoing:peer:)`` events are produced.
@@ -182,7 +185,7 @@ public final class SIPUserAgent: Sendable {
             proxy.parameters.set("lr", nil)
             sc.outboundRoute = [NameAddress(uri: proxy)]
         }
-        sessionConfiguration = sc
+        sessionSettings = Mutex(sc)
         state = Mutex(State(manager: SessionManager(configuration: sc, credentials: configuration.credentials, seed: UInt64.random(in: 0...UInt64.max))))
         box.agent = self
     }
@@ -479,6 +482,48 @@ public final class SIPUserAgent: Sendable {
             let out = self.state.withLock { s -> [RegistrationClient.Action] in s.registrations[key]?.client.stop() ?? [] }
             self.applyRegistration(out, key: key)
         }
+    }
+
+    /// Our address changed (a network change, a new interface): listens at `address` (port 0:
+    /// any) besides the old points, sends from it from now on, and moves everything that
+    /// advertises our address there — the Contact and Via of new requests and of every
+    /// session's (the peers learn it from the re-INVITE the application sends next, RFC 3261
+    /// §12.2.1.2), and every registration's binding (one REGISTER adds the new Contact and
+    /// removes the old). The old points keep listening until ``SIPEndpoint/removeListenPoint(_:)``,
+    /// so answers already on their way still arrive. Returns the new point.
+    /// - Throws: ``TransportError`` when the address cannot be bound.
+    @discardableResult
+    public func relocate(to address: SocketAddress) async throws(TransportError) -> SIPPeer {
+        let point: SIPEndpoint.ListenPoint = switch configuration.transport {
+        case .udp: .udp(address)
+        case .tcp: .tcp(address)
+        case .tls: .tls(address)
+        }
+        let peer = try endpoint.addListenPoint(point, preferred: true)
+        let host = peer.address.sipHost, port = peer.address.port, sentBy = peer.address.description
+        await onQueue {
+            self.sessionSettings.withLock { c in
+                guard case .sip(var uri) = c.contact.uri else { return }
+                uri.host = host
+                uri.port = port
+                c.contact.uri = .sip(uri)
+                c.viaSentBy = sentBy
+            }
+            let moves = self.state.withLock { s -> [(String, [RegistrationClient.Action])] in
+                s.manager.relocate(host: host, port: port, viaSentBy: sentBy)
+                var out: [(String, [RegistrationClient.Action])] = []
+                for key in s.registrations.keys.sorted() {
+                    guard var contact = s.registrations[key]?.client.configuration.contact else { continue }
+                    contact.host = host
+                    contact.port = port
+                    out.append((key, s.registrations[key]!.client.move(contact: contact, viaSentBy: sentBy)))
+                }
+                return out
+            }
+            for (key, actions) in moves { self.applyRegistration(actions, key: key) }
+        }
+        endpoint.logger.info("relocated", metadata: ["sip.contact": "\(sessionConfiguration.contact)"])
+        return peer
     }
 
     /// Our Contact with `user` as its user part (our address, transport and parameters as in ``contact``).

@@ -174,6 +174,10 @@ public final class Call: Sendable, Identifiable, CustomStringConvertible {
         update { $0.hold(local: local, remote: remote) }
     }
 
+    func noteReconnecting(_ started: Bool) {
+        update { $0.reconnect(started) }
+    }
+
     func willEnd(_ reason: CallEndReason?) {
         tracker.withLock { $0.willEnd(reason) }
     }

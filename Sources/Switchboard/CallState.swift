@@ -114,6 +114,10 @@ public enum CallEndReason: Sendable, Hashable {
     /// The peer sent no media (no RTP, no RTCP) for the media's inactivity timeout while it
     /// should have (`MediaSessionConfiguration.inactivityTimeout`), and we hung up (BYE).
     case noMedia
+    /// Our address changed (``Phone/networkChanged(to:port:timeout:)``) and the call could not
+    /// follow: the peer refused or did not answer the re-INVITE with our new address
+    /// (Cloudonix's `DisconnectedDueToNetworkChange`, Twilio's reconnect failure).
+    case networkChange
     /// Something failed.
     case failed(CallFailure)
 
@@ -167,6 +171,10 @@ public enum CallState: Sendable, Hashable {
     case connecting
     /// The call is up, held or not.
     case established(HoldState)
+    /// The call was up and our address changed: the re-INVITE with our new Contact and media
+    /// address is out (Twilio's reconnecting). It goes back to ``established(_:)`` when the
+    /// peer accepts it, or ends with ``CallEndReason/networkChange``.
+    case reconnecting
     /// The call is over, and why.
     case ended(CallEndReason)
 
@@ -199,6 +207,8 @@ public struct CallStateTracker: Sendable, Hashable {
     /// The application ignores this incoming call (it stays `.incoming(.ignored)` until answered or ended).
     private var ignored = false
     private var remoteHold = false
+    /// Our address changed and the call's re-INVITE has not been answered.
+    private var reconnecting = false
     /// What the phone knows about how the call ended, above the session's reason.
     private var endOverride: CallEndReason?
 
@@ -243,6 +253,21 @@ public struct CallStateTracker: Sendable, Hashable {
         return move(to: .established(HoldState(local: localHold, remote: remoteHold)))
     }
 
+    /// Notes that the call is following a change of our address (`true`: the re-INVITE left)
+    /// or has followed it (`false`: the peer accepted); returns the new state when it changed.
+    /// Only an established call reconnects.
+    public mutating func reconnect(_ started: Bool) -> CallState? {
+        if started {
+            guard state.isEstablished else { return nil }
+            reconnecting = true
+            return move(to: .reconnecting)
+        }
+        guard reconnecting else { return nil }
+        reconnecting = false
+        guard state == .reconnecting else { return nil }
+        return move(to: .established(HoldState(local: localHold, remote: remoteHold)))
+    }
+
     /// Marks an incoming, unanswered call as ignored; returns the new state when it changed.
     public mutating func ignore() -> CallState? {
         guard direction == .incoming, case .incoming = state else { return nil }
@@ -267,9 +292,18 @@ public struct CallStateTracker: Sendable, Hashable {
         case .incoming: return .incoming(ignored ? .ignored : .trying)
         case .early: return direction == .incoming ? .incoming(ignored ? .ignored : .ringing) : .ringing(earlyMedia: earlyMedia)
         case .connecting: return .connecting
-        case .confirmed: return .established(HoldState(local: localHold, remote: remoteHold))
+        case .confirmed: return reconnecting ? .reconnecting : .established(HoldState(local: localHold, remote: remoteHold))
         case .terminating: return nil
-        case .terminated(let reason): return .ended(endOverride ?? CallEndReason(reason))
+        case .terminated(let reason):
+            if let endOverride { return .ended(endOverride) }
+            // The re-INVITE with our new address failed (no answer, the transport, the dialog gone).
+            if reconnecting {
+                switch reason {
+                case .timeout, .transportError, .dialogGone: return .ended(.networkChange)
+                default: break
+                }
+            }
+            return .ended(CallEndReason(reason))
         }
     }
 

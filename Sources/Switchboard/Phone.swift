@@ -30,7 +30,10 @@ public final class Phone: Sendable {
     private let engines = Mutex<[SessionKey: OfferAnswer]>([:])
     private let codecs: [Codec]
     private let mediaOptions: PhoneMediaOptions?
-    private let mediaSessions = Mutex<[SessionKey: MediaSession]>([:])
+    let mediaSessions = Mutex<[SessionKey: MediaSession]>([:])
+    /// Where media binds after a network change (``networkChanged(to:port:timeout:)``); nil:
+    /// the media options' address.
+    let mediaAddress = Mutex<String?>(nil)
     private let finalStatistics = Mutex<[SessionKey: MediaSessionStatistics]>([:])
     private let mediaCount = Mutex(0)
     private let infoDigits = Mutex<[SessionKey: String]>([:])
@@ -46,7 +49,7 @@ public final class Phone: Sendable {
     private let arrivals = EventFanOut<Call>()
     private let endings = EventFanOut<Call>()
     /// Every in-dialog request's final status, for actions that wait for one (hold).
-    private let completions = EventFanOut<(SessionKey, SIPMethod, Int)>()
+    let completions = EventFanOut<(SessionKey, SIPMethod, Int)>()
     /// The hold a re-INVITE of ours asks for, applied to the call when it succeeds.
     private let pendingHold = Mutex<[SessionKey: Bool]>([:])
     /// Transfers in progress, as transferor and as transferee (see Phone+Transfer.swift).
@@ -175,8 +178,9 @@ public final class Phone: Sendable {
         let key = Mutex<SessionKey?>(nil)
     }
 
-    private func newMedia(incoming: Bool = false, owner: MediaOwner) -> MediaSession? {
+    func newMedia(incoming: Bool = false, owner: MediaOwner) -> MediaSession? {
         guard var options = mediaOptions else { return nil }
+        if let moved = mediaAddress.withLock({ $0 }) { options.configuration.localAddress = moved }
         options.configuration.codecs = codecs
         options.configuration.logger = agent.endpoint.logger
         let index = mediaCount.withLock { n -> Int in n += 1; return n }
@@ -232,7 +236,7 @@ public final class Phone: Sendable {
 
     private func newEngine(media: MediaSession?) -> OfferAnswer {
         let stream = media?.streamCapabilities() ?? StreamCapabilities(mediaType: .audio, port: placeholderPort, codecs: codecs, ptime: 20)
-        let address = mediaOptions?.configuration.localAddress ?? sipAddress
+        let address = mediaAddress.withLock { $0 } ?? mediaOptions?.configuration.localAddress ?? sipAddress
         return OfferAnswer(capabilities: MediaCapabilities(username: "switchboard", address: address, streams: [stream]),
                            sessionID: UInt64.random(in: 1...UInt64(Int64.max)))
     }
@@ -282,7 +286,7 @@ public final class Phone: Sendable {
     }
 
     /// Runs `body` on the session's engine (made on first use).
-    private func withEngine<T>(_ key: SessionKey, _ body: (inout OfferAnswer) throws(OfferAnswerError) -> T) -> Result<T, OfferAnswerError> {
+    func withEngine<T>(_ key: SessionKey, _ body: (inout OfferAnswer) throws(OfferAnswerError) -> T) -> Result<T, OfferAnswerError> {
         engines.withLock { all in
             var e = all[key] ?? newEngine(for: key)
             defer { all[key] = e }

@@ -195,6 +195,7 @@ extension CallEndReason {
         case .transferred: return "transferred"
         case .replaced: return "replaced"
         case .noMedia: return "no_media"
+        case .networkChange: return "network_change"
         case .failed: return "failed"
         }
     }

@@ -97,6 +97,40 @@ struct RegistrationClientTests {
         #expect(client.state == .registered(expires: 600))
     }
 
+    @Test("a move re-registers at once: the new Contact added and the old one removed (expires=0) until a 2xx, then the new alone")
+    func moveAddsTheNewContactAndRemovesTheOld() throws {
+        var registrar = TestRegistrar(users: ["alice": "alicepw"])
+        var client = RegistrationClient(configuration: Self.config, credentials: DigestClient(username: "alice", password: "alicepw"), seed: 1)
+        let first = try #require(sent(client.start()))
+        let authed = try #require(sent(client.handle(.response(registrar.answer(first)))))
+        _ = client.handle(.response(registrar.answer(authed)))
+        #expect(client.state == .registered(expires: 600))
+        let oldContact = Self.config.contact
+        let newContact = try SIPURI("sip:alice@192.0.2.99:5070")
+        let actions = client.move(contact: newContact, viaSentBy: "192.0.2.99:5070")
+        #expect(client.state == .registering)
+        let moved = try #require(sent(actions))
+        #expect(moved.callID == first.callID)
+        #expect(try moved.cseq().sequence == 3)
+        #expect(try moved.topVia().host.address == "192.0.2.99")
+        let contacts = try #require(try moved.contact()?.addresses)
+        #expect(contacts.count == 2)
+        #expect(contacts[0].sipURI == newContact && contacts[0].parameters["expires"] == .some("600"))
+        #expect(contacts[1].sipURI == oldContact && contacts[1].parameters["expires"] == .some("0"))
+        #expect(try moved.authorization().first?.username == "alice", "the remembered challenge is answered at once")
+        try moved.validate()
+        _ = client.handle(.response(registrar.answer(moved)))
+        #expect(client.state == .registered(expires: 600) && client.retiringContact == nil)
+        let refresh = try #require(sent(client.handle(.timerFired)))
+        let refreshed = try refresh.contact()?.addresses.map { $0.sipURI }
+        #expect(refreshed == [newContact])
+        // Moving to where it already is sends nothing; an unregistered client only remembers.
+        #expect(client.move(contact: newContact, viaSentBy: "192.0.2.99:5070").isEmpty)
+        var idle = RegistrationClient(configuration: Self.config, credentials: DigestClient(username: "alice", password: "alicepw"), seed: 2)
+        #expect(idle.move(contact: newContact, viaSentBy: "192.0.2.99:5070").isEmpty)
+        #expect(idle.configuration.contact == newContact)
+    }
+
     @Test func wrongPasswordIsBadCredentials() throws {
         var registrar = TestRegistrar(users: ["alice": "alicepw"])
         var client = RegistrationClient(configuration: Self.config, credentials: DigestClient(username: "alice", password: "wrong"), seed: 2)

@@ -41,6 +41,27 @@ struct CallStateTests {
         events.compactMap { t.feed($0) }
     }
 
+    @Test("a network change: established → reconnecting → established; a failed re-INVITE ends networkChange, a BYE still hungUp")
+    func reconnecting() {
+        var t = CallStateTracker(direction: .outgoing)
+        #expect(t.reconnect(true) == nil, "only an established call reconnects")
+        _ = Self.run(&t, [.stateChanged(.calling), .stateChanged(.confirmed)])
+        _ = t.hold(local: true)
+        #expect(t.reconnect(true) == .reconnecting)
+        #expect(Self.run(&t, [.stateChanged(.confirmed)]).isEmpty, "the session staying confirmed does not end the reconnection")
+        #expect(t.hold(remote: true) == nil)
+        #expect(t.reconnect(false) == .established(.bothHold))
+        #expect(t.reconnect(false) == nil)
+        var lost = CallStateTracker(direction: .incoming)
+        _ = Self.run(&lost, [.stateChanged(.incoming), .stateChanged(.connecting), .stateChanged(.confirmed)])
+        _ = lost.reconnect(true)
+        #expect(Self.run(&lost, [.stateChanged(.terminated(.dialogGone(408)))]) == [.ended(.networkChange)])
+        var bye = CallStateTracker(direction: .outgoing)
+        _ = Self.run(&bye, [.stateChanged(.calling), .stateChanged(.confirmed)])
+        _ = bye.reconnect(true)
+        #expect(Self.run(&bye, [.stateChanged(.terminated(.remoteHangup))]) == [.ended(.hungUp(by: .remote))])
+    }
+
     @Test("the answer of a 2xx is not early media; an answer in the first 18x is, even before any ringing")
     func answerInFinalOrFirstProvisional() {
         var t = CallStateTracker(direction: .outgoing)

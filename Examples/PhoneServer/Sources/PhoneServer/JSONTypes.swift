@@ -73,6 +73,7 @@ func describe(_ state: CallState) -> (String, String?) {
     case .incoming(let phase): return ("incoming", "\(phase)")
     case .connecting: return ("connecting", nil)
     case .established(let hold): return ("established", "\(hold)")
+    case .reconnecting: return ("reconnecting", nil)
     case .ended(let reason): return ("ended", describe(reason))
     }
 }
