@@ -143,18 +143,7 @@ struct SRTPCaptureDecryption: Sendable {
     /// an SRTP stream without a key yet is held (copied) when `hold` is set.
     mutating func unprotectRTP(_ d: CapturedDatagram, key: RTPStreamAnalyzer.StreamKey, hold: Bool = true) -> Outcome {
         let payload = d.payload
-        let i: Int
-        if let known = rtpStreams[key] {
-            i = known
-        } else if let d = decryptor(source: key.source, destination: key.destination) {
-            i = decryptors.count
-            decryptors.append(d)
-            rtpStreams[key] = i
-        } else {
-            i = -1
-            rtpStreams[key] = i
-        }
-        guard i >= 0 else { return .plain }
+        guard let i = decryptorIndex(key, in: \.rtpStreams, rtcp: false) else { return .plain }
         if hold, decryptors[i].candidates.isEmpty, decryptors[i].held.count < Self.maximumHeld, heldTotal < Self.maximumHeldTotal {
             var copy = d
             copy.payload = Array(d.payload)[...]
@@ -168,22 +157,25 @@ struct SRTPCaptureDecryption: Sendable {
     /// Unprotects an RTCP datagram's payload into ``scratch``.
     mutating func unprotectRTCP(_ payload: ArraySlice<UInt8>, source: CaptureEndpoint, destination: CaptureEndpoint) -> Outcome {
         let key = RTPStreamAnalyzer.StreamKey(source: source, destination: destination, ssrc: 0)
-        let i: Int
-        if let known = rtcpFlows[key] {
-            i = known
-        } else if let d = decryptor(source: source, destination: destination, rtcp: true) {
-            i = decryptors.count
-            decryptors.append(d)
-            rtcpFlows[key] = i
-        } else {
-            i = -1
-            rtcpFlows[key] = i
-        }
-        guard i >= 0 else { return .plain }
+        guard let i = decryptorIndex(key, in: \.rtcpFlows, rtcp: true) else { return .plain }
         _ = refresh(decryptor: i, source: source, destination: destination, rtcp: true)
         let outcome = unprotect(payload, decryptor: i, rtcp: true)
         if outcome == .decrypted { rtcpDecrypted += 1 } else { rtcpDropped += 1 }
         return outcome
+    }
+
+    /// The decryptor of the RTP stream or RTCP flow `key`, as `table` records it: made when the
+    /// stream is first seen, nil when no key can exist for it (remembered as -1).
+    private mutating func decryptorIndex(_ key: RTPStreamAnalyzer.StreamKey, in table: WritableKeyPath<Self, [RTPStreamAnalyzer.StreamKey: Int]>,
+                                         rtcp: Bool) -> Int? {
+        if let known = self[keyPath: table][key] { return known >= 0 ? known : nil }
+        var i = -1
+        if let d = decryptor(source: key.source, destination: key.destination, rtcp: rtcp) {
+            i = decryptors.count
+            decryptors.append(d)
+        }
+        self[keyPath: table][key] = i
+        return i >= 0 ? i : nil
     }
 
     /// Tries the key that worked before, then the others (an offerer's several `a=crypto`

@@ -1,4 +1,5 @@
 import Foundation
+import CaptureAnalysis
 
 /// The text, JUnit XML and JSON forms of a conformance report.
 extension ConformanceReport {
@@ -22,19 +23,17 @@ extension ConformanceReport {
     /// tests are reported as skipped with their reason).
     public var junitXML: String {
         func esc(_ s: String) -> String {
-            var o = ""
-            for ch in s.unicodeScalars {
+            s.replacingScalars { ch in
                 switch ch {
-                case "&": o += "&amp;"
-                case "<": o += "&lt;"
-                case ">": o += "&gt;"
-                case "\"": o += "&quot;"
-                case "\r": o += "&#13;"
-                case "\n", "\t": o.unicodeScalars.append(ch)
-                default: if ch.value < 0x20 { o += "?" } else { o.unicodeScalars.append(ch) }
+                case "&": return "&amp;"
+                case "<": return "&lt;"
+                case ">": return "&gt;"
+                case "\"": return "&quot;"
+                case "\r": return "&#13;"
+                case "\n", "\t": return nil
+                default: return ch.value < 0x20 ? "?" : nil
                 }
             }
-            return o
         }
         let total = results.reduce(0) { $0 + $1.duration }
         var x = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"

@@ -85,7 +85,7 @@ public struct SamplesSource: AudioSource, Hashable {
     /// Plays a 16-bit PCM WAV file at `sampleRate`: channels are mixed down to mono and the
     /// audio is resampled when the rates differ (``Resampler``, whose delay is compensated so
     /// that the audio starts on time). G.711 files must be decoded by the codec first:
-    /// ``WAVError/Rule/unsupportedFormat``; an unsupported rate ratio is ``WAVError/Rule/badParameters``.
+    /// ``WAVRule/unsupportedFormat``; an unsupported rate ratio is ``WAVRule/badParameters``.
     public init(_ file: WAVFile, sampleRate: Int, loops: Bool = false) throws(WAVError) {
         guard case .pcm16(let interleaved) = file.samples else {
             throw WAVError(offset: 0, rule: .unsupportedFormat, detail: "G.711 audio must be decoded before it is played")

@@ -1,43 +1,29 @@
 import RTP
 
 /// Why DTMF input was refused: where, and which rule.
-public struct DTMFError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// The rule that failed.
-    public enum Rule: String, Sendable, Hashable {
-        /// A telephone-event payload shorter than 4 bytes.
-        case payloadTooShort
-        /// A character that is not a DTMF digit, `w`, `,` or `!`.
-        case invalidDigit
-        /// A digit duration under 40 ms, or a packet interval or clock rate out of range.
-        case badConfiguration
-        /// A dtmf-relay body larger than the limit.
-        case bodyTooLarge
-        /// A dtmf-relay body without a `Signal` line.
-        case missingSignal
-        /// A dtmf-relay `Signal` that is not a DTMF digit.
-        case badSignal
-        /// A dtmf-relay `Duration` that is not a number of milliseconds in 1…60000.
-        case badDuration
-        /// A dtmf-relay line without `=`.
-        case badLine
-    }
+public typealias DTMFError = MediaFormatError<DTMFRule>
 
-    /// Byte or character offset in the input where the problem was found.
-    public var offset: Int
-    /// The rule that failed.
-    public var rule: Rule
-    /// A short explanation.
-    public var detail: String
+/// The rules DTMF input is checked against (``DTMFError``).
+public enum DTMFRule: String, MediaFormatRule {
+    /// A telephone-event payload shorter than 4 bytes.
+    case payloadTooShort
+    /// A character that is not a DTMF digit, `w`, `,` or `!`.
+    case invalidDigit
+    /// A digit duration under 40 ms, or a packet interval or clock rate out of range.
+    case badConfiguration
+    /// A dtmf-relay body larger than the limit.
+    case bodyTooLarge
+    /// A dtmf-relay body without a `Signal` line.
+    case missingSignal
+    /// A dtmf-relay `Signal` that is not a DTMF digit.
+    case badSignal
+    /// A dtmf-relay `Duration` that is not a number of milliseconds in 1…60000.
+    case badDuration
+    /// A dtmf-relay line without `=`.
+    case badLine
 
-    /// Creates an error.
-    public init(offset: Int, rule: Rule, detail: String = "") {
-        self.offset = offset
-        self.rule = rule
-        self.detail = detail
-    }
-
-    /// `DTMF error at offset n: rule: detail`.
-    public var description: String { "DTMF error at offset \(offset): \(rule.rawValue)\(detail.isEmpty ? "" : ": " + detail)" }
+    /// `DTMF error at offset`.
+    public static var errorLabel: String { "DTMF error at offset" }
 }
 
 /// The DTMF events of RFC 4733 §3.2 and the characters used for them.
@@ -149,7 +135,7 @@ public struct DTMFPacket: Sendable, Hashable {
 ///
 /// Characters: `0`–`9`, `*`, `#`, `A`–`D` (either case), `!` for flash (event 16); `w`/`W` and
 /// `,` are each a ``Configuration/pause`` (500 ms by default, as in the mobile SDKs'
-/// `sendDigits`); spaces are ignored. Anything else is an ``DTMFError/Rule/invalidDigit``.
+/// `sendDigits`); spaces are ignored. Anything else is an ``DTMFRule/invalidDigit``.
 public struct DTMFSender: Sendable {
     /// Timing of the schedule.
     public struct Configuration: Sendable, Hashable {
@@ -181,7 +167,7 @@ public struct DTMFSender: Sendable {
     /// The timing in force.
     public let configuration: Configuration
 
-    /// A sender; throws ``DTMFError/Rule/badConfiguration`` for a digit outside 40 ms…60 s, an
+    /// A sender; throws ``DTMFRule/badConfiguration`` for a digit outside 40 ms…60 s, an
     /// interval outside 5…1000 ms, a gap or pause outside 0…60 s, or a clock rate outside 1000…192000.
     public init(configuration: Configuration = Configuration()) throws(DTMFError) {
         let c = configuration

@@ -5,50 +5,36 @@ import Darwin
 #endif
 
 /// Why a WAV file was refused: where, and which rule.
-public struct WAVError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// The rule that failed.
-    public enum Rule: String, Sendable, Hashable {
-        /// Not a `RIFF` file, or its form type is not `WAVE`.
-        case notWAVE
-        /// A chunk header or body runs past the end of the file.
-        case truncatedChunk
-        /// No `fmt ` chunk before the `data` chunk, or a `fmt ` chunk under 16 bytes.
-        case missingFormat
-        /// No `data` chunk.
-        case missingData
-        /// A format tag other than PCM (1), A-law (6), µ-law (7), or extensible with one of those.
-        case unsupportedFormat
-        /// PCM with other than 16 bits per sample, or G.711 with other than 8.
-        case unsupportedBits
-        /// Channels outside 1…8, a sample rate outside 1…384000, or a block align or byte rate
-        /// that does not match.
-        case badParameters
-        /// A data chunk whose length is not a whole number of frames.
-        case partialFrame
-        /// A file or data chunk larger than the limit.
-        case tooLarge
-        /// The file could not be opened, read or written (the detail says why).
-        case io
-        /// Samples that do not fit the format when writing (e.g. a count not a multiple of channels).
-        case badSamples
-    }
+public typealias WAVError = MediaFormatError<WAVRule>
 
-    /// Byte offset in the file.
-    public var offset: Int
-    /// The rule that failed.
-    public var rule: Rule
-    /// A short explanation.
-    public var detail: String
+/// The rules a WAV file is checked against (``WAVError``).
+public enum WAVRule: String, MediaFormatRule {
+    /// Not a `RIFF` file, or its form type is not `WAVE`.
+    case notWAVE
+    /// A chunk header or body runs past the end of the file.
+    case truncatedChunk
+    /// No `fmt ` chunk before the `data` chunk, or a `fmt ` chunk under 16 bytes.
+    case missingFormat
+    /// No `data` chunk.
+    case missingData
+    /// A format tag other than PCM (1), A-law (6), µ-law (7), or extensible with one of those.
+    case unsupportedFormat
+    /// PCM with other than 16 bits per sample, or G.711 with other than 8.
+    case unsupportedBits
+    /// Channels outside 1…8, a sample rate outside 1…384000, or a block align or byte rate
+    /// that does not match.
+    case badParameters
+    /// A data chunk whose length is not a whole number of frames.
+    case partialFrame
+    /// A file or data chunk larger than the limit.
+    case tooLarge
+    /// The file could not be opened, read or written (the detail says why).
+    case io
+    /// Samples that do not fit the format when writing (e.g. a count not a multiple of channels).
+    case badSamples
 
-    /// Creates an error.
-    public init(offset: Int, rule: Rule, detail: String = "") {
-        self.offset = offset
-        self.rule = rule
-        self.detail = detail
-    }
-
-    /// `WAV error at byte n: rule: detail`.
-    public var description: String { "WAV error at byte \(offset): \(rule.rawValue)\(detail.isEmpty ? "" : ": " + detail)" }
+    /// `WAV error at byte`.
+    public static var errorLabel: String { "WAV error at byte" }
 }
 
 /// Audio of a WAV file: 16-bit linear PCM samples, or G.711 bytes as stored.

@@ -141,3 +141,28 @@ public struct ReferNotifier: Sendable {
         return [.cancelTimer, .terminated]
     }
 }
+
+extension SessionState {
+    /// What the transferor is told of a call placed for its REFER (RFC 3515 §2.4.5, the
+    /// sipfrag of ``ReferNotifier/progress(_:)``): each provisional status, 200 once answered,
+    /// and for a call that ended unanswered the status that ended it (its final response; 408
+    /// timeout, 487 cancelled, 503 transport error, 403 authentication, 480 a redirection that
+    /// could not be followed). `nil` for the other states and for the ends of an answered call.
+    public var referProgress: SIPFragStatus? {
+        switch self {
+        case .proceeding(let code): return SIPFragStatus(statusCode: code)
+        case .confirmed: return SIPFragStatus(statusCode: 200)
+        case .terminated(let reason):
+            switch reason {
+            case .rejected(let c), .declined(let c), .dialogGone(let c): return SIPFragStatus(statusCode: c)
+            case .timeout: return SIPFragStatus(statusCode: 408)
+            case .cancelled, .remoteCancelled: return SIPFragStatus(statusCode: 487)
+            case .transportError: return SIPFragStatus(statusCode: 503)
+            case .authenticationFailed: return SIPFragStatus(statusCode: 403)
+            case .redirectFailed: return SIPFragStatus(statusCode: 480)
+            case .localHangup, .remoteHangup, .noAck, .sessionExpired: return nil
+            }
+        case .idle, .calling, .incoming, .early, .connecting, .terminating: return nil
+        }
+    }
+}

@@ -262,27 +262,7 @@ public final class SimulatedTransferAgent {
 
     /// The state of a call placed for a transfer: its progress is the transferor's NOTIFYs.
     private func newCallChanged(_ original: SessionKey, _ state: SessionState) {
-        let status: SIPFragStatus?
-        switch state {
-        case .proceeding(let code): status = SIPFragStatus(statusCode: code)
-        case .confirmed: status = SIPFragStatus(statusCode: 200)
-        case .terminated(let reason): status = Self.finalStatus(reason)
-        default: status = nil
-        }
-        if let status { notifierStep(original) { $0.progress(status) } }
-    }
-
-    /// The sipfrag status of a placed call that ended before it was answered.
-    static func finalStatus(_ reason: SessionEndReason) -> SIPFragStatus? {
-        switch reason {
-        case .rejected(let c), .declined(let c), .dialogGone(let c): return SIPFragStatus(statusCode: c)
-        case .timeout: return SIPFragStatus(statusCode: 408)
-        case .cancelled, .remoteCancelled: return SIPFragStatus(statusCode: 487)
-        case .transportError: return SIPFragStatus(statusCode: 503)
-        case .authenticationFailed: return SIPFragStatus(statusCode: 403)
-        case .redirectFailed: return SIPFragStatus(statusCode: 480)
-        case .localHangup, .remoteHangup, .noAck, .sessionExpired: return nil
-        }
+        if let status = state.referProgress { notifierStep(original) { $0.progress(status) } }
     }
 
     private func notifierStep(_ key: SessionKey, _ body: (inout ReferNotifier) -> [ReferNotifier.Action]) {

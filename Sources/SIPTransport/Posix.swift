@@ -36,6 +36,13 @@ enum Posix {
         return fd
     }
 
+    /// An eventfd that wakes a poll(2) loop (see ``TransportLoopCore``).
+    static func eventFD() throws(TransportError) -> Int32 {
+        let fd = cs_eventfd()
+        guard fd >= 0 else { throw .system(.current("eventfd")) }
+        return fd
+    }
+
     /// The address a socket is bound to.
     static func localAddress(of fd: Int32) throws(TransportError) -> SocketAddress {
         var storage = sockaddr_storage()

@@ -102,7 +102,7 @@ struct RemoteKey: Hashable {
 /// and encrypted by the I/O thread (the only thread touching an established session), and the
 /// records join the connection's ordinary send queue. A TLS connection is reported open when
 /// its handshake completes.
-final class TCPCore: Sendable {
+final class TCPCore: TransportLoopCore {
     struct State {
         var closed = false
         var connections: [ConnectionID: TCPConnection] = [:]
@@ -125,7 +125,7 @@ final class TCPCore: Sendable {
     let handler: @Sendable (TransportEvent) -> Void
     let logger: Logger
     let state = Mutex(State())
-    private let thread = Mutex<IOThread?>(nil)
+    let loopThread = LoopThread()
 
     init(address: SocketAddress, configuration: TCPTransportConfiguration, tls: TLSContext? = nil, logger: Logger,
          handler: @escaping @Sendable (TransportEvent) -> Void) throws(TransportError) {
@@ -135,8 +135,7 @@ final class TCPCore: Sendable {
         do throws(TransportError) {
             guard cs_listen(fd, Int32(clamping: configuration.listenBacklog)) == 0 else { throw .system(.current("listen")) }
             local = try Posix.localAddress(of: fd)
-            wake = cs_eventfd()
-            guard wake >= 0 else { throw .system(.current("eventfd")) }
+            wake = try Posix.eventFD()
         } catch {
             Posix.close(fd)
             throw error
@@ -150,26 +149,19 @@ final class TCPCore: Sendable {
     }
 
     func start() throws(TransportError) {
-        do throws(SystemCallError) {
-            let t = try IOThread(name: "sip-\(kind == .tls ? "tls" : "tcp")-\(local.port)") { [self] in
-                ioLoop()
-            }
-            thread.withLock { $0 = t }
-        } catch {
-            state.withLock { $0.closed = true }
+        try startLoop(named: "sip-\(kind == .tls ? "tls" : "tcp")-\(local.port)", release: {
             Posix.close(listenFD)
             Posix.close(wakeFD)
-            throw .system(error)
+        }) { [self] in
+            ioLoop()
         }
     }
 
-    func close() {
+    func markClosed() -> Bool {
         state.withLock { s in
-            guard !s.closed else { return }
-            s.closed = true
-            _ = cs_eventfd_signal(wakeFD)
+            defer { s.closed = true }
+            return !s.closed
         }
-        thread.withLock { $0 }?.join()
     }
 
     func requestClose(_ id: ConnectionID, reason: ConnectionCloseReason) {

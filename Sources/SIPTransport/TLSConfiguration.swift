@@ -12,12 +12,14 @@ public enum PEMSource: Sendable, Hashable {
 }
 
 /// Settings of a ``TLSTransport``: the certificates, what is verified, and the connection
-/// limits (which mean what they mean for ``TCPTransportConfiguration``).
+/// settings of ``connections`` (which mean what they mean for a ``TCPTransport``, and are
+/// read and set directly too: `configuration.idleTimeout`).
 ///
 /// The defaults verify servers: a client checks the server's chain against
 /// ``trustedCertificates`` (the system's trust store when empty) and the server's identity
 /// against the name it connects to (RFC 5922; see ``TLSPeerCertificate``). Servers do not ask
 /// clients for certificates unless ``clientCertificates`` says so (mutual TLS).
+@dynamicMemberLookup
 public struct TLSConfiguration: Sendable, Hashable {
     /// What a server asks of its clients' certificates.
     public enum ClientCertificates: Sendable, Hashable {
@@ -66,21 +68,17 @@ public struct TLSConfiguration: Sendable, Hashable {
     public var minimumVersion: ProtocolVersion
     /// How long a TLS handshake may take (after the TCP connection is established).
     public var handshakeTimeout: Duration
-    /// Connections with nothing received or sent for this long are closed; `nil` keeps them open.
-    public var idleTimeout: Duration?
-    /// The most connections open at once, inbound and outbound together (see
-    /// ``TCPTransportConfiguration/maxConnections``).
-    public var maxConnections: Int
-    /// The limits each connection's framer works under.
-    public var limits: SIPParserLimits
-    /// How long an outbound TCP connection may take to be established (the handshake has its
-    /// own ``handshakeTimeout``).
-    public var connectTimeout: Duration
-    /// The most bytes that may wait to be written on one connection, plaintext waiting to be
-    /// encrypted and records waiting to be written together.
-    public var maxQueuedBytesPerConnection: Int
-    /// The listen(2) backlog.
-    public var listenBacklog: Int
+    /// The settings of the connections under TLS, as a ``TCPTransport`` has them: idle
+    /// timeout, connection limit, framer limits, connect timeout (the handshake has its own
+    /// ``handshakeTimeout``), bytes queued per connection (plaintext waiting to be encrypted and
+    /// records waiting to be written together), listen backlog.
+    public var connections: TCPTransportConfiguration
+
+    /// A setting of ``connections``, read or set directly, for example `configuration.idleTimeout`.
+    public subscript<Value>(dynamicMember setting: WritableKeyPath<TCPTransportConfiguration, Value>) -> Value {
+        get { connections[keyPath: setting] }
+        set { connections[keyPath: setting] = newValue }
+    }
 
     /// Creates a configuration.
     public init(
@@ -101,17 +99,7 @@ public struct TLSConfiguration: Sendable, Hashable {
         self.clientCertificates = clientCertificates
         self.minimumVersion = minimumVersion
         self.handshakeTimeout = handshakeTimeout
-        self.idleTimeout = idleTimeout
-        self.maxConnections = maxConnections
-        self.limits = limits
-        self.connectTimeout = connectTimeout
-        self.maxQueuedBytesPerConnection = maxQueuedBytesPerConnection
-        self.listenBacklog = listenBacklog
-    }
-
-    /// The settings the shared stream core runs connections with.
-    var streamConfiguration: TCPTransportConfiguration {
-        TCPTransportConfiguration(
+        self.connections = TCPTransportConfiguration(
             idleTimeout: idleTimeout, maxConnections: maxConnections, limits: limits, connectTimeout: connectTimeout,
             maxQueuedBytesPerConnection: maxQueuedBytesPerConnection, listenBacklog: listenBacklog)
     }

@@ -17,6 +17,12 @@ enum OpenSSLErrors {
         let text = drain()
         return text.isEmpty ? what : "\(what): \(text)"
     }
+
+    /// Checks the result of an OpenSSL call that returns 1 on success; any other result throws
+    /// ``TransportError/tls(_:)`` with `what` and the queued errors.
+    static func check(_ result: Int32, _ what: @autoclosure () -> String) throws(TransportError) {
+        guard result == 1 else { throw .tls(describe(what())) }
+    }
 }
 
 /// The OpenSSL contexts (SSL_CTX) of one ``TLSTransport``: one for accepting, with our
@@ -105,21 +111,15 @@ final class TLSContext: @unchecked Sendable {
             cs_tls_ctx_set_defaults(ctx)
             // Never prompt for a passphrase on the terminal: encrypted keys fail to load.
             SSL_CTX_set_default_passwd_cb(ctx, { _, _, _, _ in 0 })
-            guard cs_tls_ctx_set_min_version(ctx, Int32(max(configuration.minimumVersion, .tls12).rawValue)) == 1 else {
-                throw .tls(OpenSSLErrors.describe("cannot set the minimum protocol version"))
-            }
+            try OpenSSLErrors.check(cs_tls_ctx_set_min_version(ctx, Int32(max(configuration.minimumVersion, .tls12).rawValue)), "cannot set the minimum protocol version")
             if isServer { _ = SSL_CTX_set_num_tickets(ctx, 0) }  // no resumption: send no tickets
             if let certificate, let key {
                 try useCertificateChain(certificate, ctx)
                 try usePrivateKey(key, ctx)
-                guard SSL_CTX_check_private_key(ctx) == 1 else {
-                    throw .tls(OpenSSLErrors.describe("the private key does not match the certificate"))
-                }
+                try OpenSSLErrors.check(SSL_CTX_check_private_key(ctx), "the private key does not match the certificate")
             }
             if configuration.trustedCertificates.isEmpty {
-                guard SSL_CTX_set_default_verify_paths(ctx) == 1 else {
-                    throw .tls(OpenSSLErrors.describe("cannot load the system's trusted certificates"))
-                }
+                try OpenSSLErrors.check(SSL_CTX_set_default_verify_paths(ctx), "cannot load the system's trusted certificates")
             }
             for source in configuration.trustedCertificates { try trust(source, ctx) }
             return ctx
@@ -132,19 +132,13 @@ final class TLSContext: @unchecked Sendable {
     private static func useCertificateChain(_ source: PEMSource, _ ctx: OpaquePointer) throws(TransportError) {
         switch source {
         case .file(let path):
-            guard SSL_CTX_use_certificate_chain_file(ctx, path) == 1 else {
-                throw .tls(OpenSSLErrors.describe("cannot load the certificate chain from \(path)"))
-            }
+            try OpenSSLErrors.check(SSL_CTX_use_certificate_chain_file(ctx, path), "cannot load the certificate chain from \(path)")
         case .bytes(let bytes):
             let certificates = try readCertificates(bytes, what: "certificate chain")
             defer { certificates.forEach { X509_free($0) } }
-            guard SSL_CTX_use_certificate(ctx, certificates[0]) == 1 else {
-                throw .tls(OpenSSLErrors.describe("cannot use the certificate"))
-            }
+            try OpenSSLErrors.check(SSL_CTX_use_certificate(ctx, certificates[0]), "cannot use the certificate")
             for intermediate in certificates.dropFirst() {
-                guard cs_tls_ctx_add_chain_cert(ctx, intermediate) == 1 else {
-                    throw .tls(OpenSSLErrors.describe("cannot add an intermediate certificate"))
-                }
+                try OpenSSLErrors.check(cs_tls_ctx_add_chain_cert(ctx, intermediate), "cannot add an intermediate certificate")
             }
         }
     }
@@ -152,33 +146,25 @@ final class TLSContext: @unchecked Sendable {
     private static func usePrivateKey(_ source: PEMSource, _ ctx: OpaquePointer) throws(TransportError) {
         switch source {
         case .file(let path):
-            guard SSL_CTX_use_PrivateKey_file(ctx, path, SSL_FILETYPE_PEM) == 1 else {
-                throw .tls(OpenSSLErrors.describe("cannot load the private key from \(path)"))
-            }
+            try OpenSSLErrors.check(SSL_CTX_use_PrivateKey_file(ctx, path, SSL_FILETYPE_PEM), "cannot load the private key from \(path)")
         case .bytes(let bytes):
             let key: OpaquePointer? = withMemoryBIO(bytes) { bio in PEM_read_bio_PrivateKey(bio, nil, { _, _, _, _ in 0 }, nil) }
             guard let key else { throw .tls(OpenSSLErrors.describe("cannot read the private key")) }
             defer { EVP_PKEY_free(key) }
-            guard SSL_CTX_use_PrivateKey(ctx, key) == 1 else {
-                throw .tls(OpenSSLErrors.describe("cannot use the private key"))
-            }
+            try OpenSSLErrors.check(SSL_CTX_use_PrivateKey(ctx, key), "cannot use the private key")
         }
     }
 
     private static func trust(_ source: PEMSource, _ ctx: OpaquePointer) throws(TransportError) {
         switch source {
         case .file(let path):
-            guard SSL_CTX_load_verify_locations(ctx, path, nil) == 1 else {
-                throw .tls(OpenSSLErrors.describe("cannot load trusted certificates from \(path)"))
-            }
+            try OpenSSLErrors.check(SSL_CTX_load_verify_locations(ctx, path, nil), "cannot load trusted certificates from \(path)")
         case .bytes(let bytes):
             let certificates = try readCertificates(bytes, what: "trusted certificates")
             defer { certificates.forEach { X509_free($0) } }
             let store = SSL_CTX_get_cert_store(ctx)
             for certificate in certificates {
-                guard X509_STORE_add_cert(store, certificate) == 1 else {
-                    throw .tls(OpenSSLErrors.describe("cannot add a trusted certificate"))
-                }
+                try OpenSSLErrors.check(X509_STORE_add_cert(store, certificate), "cannot add a trusted certificate")
             }
         }
     }

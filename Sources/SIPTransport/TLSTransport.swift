@@ -83,7 +83,7 @@ public final class TLSTransport: Sendable {
     public init(listeningOn address: SocketAddress, configuration: TLSConfiguration = .init(), logger: Logger = .disabled,
                 handler: @escaping @Sendable (TransportEvent) -> Void) throws(TransportError) {
         context = try TLSContext(configuration)
-        core = try TCPCore(address: address, configuration: configuration.streamConfiguration, tls: context, logger: logger, handler: handler)
+        core = try TCPCore(address: address, configuration: configuration.connections, tls: context, logger: logger, handler: handler)
         try core.start()
     }
 
@@ -92,7 +92,7 @@ public final class TLSTransport: Sendable {
     }
 
     /// Opens a new connection to `remote` and runs the TLS handshake, waiting at most
-    /// ``TLSConfiguration/connectTimeout`` for the TCP connection and
+    /// ``TCPTransportConfiguration/connectTimeout`` for the TCP connection and
     /// ``TLSConfiguration/handshakeTimeout`` for the handshake (on the calling thread). The
     /// ``TransportEvent/connectionOpened(_:)`` event follows on the I/O thread.
     /// - Parameter serverName: the SIP domain or host name the server must prove (sent in the

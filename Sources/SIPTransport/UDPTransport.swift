@@ -150,7 +150,7 @@ public final class UDPTransport: Sendable {
 
 /// The state shared by a ``UDPTransport`` and its receive thread (the thread keeps the core
 /// alive, not the transport, so that dropping the transport closes it).
-final class UDPCore: Sendable {
+final class UDPCore: TransportLoopCore {
     struct State {
         var closed = false
         /// Sends in progress; the socket is closed only once they are done.
@@ -168,7 +168,7 @@ final class UDPCore: Sendable {
     let logger: Logger
     let state = Mutex(State())
     let statistics = Mutex(UDPTransportStatistics())
-    private let thread = Mutex<IOThread?>(nil)
+    let loopThread = LoopThread()
 
     init(address: SocketAddress, configuration: UDPTransportConfiguration, logger: Logger, handler: @escaping @Sendable (TransportEvent) -> Void) throws(TransportError) {
         let fd = try Posix.boundSocket(kind: CS_KIND_UDP, address: address, nonblocking: false, reuseAddress: configuration.reuseAddress)
@@ -187,8 +187,7 @@ final class UDPCore: Sendable {
                 logger.debug("IP_RECVERR not available: unreachable destinations are learnt by timeout only",
                              metadata: ["sip.local": "udp:\(local)"])
             }
-            wake = cs_eventfd()
-            guard wake >= 0 else { throw .system(.current("eventfd")) }
+            wake = try Posix.eventFD()
         } catch {
             Posix.close(fd)
             throw error
@@ -202,26 +201,17 @@ final class UDPCore: Sendable {
     }
 
     func start() throws(TransportError) {
-        do throws(SystemCallError) {
-            let t = try IOThread(name: "sip-udp-\(local.port)") { [self] in
-                receiveLoop()
-                releaseDescriptors()
-            }
-            thread.withLock { $0 = t }
-        } catch {
-            state.withLock { $0.closed = true }
+        try startLoop(named: "sip-udp-\(local.port)", release: releaseDescriptors) { [self] in
+            receiveLoop()
             releaseDescriptors()
-            throw .system(error)
         }
     }
 
-    func close() {
+    func markClosed() -> Bool {
         state.withLock { s in
-            guard !s.closed else { return }
-            s.closed = true
-            _ = cs_eventfd_signal(wakeFD)
+            defer { s.closed = true }
+            return !s.closed
         }
-        thread.withLock { $0 }?.join()
     }
 
     /// Closes the descriptors once no send is using the socket; runs on the receive thread as
@@ -441,18 +431,13 @@ extension UDPCore {
 }
 
 extension UDPTransportStatistics {
+    /// Every counter, for summing a receive batch's counts into the totals.
+    private static let counters: [WritableKeyPath<Self, Int> & Sendable] = [
+        \.datagramsReceived, \.messagesReceived, \.malformed, \.keepAlives, \.truncated, \.bytesReceived,
+        \.receiveErrors, \.receiveBatches, \.datagramsSent, \.sendErrors, \.bytesSent, \.unreachable,
+    ]
+
     mutating func add(_ d: UDPTransportStatistics) {
-        datagramsReceived += d.datagramsReceived
-        messagesReceived += d.messagesReceived
-        malformed += d.malformed
-        keepAlives += d.keepAlives
-        truncated += d.truncated
-        bytesReceived += d.bytesReceived
-        receiveErrors += d.receiveErrors
-        receiveBatches += d.receiveBatches
-        datagramsSent += d.datagramsSent
-        sendErrors += d.sendErrors
-        bytesSent += d.bytesSent
-        unreachable += d.unreachable
+        for counter in Self.counters { self[keyPath: counter] += d[keyPath: counter] }
     }
 }

@@ -191,8 +191,7 @@ struct Call: AsyncParsableCommand {
     var proxy: String?
 
 
-    @Option(name: .long, help: "Local address: udp:HOST:PORT or tcp:… (port 0 = any).")
-    var listen: String = "udp:127.0.0.1:0"
+    @OptionGroup var local: LocalAddressOption
 
     @Option(name: .long, help: "Seconds to stay in the call before hanging up.")
     var duration: Double = 2
@@ -218,17 +217,14 @@ struct Call: AsyncParsableCommand {
     func run() async throws {
         let targetURI = try SIPURI(target)
         let identity = try SIPURI(from ?? "sip:switchboard@\(targetURI.host)")
-        let point = try ListenSpec.parse(listen)
-        let transport: TransportKind
-        switch point { case .tcp: transport = .tcp; case .tls: transport = .tls; case .udp: transport = .udp }
+        let point = try local.point()
         let creds = account.credentials(for: identity)
         var config = SIPUserAgent.Configuration(endpoint: .init(listen: [point]), identity: identity, credentials: creds,
-                                                outboundProxy: try proxy.map { try SIPURI($0) }, transport: transport)
+                                                outboundProxy: try proxy.map { try SIPURI($0) }, transport: point.transport)
         config.logger = logging.logger("switchboard.call")
         config.redirects = RedirectPolicy(mode: redirects == .follow ? .follow : .fail)
         let say = stamped(.now)
-        let host: String
-        switch point { case .tcp(let a), .tls(let a), .udp(let a): host = a.ipString }
+        let host = point.address.ipString
         let accepts = transfer.refer == .accept
         let phone = try Phone(name: "call", configuration: config, media: try media.phoneMedia(host: host),
                               referDecision: { _, _ in accepts }, report: { say(String($0.dropFirst(6))) }, trace: tracing.traceLines())
@@ -356,8 +352,7 @@ struct Answer: AsyncParsableCommand {
     @Option(name: .long, help: "Exit after this many calls have ended.")
     var count: Int?
 
-    @Option(name: .long, help: "Stop after this many seconds.")
-    var duration: Double?
+    @OptionGroup var stopAfter: StopAfterOption
 
 
     @Option(name: .long, help: "Send early media for this many seconds before answering: 183 Session Progress with the SDP answer instead of 180, then the 200.")
@@ -401,16 +396,10 @@ struct Answer: AsyncParsableCommand {
 
     func run() async throws {
         let point = try ListenSpec.parse(listen)
-        let transport: TransportKind
-        let host: String
-        switch point {
-        case .tcp(let a): transport = .tcp; host = a.ipString
-        case .tls(let a): transport = .tls; host = a.ipString
-        case .udp(let a): transport = .udp; host = a.ipString
-        }
+        let host = point.address.ipString
         let identity = try SIPURI(aor ?? "sip:switchboard@\(host)")
         let creds = account.credentials(for: identity)
-        var config = SIPUserAgent.Configuration(endpoint: .init(listen: [point]), identity: identity, credentials: creds, transport: transport)
+        var config = SIPUserAgent.Configuration(endpoint: .init(listen: [point]), identity: identity, credentials: creds, transport: point.transport)
         config.logger = logging.logger("switchboard.answer")
         config.endpoint.outboundRewrite = misbehave?.rewriter()
         let say = stamped(.now)
@@ -435,7 +424,7 @@ struct Answer: AsyncParsableCommand {
         let stop = StopSignal()
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await stop.wait() }
-            if let d = duration { group.addTask { try? await Task.sleep(for: .milliseconds(Int64(d * 1000))) } }
+            if let d = stopAfter.duration { group.addTask { try? await Task.sleep(for: .milliseconds(Int64(d * 1000))) } }
             if let endings, let c = count {
                 group.addTask {
                     var n = 0
@@ -526,8 +515,7 @@ struct Proxy: AsyncParsableCommand {
     @Flag(name: .long, help: "Challenge with MD5 only (for clients that read only the first challenge, such as SIPp 3.6).")
     var md5Only = false
 
-    @Option(name: .long, help: "Stop after this many seconds.")
-    var duration: Double?
+    @OptionGroup var stopAfter: StopAfterOption
 
     @OptionGroup var logging: LoggingOptions
 
@@ -557,7 +545,7 @@ struct Proxy: AsyncParsableCommand {
                 print("REGISTER \(s.registers)  forwarded \(s.forwarded)  not found \(s.notFound)  ACK \(s.acks)  CANCEL \(s.cancels)")
                 last = s
             }
-            if let d = duration, clock.now - start >= .milliseconds(Int64(d * 1000)) { break }
+            if let d = stopAfter.duration, clock.now - start >= .milliseconds(Int64(d * 1000)) { break }
         }
     }
 }

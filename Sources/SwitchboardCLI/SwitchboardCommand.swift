@@ -52,8 +52,7 @@ struct Parse: ParsableCommand {
         discussion: "Exits 0 when every file parses and validates, 65 when any does not."
     )
 
-    @Flag(name: .long, help: "Print JSON instead of text.")
-    var json = false
+    @OptionGroup var output: JSONOption
 
     @Flag(name: .long, help: "Only frame and index the messages; skip the RFC 3261 validation of their headers.")
     var noValidate = false
@@ -63,7 +62,7 @@ struct Parse: ParsableCommand {
 
     func run() throws {
         let report = ParseCommand.run(paths: files, validate: !noValidate)
-        print(json ? report.json : report.text, terminator: "")
+        print(output.json ? report.json : report.text, terminator: "")
         if !report.allParsed { throw ExitCode(65) }
     }
 }
@@ -100,8 +99,7 @@ struct Capture: ParsableCommand {
         discussion: "Exits 0 when the file is read to its end, 65 when it cannot be read or is corrupt (the error names its byte offset, record and rule), 1 when --ladder names no call."
     )
 
-    @Flag(name: .long, help: "Print JSON instead of text.")
-    var json = false
+    @OptionGroup var output: JSONOption
 
     @Flag(name: .long, help: "One line per call instead of the summary.")
     var calls = false
@@ -115,29 +113,12 @@ struct Capture: ParsableCommand {
     @Option(name: .long, help: "With --html: draw only the call with this Call-ID.")
     var call: String?
 
-    @Flag(name: .long, help: "The RTP streams (as tshark -z rtp,streams, with MOS, RTCP reports, DTMF digits, silent streams, one-way calls).")
-    var rtp = false
-
-    @Option(name: .long, help: "Write each RTP stream (G.711, Opus) and each call (stereo) as WAV files into this directory; lists the streams as --rtp.")
-    var audio: String?
-
-    @Option(name: .long, help: "With --rtp or --audio: an SRTP key, SUITE:INLINE-KEY[@HOST:PORT] (the sender it protects; without, every SRTP stream the capture's SDP gives no key). Repeatable.")
-    var srtpKey: [String] = []
-
-    @Flag(name: .long, help: "With --rtp or --audio: do not use the a=crypto keys of the capture's SDP (only --srtp-key).")
-    var srtpIgnoreSDP = false
+    @OptionGroup var streams: RTPOptions
 
     @Flag(name: .long, help: "Show a progress line on stderr (default: only when stderr is a terminal and the file is over 50 MB).")
     var progress = false
 
-    @Option(name: .long, help: "Send the capture's SIP messages and RTCP packets to a HEP v3 collector (Homer), udp:HOST:PORT, instead of printing a view.")
-    var hep: String?
-
-    @Option(name: .long, help: "With --hep: the capture agent id in each packet.")
-    var hepAgentID: UInt32 = 2001
-
-    @Option(name: .long, help: "With --hep: a key for the collector to check (sent in clear).")
-    var hepKey: String?
+    @OptionGroup var collector: HEPOptions
 
     @Argument(help: "The capture file (pcap or pcapng).")
     var file: String
@@ -147,29 +128,20 @@ struct Capture: ParsableCommand {
 
     func validate() throws {
         if calls && ladder { throw ValidationError("--calls and --ladder are exclusive") }
-        if html != nil && (calls || ladder || json) { throw ValidationError("--html is exclusive with --calls, --ladder and --json") }
+        if html != nil && (calls || ladder || output.json) { throw ValidationError("--html is exclusive with --calls, --ladder and --json") }
         if callID != nil && !ladder { throw ValidationError("a Call-ID is only taken with --ladder") }
         if call != nil && html == nil { throw ValidationError("--call is only taken with --html") }
-        if (rtp || audio != nil) && (calls || ladder || html != nil) { throw ValidationError("--rtp and --audio are exclusive with --calls, --ladder and --html") }
-        if (!srtpKey.isEmpty || srtpIgnoreSDP) && !(rtp || audio != nil) { throw ValidationError("--srtp-key and --srtp-ignore-sdp are only taken with --rtp or --audio") }
-        if hep != nil && (calls || ladder || json || html != nil || rtp || audio != nil) { throw ValidationError("--hep is exclusive with the views (--calls, --ladder, --json, --html, --rtp, --audio)") }
-        if let hep { _ = try HEPOptions.collector(hep) }
-        _ = try srtpOptions()
-    }
-
-    func srtpOptions() throws -> SRTPCaptureOptions {
-        do throws(SRTPCaptureKey.ParseError) {
-            return try CaptureCommand.srtpOptions(keys: srtpKey, ignoreSDP: srtpIgnoreSDP)
-        } catch {
-            throw ValidationError(error.description)
+        if streams.wanted && (calls || ladder || html != nil) { throw ValidationError("--rtp and --audio are exclusive with --calls, --ladder and --html") }
+        if collector.hep != nil && (calls || ladder || output.json || html != nil || streams.wanted) {
+            throw ValidationError("--hep (send the capture to a collector) is exclusive with the views (--calls, --ladder, --json, --html, --rtp, --audio)")
         }
     }
 
     func run() throws {
-        if let hep { return try exportHEP(to: try HEPOptions.collector(hep)) }
-        let view: CaptureCommand.View = audio.map { .audio($0) } ?? (rtp ? .rtp : html != nil ? .html(call) : ladder ? .ladder(callID) : calls ? .calls : .summary)
+        if let address = try collector.address() { return try exportHEP(to: address) }
+        let view: CaptureCommand.View = streams.audio.map { .audio($0) } ?? (streams.rtp ? .rtp : html != nil ? .html(call) : ladder ? .ladder(callID) : calls ? .calls : .summary)
         let reporter = CaptureCommand.stderrProgress(path: file, force: progress)
-        let report = CaptureCommand.run(path: file, view: view, srtp: try srtpOptions(), progress: reporter)
+        let report = CaptureCommand.run(path: file, view: view, srtp: try streams.srtpOptions(), progress: reporter)
         if reporter != nil { CaptureCommand.endProgress() }
         if let html {
             if report.error == nil || report.analysis.summary.messages > 0 {
@@ -180,7 +152,7 @@ struct Capture: ParsableCommand {
             }
             print(report.text, terminator: "")
         } else {
-            print(json ? report.json : report.text, terminator: "")
+            print(output.json ? report.json : report.text, terminator: "")
         }
         if report.exitCode != 0 { throw ExitCode(report.exitCode) }
     }
@@ -189,19 +161,19 @@ struct Capture: ParsableCommand {
 extension Capture {
     /// `--hep`: the capture's SIP and RTCP to a collector, paced by a blocking socket (a
     /// collector on loopback drops nothing a large capture sends at once).
-    func exportHEP(to collector: SocketAddress) throws {
+    func exportHEP(to destination: SocketAddress) throws {
         let sink: HEPTrafficSink
-        do { sink = try HEPTrafficSink(collector: collector, blocking: true) } catch { throw ValidationError("--hep: \(error)") }
+        do { sink = try HEPTrafficSink(collector: destination, blocking: true) } catch { throw ValidationError("--hep: \(error)") }
         defer { sink.close() }
         let s: HEPExport.Summary
         do throws(CaptureFileError) {
-            s = try HEPExport.export(path: file, options: .init(agentID: hepAgentID, authKey: hepKey)) { sink.send($0) }
+            s = try HEPExport.export(path: file, options: .init(agentID: collector.hepAgentID, authKey: collector.hepKey)) { sink.send($0) }
         } catch {
             print("\(file): \(error)")
             throw ExitCode(65)
         }
         let st = sink.statistics
-        print("hep: \(s.sip) SIP messages and \(s.rtcp) RTCP packets (\(s.rtcpCorrelated) filed with their call) to \(collector); "
+        print("hep: \(s.sip) SIP messages and \(s.rtcp) RTCP packets (\(s.rtcpCorrelated) filed with their call) to \(destination); "
               + "sent \(st.sent), dropped \(st.dropped), too large \(s.tooLarge + st.tooLarge)")
         if st.dropped > 0 { throw ExitCode(1) }
     }
@@ -236,44 +208,7 @@ struct Serve: AsyncParsableCommand {
     @Flag(name: .long, help: "With --dialogs: answer with 200 at once, without 180 Ringing.")
     var noRinging = false
 
-    @Flag(name: .long, help: "An echo test line: answer every INVITE's SDP offer and send back the caller's audio (dialog layer, a media session per call).")
-    var echo = false
-
-    @Option(name: .long, help: "With --echo: the media address (default: the first listen address).")
-    var mediaAddress: String?
-
-    @Option(name: .long, help: "With --echo: RTP port range, LOW-HIGH (even RTP port, RTCP on the next).")
-    var rtpPorts: String = "20000-29999"
-
-    @Option(name: .long, help: "With --echo: codecs in preference order, from opus, pcmu, pcma, g722 and telephone-event.")
-    var codecs: String = "opus,pcmu,pcma,telephone-event"
-
-    @Option(name: .long, help: "With --echo: SDES-SRTP: off, optional (RTP/AVP with a=crypto) or mandatory (RTP/SAVP).")
-    var srtp: String = "optional"
-
-    @Option(name: .long, help: "With --echo: calls up at once; more are refused.")
-    var maxCalls: Int = 1000
-
-    @Option(name: .long, help: "With --echo: the refusal over --max-calls: 503 (with Retry-After) or 486.")
-    var overLimit: Int = 503
-
-    @Option(name: .long, help: "With --echo: end a call with BYE after this many seconds without RTP (0: never).")
-    var mediaTimeout: Int = 30
-
-    @Option(name: .long, help: "With --echo: seconds between statistics lines.")
-    var statsInterval: Int = 1
-
-    @Option(name: .long, help: "With --echo: media worker threads (default: one per core).")
-    var mediaThreads: Int?
-
-    @Option(name: .long, help: "With --echo: run the media workers in SCHED_FIFO at this priority (1-99; needs CAP_SYS_NICE, else normal scheduling).")
-    var realtime: Int32?
-
-    @Option(name: .long, help: "With --echo: Opus encoder complexity 0-10 (default libopus's 10; lower carries more calls per core).")
-    var opusComplexity: Int?
-
-    @Option(name: .long, help: "With --echo: Opus target bitrate in bit/s, 6000-510000 (default: libopus's automatic, ~54 kbit/s).")
-    var opusBitrate: Int?
+    @OptionGroup var echoLine: EchoOptions
 
     @OptionGroup var logging: LoggingOptions
 
@@ -284,7 +219,7 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("a tls: listen point needs --cert and --key")
         }
         let tls = TLSConfiguration(certificateChain: cert.map { .file($0) }, privateKey: key.map { .file($0) })
-        if echo {
+        if echoLine.echo {
             guard answer == 200, !dialogs else { throw ValidationError("--echo is a dialog-layer server of its own (without --answer or --dialogs)") }
             guard capture.capture == nil else { throw ValidationError("--capture is not available with --echo yet") }
             try await runEcho(points, tls: tls)
@@ -314,42 +249,12 @@ struct Serve: AsyncParsableCommand {
     }
 
     private func runEcho(_ points: [SIPEndpoint.ListenPoint], tls: TLSConfiguration) async throws {
-        let options = try echoOptions(points)
+        let options = try echoLine.options(points, ringing: !noRinging)
         let serve = try EchoServer(listen: points, options: options, tls: tls, logger: logging.logger("switchboard.echo"))
-        for p in serve.server.endpoint.localAddresses { print("listening on \(p) (echo, media on \(options.media.localAddress) ports \(rtpPorts))") }
-        try await report(every: max(1, statsInterval), snapshot: { () }, line: { _, t in serve.line(elapsed: t) })
+        for p in serve.server.endpoint.localAddresses { print("listening on \(p) (echo, media on \(options.media.localAddress) ports \(echoLine.rtpPorts))") }
+        try await report(every: max(1, echoLine.statsInterval), snapshot: { () }, line: { _, t in serve.line(elapsed: t) })
         print(serve.summary())
         serve.close()
-    }
-
-    func echoOptions(_ points: [SIPEndpoint.ListenPoint]) throws -> EchoServer.Options {
-        let policy = try MediaArguments.srtpPolicy(srtp)
-        let ports = try MediaArguments.portRange(rtpPorts)
-        let table: [String: Codec] = ["opus": .opus, "pcmu": .pcmu, "pcma": .pcma, "g722": .g722, "telephone-event": .telephoneEvent]
-        var list: [Codec] = []
-        for name in codecs.split(separator: ",") {
-            guard let c = table[name.lowercased()] else { throw ValidationError("--codecs: unknown codec \(name) (opus, pcmu, pcma, g722, telephone-event)") }
-            list.append(c)
-        }
-        guard list.contains(where: { $0.name != "telephone-event" }) else { throw ValidationError("--codecs needs an audio codec") }
-        guard maxCalls > 0 else { throw ValidationError("--max-calls must be positive") }
-        guard overLimit == 503 || overLimit == 486 else { throw ValidationError("--over-limit takes 503 or 486") }
-        let host: String
-        switch points.first { case .udp(let a)?, .tcp(let a)?, .tls(let a)?: host = a.ipString; case nil: host = "127.0.0.1" }
-        let ip = mediaAddress ?? MediaArguments.address(forListenHost: host)
-        if let n = mediaThreads, n < 1 { throw ValidationError("--media-threads must be positive") }
-        if let p = realtime, !(1...99).contains(p) { throw ValidationError("--realtime takes a priority from 1 to 99") }
-        if let c = opusComplexity, !(0...10).contains(c) { throw ValidationError("--opus-complexity takes 0 to 10") }
-        if let b = opusBitrate, !(6000...510_000).contains(b) { throw ValidationError("--opus-bitrate takes 6000 to 510000 bit/s") }
-        let engine = mediaThreads == nil && realtime == nil
-            ? MediaEngine.shared
-            : MediaEngine(threads: mediaThreads ?? MediaEngine.onlineProcessors, scheduling: realtime.map { .realtime(priority: $0) } ?? .normal)
-        // Two sockets per call: the usual soft limit of 1,024 descriptors would stop at ~500 calls.
-        MediaEngine.raiseDescriptorLimit()
-        let media = MediaSessionConfiguration(localAddress: ip, portRange: ports, codecs: list, srtpPolicy: policy, opusComplexity: opusComplexity,
-                                              opusBitrate: opusBitrate, engine: engine)
-        return EchoServer.Options(media: media, maxCalls: maxCalls, overLimitCode: overLimit,
-                                        mediaTimeout: mediaTimeout > 0 ? .seconds(mediaTimeout) : nil, ringing: !noRinging)
     }
 
     /// Prints a line every `every` seconds until SIGINT/SIGTERM or `--duration`; `t=` is the
@@ -500,18 +405,15 @@ struct Register: AsyncParsableCommand {
     @Option(name: .long, help: "Stay registered this many seconds (refreshing as needed) before unregistering.")
     var duration: Int = 0
 
-    @Option(name: .long, help: "Local address: udp:HOST:PORT or tcp:… (port 0 = any).")
-    var listen: String = "udp:127.0.0.1:0"
+    @OptionGroup var local: LocalAddressOption
 
     @OptionGroup var logging: LoggingOptions
 
     func run() async throws {
         let uri = try SIPURI(aor)
         let registrar = SIPURI(secure: uri.secure, host: uri.host, port: uri.port)
-        let point = try ListenSpec.parse(listen)
-        let transport: TransportKind
-        switch point { case .udp: transport = .udp; case .tcp: transport = .tcp; case .tls: transport = .tls }
-        let peer = SIPPeer(transport: transport, address: try SocketAddress(ip: uri.host.address, port: uri.port ?? 5060))
+        let point = try local.point()
+        let peer = SIPPeer(transport: point.transport, address: try SocketAddress(ip: uri.host.address, port: uri.port ?? 5060))
         let session = try RegisterSession(listen: point, peer: peer, registrar: registrar, addressOfRecord: uri,
                                           username: user ?? uri.user ?? "", password: password, expires: expires,
                                           logger: logging.logger("switchboard.register")) { state in
@@ -537,28 +439,20 @@ struct CaptureOptions: ParsableArguments {
     @Option(name: .long, help: "Record every message sent and received into this pcapng file (TLS as its plaintext over TCP).")
     var capture: String?
 
-    @Option(name: .long, help: "Mirror every message sent and received to a HEP v3 collector (Homer), udp:HOST:PORT.")
-    var hep: String?
-
-    @Option(name: .long, help: "With --hep: the capture agent id in each packet.")
-    var hepAgentID: UInt32 = 2001
-
-    @Option(name: .long, help: "With --hep: a key for the collector to check (sent in clear).")
-    var hepKey: String?
+    @OptionGroup var collector: HEPOptions
 
     /// The mirrors asked for (nil without `--capture` and `--hep`).
     func sink() throws -> TrafficMirror? {
         var file: CaptureFileSink?
-        var collector: HEPTrafficSink?
         if let path = capture {
             do { file = try CaptureFileSink(path: path) } catch { throw ValidationError("\(error)") }
         }
-        if let hep {
-            let address = try HEPOptions.collector(hep)
-            do { collector = try HEPTrafficSink(collector: address, agentID: hepAgentID, authKey: hepKey) } catch { throw ValidationError("--hep: \(error)") }
+        var hep: HEPTrafficSink?
+        if let address = try collector.address() {
+            do { hep = try HEPTrafficSink(collector: address, agentID: collector.hepAgentID, authKey: collector.hepKey) } catch { throw ValidationError("--hep: \(error)") }
         }
-        guard file != nil || collector != nil else { return nil }
-        return TrafficMirror(file: file, hep: collector)
+        guard file != nil || hep != nil else { return nil }
+        return TrafficMirror(file: file, hep: hep)
     }
 }
 
@@ -586,10 +480,125 @@ final class TrafficMirror: SIPTrafficSink {
     }
 }
 
-enum HEPOptions {
-    /// `udp:HOST:PORT` (the only transport: HEP collectors listen on UDP first).
-    static func collector(_ text: String) throws -> SocketAddress {
+/// `--hep` and its settings: where a command mirrors its SIP (and `capture` sends a file's SIP and RTCP).
+struct HEPOptions: ParsableArguments {
+    @Option(name: .long, help: "Send SIP (a capture's: and its RTCP) to a HEP v3 collector (Homer, Kamailio sipcapture), udp:HOST:PORT.")
+    var hep: String?
+
+    @Option(name: .long, help: "With --hep: the capture agent id in each packet.")
+    var hepAgentID: UInt32 = 2001
+
+    @Option(name: .long, help: "With --hep: a key for the collector to check (sent in clear).")
+    var hepKey: String?
+
+    func validate() throws { _ = try address() }
+
+    /// The collector (`udp:HOST:PORT`, the only transport: HEP collectors listen on UDP first); nil without `--hep`.
+    func address() throws -> SocketAddress? {
+        guard let text = hep else { return nil }
         guard text.hasPrefix("udp:") else { throw ValidationError("--hep takes udp:HOST:PORT, not \(text)") }
         do { return try SocketAddress(String(text.dropFirst(4))) } catch { throw ValidationError("--hep: \(error)") }
+    }
+}
+
+/// `capture --rtp` and `--audio`, and the SRTP keys they decrypt with.
+struct RTPOptions: ParsableArguments {
+    @Flag(name: .long, help: "The RTP streams (as tshark -z rtp,streams, with MOS, RTCP reports, DTMF digits, silent streams, one-way calls).")
+    var rtp = false
+
+    @Option(name: .long, help: "Write each RTP stream (G.711, Opus) and each call (stereo) as WAV files into this directory; lists the streams as --rtp.")
+    var audio: String?
+
+    @Option(name: .long, help: "With --rtp or --audio: an SRTP key, SUITE:INLINE-KEY[@HOST:PORT] (the sender it protects; without, every SRTP stream the capture's SDP gives no key). Repeatable.")
+    var srtpKey: [String] = []
+
+    @Flag(name: .long, help: "With --rtp or --audio: do not use the a=crypto keys of the capture's SDP (only --srtp-key).")
+    var srtpIgnoreSDP = false
+
+    /// Whether the streams are asked for (`--rtp` or `--audio`).
+    var wanted: Bool { rtp || audio != nil }
+
+    func validate() throws {
+        if (!srtpKey.isEmpty || srtpIgnoreSDP) && !wanted { throw ValidationError("--srtp-key and --srtp-ignore-sdp are only taken with --rtp or --audio") }
+        _ = try srtpOptions()
+    }
+
+    func srtpOptions() throws -> SRTPCaptureOptions {
+        do throws(SRTPCaptureKey.ParseError) {
+            return try CaptureCommand.srtpOptions(keys: srtpKey, ignoreSDP: srtpIgnoreSDP)
+        } catch {
+            throw ValidationError(error.description)
+        }
+    }
+}
+
+/// `serve --echo` and the options only it takes: the echo test line's media, limits and engine.
+struct EchoOptions: ParsableArguments {
+    @Flag(name: .long, help: "An echo test line: answer every INVITE's SDP offer and send back the caller's audio (dialog layer, a media session per call).")
+    var echo = false
+
+    @Option(name: .long, help: "With --echo: the media address (default: the first listen address).")
+    var mediaAddress: String?
+
+    @Option(name: .long, help: "With --echo: RTP port range, LOW-HIGH (even RTP port, RTCP on the next).")
+    var rtpPorts: String = "20000-29999"
+
+    @Option(name: .long, help: "With --echo: codecs in preference order, from opus, pcmu, pcma, g722 and telephone-event.")
+    var codecs: String = "opus,pcmu,pcma,telephone-event"
+
+    @Option(name: .long, help: "With --echo: SDES-SRTP: off, optional (RTP/AVP with a=crypto) or mandatory (RTP/SAVP).")
+    var srtp: String = "optional"
+
+    @Option(name: .long, help: "With --echo: calls up at once; more are refused.")
+    var maxCalls: Int = 1000
+
+    @Option(name: .long, help: "With --echo: the refusal over --max-calls: 503 (with Retry-After) or 486.")
+    var overLimit: Int = 503
+
+    @Option(name: .long, help: "With --echo: end a call with BYE after this many seconds without RTP (0: never).")
+    var mediaTimeout: Int = 30
+
+    @Option(name: .long, help: "With --echo: seconds between statistics lines.")
+    var statsInterval: Int = 1
+
+    @Option(name: .long, help: "With --echo: media worker threads (default: one per core).")
+    var mediaThreads: Int?
+
+    @Option(name: .long, help: "With --echo: run the media workers in SCHED_FIFO at this priority (1-99; needs CAP_SYS_NICE, else normal scheduling).")
+    var realtime: Int32?
+
+    @Option(name: .long, help: "With --echo: Opus encoder complexity 0-10 (default libopus's 10; lower carries more calls per core).")
+    var opusComplexity: Int?
+
+    @Option(name: .long, help: "With --echo: Opus target bitrate in bit/s, 6000-510000 (default: libopus's automatic, ~54 kbit/s).")
+    var opusBitrate: Int?
+
+    /// The echo server's options for a server listening on `points`.
+    func options(_ points: [SIPEndpoint.ListenPoint], ringing: Bool) throws -> EchoServer.Options {
+        let policy = try MediaArguments.srtpPolicy(srtp)
+        let ports = try MediaArguments.portRange(rtpPorts)
+        let table: [String: Codec] = ["opus": .opus, "pcmu": .pcmu, "pcma": .pcma, "g722": .g722, "telephone-event": .telephoneEvent]
+        var list: [Codec] = []
+        for name in codecs.split(separator: ",") {
+            guard let c = table[name.lowercased()] else { throw ValidationError("--codecs: unknown codec \(name) (opus, pcmu, pcma, g722, telephone-event)") }
+            list.append(c)
+        }
+        guard list.contains(where: { $0.name != "telephone-event" }) else { throw ValidationError("--codecs needs an audio codec") }
+        guard maxCalls > 0 else { throw ValidationError("--max-calls must be positive") }
+        guard overLimit == 503 || overLimit == 486 else { throw ValidationError("--over-limit takes 503 or 486") }
+        let ip = mediaAddress ?? MediaArguments.address(forListenHost: points.first?.address.ipString ?? "127.0.0.1")
+        if let n = mediaThreads, n < 1 { throw ValidationError("--media-threads must be positive") }
+        if let p = realtime, !(1...99).contains(p) { throw ValidationError("--realtime takes a priority from 1 to 99") }
+        if let c = opusComplexity, !(0...10).contains(c) { throw ValidationError("--opus-complexity takes 0 to 10") }
+        if let b = opusBitrate, !(6000...510_000).contains(b) { throw ValidationError("--opus-bitrate takes 6000 to 510000 bit/s") }
+        let engine = mediaThreads == nil && realtime == nil
+            ? MediaEngine.shared
+            : MediaEngine(threads: mediaThreads ?? MediaEngine.onlineProcessors, scheduling: realtime.map { .realtime(priority: $0) } ?? .normal)
+        // Two sockets per call: the usual soft limit of 1,024 descriptors would stop at ~500 calls.
+        MediaEngine.raiseDescriptorLimit()
+        let media = MediaSessionConfiguration(localAddress: ip, portRange: ports, codecs: list, srtpPolicy: policy, opusComplexity: opusComplexity,
+                                              opusBitrate: opusBitrate, engine: engine)
+        return EchoServer.Options(media: media, maxCalls: maxCalls, overLimitCode: overLimit,
+                                        mediaTimeout: mediaTimeout > 0 ? .seconds(mediaTimeout) : nil, ringing: ringing)
     }
 }

@@ -17,9 +17,7 @@ public final class DialogServeCommand: Sendable {
     public let server: DialogServer
 
     public init(listen: [SIPEndpoint.ListenPoint], ringing: Bool = true, tls: TLSConfiguration = .init(), logger: Logger = .disabled) throws {
-        let host: String
-        if case .udp(let a)? = listen.first { host = a.ipString } else if case .tcp(let a)? = listen.first { host = a.ipString }
-        else if case .tls(let a)? = listen.first { host = a.ipString } else { host = "127.0.0.1" }
+        let host = listen.first?.address.ipString ?? "127.0.0.1"
         let capabilities = MediaCapabilities(address: host, streams: [
             StreamCapabilities(mediaType: .audio, port: 40_000, codecs: [.pcmu, .pcma, .telephoneEvent], ptime: 20),
         ])

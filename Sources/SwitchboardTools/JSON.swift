@@ -1,3 +1,5 @@
+import CaptureAnalysis
+
 /// A small JSON value for the tools' `--json` output (no Foundation needed).
 public indirect enum JSONValue: Sendable, Equatable {
     case string(String)
@@ -29,23 +31,19 @@ public indirect enum JSONValue: Sendable, Equatable {
     }
 
     static func quote(_ s: String) -> String {
-        var out = "\""
-        for u in s.unicodeScalars {
+        let body = s.replacingScalars { u in
             switch u {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            default:
-                if u.value < 0x20 || u.value == 0x7F {
-                    let h = String(u.value, radix: 16)
-                    out += "\\u" + String(repeating: "0", count: 4 - h.count) + h
-                } else {
-                    out.unicodeScalars.append(u)
-                }
+            case "\"": return "\\\""
+            case "\\": return "\\\\"
+            case "\n": return "\\n"
+            case "\r": return "\\r"
+            case "\t": return "\\t"
+            case _ where u.value < 0x20 || u.value == 0x7F:
+                let h = String(u.value, radix: 16)
+                return "\\u" + String(repeating: "0", count: 4 - h.count) + h
+            default: return nil
             }
         }
-        return out + "\""
+        return "\"" + body + "\""
     }
 }

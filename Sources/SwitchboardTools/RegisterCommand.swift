@@ -29,10 +29,8 @@ public final class RegisterSession: Sendable {
     ///   - registrar: the registrar's URI (the REGISTER's Request-URI).
     public init(listen: SIPEndpoint.ListenPoint, peer: SIPPeer, registrar: SIPURI, addressOfRecord: SIPURI, username: String, password: String,
                 expires: UInt32, logger: Logger = .disabled, onState: @escaping @Sendable (RegistrationClient.State) -> Void = { _ in }) throws {
-        let transport: TransportKind
-        switch listen { case .udp: transport = .udp; case .tcp: transport = .tcp; case .tls: transport = .tls }
         agent = try SIPUserAgent(configuration: .init(endpoint: .init(listen: [listen], logger: logger), identity: addressOfRecord,
-                                                      credentials: DigestClient(username: username, password: password), transport: transport,
+                                                      credentials: DigestClient(username: username, password: password), transport: listen.transport,
                                                       sessionTimer: nil))
         self.registrar = peer
         self.registrarURI = registrar

@@ -24,6 +24,24 @@ public enum ListenSpec {
     }
 }
 
+extension SIPEndpoint.ListenPoint {
+    /// The transport the point listens on.
+    public var transport: TransportKind {
+        switch self {
+        case .udp: return .udp
+        case .tcp: return .tcp
+        case .tls: return .tls
+        }
+    }
+
+    /// The address the point listens on.
+    public var address: SocketAddress {
+        switch self {
+        case .udp(let a), .tcp(let a), .tls(let a): return a
+        }
+    }
+}
+
 /// A plain error message for the command line.
 public struct ToolError: Error, CustomStringConvertible {
     public var description: String

@@ -310,4 +310,15 @@ import RTP
         #expect(throws: DTMFError(offset: 12, rule: .badDuration, detail: "\"-5\"")) { try DTMFRelayBody(parsing: Array("Signal=1\r\n\r\nDuration=-5".utf8)) }
         #expect { try DTMFRelayBody(signal: "x") } throws: { ($0 as? DTMFError)?.rule == .badSignal }
     }
+
+    // MARK: errors
+
+    @Test("DTMF and WAV errors: one form, each format's label, the detail only when given")
+    func errorDescriptions() {
+        #expect(DTMFError(offset: 2, rule: .invalidDigit, detail: "'x'").description == "DTMF error at offset 2: invalidDigit: 'x'")
+        #expect(DTMFError(offset: 0, rule: .badLine).description == "DTMF error at offset 0: badLine")
+        #expect(WAVError(offset: 40, rule: .truncatedChunk, detail: "short").description == "WAV error at byte 40: truncatedChunk: short")
+        #expect(WAVError(offset: 12, rule: .io) != WAVError(offset: 12, rule: .io, detail: "x"))
+    }
+
 }

@@ -106,4 +106,18 @@ struct ReferNotifierTests {
         _ = n.notifyCompleted(statusCode: 200)
         #expect(Self.sent(n.progress(Self.ringing)).isEmpty)
     }
+
+    @Test("what a transferor is told of the new call's states: provisional, 200, and the status an unanswered end came with")
+    func referProgressOfTheNewCall() {
+        #expect(SessionState.proceeding(180).referProgress?.statusCode == 180)
+        #expect(SessionState.confirmed.referProgress?.statusCode == 200)
+        let ends: [(SessionEndReason, Int?)] = [
+            (.rejected(486), 486), (.declined(603), 603), (.dialogGone(481), 481), (.timeout, 408), (.cancelled, 487),
+            (.remoteCancelled, 487), (.transportError, 503), (.authenticationFailed("x"), 403), (.redirectFailed(302, .loop), 480), (.localHangup, nil),
+            (.remoteHangup, nil), (.noAck, nil), (.sessionExpired, nil),
+        ]
+        for (reason, code) in ends { #expect(SessionState.terminated(reason).referProgress?.statusCode == code, "\(reason)") }
+        for state: SessionState in [.idle, .calling, .incoming, .early, .connecting, .terminating] { #expect(state.referProgress == nil) }
+    }
+
 }

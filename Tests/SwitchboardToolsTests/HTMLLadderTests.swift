@@ -53,6 +53,12 @@ struct HTMLLadderTests {
         #expect(Self.externalReferences(html).isEmpty)
     }
 
+    @Test("escape: the five markup characters and NUL replaced, the rest kept")
+    func escapeTable() {
+        #expect(HTMLLadder.escape("a<b>&\"c'\0é\r\n") == "a&lt;b&gt;&amp;&quot;c&#39;\u{FFFD}é\r\n")
+        #expect(HTMLLadder.escape("") == "")
+    }
+
     @Test func corpusPageHasOneArrowPerMessageAndNoExternalResources() throws {
         guard CaptureCorpus.required() else { return }
         let all = CaptureCommand.run(path: CaptureCorpus.path("sip-capture/sip-tcp.pcap"), view: .html(nil))

@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 import SIPMessage
+import SIPTransport
+import NetworkIO
 @testable import SwitchboardTools
 
 enum ToolPaths {
@@ -65,6 +67,8 @@ struct ToolsTests {
 
     @Test func jsonEscapesControlCharacters() {
         #expect(JSONValue.string("a\"b\\c\n\u{1}").rendered() == "\"a\\\"b\\\\c\\n\\u0001\"")
+        // Tab, CR and DEL as well; other text (multi-byte included) unchanged.
+        #expect(JSONValue.string("\t\r\u{7F}é€").rendered() == "\"\\t\\r\\u007fé€\"")
         #expect(JSONValue.object([("k", .array([.int(1), .bool(true), .null]))]).rendered() == "{\n  \"k\": [\n    1,\n    true,\n    null\n  ]\n}")
     }
 
@@ -86,5 +90,17 @@ struct ToolsTests {
         let resync = FrameCommand.run(bytes: Array("junk\r\n".utf8) + stream, mode: .resynchronizing)
         #expect(resync.messageCount == 3)
         #expect(resync.lines.contains { $0.hasPrefix("discarded 10 bytes") })
+    }
+}
+
+@Suite("listen points")
+struct ListenPointTests {
+    @Test("a listen point's transport and address, for each transport")
+    func transportAndAddress() throws {
+        for (text, kind) in [("udp:127.0.0.1:5070", TransportKind.udp), ("tcp:127.0.0.1:5071", .tcp), ("tls:[::1]:5072", .tls)] {
+            let point = try ListenSpec.parse(text)
+            #expect(point.transport == kind)
+            #expect(point.address == (try SocketAddress(String(text.dropFirst(4)))))
+        }
     }
 }
