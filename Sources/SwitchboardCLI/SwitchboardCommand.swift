@@ -95,8 +95,8 @@ struct Frame: ParsableCommand {
 
 struct Capture: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Summarize the SIP in a pcap/pcapng capture: totals, calls, ladder diagrams, RTP streams, audio.",
-        discussion: "Exits 0 when the file is read to its end, 65 when it cannot be read or is corrupt (the error names its byte offset, record and rule), 1 when --ladder names no call."
+        abstract: "Summarize the SIP in a pcap/pcapng capture: totals, calls, ladder diagrams, rule checks, RTP streams, audio.",
+        discussion: "Exits 0 when the file is read to its end, 65 when it cannot be read or is corrupt (the error names its byte offset, record and rule), 1 when --ladder names no call or --check finds a broken rule."
     )
 
     @Flag(name: .long, help: "Print JSON instead of text.")
@@ -113,6 +113,9 @@ struct Capture: ParsableCommand {
 
     @Option(name: .long, help: "With --html: draw only the call with this Call-ID.")
     var call: String?
+
+    @Flag(name: .long, help: "Replay each call through the transaction, dialog, REFER and offer/answer rules and list every rule a party broke (frame, time, party, RFC section); exit 1 when any was.")
+    var check = false
 
     @Flag(name: .long, help: "The RTP streams (as tshark -z rtp,streams, with MOS, RTCP reports, DTMF digits, silent streams, one-way calls).")
     var rtp = false
@@ -140,6 +143,9 @@ struct Capture: ParsableCommand {
         if html != nil && (calls || ladder || json) { throw ValidationError("--html is exclusive with --calls, --ladder and --json") }
         if callID != nil && !ladder { throw ValidationError("a Call-ID is only taken with --ladder") }
         if call != nil && html == nil { throw ValidationError("--call is only taken with --html") }
+        if check && (calls || ladder || html != nil || rtp || audio != nil) {
+            throw ValidationError("--check is exclusive with --calls, --ladder, --rtp and --audio (--html shows the findings on its own)")
+        }
         if (rtp || audio != nil) && (calls || ladder || html != nil) { throw ValidationError("--rtp and --audio are exclusive with --calls, --ladder and --html") }
         if (!srtpKey.isEmpty || srtpIgnoreSDP) && !(rtp || audio != nil) { throw ValidationError("--srtp-key and --srtp-ignore-sdp are only taken with --rtp or --audio") }
         _ = try srtpOptions()
@@ -154,7 +160,7 @@ struct Capture: ParsableCommand {
     }
 
     func run() throws {
-        let view: CaptureCommand.View = audio.map { .audio($0) } ?? (rtp ? .rtp : html != nil ? .html(call) : ladder ? .ladder(callID) : calls ? .calls : .summary)
+        let view: CaptureCommand.View = audio.map { .audio($0) } ?? (rtp ? .rtp : html != nil ? .html(call) : check ? .check : ladder ? .ladder(callID) : calls ? .calls : .summary)
         let reporter = CaptureCommand.stderrProgress(path: file, force: progress)
         let report = CaptureCommand.run(path: file, view: view, srtp: try srtpOptions(), progress: reporter)
         if reporter != nil { CaptureCommand.endProgress() }
