@@ -163,6 +163,9 @@ public struct CaptureAnalyzer: Sendable {
         public var findings: [CaptureCheck.Finding] = []
         /// Messages of the call the check did not look at (past ``CaptureCheck/maximumMessages``).
         public var uncheckedMessages = 0
+        /// Its steps of a transfer or forwarding (``CaptureCheck/story(of:)``), when the
+        /// analysis checks calls; empty when there is none.
+        public var story: [CaptureCheck.StoryStep] = []
     }
 
     /// Totals, like `tshark -q -z sip,stat`, and calls by outcome.
@@ -296,7 +299,12 @@ public struct CaptureAnalyzer: Sendable {
         if rtp != nil { for stream in announced { rtp!.announce(stream, callID: liveCalls[i].callID) } }
         if !retransmission && details {
             let callID = liveCalls[i].callID
-            for other in links(of: callID, m) where !liveCalls[i].linked.contains(other) { liveCalls[i].linked.append(other) }
+            for other in links(of: callID, m) where !liveCalls[i].linked.contains(other) {
+                liveCalls[i].linked.append(other)
+                // The other call, if still live, is part of a story too (its link is made mutual
+                // only at the end); links are rare, so the live calls are searched.
+                if checks, let j = liveCalls.firstIndex(where: { $0.callID == other }) { liveCalls[j].inStory = true }
+            }
         }
     }
 
@@ -453,6 +461,7 @@ public struct CaptureAnalyzer: Sendable {
         if checks {
             call.findings = checker.check(callID: call.callID, messages: liveCalls[i].checked, captureEnd: end)
             call.uncheckedMessages = liveCalls[i].unchecked
+            call.story = CaptureCheck.story(of: liveCalls[i].checked, linked: liveCalls[i].inStory || !liveCalls[i].linked.isEmpty)
         }
         calls.append(call)
     }
@@ -683,6 +692,8 @@ private struct LiveCall: Sendable {
     /// came past ``CaptureCheck/maximumMessages``.
     var checked: [CaptureCheck.Message] = []
     var unchecked = 0
+    /// Whether another call linked to this one (so its steps are told with that call's).
+    var inStory = false
     /// Positions of the call's streams in the analysis's ``MediaCounter``.
     var mediaRefs: [Int] = []
 

@@ -100,6 +100,62 @@ public struct CaptureCheck: Sendable {
     }
 }
 
+extension CaptureCheck {
+    /// A step of a transfer or a forwarding, told with the other calls it is linked to
+    /// (``CaptureAnalyzer/Call/linked``): an initial INVITE and its final response, a REFER and
+    /// its response, a NOTIFY of a REFER subscription, a 3xx and its Contacts, a BYE.
+    public struct StoryStep: Sendable, Hashable {
+        /// When it was captured.
+        public var time: CaptureTimestamp
+        /// Its frame.
+        public var frameNumber: Int
+        /// Its sender.
+        public var source: CaptureEndpoint
+        /// Its receiver.
+        public var destination: CaptureEndpoint
+        /// The ladder label (``CaptureAnalyzer/arrowLabel(_:)``) and the target: an INVITE's
+        /// Request-URI, a REFER's Refer-To, a 3xx's Contacts.
+        public var text: String
+    }
+
+    /// The steps of a call's transfer or forwarding story, in capture order (retransmissions
+    /// and a proxy's forwards once each); empty for a call that is not `linked` to another and
+    /// has no REFER, no 3xx, no Replaces, no Referred-By and no Diversion (nothing to tell).
+    public static func story(of messages: [Message], linked: Bool = false) -> [StoryStep] {
+        let told = linked || messages.contains { x in
+            let m = x.message
+            return m.method == .refer || m[.replaces] != nil || m[.referredBy] != nil || m[.diversion] != nil
+                || (m.method == .notify && m[.event]?.lowercased().hasPrefix("refer") == true)
+                || (300...399).contains(m.statusCode ?? 0)
+        }
+        guard told else { return [] }
+        var out: [StoryStep] = []
+        var seen: Set<String> = []
+        var initial: Set<UInt32> = []   // CSeq numbers of initial INVITEs (a re-INVITE's steps are not told)
+        for x in messages {
+            let m = x.message
+            guard let cseq = try? m.cseq() else { continue }
+            if m.method == .invite, m.toTag == nil { initial.insert(cseq.sequence) }
+            let initialInvite = cseq.method == .invite && initial.contains(cseq.sequence)
+                && (m.isRequest ? m.toTag == nil : (m.statusCode ?? 0) >= 200)
+            let interesting = initialInvite || cseq.method == .refer || cseq.method == .bye
+                || (cseq.method == .notify && m.isRequest && m[.event]?.lowercased().hasPrefix("refer") == true)
+            guard interesting, m.method != .ack else { continue }
+            // One step per request or response, whoever forwarded it.
+            guard seen.insert("\(cseq.sequence)|\(cseq.method.token)|\(m.statusCode ?? 0)|\(m.toTag ?? "")").inserted else { continue }
+            var text = CaptureAnalyzer.arrowLabel(m)
+            if m.method == .invite, let uri = try? m.requestURI() { text += " to \(uri)" }
+            if m.method == .refer, let to = try? m.referTo() { text += ", Refer-To \(to.uri)" }
+            if let code = m.statusCode, (300...399).contains(code), let contacts = (try? m.contact()) ?? nil {
+                text += " → " + contacts.addresses.map { "\($0.uri)" }.joined(separator: ", ")
+            }
+            if m.statusCode != nil, cseq.method != .invite { text += " to the \(cseq.method.token)" }
+            out.append(StoryStep(time: x.time, frameNumber: x.frameNumber, source: x.source, destination: x.destination, text: text))
+        }
+        return out
+    }
+}
+
 /// One run of the rules over a call.
 private struct Pass {
     let check: CaptureCheck

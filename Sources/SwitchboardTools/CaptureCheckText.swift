@@ -34,6 +34,29 @@ enum CaptureCheckText {
                 out += "      \(f.detail)\n"
             }
         }
+        out += stories(a.calls, origin: origin)
+        return out
+    }
+
+    /// Transfers and forwards as one story: the calls tied by Replaces, a REFER's target or
+    /// Referred-By, or a 3xx Contact (``CaptureCommand/linkedGroups(_:)``), their steps in time
+    /// order, each after its call's number, with the findings of its frame.
+    static func stories(_ calls: [CaptureAnalyzer.Call], origin: CaptureTimestamp?) -> String {
+        var out = ""
+        for group in CaptureCommand.linkedGroups(calls) where group.contains(where: { !$0.story.isEmpty }) {
+            out += "\n" + (group.count == 1 ? "Story of call:" : "Story of \(group.count) linked calls:")
+            for (n, c) in group.enumerated() { out += " [\(n + 1)] \(c.callID.isEmpty ? "(none)" : c.callID) (\(c.outcome))" }
+            out += "\n"
+            var steps: [(step: CaptureCheck.StoryStep, call: Int)] = []
+            for (n, c) in group.enumerated() { steps += c.story.map { ($0, n) } }
+            steps.sort { ($0.step.time, $0.step.frameNumber, $0.call) < ($1.step.time, $1.step.frameNumber, $1.call) }
+            for (step, n) in steps {
+                out += "  +\(relative(step.time, origin)) s  frame \(step.frameNumber)  [\(n + 1)] \(step.source) -> \(step.destination)  \(step.text)\n"
+                for f in group[n].findings where f.frameNumber == step.frameNumber {
+                    out += "      ⚠ \(f.party) broke \(f.rule.reference) [\(f.rule.id)]\n"
+                }
+            }
+        }
         return out
     }
 
@@ -59,6 +82,20 @@ enum CaptureCheckText {
                          ("from", c.from.map { .string($0) } ?? .null), ("to", c.to.map { .string($0) } ?? .null),
                          ("uncheckedMessages", .int(c.uncheckedMessages)),
                          ("findings", .array(c.findings.map { findingJSON($0, origin: origin) }))])
+            })),
+            ("stories", .array(CaptureCommand.linkedGroups(a.calls).filter { $0.contains { !$0.story.isEmpty } }.map { group in
+                var steps: [(step: CaptureCheck.StoryStep, callID: String)] = []
+                for c in group { steps += c.story.map { ($0, c.callID) } }
+                steps.sort { ($0.step.time, $0.step.frameNumber) < ($1.step.time, $1.step.frameNumber) }
+                return .object([
+                    ("calls", .array(group.map { .string($0.callID) })),
+                    ("steps", .array(steps.map { s in
+                        .object([("callID", .string(s.callID)), ("frame", .int(s.step.frameNumber)),
+                                 ("relative", .number(Double(s.step.time.totalNanoseconds - (origin ?? s.step.time).totalNanoseconds) / 1e9)),
+                                 ("from", .string(s.step.source.description)), ("to", .string(s.step.destination.description)),
+                                 ("text", .string(s.step.text))])
+                    })),
+                ])
             })),
         ]
     }

@@ -118,6 +118,70 @@ struct CaptureCheckCommandTests {
         }
     }
 
+    /// A blind transfer: bob REFERs alice to carol, alice calls carol (Referred-By) and reports
+    /// in NOTIFYs, bob hangs up: one story of two calls, no finding.
+    @Test func aTransferIsToldAsOneStory() throws {
+        var c = SyntheticCapture()
+        let contact = "Contact: <sip:x@10.0.0.9>\n"
+        c.add(S.request("INVITE", callID: "t1", cseq: 1, branch: "z9hG4bK-t1"), at: 1000, from: 1, to: 2)
+        c.add(S.response(200, "OK", callID: "t1", cseq: 1, method: "INVITE", branch: "z9hG4bK-t1", extra: contact), at: 1100, from: 2, to: 1)
+        c.add(S.request("ACK", callID: "t1", cseq: 1, branch: "z9hG4bK-t1a", toTag: "b"), at: 1110, from: 1, to: 2)
+        func bob(_ method: String, _ cseq: Int, _ branch: String, _ extra: String) -> String {
+            "\(method) sip:alice@10.0.0.1 SIP/2.0\nVia: SIP/2.0/UDP 10.0.0.2;branch=\(branch)\nFrom: <sip:bob@10.0.0.2>;tag=b\n"
+                + "To: <sip:alice@10.0.0.1>;tag=a\nCall-ID: t1\nCSeq: \(cseq) \(method)\nMax-Forwards: 70\n\(extra)Content-Length: 0\n\n"
+        }
+        func toBob(_ code: Int, _ cseq: Int, _ method: String, _ branch: String) -> String {
+            "SIP/2.0 \(code) OK\nVia: SIP/2.0/UDP 10.0.0.2;branch=\(branch)\nFrom: <sip:bob@10.0.0.2>;tag=b\n"
+                + "To: <sip:alice@10.0.0.1>;tag=a\nCall-ID: t1\nCSeq: \(cseq) \(method)\nContact: <sip:alice@10.0.0.1>\nContent-Length: 0\n\n"
+        }
+        func notify(_ cseq: Int, _ state: String, _ frag: String, _ branch: String) -> String {
+            "NOTIFY sip:bob@10.0.0.2 SIP/2.0\nVia: SIP/2.0/UDP 10.0.0.1;branch=\(branch)\nFrom: <sip:alice@10.0.0.1>;tag=a\n"
+                + "To: <sip:bob@10.0.0.2>;tag=b\nCall-ID: t1\nCSeq: \(cseq) NOTIFY\nMax-Forwards: 70\nContact: <sip:alice@10.0.0.1>\n"
+                + "Event: refer\nSubscription-State: \(state)\nContent-Type: message/sipfrag\nContent-Length: \(frag.utf8.count + 2)\n\n\(frag)\n"
+        }
+        c.add(bob("REFER", 1, "z9hG4bK-r1", "Contact: <sip:bob@10.0.0.2>\nRefer-To: <sip:carol@10.0.0.3>\nReferred-By: <sip:bob@10.0.0.2>\n"),
+              at: 2000, from: 2, to: 1)
+        c.add(toBob(202, 1, "REFER", "z9hG4bK-r1"), at: 2010, from: 1, to: 2)
+        c.add(notify(2, "active;expires=60", "SIP/2.0 100 Trying", "z9hG4bK-n2"), at: 2020, from: 1, to: 2)
+        c.add(S.response(200, "OK", callID: "t1", cseq: 2, method: "NOTIFY", branch: "z9hG4bK-n2"), at: 2030, from: 2, to: 1)
+        c.add(S.request("INVITE", callID: "t2", cseq: 1, branch: "z9hG4bK-t2", extra: "Referred-By: <sip:bob@10.0.0.2>\n")
+                .replacingOccurrences(of: "INVITE sip:bob@10.0.0.2", with: "INVITE sip:carol@10.0.0.3"), at: 2040, from: 1, to: 3)
+        c.add(S.response(200, "OK", callID: "t2", cseq: 1, method: "INVITE", branch: "z9hG4bK-t2", extra: contact), at: 2100, from: 3, to: 1)
+        c.add(S.request("ACK", callID: "t2", cseq: 1, branch: "z9hG4bK-t2a", toTag: "b"), at: 2110, from: 1, to: 3)
+        c.add(notify(3, "terminated;reason=noresource", "SIP/2.0 200 OK", "z9hG4bK-n3"), at: 2120, from: 1, to: 2)
+        c.add(S.response(200, "OK", callID: "t1", cseq: 3, method: "NOTIFY", branch: "z9hG4bK-n3"), at: 2130, from: 2, to: 1)
+        c.add(bob("BYE", 2, "z9hG4bK-y2", ""), at: 2200, from: 2, to: 1)
+        c.add(toBob(200, 2, "BYE", "z9hG4bK-y2"), at: 2210, from: 1, to: 2)
+        let path = try Self.write(c.bytes)
+        defer { unlink(path) }
+        let r = CaptureCommand.run(path: path, view: .check)
+        #expect(r.exitCode == 0, "\(r.text)")
+        let text = r.text
+        #expect(text.contains("Story of 2 linked calls: [1] t1 (answered) [2] t2 (answered)"), "\(text)")
+        let lines = [
+            "[1] 10.0.0.1:5060 -> 10.0.0.2:5060  INVITE to sip:bob@10.0.0.2",
+            "[1] 10.0.0.2:5060 -> 10.0.0.1:5060  REFER (Referred-By), Refer-To sip:carol@10.0.0.3",
+            "[1] 10.0.0.1:5060 -> 10.0.0.2:5060  202 OK to the REFER",
+            "[1] 10.0.0.1:5060 -> 10.0.0.2:5060  NOTIFY (100 Trying, active)",
+            "[2] 10.0.0.1:5060 -> 10.0.0.3:5060  INVITE (Referred-By) to sip:carol@10.0.0.3",
+            "[2] 10.0.0.3:5060 -> 10.0.0.1:5060  200 OK",
+            "[1] 10.0.0.1:5060 -> 10.0.0.2:5060  NOTIFY (200 OK, terminated)",
+            "[1] 10.0.0.2:5060 -> 10.0.0.1:5060  BYE",
+        ]
+        var from = text.startIndex
+        for line in lines {
+            guard let found = text.range(of: line, range: from..<text.endIndex) else {
+                Issue.record("missing or out of order: \(line)\n\(text)")
+                break
+            }
+            from = found.upperBound
+        }
+        let json = try CaptureCorpus.jsonObject(r.json)
+        let stories = try #require(json["stories"] as? [[String: Any]])
+        #expect(stories.count == 1 && (stories.first?["calls"] as? [String]) == ["t1", "t2"])
+        #expect((stories.first?["steps"] as? [[String: Any]])?.count == 10, "\(stories)")
+    }
+
     @Test(.timeLimit(.minutes(1)), arguments: ["udp", "tcp"])
     func aHundredCleanDialCallsAgainstServeHaveNoFinding(_ transport: String) async throws {
         let path = NSTemporaryDirectory() + "capture-check-serve-\(UUID().uuidString).pcapng"
