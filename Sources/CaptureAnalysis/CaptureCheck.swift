@@ -250,7 +250,9 @@ private struct Pass {
                 j > tx.first && info[j].code != nil && info[j].branch == request.branch && info[j].cseq?.method == method
                     && ms[j].destination.address == party.address
             }.map { info[$0].time }
-            let until = answered ?? min(end, request.time + check.patience)
+            // Timers B and F end the transaction 64·T1 after the request: no copy is due later
+            // (which also bounds the schedule however far apart a capture's times are).
+            let until = min(answered ?? end, request.time + check.patience)
             let invite = method == .invite
             for f in checker.retransmissionFindings(times: tx.times, until: until, firstIndex: tx.first,
                                                     rule: invite ? .inviteRetransmission : .nonInviteRetransmission,
@@ -279,7 +281,8 @@ private struct Pass {
             let acks = ms.indices.filter { j in j > first && info[j].method == .ack && info[j].cseq?.sequence == sequence }
             // The sender's schedule until the first ACK.
             let ackTime = acks.first.map { info[$0].time }
-            let until = ackTime ?? min(end, info[first].time + check.patience)
+            // Timer H: the UAS gives up 64·T1 after its first 2xx.
+            let until = min(ackTime ?? end, info[first].time + check.patience)
             for f in checker.retransmissionFindings(times: a.indices.map { info[$0].time }, until: until, firstIndex: first,
                                                     rule: .retransmit2xx, what: "2xx to INVITE", cap: check.t2,
                                                     until: ackTime == nil ? "the capture's end" : "the ACK") {

@@ -3,6 +3,7 @@ import NetworkIO
 import PacketCapture
 import SIPMessage
 import SIPRules
+import SwitchboardTestSupport
 @testable import CaptureAnalysis
 
 /// The capture check on hand-made calls between A (10.0.0.1:5060, the caller) and B
@@ -355,6 +356,47 @@ struct CaptureCheckTests {
         auth.ba(0.3, Self.response(486, to: retry))
         auth.ab(0.31, Self.request("ACK", 2, branch: "z9hG4bK-2", uri: x))
         #expect(auth.check().isEmpty, "\(auth.check())")
+    }
+
+    /// Random calls (seeded): messages drawn from the clean call's, the BYE, REFER, NOTIFY and
+    /// responses of every kind, with random tags, branches, CSeq numbers, bodies and times (some
+    /// years apart) over both transports: the check ends, quickly, with findings that name a
+    /// frame of the call and a party of it.
+    @Test func randomCallsEndWithSaneFindings() {
+        var rng = TestRandom(seed: 16)
+        let methods = ["INVITE", "ACK", "BYE", "CANCEL", "INFO", "UPDATE", "PRACK", "REFER", "NOTIFY", "OPTIONS"]
+        let codes = [100, 180, 183, 200, 202, 302, 401, 481, 486, 487, 500]
+        let bodies: [String?] = [nil, Self.offer, Self.answer, Self.sdp(port: 5000, formats: "18", media: 2), "v=0\r\nbroken\r\n"]
+        for _ in 0..<300 {
+            var s = Script()
+            var t = 0.0
+            for _ in 0..<Int.random(in: 1...40, using: &rng) {
+                t += [0, 0.001, 0.3, 0.5, 1, 4, 33, 1e7].randomElement(using: &rng)!
+                let method = methods.randomElement(using: &rng)!
+                let cseq = UInt32.random(in: 1...4, using: &rng)
+                let branch = "z9hG4bK-\(Int.random(in: 0...5, using: &rng))"
+                let tag = ["bt", "bx", nil].randomElement(using: &rng)!
+                let body = bodies.randomElement(using: &rng)!
+                let request = Self.request(method, cseq, branch: branch, toTag: tag, fromCallee: Bool.random(using: &rng),
+                                           uri: ["sip:b@10.0.0.2:5060", "sip:c@10.0.0.3"].randomElement(using: &rng)!,
+                                           extra: method == "NOTIFY" ? ["Event: refer", "Subscription-State: terminated"] : [], body: body)
+                let tcp = Bool.random(using: &rng)
+                if Bool.random(using: &rng) {
+                    Bool.random(using: &rng) ? s.ab(t, request, tcp: tcp) : s.ba(t, request, tcp: tcp)
+                } else {
+                    let r = Self.response(codes.randomElement(using: &rng)!, to: request, tag: ["bt", "by", nil].randomElement(using: &rng)!,
+                                          contact: Bool.random(using: &rng), body: bodies.randomElement(using: &rng)!)
+                    Bool.random(using: &rng) ? s.ba(t, r, tcp: tcp) : s.ab(t, r, tcp: tcp)
+                }
+            }
+            let end = t + [0, 1, 40].randomElement(using: &rng)!
+            let clock = ContinuousClock.now
+            let findings = s.check(end: end)
+            #expect(ContinuousClock.now - clock < .seconds(1))
+            let frames = Set(s.messages.map(\.frameNumber))
+            #expect(findings.allSatisfy { frames.contains($0.frameNumber) && ($0.party == Self.a || $0.party == Self.b) && !$0.detail.isEmpty })
+            #expect(findings.allSatisfy { ConformanceRule.captureCheck.contains($0.rule) })
+        }
     }
 
     @Test func oddMessagesGiveNoCrashAndNoBogusFinding() throws {
