@@ -82,6 +82,49 @@ struct CaptureCheckCommandTests {
         #expect(html.contains("[contact-in-2xx]") && html.contains("2 findings</h2>"))
     }
 
+    /// The page with findings renders in headless Chromium: the marked arrow and the list are
+    /// in the DOM after the page's script ran.
+    @Test(.timeLimit(.minutes(3)))
+    func findingsRenderInHeadlessChromium() async throws {
+        guard TestPaths.requirement("chromium", available: Chromium.available) else { return }
+        let path = try Self.write(Self.twoCalls().bytes)
+        defer { unlink(path) }
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("check-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let page = dir + "/check.html"
+        #expect(ParseCommand.writeFile(page, Array(CaptureCommand.run(path: path, view: .html(nil)).html.utf8)))
+        let dom = await Chromium.run(page, ["--dump-dom"], dir: dir)
+        #expect(dom.ok, "chromium --dump-dom: status \(dom.status), timed out \(dom.timedOut)")
+        #expect(dom.output.contains("data-arrows=\"12\""))
+        #expect(dom.output.components(separatedBy: "class=\"arrow response finding\"").count - 1 == 1)
+        #expect(dom.output.components(separatedBy: "<li class=\"finding\"").count - 1 == 2)
+        #expect(dom.output.contains("⚠ 200 OK"))
+    }
+
+    /// Every capture of the corpus: the one finding is real (the phone of DTMFsipinfo.pcap answers
+    /// re-INVITEs offering audio and a rejected video line with a single m-line, twice).
+    @Test func theCorpusHasOnlyItsRealFindings() throws {
+        guard CaptureCorpus.required() else { return }
+        var files: [String] = []
+        for dir in ["asterisk-testsuite", "sip-capture", "wireshark-samplecaptures"] {
+            for name in (try? FileManager.default.contentsOfDirectory(atPath: CaptureCorpus.path(dir))) ?? [] {
+                files.append(CaptureCorpus.path(dir + "/" + name))
+            }
+        }
+        #expect(files.count >= 15)
+        var found: [String: [CaptureCheck.Finding]] = [:]
+        for f in files {
+            let r = CaptureCommand.run(path: f, view: .check)
+            let findings = r.analysis.calls.flatMap(\.findings)
+            if !findings.isEmpty { found[(f as NSString).lastPathComponent] = findings }
+        }
+        #expect(Set(found.keys) == ["DTMFsipinfo.pcap"], "\(found)")
+        let dtmf = found["DTMFsipinfo.pcap"] ?? []
+        #expect(dtmf.map(\.rule) == [.offerAnswer, .offerAnswer] && dtmf.map(\.frameNumber) == [23, 27], "\(dtmf)")
+        #expect(dtmf.allSatisfy { $0.party.description == "178.45.73.241:5060" && $0.detail.contains("expected 2 m-lines, found 1") })
+    }
+
     @Test func garbageAndTruncatedCapturesGiveNoBogusFinding() throws {
         var c = Self.twoCalls()
         // Keep only the clean call, then datagrams that are not SIP, or SIP that does not parse.
