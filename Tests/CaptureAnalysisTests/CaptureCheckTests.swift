@@ -295,6 +295,18 @@ struct CaptureCheckTests {
         expectOnly(missing.check(), .offerAnswer, party: Self.a, frame: 3)
     }
 
+    @Test func anUpdatesOfferIsAnsweredInIts2xx() {
+        var s = Self.cleanCall(upToBye: false)
+        let update = Self.request("UPDATE", 2, branch: "z9hG4bK-u2", body: Self.offer)
+        s.ab(2, update)
+        s.ba(2.01, Self.response(200, to: update))
+        expectOnly(s.check(), .offerAnswer, party: Self.b, frame: 7)
+        var good = Self.cleanCall(upToBye: false)
+        good.ab(2, update)
+        good.ba(2.01, Self.response(200, to: update, body: Self.answer))
+        #expect(good.check().isEmpty, "\(good.check())")
+    }
+
     @Test func a2xxToInviteCarriesContact() {
         var s = Script()
         s.ab(0, Self.invite)
