@@ -26,6 +26,7 @@ let package = Package(
         .library(name: "CaptureAnalysis", targets: ["CaptureAnalysis"]),
         .library(name: "Switchboard", targets: ["Switchboard"]),
         .library(name: "Conformance", targets: ["Conformance"]),
+        .library(name: "SIPRules", targets: ["SIPRules"]),
         .executable(name: "switchboard", targets: ["SwitchboardCLI"]),
         // C helpers the Benchmarks package (its own package, depending on this one by path) needs.
         .library(name: "CSocket", targets: ["CSocket"]),
@@ -89,9 +90,12 @@ let package = Package(
         // dialog-level server, the echo line with a media session per call.
         .target(name: "SIPLoad", dependencies: ["SIPMessage", "SIPTransaction", "SIPTransport", "SIPDialog", "SIPRuntime", "SDP", "Media", "MediaRuntime",
                                                "NetworkIO", .product(name: "Logging", package: "swift-log")]),
+        // The RFC rules a party can break (id, RFC section, requirement), their findings, and the checker of an
+        // exchange with one device: shared by the conformance runner and the capture check; no I/O.
+        .target(name: "SIPRules", dependencies: ["SIPMessage"]),
         // Captures → calls, dialogs, summaries, per-stream media details, the ladder model and its HTML page,
         // RTP stream analysis and audio out (G.711 and Opus decoded through MediaCodecs).
-        .target(name: "CaptureAnalysis", dependencies: ["SIPMessage", "SDP", "PacketCapture", "NetworkIO", "RTP", "Media", "MediaCodecs", "SRTP"]),
+        .target(name: "CaptureAnalysis", dependencies: ["SIPMessage", "SIPRules", "SDP", "PacketCapture", "NetworkIO", "RTP", "Media", "MediaCodecs", "SRTP"]),
         // The face embedding servers import: Phone, calls with media, registration, the pcapng traffic mirror.
         .target(name: "Switchboard", dependencies: ["SIPMessage", "SDP", "SIPTransaction", "SIPTransport", "SIPAuth", "SIPDialog", "SIPRuntime",
                                                     "SIPResolver", "MediaRuntime", "Media", "PacketCapture", "NetworkIO", "CSocket", .product(name: "Logging", package: "swift-log"),
@@ -99,9 +103,9 @@ let package = Package(
                                                     .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]),
         // Conformance runs: suites of tests named by ETSI TS 102 027-2 purposes, played against a device
         // over real sockets, and the rule checker naming the RFC rule the device broke.
-        .target(name: "Conformance", dependencies: ["SIPMessage", "SIPTransport", "PacketCapture", "CaptureAnalysis", "NetworkIO"]),
+        .target(name: "Conformance", dependencies: ["SIPMessage", "SIPRules", "SIPTransport", "PacketCapture", "CaptureAnalysis", "NetworkIO"]),
         // The command line's logic and its text/JSON rendering, kept in a library so tests drive it directly.
-        .target(name: "SwitchboardTools", dependencies: ["Switchboard", "SIPProxy", "SIPLoad", "CaptureAnalysis", "MediaRuntime", "Media", "SIPMessage", "SDP",
+        .target(name: "SwitchboardTools", dependencies: ["Switchboard", "SIPProxy", "SIPLoad", "CaptureAnalysis", "SIPRules", "MediaRuntime", "Media", "SIPMessage", "SDP",
                                                          "SIPTransaction", "SIPTransport", "SIPRuntime", "SIPResolver", "PacketCapture", "SIPDialog", "SIPAuth", "CHeapStats",
                                                          "NetworkIO", .product(name: "Logging", package: "swift-log")]),
         // The `switchboard` executable (argument parsing only); its folder differs from `Switchboard` by more than case.
@@ -123,7 +127,7 @@ let package = Package(
         .testTarget(name: "SRTPTests", dependencies: ["SwitchboardTestSupport", "SRTP", "SDP", "RTP"]),
         .testTarget(name: "MediaRuntimeTests", dependencies: ["SwitchboardTestSupport", "MediaRuntime", "Media", "MediaCodecs", "SDP", "SRTP", "RTP", "NetworkIO"]),
         .testTarget(name: "RTPTests", dependencies: ["SwitchboardTestSupport", "RTP"]),
-        .testTarget(name: "CaptureAnalysisTests", dependencies: ["SwitchboardTestSupport", "CaptureAnalysis", "PacketCapture", "RTP", "NetworkIO", "MediaCodecs", "SRTP", "SDP"]),
+        .testTarget(name: "CaptureAnalysisTests", dependencies: ["SwitchboardTestSupport", "CaptureAnalysis", "SIPRules", "SIPMessage", "PacketCapture", "RTP", "NetworkIO", "MediaCodecs", "SRTP", "SDP"]),
         .testTarget(name: "MediaTests", dependencies: ["SwitchboardTestSupport", "Media", "RTP", "PacketCapture"]),
         .testTarget(name: "SIPTransactionTests", dependencies: ["SIPTransaction", "SIPMessage"]),
         .testTarget(name: "SIPDialogTests", dependencies: ["SwitchboardTestSupport", "SIPDialog", "SIPMessage", "SIPAuth"]),
@@ -139,8 +143,8 @@ let package = Package(
                                                       .product(name: "Logging", package: "swift-log"),
                                                       .product(name: "MetricsTestKit", package: "swift-metrics"),
                                                       .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]),
-        .testTarget(name: "SwitchboardToolsTests", dependencies: ["SwitchboardTools", "Conformance", "Switchboard", "SIPProxy", "SIPLoad", "CaptureAnalysis", "MediaRuntime", "Media", "SIPMessage", "SDP", "SIPRuntime", "SIPTransport", "PacketCapture", "SIPDialog", "SwitchboardTestSupport", "NetworkIO"]),
-        .testTarget(name: "ConformanceTests", dependencies: ["Conformance", "SwitchboardTestSupport", "Switchboard", "SIPRuntime", "SIPMessage", "SIPTransport",
+        .testTarget(name: "SwitchboardToolsTests", dependencies: ["SwitchboardTools", "Conformance", "SIPRules", "Switchboard", "SIPProxy", "SIPLoad", "CaptureAnalysis", "MediaRuntime", "Media", "SIPMessage", "SDP", "SIPRuntime", "SIPTransport", "PacketCapture", "SIPDialog", "SwitchboardTestSupport", "NetworkIO"]),
+        .testTarget(name: "ConformanceTests", dependencies: ["Conformance", "CaptureAnalysis", "SwitchboardTestSupport", "Switchboard", "SIPRuntime", "SIPMessage", "SIPTransport",
                                                        "PacketCapture", "NetworkIO"]),
     ],
     swiftLanguageModes: [.v6]

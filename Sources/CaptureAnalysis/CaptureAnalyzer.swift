@@ -158,6 +158,14 @@ public struct CaptureAnalyzer: Sendable {
         public var linked: [String]
         /// The messages as ladder arrows (only when the analysis was asked to record them).
         public var arrows: [Arrow]
+        /// The rules its parties broke (``CaptureCheck``), when the analysis checks calls
+        /// (``CaptureAnalyzer/checks``), in frame order.
+        public var findings: [CaptureCheck.Finding] = []
+        /// Messages of the call the check did not look at (past ``CaptureCheck/maximumMessages``).
+        public var uncheckedMessages = 0
+        /// Its steps of a transfer or forwarding (``CaptureCheck/story(of:)``), when the
+        /// analysis checks calls; empty when there is none.
+        public var story: [CaptureCheck.StoryStep] = []
     }
 
     /// Totals, like `tshark -q -z sip,stat`, and calls by outcome.
@@ -209,6 +217,11 @@ public struct CaptureAnalyzer: Sendable {
     public let ladder: LadderSelection
     /// Whether ladder arrows keep the whole message text (``Arrow/text``).
     public let keepMessages: Bool
+    /// Whether each call is replayed through ``CaptureCheck`` when it is finished (its messages
+    /// are kept while it is live, at most ``CaptureCheck/maximumMessages`` a call).
+    public let checks: Bool
+    /// The rule check's timers.
+    public var checker = CaptureCheck()
     /// Whether calls are kept or drawn, so that what only a call record shows (From, To, SDP
     /// addresses, links) is worth decoding; the summary alone skips it.
     private let details: Bool
@@ -240,13 +253,15 @@ public struct CaptureAnalyzer: Sendable {
 
     /// An empty analysis; with `rtp`, RTP streams are analyzed too (``rtp``), keeping their
     /// payloads when `rtpPayloads` is set (for audio export), SRTP decrypted as `srtp` says.
+    /// With `check`, every call is replayed through ``CaptureCheck`` (``Call/findings``).
     public init(keepCalls: Bool = true, ladder: LadderSelection = .none, keepMessages: Bool = false, rtp: Bool = false, rtpPayloads: Bool = false,
-                srtp: SRTPCaptureOptions = SRTPCaptureOptions()) {
+                srtp: SRTPCaptureOptions = SRTPCaptureOptions(), check: Bool = false) {
         self.keepCalls = keepCalls
         self.ladder = ladder
         self.keepMessages = keepMessages
+        self.checks = check
         if rtp { self.rtp = RTPStreamAnalyzer(keepPayloads: rtpPayloads, srtp: srtp) }
-        details = keepCalls || ladder != .none || rtp
+        details = keepCalls || ladder != .none || rtp || check
     }
 
     /// Calls not yet finished (for tests of the memory bound).
@@ -271,13 +286,25 @@ public struct CaptureAnalyzer: Sendable {
         }
         let announced = liveCalls[i].note(captured, retransmission: retransmission, counted: counted, recordArrow: recordArrows,
                                           keepText: keepMessages, details: details)
+        if checks {
+            if liveCalls[i].checked.count < CaptureCheck.maximumMessages {
+                liveCalls[i].checked.append(CaptureCheck.Message(captured))
+            } else {
+                liveCalls[i].unchecked += 1
+            }
+        }
         for stream in announced where !liveCalls[i].mediaRefs.contains(where: { mediaCounter.streams[$0].sameStream(as: stream) }) {
             liveCalls[i].mediaRefs.append(mediaCounter.add(stream))
         }
         if rtp != nil { for stream in announced { rtp!.announce(stream, callID: liveCalls[i].callID) } }
         if !retransmission && details {
             let callID = liveCalls[i].callID
-            for other in links(of: callID, m) where !liveCalls[i].linked.contains(other) { liveCalls[i].linked.append(other) }
+            for other in links(of: callID, m) where !liveCalls[i].linked.contains(other) {
+                liveCalls[i].linked.append(other)
+                // The other call, if still live, is part of a story too (its link is made mutual
+                // only at the end); links are rare, so the live calls are searched.
+                if checks, let j = liveCalls.firstIndex(where: { $0.callID == other }) { liveCalls[j].inStory = true }
+            }
         }
     }
 
@@ -333,7 +360,8 @@ public struct CaptureAnalyzer: Sendable {
     public mutating func finish() {
         var order = Array(liveCalls.indices)
         if keepsRecords { order.sort { (liveCalls[$0].first, liveCalls[$0].callID) < (liveCalls[$1].first, liveCalls[$1].callID) } }
-        for i in order { retire(at: i) }
+        let end = summary.last ?? CaptureTimestamp(seconds: 0, nanoseconds: 0)
+        for i in order { retire(at: i, end: end) }
         liveCalls.removeAll()
         liveKeys.removeAll()
         liveIndex = CallIndex()
@@ -395,10 +423,10 @@ public struct CaptureAnalyzer: Sendable {
         guard !done.isEmpty else { return }
         if keepsRecords {
             for i in done.sorted(by: { (liveCalls[$0].first, liveCalls[$0].callID) < (liveCalls[$1].first, liveCalls[$1].callID) }) {
-                retire(at: i)
+                retire(at: i, end: now)
             }
         } else {
-            for i in done { retire(at: i) }
+            for i in done { retire(at: i, end: now) }
         }
         // Highest position first: the call moved into each hole is never one still to remove.
         for i in done.reversed() { removeLive(at: i) }
@@ -416,9 +444,9 @@ public struct CaptureAnalyzer: Sendable {
         liveKeys.removeLast()
     }
 
-    /// Counts the live call at `i` (read in place, not copied) and keeps its record if wanted;
-    /// the caller removes it.
-    private mutating func retire(at i: Int) {
+    /// Counts the live call at `i` (read in place, not copied) and keeps its record if wanted
+    /// (checked, when the analysis checks, against a capture that ran to `end`); the caller removes it.
+    private mutating func retire(at i: Int, end: CaptureTimestamp) {
         let outcome = liveCalls[i].outcome
         summary.callsByOutcome[outcome, default: 0] += 1
         if outcome != .noInvite { summary.calls += 1 }
@@ -428,7 +456,14 @@ public struct CaptureAnalyzer: Sendable {
         case .all: wanted = true
         case .call(let id): wanted = keepCalls || id == liveCalls[i].callID
         }
-        if wanted { calls.append(liveCalls[i].finished()) }
+        guard wanted else { return }
+        var call = liveCalls[i].finished()
+        if checks {
+            call.findings = checker.check(callID: call.callID, messages: liveCalls[i].checked, captureEnd: end)
+            call.uncheckedMessages = liveCalls[i].unchecked
+            call.story = CaptureCheck.story(of: liveCalls[i].checked, linked: liveCalls[i].inStory || !liveCalls[i].linked.isEmpty)
+        }
+        calls.append(call)
     }
 
     /// The URI of a message's Referred-By header (RFC 3892), if it has one that parses.
@@ -653,6 +688,12 @@ private struct LiveCall: Sendable {
     var linked: [String] = []
     var arrows: [CaptureAnalyzer.Arrow] = []
     var dialogs = DialogTracker()
+    /// The messages the rule check replays (only when the analysis checks), and how many more
+    /// came past ``CaptureCheck/maximumMessages``.
+    var checked: [CaptureCheck.Message] = []
+    var unchecked = 0
+    /// Whether another call linked to this one (so its steps are told with that call's).
+    var inStory = false
     /// Positions of the call's streams in the analysis's ``MediaCounter``.
     var mediaRefs: [Int] = []
 

@@ -7,7 +7,8 @@ import PacketCapture
 /// nothing be fetched, so the page opens with no network access. Hosts (IP:port) are columns in
 /// order of appearance, time runs downwards, each message is an arrow labelled with its method
 /// or status code; clicking an arrow shows the whole message below the diagram. Retransmissions
-/// are dashed.
+/// are dashed. The findings of the rule check (``CaptureAnalyzer/Call/findings``) mark their
+/// frame's arrow (red, with a ⚠ and the rule in its summary) and are listed under the ladder.
 public enum HTMLLadder {
     static let columnWidth = 200, rowHeight = 30, timeWidth = 110, headerHeight = 56
 
@@ -42,6 +43,10 @@ public enum HTMLLadder {
         .arrow.response line.shaft, .arrow.response path.shaft { stroke: #2a6a2a; }
         .arrow.error line.shaft, .arrow.error path.shaft { stroke: #b22; }
         .arrow.rtx line.shaft, .arrow.rtx path.shaft { stroke-dasharray: 5 4; }
+        .arrow.finding line.shaft, .arrow.finding path.shaft { stroke: #d00; stroke-width: 2.5; }
+        .arrow.finding text { fill: #b00; font-weight: bold; }
+        ul.findings { margin: 6px 0 0; padding-left: 20px; } ul.findings li { color: #900; margin: 2px 0; }
+        ul.findings code { color: #222; }
         .arrow:hover text, .arrow.selected text { font-weight: bold; }
         .arrow.selected line.shaft, .arrow.selected path.shaft { stroke-width: 3; }
         pre.message { display: none; }
@@ -102,26 +107,40 @@ public enum HTMLLadder {
                 classes += code >= 300 ? " response error" : " response"
             }
             if a.retransmission { classes += " rtx" }
-            let summary = "frame \(a.frameNumber), +\(t) s, \(a.source) → \(a.destination): \(a.label)"
+            let found = call.findings.filter { $0.frameNumber == a.frameNumber }
+            if !found.isEmpty { classes += " finding" }
+            var summary = "frame \(a.frameNumber), +\(t) s, \(a.source) → \(a.destination): \(a.label)"
+            for f in found { summary += " — ⚠ \(f.party) broke \(f.rule.reference) [\(f.rule.id)]" }
+            let label = found.isEmpty ? a.label : "⚠ " + a.label
             svg += "<text class=\"time\" x=\"4\" y=\"\(y + 4)\">+\(t)</text>\n"
             svg += "<g class=\"\(classes)\" data-index=\"\(index)\" data-summary=\"\(escape(summary))\">"
             let x1 = x(a.source), x2 = x(a.destination)
             if x1 == x2 {
                 let d = "M\(x1),\(y - 8) h40 v16 h-40"
                 svg += "<path class=\"hit\" d=\"\(d)\"/><path class=\"shaft\" d=\"\(d)\" marker-end=\"\(marker)\"/>"
-                svg += "<text x=\"\(x1 + 90)\" y=\"\(y + 4)\">\(escape(a.label))</text>"
+                svg += "<text x=\"\(x1 + 90)\" y=\"\(y + 4)\">\(escape(label))</text>"
             } else {
                 svg += "<line class=\"hit\" x1=\"\(x1)\" y1=\"\(y)\" x2=\"\(x2)\" y2=\"\(y)\"/>"
                 svg += "<line class=\"shaft\" x1=\"\(x1)\" y1=\"\(y)\" x2=\"\(x2)\" y2=\"\(y)\" marker-end=\"\(marker)\"/>"
-                svg += "<text x=\"\((x1 + x2) / 2)\" y=\"\(y - 5)\">\(escape(a.label))</text>"
+                svg += "<text x=\"\((x1 + x2) / 2)\" y=\"\(y - 5)\">\(escape(label))</text>"
             }
             svg += "<title>\(escape(summary))</title></g>\n"
             messages += "<pre class=\"message\" id=\"message-\(index)\">\(escape(a.text ?? "(message not kept)"))</pre>\n"
             index += 1
         }
         svg += "</svg>\n"
+        if !call.findings.isEmpty {
+            svg += "<ul class=\"findings\">\n"
+            for f in call.findings {
+                let t = CaptureAnalyzer.seconds(f.time.totalNanoseconds - call.first.totalNanoseconds, digits: 6)
+                svg += "<li class=\"finding\" data-frame=\"\(f.frameNumber)\">frame \(f.frameNumber), +\(t) s, \(escape(f.party.description)): "
+                    + "<code>\(escape(f.rule.reference)) [\(escape(f.rule.id))]</code> \(escape(f.detail))</li>\n"
+            }
+            svg += "</ul>\n"
+        }
         let callID = call.callID.isEmpty ? "(no Call-ID)" : call.callID
-        return "<section class=\"call\">\n<h2>Call-ID \(escape(callID)) — \(escape(call.outcome.description)), \(call.arrows.count) messages</h2>\n"
+        let broken = call.findings.isEmpty ? "" : ", \(call.findings.count) finding\(call.findings.count == 1 ? "" : "s")"
+        return "<section class=\"call\">\n<h2>Call-ID \(escape(callID)) — \(escape(call.outcome.description)), \(call.arrows.count) messages\(broken)</h2>\n"
             + svg + messages + "</section>\n"
     }
 

@@ -95,8 +95,8 @@ struct Frame: ParsableCommand {
 
 struct Capture: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Summarize the SIP in a pcap/pcapng capture: totals, calls, ladder diagrams, RTP streams, audio.",
-        discussion: "Exits 0 when the file is read to its end, 65 when it cannot be read or is corrupt (the error names its byte offset, record and rule), 1 when --ladder names no call."
+        abstract: "Summarize the SIP in a pcap/pcapng capture: totals, calls, ladder diagrams, rule checks, RTP streams, audio.",
+        discussion: "Exits 0 when the file is read to its end, 65 when it cannot be read or is corrupt (the error names its byte offset, record and rule), 1 when --ladder names no call or --check finds a broken rule."
     )
 
     @OptionGroup var output: JSONOption
@@ -112,6 +112,9 @@ struct Capture: ParsableCommand {
 
     @Option(name: .long, help: "With --html: draw only the call with this Call-ID.")
     var call: String?
+
+    @Flag(name: .long, help: "Replay each call through the transaction, dialog, REFER and offer/answer rules and list every rule a party broke (frame, time, party, RFC section); exit 1 when any was.")
+    var check = false
 
     @OptionGroup var streams: RTPOptions
 
@@ -131,15 +134,18 @@ struct Capture: ParsableCommand {
         if html != nil && (calls || ladder || output.json) { throw ValidationError("--html is exclusive with --calls, --ladder and --json") }
         if callID != nil && !ladder { throw ValidationError("a Call-ID is only taken with --ladder") }
         if call != nil && html == nil { throw ValidationError("--call is only taken with --html") }
+        if check && (calls || ladder || html != nil || streams.wanted) {
+            throw ValidationError("--check is exclusive with --calls, --ladder, --rtp and --audio (--html shows the findings on its own)")
+        }
         if streams.wanted && (calls || ladder || html != nil) { throw ValidationError("--rtp and --audio are exclusive with --calls, --ladder and --html") }
-        if collector.hep != nil && (calls || ladder || output.json || html != nil || streams.wanted) {
-            throw ValidationError("--hep (send the capture to a collector) is exclusive with the views (--calls, --ladder, --json, --html, --rtp, --audio)")
+        if collector.hep != nil && (calls || ladder || output.json || html != nil || streams.wanted || check) {
+            throw ValidationError("--hep (send the capture to a collector) is exclusive with the views (--calls, --ladder, --json, --html, --rtp, --audio, --check)")
         }
     }
 
     func run() throws {
         if let address = try collector.address() { return try exportHEP(to: address) }
-        let view: CaptureCommand.View = streams.audio.map { .audio($0) } ?? (streams.rtp ? .rtp : html != nil ? .html(call) : ladder ? .ladder(callID) : calls ? .calls : .summary)
+        let view: CaptureCommand.View = streams.audio.map { .audio($0) } ?? (streams.rtp ? .rtp : html != nil ? .html(call) : check ? .check : ladder ? .ladder(callID) : calls ? .calls : .summary)
         let reporter = CaptureCommand.stderrProgress(path: file, force: progress)
         let report = CaptureCommand.run(path: file, view: view, srtp: try streams.srtpOptions(), progress: reporter)
         if reporter != nil { CaptureCommand.endProgress() }

@@ -19,8 +19,11 @@ public enum CaptureCommand {
         /// A ladder diagram of the call with this Call-ID, or of every call when `nil`.
         case ladder(String?)
         /// The ladder as a self-contained HTML page (``HTMLLadder``) of one call or of every
-        /// call; the arrows keep their messages.
+        /// call; the arrows keep their messages, and the findings of the rule check
+        /// (``CaptureCheck``) are marked on them and listed under each ladder.
         case html(String?)
+        /// Every call replayed through the rules (``CaptureCheck``): the findings, per call.
+        case check
         /// The RTP streams, as `tshark -z rtp,streams` lists them, with MOS, RTCP, DTMF,
         /// silent streams and one-way calls.
         case rtp
@@ -44,13 +47,15 @@ public enum CaptureCommand {
         /// The WAV files written for ``View/audio(_:)``, or why one could not be.
         public var audioFiles: [RTPAudioExport.Output] = []
         /// 0 when the file was read to its end (and the asked-for call exists), 65 on a file
-        /// error, 1 when `--ladder CALL-ID` names no call.
+        /// error, 1 when `--ladder CALL-ID` names no call or ``View/check`` found a broken rule.
         public var exitCode: Int32 {
             if error != nil { return 65 }
             if audioFiles.contains(where: { $0.error != nil }) { return 73 }
             switch view {
             case .ladder(let id?), .html(let id?):
                 if !analysis.calls.contains(where: { $0.callID == id }) { return 1 }
+            case .check:
+                if analysis.calls.contains(where: { !$0.findings.isEmpty }) { return 1 }
             default: break
             }
             return 0
@@ -77,14 +82,14 @@ public enum CaptureCommand {
         var rtp = false, payloads = false
         switch view {
         case .summary: ladder = .none; keep = false
-        case .calls: ladder = .none; keep = true
+        case .calls, .check: ladder = .none; keep = true
         case .ladder(let id), .html(let id): ladder = id.map { .call($0) } ?? .all; keep = false
         case .rtp: ladder = .none; keep = true; rtp = true
         case .audio: ladder = .none; keep = true; rtp = true; payloads = true
         }
-        var isHTML = false
-        if case .html = view { isHTML = true }
-        var analysis = CaptureAnalyzer(keepCalls: keep, ladder: ladder, keepMessages: isHTML, rtp: rtp, rtpPayloads: payloads, srtp: srtp)
+        var isHTML = false, check = view == .check
+        if case .html = view { isHTML = true; check = true }
+        var analysis = CaptureAnalyzer(keepCalls: keep, ladder: ladder, keepMessages: isHTML, rtp: rtp, rtpPayloads: payloads, srtp: srtp, check: check)
         var report = Report(path: path, view: view, analysis: analysis, error: nil)
         let reader: SIPCaptureReader
         do {
@@ -189,6 +194,7 @@ public enum CaptureCommand {
                 let calls = r.analysis.calls.filter { id == nil || $0.callID == id }
                 out = "ladder of \(calls.count) call\(calls.count == 1 ? "" : "s"), \(calls.reduce(0) { $0 + $1.arrows.count }) arrows\n"
                 if let id, calls.isEmpty, r.error == nil { out = "no call with Call-ID \(id)\n" }
+            case .check: out = CaptureCheckText.render(r.analysis, path: r.path, origin: r.firstFrame)
             case .rtp, .audio:
                 if let rtp = r.analysis.rtp { out = RTPStreamText.render(rtp, origin: r.firstFrame) }
                 for f in r.audioFiles {
@@ -347,6 +353,7 @@ public enum CaptureCommand {
         switch r.view {
         case .summary: o.append(("summary", summaryJSON(r.analysis.summary)))
         case .calls: o.append(("calls", .array(r.analysis.calls.map(callJSON))))
+        case .check: o += CaptureCheckText.json(r.analysis, origin: r.firstFrame)
         case .ladder(let id), .html(let id):
             let calls = r.analysis.calls.filter { id == nil || $0.callID == id }
             o.append(("ladders", .array(calls.map(ladderJSON))))

@@ -1,3 +1,4 @@
+import Foundation
 import SIPMessage
 
 /// Watches every message exchanged with the DUT and names each rule the DUT broke, with the
@@ -225,8 +226,12 @@ public struct RuleChecker: Sendable {
         return out
     }
 
-    /// What the schedule T1, 2·T1, … capped at T2 predicts, against what came before the ACK.
-    func retransmissionFindings(times: [Double], until ack: Double, firstIndex: Int, rule: ConformanceRule = .retransmit2xx,
+    /// What the schedule T1, 2·T1, … capped at `cap` (T2 when `nil`) predicts for copies of a
+    /// message first sent at `times[0]`, against the copies sent (`times`) before `ack` (the
+    /// time the sender had to stop, named `stop` in the detail): a finding of `rule` at
+    /// `firstIndex` when retransmissions due before it are missing, or one came off schedule
+    /// (beyond ``tolerance(_:)``). Shared with the capture check.
+    public func retransmissionFindings(times: [Double], until ack: Double, firstIndex: Int, rule: ConformanceRule = .retransmit2xx,
                                 what: String = "2xx", cap: Double? = nil, until stop: String = "the ACK") -> [ConformanceFinding] {
         var out: [ConformanceFinding] = []
         guard let first = times.first else { return out }
@@ -265,7 +270,7 @@ public struct RuleChecker: Sendable {
 
     /// How far a retransmission may stray from its due time: scheduling on a loaded machine
     /// and the loopback path, not a different schedule.
-    func tolerance(_ gap: Double) -> Double { 0.3 * gap + 0.15 }
+    public func tolerance(_ gap: Double) -> Double { 0.3 * gap + 0.15 }
 
     /// The DUT's own requests: the branch rule and the CSeq order in a dialog.
     func checkDUTRequest(_ m: SIPMessage, _ cseq: CSeq?, _ i: Int, _ branches: inout [String: String], _ highest: inout [String: UInt32],

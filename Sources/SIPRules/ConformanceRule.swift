@@ -1,0 +1,121 @@
+import SIPMessage
+
+/// A rule of an RFC that a DUT can break, named by its RFC and section.
+public struct ConformanceRule: Sendable, Hashable, Codable, CustomStringConvertible {
+    /// A short stable name, e.g. `contact-in-2xx`.
+    public var id: String
+    /// The RFC and section, e.g. `RFC 3261 §12.1.1`.
+    public var reference: String
+    /// What the rule requires, in one sentence (our words, not the RFC's).
+    public var requirement: String
+
+    /// A rule named `id`, from `reference`, requiring `requirement`.
+    public init(id: String, reference: String, requirement: String) {
+        self.id = id
+        self.reference = reference
+        self.requirement = requirement
+    }
+
+    /// `RFC 3261 §12.1.1 (contact-in-2xx)`
+    public var description: String { "\(reference) (\(id))" }
+}
+
+/// The rules the checker knows.
+extension ConformanceRule {
+    /// A 2xx to an INVITE (it creates a dialog) carries a Contact.
+    public static let contactIn2xx = ConformanceRule(id: "contact-in-2xx", reference: "RFC 3261 §12.1.1",
+        requirement: "a UAS answering an INVITE with a 2xx must put a Contact header field in it")
+    /// The remote tag of a dialog does not change for the dialog's lifetime.
+    public static let dialogTagStable = ConformanceRule(id: "dialog-tag-stable", reference: "RFC 3261 §12 / §8.2.6.2",
+        requirement: "the To tag of a response to a request inside a dialog (and of every copy of a 2xx) equals the dialog's tag")
+    /// CSeq numbers of the DUT's requests in a dialog increase.
+    public static let cseqIncreases = ConformanceRule(id: "cseq-increases", reference: "RFC 3261 §12.2.1.1",
+        requirement: "each new request in a dialog (other than ACK and CANCEL) has a CSeq number higher than the previous one")
+    /// A 2xx to INVITE is retransmitted over UDP until the ACK arrives: T1, doubling, at most T2.
+    public static let retransmit2xx = ConformanceRule(id: "2xx-retransmission", reference: "RFC 3261 §13.3.1.4",
+        requirement: "over an unreliable transport a UAS retransmits its 2xx to INVITE at T1, doubling up to T2, until the ACK arrives")
+    /// The branch of a request starts with the magic cookie and is unique per transaction.
+    public static let viaBranch = ConformanceRule(id: "via-branch", reference: "RFC 3261 §8.1.1.7",
+        requirement: "the top Via branch starts with z9hG4bK and is not reused by another transaction")
+    /// A 2xx to a record-routed INVITE echoes its Record-Route.
+    public static let recordRouteEchoed = ConformanceRule(id: "record-route-echoed", reference: "RFC 3261 §12.1.1",
+        requirement: "a UAS copies every Record-Route of the INVITE, in order, into its 2xx (and its 1xx with a tag)")
+    /// Via, From, Call-ID and CSeq of a response are copied from the request.
+    public static let responseCopiesRequest = ConformanceRule(id: "response-copies-request", reference: "RFC 3261 §8.2.6.2",
+        requirement: "a response carries the request's Via (all values, in order), From, Call-ID and CSeq")
+    /// Every message carries the header fields RFC 3261 makes mandatory.
+    public static let mandatoryHeaders = ConformanceRule(id: "mandatory-headers", reference: "RFC 3261 §8.1.1 / §20",
+        requirement: "requests carry To, From, CSeq, Call-ID, Max-Forwards and Via; responses carry To, From, CSeq, Call-ID and Via")
+    /// The DUT sends only messages that parse.
+    public static let wellFormed = ConformanceRule(id: "well-formed", reference: "RFC 3261 §7 / §25",
+        requirement: "every message sent follows the SIP grammar")
+    /// The DUT as UAC acknowledges each 2xx (and each copy of it) with an ACK of its own.
+    public static let ack2xx = ConformanceRule(id: "ack-2xx", reference: "RFC 3261 §13.2.2.4",
+        requirement: "a UAC acknowledges every 2xx to its INVITE, and every retransmission of it, with an ACK carrying the INVITE's CSeq number, the 2xx's To tag and a new branch (the ACK is a transaction of its own)")
+    /// The DUT as UAC acknowledges a non-2xx final response inside the INVITE's transaction.
+    public static let ackNon2xx = ConformanceRule(id: "ack-non-2xx", reference: "RFC 3261 §17.1.1.3",
+        requirement: "a UAC acknowledges a non-2xx final response to its INVITE with an ACK on the INVITE's branch, with the INVITE's CSeq number and the response's To tag")
+    /// Timer A: the DUT as UAC retransmits its INVITE over UDP until a response arrives.
+    public static let inviteRetransmission = ConformanceRule(id: "invite-retransmission", reference: "RFC 3261 §17.1.1.2",
+        requirement: "over an unreliable transport a UAC retransmits its INVITE at T1, doubling each time, until a response arrives, and not after it")
+    /// Every rule the checker reports, in the order of the list above.
+    public static let all: [ConformanceRule] = [.contactIn2xx, .dialogTagStable, .cseqIncreases, .retransmit2xx, .viaBranch, .recordRouteEchoed,
+                                                .responseCopiesRequest, .mandatoryHeaders, .wellFormed, .ack2xx, .ackNon2xx, .inviteRetransmission]
+}
+
+/// A rule broken by the DUT, at a message of the exchange.
+public struct ConformanceFinding: Sendable, Hashable, Codable, CustomStringConvertible {
+    /// The rule broken.
+    public var rule: ConformanceRule
+    /// The index of the offending message in the test's exchange (0-based), `nil` when the
+    /// finding is about a message that did not come.
+    public var messageIndex: Int?
+    /// What was seen.
+    public var detail: String
+
+    /// A finding of `rule` at message `messageIndex` of the exchange.
+    public init(rule: ConformanceRule, messageIndex: Int?, detail: String) {
+        self.rule = rule
+        self.messageIndex = messageIndex
+        self.detail = detail
+    }
+
+    /// `RFC 3261 §12.1.1 [contact-in-2xx] at message #2: …`
+    public var description: String {
+        "\(rule.reference) [\(rule.id)]" + (messageIndex.map { " at message #\($0)" } ?? "") + ": \(detail)"
+    }
+}
+
+/// The rules only the capture check reports (it also reports several of ``ConformanceRule/all``):
+/// they need a whole call seen from outside, both parties and their timing.
+extension ConformanceRule {
+    /// Timer E: a non-INVITE request is retransmitted over UDP until a response arrives.
+    public static let nonInviteRetransmission = ConformanceRule(id: "non-invite-retransmission", reference: "RFC 3261 §17.1.2.2",
+        requirement: "over an unreliable transport a UAC retransmits a non-INVITE request at T1, doubling up to T2, until a response arrives")
+    /// Once a BYE is answered, the INVITE usage of the dialog is over.
+    public static let requestAfterBye = ConformanceRule(id: "request-after-bye", reference: "RFC 3261 §15.1",
+        requirement: "once a BYE has been answered 2xx, neither party sends another request of the session (INVITE, UPDATE, INFO, PRACK, BYE) in that dialog")
+    /// A 481: a request named a dialog or transaction its receiver does not have.
+    public static let unknownDialog = ConformanceRule(id: "481-unknown-dialog", reference: "RFC 3261 §12.2.2",
+        requirement: "a request inside a dialog names a dialog its receiver has (a 481 Call/Transaction Does Not Exist says it did not)")
+    /// The tags of a dialog do not change for its lifetime, in either direction.
+    public static let dialogTags = ConformanceRule(id: "dialog-tags", reference: "RFC 3261 §12.2.1.1",
+        requirement: "a request inside a dialog carries the dialog's tags: its sender's tag in From, the peer's tag in To")
+    /// Offer and answer (RFC 3264): an answer only to an offer, as many m-lines, a codec in common.
+    public static let offerAnswer = ConformanceRule(id: "offer-answer", reference: "RFC 3264 §5, §6",
+        requirement: "an answer answers a pending offer, with as many m-lines of the same types and, for each stream accepted, a codec of the offer")
+    /// A 3xx names where to go in Contact.
+    public static let contactIn3xx = ConformanceRule(id: "contact-in-3xx", reference: "RFC 3261 §21.3 / §8.1.3.4",
+        requirement: "a 300, 301, 302 or 305 response gives the alternative locations in Contact header fields")
+    /// An accepted REFER makes an implicit subscription that ends with a final NOTIFY.
+    public static let referNotify = ConformanceRule(id: "refer-notify", reference: "RFC 3515 §2.4.4 / §2.4.5",
+        requirement: "the recipient of a REFER it accepted (2xx) reports the outcome in NOTIFYs, the last one with Subscription-State terminated")
+    /// Recursing on 3xx: each target once.
+    public static let redirectLoop = ConformanceRule(id: "redirect-loop", reference: "RFC 3261 §8.1.3.4",
+        requirement: "a UAC recursing on 3xx responses tries each target once: a target already tried in the chain is a loop and is not tried again")
+    /// The rules the capture check reports, in the order of its report.
+    public static let captureCheck: [ConformanceRule] = [
+        .inviteRetransmission, .nonInviteRetransmission, .retransmit2xx, .ack2xx, .ackNon2xx, .requestAfterBye, .unknownDialog,
+        .dialogTagStable, .dialogTags, .cseqIncreases, .offerAnswer, .contactIn2xx, .contactIn3xx, .referNotify, .redirectLoop,
+    ]
+}
