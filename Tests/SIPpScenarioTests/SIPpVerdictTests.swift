@@ -1,0 +1,134 @@
+import Foundation
+import Synchronization
+import Testing
+import NetworkIO
+import SIPLoad
+import SIPRuntime
+import SIPTransport
+import SIPpScenario
+import SwitchboardTestSupport
+
+/// SIPp (Debian `sip-tester`) run as a child process, bounded in time, in a fresh folder.
+enum SIPpTool {
+    static let path: String? = ExternalTool.find(["/usr/bin/sipp", "/usr/local/bin/sipp"])
+    static var available: Bool { path != nil }
+
+    /// Runs sipp with `arguments` and returns its exit status and the tail of its output (nil
+    /// status when it had to be killed at `timeout`).
+    static func run(_ arguments: [String], timeout: Double) async -> (status: Int32?, log: String) {
+        await withCheckedContinuation { (c: CheckedContinuation<(status: Int32?, log: String), Never>) in
+            DispatchQueue.global().async {
+                let dir = FileManager.default.temporaryDirectory.appendingPathComponent("sipp-\(UUID().uuidString)")
+                try? FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+                defer { try? FileManager.default.removeItem(at: dir) }
+                let p = Process()
+                p.executableURL = URL(fileURLWithPath: path ?? "/usr/bin/sipp")
+                p.arguments = arguments
+                p.currentDirectoryURL = dir
+                p.standardInput = FileHandle.nullDevice
+                let out = Pipe()
+                p.standardOutput = out
+                p.standardError = out
+                do { try p.run() } catch {
+                    c.resume(returning: (nil, "cannot start sipp: \(error)"))
+                    return
+                }
+                let pid = p.processIdentifier
+                let killed = Mutex(false)
+                let watchdog = DispatchWorkItem { killed.withLock { $0 = true }; kill(pid, SIGKILL) }
+                DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: watchdog)
+                let data = out.fileHandleForReading.readDataToEndOfFile()
+                p.waitUntilExit()
+                watchdog.cancel()
+                let log = String(String(decoding: data, as: UTF8.self).suffix(2500))
+                c.resume(returning: (killed.withLock { $0 } ? nil : p.terminationStatus, log))
+            }
+        }
+    }
+}
+
+/// Lines the runner printed.
+final class Lines: Sendable {
+    private let lines = Mutex<[String]>([])
+    func add(_ s: String) { lines.withLock { $0.append(s) } }
+    var all: [String] { lines.withLock { $0 } }
+}
+
+/// `switchboard sipp` against SIPp and beside it: the built-in uac and uas each way, and the
+/// project's scenarios run by both against the same device, with the same verdict.
+@Suite("SIPp scenarios against SIPp", .serialized, .enabled(if: SIPpTool.available || TestPaths.isCI, "sipp (Debian sip-tester) is not installed"),
+       .requires("sipp (Debian sip-tester)", { SIPpTool.available }))
+struct SIPpVerdictTests {
+    static func ours(_ arguments: [String], _ lines: Lines) async -> Int32 {
+        await SIPpCommandLine.run(arguments: arguments, output: { lines.add($0) }, error: { lines.add($0) })
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func ourUACAgainstSIPpsUAS() async throws {
+        let sippPort = freeUDPPort(), ourPort = freeUDPPort()
+        async let sipp = SIPpTool.run(["-sn", "uas", "-i", "127.0.0.1", "-p", "\(sippPort)", "-m", "10", "-nostdin", "-timeout", "20"], timeout: 30)
+        try await Task.sleep(for: .milliseconds(300))
+        let lines = Lines()
+        let code = await Self.ours(["127.0.0.1:\(sippPort)", "-sn", "uac", "-i", "127.0.0.1", "-p", "\(ourPort)", "-m", "10", "-r", "50", "-timeout", "20"], lines)
+        let s = await sipp
+        #expect(code == 0, "\(lines.all)")
+        #expect(lines.all.last == "calls created: 10, successful: 10, failed: 0")
+        #expect(s.status == 0, "sipp: \(s.log)")
+        #expect(s.log.contains("Successful call"))
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func sippsUACAgainstOurUAS() async throws {
+        let sippPort = freeUDPPort(), ourPort = freeUDPPort()
+        let lines = Lines()
+        async let ours = Self.ours(["-sn", "uas", "-i", "127.0.0.1", "-p", "\(ourPort)", "-m", "10", "-timeout", "20"], lines)
+        try await Task.sleep(for: .milliseconds(300))
+        let s = await SIPpTool.run(["127.0.0.1:\(ourPort)", "-sn", "uac", "-i", "127.0.0.1", "-p", "\(sippPort)", "-m", "10", "-r", "50",
+                                    "-nostdin", "-timeout", "20"], timeout: 30)
+        let code = await ours
+        #expect(s.status == 0, "sipp: \(s.log)")
+        #expect(code == 0, "\(lines.all)")
+        #expect(lines.all.last == "calls created: 10, successful: 10, failed: 0")
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func ourUACAgainstOurUAS() async throws {
+        let uasPort = freeUDPPort(), uacPort = freeUDPPort()
+        let uasLines = Lines(), uacLines = Lines()
+        async let uas = Self.ours(["-sn", "uas", "-i", "127.0.0.1", "-p", "\(uasPort)", "-m", "20", "-timeout", "20"], uasLines)
+        try await Task.sleep(for: .milliseconds(200))
+        let code = await Self.ours(["127.0.0.1:\(uasPort)", "-sn", "uac", "-i", "127.0.0.1", "-p", "\(uacPort)", "-m", "20", "-r", "100", "-l", "5",
+                                    "-d", "20", "-timeout", "20"], uacLines)
+        #expect(code == 0, "\(uacLines.all)")
+        #expect(await uas == 0, "\(uasLines.all)")
+        #expect(uasLines.all.last == "calls created: 20, successful: 20, failed: 0")
+    }
+
+    /// The project's scenarios, each with the verdict due, run by SIPp and by the runner
+    /// against the same device (our transaction-level answering server, 200 to every INVITE).
+    @Test(.timeLimit(.minutes(1)), arguments: [("uac_expect_486", Int32(1)), ("uac_check_header", 1), ("uac_recv_timeout", 1), ("uac_actions", 0)])
+    func sameVerdictAsSIPp(_ fixture: String, _ expected: Int32) async throws {
+        let box = Mutex<AnsweringServer?>(nil)
+        let endpoint = try SIPEndpoint(configuration: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))])) { e in box.withLock { $0 }?.handle(e) }
+        defer { endpoint.close() }
+        let dut = endpoint.localAddresses[0].address.port
+        let server = AnsweringServer(answerCode: 200, contact: "sip:dut@127.0.0.1:\(dut)")
+        server.attach(endpoint)
+        box.withLock { $0 = server }
+        let inf = temporaryFile("SEQUENTIAL\nbob;alice\ncarol;dave\n")
+        defer { try? FileManager.default.removeItem(atPath: inf) }
+        let common = ["127.0.0.1:\(dut)", "-sf", TestPathsForSIPp.fixture(fixture), "-i", "127.0.0.1", "-m", "2", "-r", "20",
+                      "-timeout", "15", "-inf", inf, "-key", "subject", "hello"]
+        let s = await SIPpTool.run(common + ["-p", "\(freeUDPPort())", "-nostdin"], timeout: 25)
+        let lines = Lines()
+        let code = await Self.ours(common + ["-p", "\(freeUDPPort())"], lines)
+        #expect(s.status == expected, "sipp: \(s.log)")
+        #expect(code == expected, "\(lines.all)")
+        #expect(code == s.status)
+        if expected == 0 {
+            #expect(lines.all.last == "calls created: 2, successful: 2, failed: 0")
+        } else {
+            #expect(lines.all.last == "calls created: 2, successful: 0, failed: 2", "\(lines.all)")
+        }
+    }
+}
