@@ -14,8 +14,10 @@ public struct SIPpRunSummary: Sendable {
     /// Calls that failed (unexpected message, timeout, retransmissions exhausted, a failed
     /// `check_it`), with why, in the order they failed.
     public var failures: [(call: Int, reason: String)] = []
-    /// Whether the global `-timeout` ended the run.
+    /// Whether the global `-timeout` was reached.
     public var timedOut = false
+    /// Calls still running when `-timeout_error` stopped the run (neither passed nor failed).
+    public var abandoned = 0
     /// Whether `-timeout_error` makes the timeout a failure.
     public var timeoutIsError = false
     /// Response times per counter (`rtd`), in milliseconds.
@@ -24,15 +26,18 @@ public struct SIPpRunSummary: Sendable {
     /// Calls that failed.
     public var failed: Int { failures.count }
 
-    /// SIPp's exit code: 0 when every call succeeded, 1 when at least one failed (or the
-    /// global timeout was reached with `-timeout_error`).
+    /// SIPp's exit code: 0 when every call succeeded, 1 when at least one failed, 255 when
+    /// the global timeout was reached with `-timeout_error`, 97 when it was reached before any
+    /// call started.
     public var exitCode: Int32 {
-        (failed > 0 || (timedOut && timeoutIsError)) ? 1 : 0
+        if timedOut && timeoutIsError { return 255 }
+        if failed > 0 { return 1 }
+        return timedOut && created == 0 ? 97 : 0
     }
-
     /// The final statistics line.
     public var statisticsLine: String {
-        "calls created: \(created), successful: \(successful), failed: \(failed)" + (timedOut ? " (global timeout reached)" : "")
+        "calls created: \(created), successful: \(successful), failed: \(failed)" + (abandoned > 0 ? ", abandoned: \(abandoned)" : "")
+            + (timedOut ? " (global timeout reached)" : "")
     }
 }
 
@@ -148,25 +153,26 @@ public final class SIPpRunner: Sendable {
         let deadline = options.timeout.map { start + .milliseconds(Int64($0 * 1000)) }
         while !Task.isCancelled {
             let now = clock.now
-            if let deadline, now >= deadline {
-                let out = state.withLock { s -> [Outgoing] in
+            if let deadline, now >= deadline, !state.withLock({ $0.summary.timedOut }) {
+                // SIPp's -timeout: no new calls; the calls running end by themselves (their
+                // own timeouts and retransmissions). With -timeout_error the run stops here.
+                let stop = options.timeoutIsError
+                state.withLock { s in
                     s.summary.timedOut = true
-                    var out: [Outgoing] = []
-                    for id in Array(s.calls.keys) { fail(&s, id, "global timeout (-timeout) reached", &out) }
-                    return out
+                    if stop { s.summary.abandoned = s.calls.count }
                 }
-                flush(out)
-                break
+                if stop { break }
             }
-            let (out, done) = state.withLock { s -> ([Outgoing], Bool) in
+            let (traces, done) = state.withLock { s -> ([(file: String, text: String)], Bool) in
                 var out: [Outgoing] = []
                 tick(&s, now: now, &out)
-                return (out, isDone(s))
+                return (send(out, &s), isDone(s))
             }
-            flush(out)
+            writeTraces(traces)
             if done { break }
             try? await Task.sleep(for: .milliseconds(2))
         }
+        writeTraces(state.withLock { s in send([], &s) })
         return state.withLock { s in
             var summary = s.summary
             summary.timeoutIsError = options.timeoutIsError
@@ -221,18 +227,19 @@ public final class SIPpRunner: Sendable {
     }
 
     func isDone(_ s: RunState) -> Bool {
-        guard let max = options.maxCalls else { return false }
-        return s.summary.created >= max && s.calls.isEmpty
+        guard s.calls.isEmpty else { return false }
+        return s.summary.timedOut || s.summary.created >= (options.maxCalls ?? Int.max)
     }
 
-    private func flush(_ out: [Outgoing]) {
-        guard !out.isEmpty, let t = transport.withLock({ $0 }) else { return }
-        for o in out { try? t.send(o.bytes, to: o.to) }
-        let lines = state.withLock { s -> [(file: String, text: String)] in
-            defer { s.traceLines.removeAll() }
-            return s.traceLines
+    /// Sends while the state is still locked (so that the run cannot see its last call over
+    /// and close the socket before that call's last message is out), and takes the trace
+    /// lines to write once unlocked.
+    private func send(_ out: [Outgoing], _ s: inout RunState) -> [(file: String, text: String)] {
+        if !out.isEmpty, let t = transport.withLock({ $0 }) {
+            for o in out { try? t.send(o.bytes, to: o.to) }
         }
-        writeTraces(lines)
+        defer { s.traceLines.removeAll() }
+        return s.traceLines
     }
 
     private func writeTraces(_ lines: [(file: String, text: String)]) {
@@ -267,7 +274,7 @@ public final class SIPpRunner: Sendable {
         if scenario.startsBySending, let start = s.start, let remote = options.remote {
             let elapsed = Double((now - start).components.seconds) * 1000 + Double((now - start).components.attoseconds) / 1e15
             let due = options.rate <= 0 ? 0 : Int(elapsed * options.rate / options.ratePeriod) + 1
-            while s.summary.created < due, s.summary.created < (options.maxCalls ?? Int.max), s.calls.count < (options.limit ?? Int.max) {
+            while !s.summary.timedOut, s.summary.created < due, s.summary.created < (options.maxCalls ?? Int.max), s.calls.count < (options.limit ?? Int.max) {
                 let n = s.nextNumber
                 s.nextNumber += 1
                 s.summary.created += 1
@@ -461,12 +468,12 @@ public final class SIPpRunner: Sendable {
     private func received(_ event: TransportEvent) {
         guard case .message(let inbound) = event else { return }
         let now = ContinuousClock.now
-        let out = state.withLock { s -> [Outgoing] in
+        let traces = state.withLock { s -> [(file: String, text: String)] in
             var out: [Outgoing] = []
             handle(&s, inbound.message, from: inbound.source, now: now, &out)
-            return out
+            return send(out, &s)
         }
-        flush(out)
+        writeTraces(traces)
     }
 
     private func matches(_ r: SIPpReceive, _ m: SIPMessage) -> Bool {
@@ -487,7 +494,7 @@ public final class SIPpRunner: Sendable {
         trace(&s, sent: false, m.serialized(), source)
         var id = callID
         if s.calls[id] == nil {
-            guard !scenario.startsBySending, !s.finished.contains(callID),
+            guard !scenario.startsBySending, !s.summary.timedOut, !s.finished.contains(callID),
                   case .recv(let first) = scenario.commands[0].kind, matches(first, m),
                   s.summary.created < (options.maxCalls ?? Int.max) else { return }
             let n = s.nextNumber

@@ -9,6 +9,10 @@ import SIPpScenario
 import SwitchboardTestSupport
 
 /// SIPp (Debian `sip-tester`) run as a child process, bounded in time, in a fresh folder.
+///
+/// Spawned with `posix_spawn` and an empty signal mask: a child started from a Dispatch or
+/// cooperative-pool thread inherits that thread's blocked signals, and SIPp's global
+/// `-timeout` (SIGALRM) then never fires.
 enum SIPpTool {
     static let path: String? = ExternalTool.find(["/usr/bin/sipp", "/usr/local/bin/sipp"])
     static var available: Bool { path != nil }
@@ -16,34 +20,46 @@ enum SIPpTool {
     /// Runs sipp with `arguments` and returns its exit status and the tail of its output (nil
     /// status when it had to be killed at `timeout`).
     static func run(_ arguments: [String], timeout: Double) async -> (status: Int32?, log: String) {
-        await withCheckedContinuation { (c: CheckedContinuation<(status: Int32?, log: String), Never>) in
-            DispatchQueue.global().async {
-                let dir = FileManager.default.temporaryDirectory.appendingPathComponent("sipp-\(UUID().uuidString)")
-                try? FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-                defer { try? FileManager.default.removeItem(at: dir) }
-                let p = Process()
-                p.executableURL = URL(fileURLWithPath: path ?? "/usr/bin/sipp")
-                p.arguments = arguments
-                p.currentDirectoryURL = dir
-                p.standardInput = FileHandle.nullDevice
-                let out = Pipe()
-                p.standardOutput = out
-                p.standardError = out
-                do { try p.run() } catch {
-                    c.resume(returning: (nil, "cannot start sipp: \(error)"))
-                    return
-                }
-                let pid = p.processIdentifier
-                let killed = Mutex(false)
-                let watchdog = DispatchWorkItem { killed.withLock { $0 = true }; kill(pid, SIGKILL) }
-                DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: watchdog)
-                let data = out.fileHandleForReading.readDataToEndOfFile()
-                p.waitUntilExit()
-                watchdog.cancel()
-                let log = String(String(decoding: data, as: UTF8.self).suffix(2500))
-                c.resume(returning: (killed.withLock { $0 } ? nil : p.terminationStatus, log))
-            }
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("sipp-\(UUID().uuidString)")
+        try? FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let logPath = dir.appendingPathComponent("out.log").path
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, logPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for sig in [SIGALRM, SIGPIPE, SIGINT, SIGTERM, SIGCHLD] { sigaddset(&defaults, sig) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        let argv = ([path ?? "/usr/bin/sipp"] + arguments).map { strdup($0) } + [nil]
+        defer { for a in argv { free(a) } }
+        var pid: pid_t = 0
+        guard posix_spawn(&pid, path ?? "/usr/bin/sipp", &actions, &attributes, argv, environ) == 0 else { return (nil, "cannot start sipp") }
+        let clock = ContinuousClock(), deadline = clock.now + .milliseconds(Int64(timeout * 1000))
+        var status: Int32 = 0
+        var exited = false
+        while clock.now < deadline {
+            if waitpid(pid, &status, WNOHANG) == pid { exited = true; break }
+            try? await Task.sleep(for: .milliseconds(20))
         }
+        if !exited {
+            kill(pid, SIGKILL)
+            waitpid(pid, &status, 0)
+        }
+        let log = (try? String(contentsOfFile: logPath, encoding: .utf8)).map { String($0.suffix(2500)) } ?? ""
+        // WIFEXITED / WEXITSTATUS.
+        let code: Int32? = exited && (status & 0x7f) == 0 ? (status >> 8) & 0xff : nil
+        return (code, log)
     }
 }
 
@@ -130,5 +146,27 @@ struct SIPpVerdictTests {
         } else {
             #expect(lines.all.last == "calls created: 2, successful: 0, failed: 2", "\(lines.all)")
         }
+    }
+
+    /// The global timeout as SIPp ends on it: `-timeout_error` stops the run at once (255, the
+    /// call to a silent peer abandoned); a uas that saw no call by the timeout exits 97.
+    @Test(.timeLimit(.minutes(1)))
+    func globalTimeoutExitCodesAsSIPp() async throws {
+        let silent = try UDPTransport(bindingTo: try SocketAddress(ip: "127.0.0.1", port: 0)) { _ in }
+        defer { silent.close() }
+        let peer = "127.0.0.1:\(silent.localAddress.port)"
+        let s = await SIPpTool.run([peer, "-sn", "uac", "-i", "127.0.0.1", "-p", "\(freeUDPPort())", "-m", "1", "-nostdin", "-timeout", "1", "-timeout_error"], timeout: 15)
+        let lines = Lines()
+        let clock = ContinuousClock(), start = clock.now
+        let code = await Self.ours([peer, "-sn", "uac", "-i", "127.0.0.1", "-p", "\(freeUDPPort())", "-m", "1", "-timeout", "1", "-timeout_error"], lines)
+        #expect(clock.now - start < .seconds(3))
+        #expect(s.status == 255, "sipp: \(s.log)")
+        #expect(code == 255, "\(lines.all)")
+        #expect(lines.all.last == "calls created: 1, successful: 0, failed: 0, abandoned: 1 (global timeout reached)")
+
+        let sUAS = await SIPpTool.run(["-sn", "uas", "-i", "127.0.0.1", "-p", "\(freeUDPPort())", "-nostdin", "-timeout", "1"], timeout: 15)
+        let oursUAS = await Self.ours(["-sn", "uas", "-i", "127.0.0.1", "-p", "\(freeUDPPort())", "-timeout", "1"], Lines())
+        #expect(sUAS.status == 97, "sipp: \(sUAS.log)")
+        #expect(oursUAS == 97)
     }
 }
