@@ -207,6 +207,9 @@ public final class SIPpRunner: Sendable {
         var requests = 0
         var rtdStarts: [String: ContinuousClock.Instant] = [:]
         var fieldLine: Int
+        /// Kept by `recv rrs="true"`: the route set (in the order to use) and the Contact URI.
+        var routeSet: [String] = []
+        var nextURL: String?
     }
 
     struct RunState {
@@ -489,7 +492,7 @@ public final class SIPpRunner: Sendable {
         return true
     }
 
-    private func handle(_ s: inout RunState, _ m: SIPMessage, from source: SocketAddress, now: ContinuousClock.Instant, _ out: inout [Outgoing]) {
+    func handle(_ s: inout RunState, _ m: SIPMessage, from source: SocketAddress, now: ContinuousClock.Instant, _ out: inout [Outgoing]) {
         guard let callID = m.callID else { return }
         trace(&s, sent: false, m.serialized(), source)
         var id = callID
@@ -536,6 +539,16 @@ public final class SIPpRunner: Sendable {
         call.last = m
         call.lastRecvIndex = k
         call.lastRecvWasRequest = m.isRequest
+        if case .recv(let r) = c.kind, r.recordRoutes {
+            // RFC 3261 §12.1.1/§12.1.2: a UAS keeps the Record-Route values in order, a UAC in reverse.
+            let rr = m.elements(.recordRoute).map { $0.trimmingSpaces }
+            call.routeSet = m.isRequest ? rr : rr.reversed()
+            call.nextURL = m.elements(.contact).first.map { c -> String in
+                let v = c.trimmingSpaces
+                if let open = v.firstIndex(of: "<"), let close = v[open...].firstIndex(of: ">") { return String(v[v.index(after: open)..<close]) }
+                return String(v.prefix { $0 != ";" })
+            }
+        }
         rtd(&call, c, now, &s)
         var jumped: Int?
         if let why = execute(c.actions, &call, s, message: m, jump: &jumped, &s.traceLines) {
@@ -674,6 +687,9 @@ public final class SIPpRunner: Sendable {
                         text += injection.lines[call.fieldLine][n]
                     }
                 case .key(let k): text += options.keys[k] ?? ""
+                case .routes:
+                    if call.routeSet.isEmpty { text.append(Self.emptyMark) } else { text += "Route: " + call.routeSet.joined(separator: ", ") }
+                case .nextURL: text += call.nextURL ?? ""
                 }
             }
         }

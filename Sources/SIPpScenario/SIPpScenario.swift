@@ -69,6 +69,9 @@ public struct SIPpReceive: Sendable {
     public var timeout: Int?
     /// Label to go to on timeout.
     public var onTimeout: String?
+    /// Whether the message's Record-Route set and Contact are kept for `[routes]` and
+    /// `[next_url]` (`rrs="true"`).
+    public var recordRoutes = false
 }
 
 /// An action of a step (`<action>` children).
@@ -157,6 +160,10 @@ public enum SIPpKeyword: Sendable, Hashable {
     case field(Int)
     /// A `-key` value.
     case key(String)
+    /// `[routes]`: `Route:` with the route set kept by a `recv rrs="true"` (nothing without one).
+    case routes
+    /// `[next_url]`: the Contact URI of the message kept by a `recv rrs="true"`.
+    case nextURL
 }
 
 struct ScenarioBuilder {
@@ -343,7 +350,7 @@ struct ScenarioBuilder {
             try only(a, ["message"])
             return .log(try template(try required(a, "message"), a, lineEnds: false))
         case "exec":
-            throw err(a, .unsupportedElement("exec (running commands, int_cmd and play_pcap_audio are not supported yet)"))
+            throw err(a, .unsupportedElement("exec"))
         case "sample", "todouble", "gettimeofday", "setdest", "verifyauth", "lookup", "insert", "replace", "urldecode", "urlencode", "warning", "error", "trim", "index", "rtp_echo", "jump_if":
             throw err(a, .unsupportedElement(a.name))
         default:
@@ -367,10 +374,11 @@ struct ScenarioBuilder {
     }
 
     mutating func recv(_ e: XMLElement) throws(SIPpScenarioError) {
-        try only(e, ["request", "response", "optional", "timeout", "ontimeout", "next", "test", "rtd", "start_rtd", "crlf"])
+        try only(e, ["request", "response", "optional", "timeout", "ontimeout", "next", "test", "rtd", "start_rtd", "crlf", "rrs"])
         let (next, test) = try common(e)
         _ = try bool(e, "crlf")
         var r = SIPpReceive(request: e["request"], response: nil, responseMethod: nil, optional: try bool(e, "optional"), timeout: try int(e, "timeout", min: 1), onTimeout: e["ontimeout"])
+        r.recordRoutes = try bool(e, "rrs")
         if let code = e["response"] {
             guard let n = Int(code), (100...699).contains(n) else { throw err(e, .invalidValue(attribute: "response", value: code, reason: "a status code 100–699 expected")) }
             r.response = n
@@ -471,6 +479,8 @@ struct ScenarioBuilder {
         case "call_number": return .callNumber
         case "len": return .len
         case "peer_tag_param": return .peerTagParam
+        case "routes": return .routes
+        case "next_url": return .nextURL
         default: break
         }
         if let n = offset("branch") { return .branch(offset: n) }

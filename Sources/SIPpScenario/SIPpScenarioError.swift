@@ -39,7 +39,9 @@ public struct SIPpScenarioError: Error, Sendable, Hashable, CustomStringConverti
         let place = element.map { "line \(line), <\($0)>" } ?? "line \(line)"
         switch kind {
         case .malformedXML(let why): return "\(place): malformed XML: \(why)"
-        case .unsupportedElement(let name): return "\(place): element <\(name)> is not supported"
+        case .unsupportedElement(let name):
+            let later = name == "exec" ? " (running commands, int_cmd, play_pcap_audio and rtp_stream come later)" : ""
+            return "\(place): element <\(name)> is not supported\(later)"
         case .unsupportedAttribute(let name): return "\(place): attribute \"\(name)\" is not supported"
         case .unsupportedKeyword(let k): return "\(place): keyword [\(k)] is not supported"
         case .missingAttribute(let name): return "\(place): attribute \"\(name)\" is required"

@@ -85,8 +85,8 @@ struct ScenarioParseTests {
         #expect(chance?.line == 3)
         let global = refusal("<scenario>\n<recv request=\"INVITE\" optional=\"global\"/></scenario>")
         #expect(global?.line == 2)
-        let rrs = refusal("<scenario>\n<recv request=\"INVITE\" rrs=\"true\"/></scenario>")
-        #expect(rrs?.kind == .unsupportedAttribute("rrs"))
+        let auth = refusal("<scenario>\n<recv response=\"401\" auth=\"true\"/></scenario>")
+        #expect(auth?.kind == .unsupportedAttribute("auth"))
         let unknown = refusal("<scenario>\n<recv request=\"INVITE\"/>\n<send start_txn=\"invite\"><![CDATA[SIP/2.0 200 OK]]></send></scenario>")
         #expect(unknown?.line == 3 && unknown?.kind == .unsupportedAttribute("start_txn"))
     }
@@ -178,6 +178,45 @@ struct ScenarioParseTests {
         let body = "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\n"
         #expect(text == "SIP/2.0 200 OK\r\nVia: SIP/2.0/UDP 127.0.0.1:5071;branch=z9hG4bK-1\r\nVia: SIP/2.0/UDP 10.0.0.1;branch=z9hG4bK-2\r\n"
                 + "To: <sip:a@b>;tag=x7\r\nTo-Again: <sip:a@b>;tag=peer\r\nContent-Type: application/sdp\r\nContent-Length: \(body.utf8.count)\r\n\r\n" + body)
+    }
+
+    /// `recv rrs="true"` keeps the route set (reversed for a response, RFC 3261 §12.1.2) and the
+    /// Contact: the ACK that follows carries them as `[routes]` and `[next_url]`; without
+    /// Record-Route the `[routes]` line is dropped.
+    @Test func recordRouteSetFeedsRoutesAndNextURL() throws {
+        let xml = """
+        <scenario>
+          <send><![CDATA[
+            INVITE sip:x@127.0.0.1 SIP/2.0
+            Call-ID: [call_id]
+            CSeq: 1 INVITE
+          ]]></send>
+          <recv response="200" rrs="true"/>
+          <send><![CDATA[
+            ACK [next_url] SIP/2.0
+            [routes]
+            CSeq: 1 ACK
+          ]]></send>
+          <recv request="BYE"/>
+        </scenario>
+        """
+        let scenario = try SIPpScenario.parse(xml)
+        let runner = SIPpRunner(scenario: scenario, options: SIPpOptions(), traceName: "t")
+        let peer = try SocketAddress(ip: "127.0.0.1", port: 5070)
+        func ack(_ headers: String) throws -> String {
+            var s = SIPpRunner.RunState(globals: [:])
+            var call = SIPpRunner.Call(number: 1, callID: "c1", peer: peer, fieldLine: 0)
+            call.index = 1
+            s.calls["c1"] = call
+            let ok = "SIP/2.0 200 OK\r\nVia: SIP/2.0/UDP 127.0.0.1;branch=z9hG4bK-1\r\n\(headers)From: <sip:a@b>;tag=1\r\nTo: <sip:x@b>;tag=2\r\nCall-ID: c1\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n"
+            var out: [SIPpRunner.Outgoing] = []
+            runner.handle(&s, try SIPMessage(bytes: Array(ok.utf8)), from: peer, now: .now, &out)
+            #expect(s.calls["c1"]?.index == 3)
+            return out.first.map { String(decoding: $0.bytes, as: UTF8.self) } ?? ""
+        }
+        #expect(try ack("Record-Route: <sip:p1@10.0.0.1;lr>\r\nRecord-Route: <sip:p2@10.0.0.2;lr>, <sip:p3@10.0.0.3;lr>\r\nContact: <sip:uas@10.0.0.9:5070;transport=udp>;expires=60\r\n")
+                == "ACK sip:uas@10.0.0.9:5070;transport=udp SIP/2.0\r\nRoute: <sip:p3@10.0.0.3;lr>, <sip:p2@10.0.0.2;lr>, <sip:p1@10.0.0.1;lr>\r\nCSeq: 1 ACK\r\n\r\n")
+        #expect(try ack("Contact: sip:uas@10.0.0.9\r\n") == "ACK sip:uas@10.0.0.9 SIP/2.0\r\nCSeq: 1 ACK\r\n\r\n")
     }
 
     @Test func numbersPrintAsSIPpPrintsThem() {
