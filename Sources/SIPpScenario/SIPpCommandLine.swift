@@ -44,11 +44,14 @@ public enum SIPpCommandLine {
 
     /// Parses `arguments`, runs the scenario and returns SIPp's exit code: 0 when every call
     /// succeeded, 1 when one failed, 255 for a refused command line or scenario. `output`
-    /// receives the lines to print (errors go to `error`).
-    public static func run(arguments: [String], logger: Logger = .disabled, output: @Sendable (String) -> Void, error: @Sendable (String) -> Void) async -> Int32 {
+    /// receives the lines to print (errors go to `error`). Trace files go to `traceDirectory`
+    /// (the working directory when nil, as SIPp's).
+    public static func run(arguments: [String], traceDirectory: String? = nil, logger: Logger = .disabled,
+                           output: @Sendable (String) -> Void, error: @Sendable (String) -> Void) async -> Int32 {
         let runner: SIPpRunner
         do {
-            let options = try SIPpOptions.parse(arguments)
+            var options = try SIPpOptions.parse(arguments)
+            options.traceDirectory = traceDirectory
             runner = try prepare(options, logger: logger)
         } catch let e {
             error("switchboard sipp: \(e)")

@@ -59,6 +59,9 @@ public struct SIPpOptions: Sendable {
     public var bufferSize = 4 << 20
     /// `-base_cseq`: the first `[cseq]` (default 1).
     public var baseCSeq = 1
+    /// Where trace files are written (not a SIPp option; SIPp writes them in the working
+    /// directory, which `nil` keeps).
+    public var traceDirectory: String?
 
     /// Creates options with SIPp's defaults.
     public init() {}

@@ -258,7 +258,7 @@ public final class SIPpRunner: Sendable {
         }
     }
 
-    private func traceFile(_ kind: String) -> String { "\(traceName)_\(pid)_\(kind).log" }
+    private func traceFile(_ kind: String) -> String { (options.traceDirectory.map { $0 + "/" } ?? "") + "\(traceName)_\(pid)_\(kind).log" }
 
     private func timestamp() -> String {
         let d = Date()
@@ -635,7 +635,7 @@ public final class SIPpRunner: Sendable {
                 jump = target
             case .log(let t):
                 if options.traceLogs {
-                    traces.append(("\(traceName)_\(pid)_logs.log", String(decoding: render(t, call, s, index: call.index, message: false), as: UTF8.self) + "\n"))
+                    traces.append((traceFile("logs"), String(decoding: render(t, call, s, index: call.index, message: false), as: UTF8.self) + "\n"))
                 }
             }
         }

@@ -13,6 +13,10 @@ struct SIPp: AsyncParsableCommand {
     var arguments: [String] = []
 
     func run() async throws {
+        if arguments.contains("--help") || arguments.contains("-h") {
+            print(Self.helpMessage())
+            return
+        }
         let code = await SIPpCommandLine.run(arguments: arguments, output: { print($0) }, error: { FileHandle.standardError.write(Data(($0 + "\n").utf8)) })
         if code != 0 { throw ExitCode(code) }
     }

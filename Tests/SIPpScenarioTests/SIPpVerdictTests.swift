@@ -169,4 +169,32 @@ struct SIPpVerdictTests {
         #expect(sUAS.status == 97, "sipp: \(sUAS.log)")
         #expect(oursUAS == 97)
     }
+
+    /// -trace_err and -trace_msg write `<scenario>_<pid>_errors.log` (a line per failed call with
+    /// its reason) and `<scenario>_<pid>_messages.log` (every message both ways).
+    @Test(.timeLimit(.minutes(1)))
+    func traceFilesAreWritten() async throws {
+        let box = Mutex<AnsweringServer?>(nil)
+        let endpoint = try SIPEndpoint(configuration: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))])) { e in box.withLock { $0 }?.handle(e) }
+        defer { endpoint.close() }
+        let dut = endpoint.localAddresses[0].address.port
+        let server = AnsweringServer(answerCode: 200, contact: "sip:dut@127.0.0.1:\(dut)")
+        server.attach(endpoint)
+        box.withLock { $0 = server }
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("sbsipp-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let code = await SIPpCommandLine.run(arguments: ["127.0.0.1:\(dut)", "-sf", TestPathsForSIPp.fixture("uac_check_header"), "-i", "127.0.0.1", "-p", "\(freeUDPPort())",
+                                                         "-m", "1", "-timeout", "10", "-trace_err", "-trace_msg"],
+                                             traceDirectory: dir, output: { _ in }, error: { _ in })
+        #expect(code == 1)
+        let files = try FileManager.default.contentsOfDirectory(atPath: dir).sorted()
+        let pid = getpid()
+        #expect(files == ["uac_check_header_\(pid)_errors.log", "uac_check_header_\(pid)_messages.log"])
+        let errors = try String(contentsOfFile: dir + "/uac_check_header_\(pid)_errors.log", encoding: .utf8)
+        #expect(errors.contains("call 1 (Call-ID 1-\(pid)@127.0.0.1): regexp \"sip:nobody-here@\" (line 22) did not match (check_it)"))
+        let messages = try String(contentsOfFile: dir + "/uac_check_header_\(pid)_messages.log", encoding: .utf8)
+        #expect(messages.contains("UDP message sent") && messages.contains("INVITE sip:service@127.0.0.1:\(dut) SIP/2.0\r\n"))
+        #expect(messages.contains("UDP message received") && messages.contains("SIP/2.0 200 OK\r\n"))
+    }
 }
