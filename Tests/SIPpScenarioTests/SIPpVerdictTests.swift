@@ -197,4 +197,28 @@ struct SIPpVerdictTests {
         #expect(messages.contains("UDP message sent") && messages.contains("INVITE sip:service@127.0.0.1:\(dut) SIP/2.0\r\n"))
         #expect(messages.contains("UDP message received") && messages.contains("SIP/2.0 200 OK\r\n"))
     }
+
+    /// A project uas scenario (Fixtures/sipp/uas_final.xml, answering 486) played by SIPp and by
+    /// the runner to the same caller, SIPp's built-in uac (which expects a 200): both callees
+    /// pass (0: the 486 is ACKed), and the caller fails the same way against each (1).
+    @Test(.timeLimit(.minutes(1)))
+    func uasScenarioSameVerdictAsSIPp() async throws {
+        let template = try String(contentsOfFile: TestPaths.repoRoot + "/Fixtures/sipp/uas_final.xml", encoding: .utf8)
+        let scenario = temporaryFile(template.replacingOccurrences(of: "FINAL_STATUS", with: "486"))
+        defer { try? FileManager.default.removeItem(atPath: scenario) }
+        var verdicts: [(callee: Int32?, caller: Int32?)] = []
+        for ours in [false, true] {
+            let port = freeUDPPort()
+            let args = ["-sf", scenario, "-i", "127.0.0.1", "-p", "\(port)", "-m", "2", "-timeout", "15"]
+            let lines = Lines()
+            async let callee: Int32? = ours ? Self.ours(args, lines) : SIPpTool.run(args + ["-nostdin"], timeout: 25).status
+            try await Task.sleep(for: .milliseconds(300))
+            let caller = await SIPpTool.run(["127.0.0.1:\(port)", "-sn", "uac", "-i", "127.0.0.1", "-p", "\(freeUDPPort())", "-m", "2", "-r", "10",
+                                             "-nostdin", "-timeout", "15"], timeout: 25)
+            verdicts.append((await callee, caller.status))
+            if ours { #expect(lines.all.last == "calls created: 2, successful: 2, failed: 0", "\(lines.all)") }
+        }
+        #expect(verdicts[0].callee == 0 && verdicts[0].caller == 1, "SIPp as callee: \(verdicts[0])")
+        #expect(verdicts[1].callee == 0 && verdicts[1].caller == 1, "switchboard sipp as callee: \(verdicts[1])")
+    }
 }
