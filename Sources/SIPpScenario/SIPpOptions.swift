@@ -75,9 +75,11 @@ public struct SIPpOptions: Sendable {
             guard i < arguments.count else { throw SIPpUsageError("option \(name) needs a value") }
             return arguments[i]
         }
+        /// A number from 0 to 10^9 (every count, rate and duration here fits; bigger ones are
+        /// refused rather than overflowing).
         func number(_ name: String) throws(SIPpUsageError) -> Double {
             let v = try value(name)
-            guard let d = Double(v), d >= 0 else { throw SIPpUsageError("option \(name): \"\(v)\" is not a number ≥ 0") }
+            guard let d = Double(v), d >= 0, d <= 1e9 else { throw SIPpUsageError("option \(name): \"\(v)\" is not a number from 0 to 10^9") }
             return d
         }
         func port(_ name: String) throws(SIPpUsageError) -> UInt16 {
@@ -102,12 +104,14 @@ public struct SIPpOptions: Sendable {
                 let n = try number(a)
                 guard n >= 1, n == n.rounded() else { throw SIPpUsageError("option -m needs a whole number ≥ 1") }
                 o.maxCalls = Int(n)
-            case "-r": o.rate = try number(a)
+            case "-r":
+                o.rate = try number(a)
+                guard o.rate <= 1e6 else { throw SIPpUsageError("option -r: at most 10^6 calls per period") }
             case "-rp":
                 var v = try value(a)
                 var scale = 1.0
                 if v.hasSuffix("ms") { v.removeLast(2) } else if v.hasSuffix("s") { v.removeLast(); scale = 1000 }
-                guard let d = Double(v), d > 0 else { throw SIPpUsageError("option -rp: \"\(v)\" is not a period") }
+                guard let d = Double(v), d > 0, d <= 1e9 else { throw SIPpUsageError("option -rp: \"\(v)\" is not a period") }
                 o.ratePeriod = d * scale
             case "-l":
                 let n = try number(a)
@@ -125,11 +129,14 @@ public struct SIPpOptions: Sendable {
                 var v = try value(a)
                 var scale = 1.0
                 if v.hasSuffix("ms") { v.removeLast(2); scale = 0.001 } else if v.hasSuffix("s") { v.removeLast() }
-                guard let d = Double(v), d > 0 else { throw SIPpUsageError("option -timeout: \"\(v)\" is not a duration") }
+                guard let d = Double(v), d > 0, d <= 1e7 else { throw SIPpUsageError("option -timeout: \"\(v)\" is not a duration (up to 10^7 s)") }
                 o.timeout = d * scale
             case "-timeout_error": o.timeoutIsError = true
             case "-recv_timeout": o.recvTimeout = Int(try number(a))
-            case "-max_retrans": o.maxRetransmissions = Int(try number(a))
+            case "-max_retrans":
+                let n = try number(a)
+                guard n <= 100 else { throw SIPpUsageError("option -max_retrans: at most 100") }
+                o.maxRetransmissions = Int(n)
             case "-trace_err": o.traceErrors = true
             case "-trace_msg": o.traceMessages = true
             case "-trace_logs": o.traceLogs = true
@@ -142,6 +149,8 @@ public struct SIPpOptions: Sendable {
                 guard n >= 1024, n <= Double(1 << 30) else { throw SIPpUsageError("option -buff_size needs 1024…2^30") }
                 o.bufferSize = Int(n)
             case "-base_cseq": o.baseCSeq = Int(try number(a))
+            case "-max_invite_retrans", "-max_non_invite_retrans":
+                throw SIPpUsageError("option \(a) is not supported (use -max_retrans)")
             case "-t":
                 let t = try value(a)
                 guard t == "u1" else {

@@ -300,7 +300,7 @@ public final class SIPpRunner: Sendable {
                 out.append(Outgoing(bytes: r.bytes, to: call.peer))
                 trace(&s, sent: true, r.bytes, call.peer)
                 r.count += 1
-                r.interval = r.isInvite ? r.interval * 2 : min(r.interval * 2, 4000)
+                r.interval = r.isInvite ? min(r.interval * 2, 86_400_000) : min(r.interval * 2, 4000)
                 r.due = now + .milliseconds(r.interval)
                 call.retransmission = r
                 s.calls[id] = call
@@ -630,9 +630,9 @@ public final class SIPpRunner: Sendable {
                 let r: Double = x == y ? 0 : (Array(x.utf8).lexicographicallyPrecedes(Array(y.utf8)) ? -1 : 1)
                 call.vars[assignTo] = .double(r)
             case .jump(let o):
-                let target = Int(operand(o))
-                guard target >= 0, target <= scenario.commands.count else { return "jump to command \(target), outside the scenario" }
-                jump = target
+                let value = operand(o)
+                guard value.isFinite, value >= 0, value <= Double(scenario.commands.count) else { return "jump to command \(formatDouble(value)), outside the scenario" }
+                jump = Int(value)
             case .log(let t):
                 if options.traceLogs {
                     traces.append((traceFile("logs"), String(decoding: render(t, call, s, index: call.index, message: false), as: UTF8.self) + "\n"))

@@ -204,9 +204,12 @@ struct ScenarioBuilder {
         }
     }
 
+    /// A whole number of milliseconds from `min` to a day.
     func int(_ e: XMLElement, _ name: String, min: Int = 0) throws(SIPpScenarioError) -> Int? {
         guard let v = e[name] else { return nil }
-        guard let n = Int(v.trimmingSpaces), n >= min else { throw err(e, .invalidValue(attribute: name, value: v, reason: "a whole number ≥ \(min) expected")) }
+        guard let n = Int(v.trimmingSpaces), n >= min, n <= 86_400_000 else {
+            throw err(e, .invalidValue(attribute: name, value: v, reason: "a whole number of milliseconds from \(min) to 86400000 expected"))
+        }
         return n
     }
 
@@ -460,7 +463,7 @@ struct ScenarioBuilder {
             guard word.hasPrefix(base) else { return nil }
             let tail = word.dropFirst(base.count)
             if tail.isEmpty { return 0 }
-            guard let f = tail.first, f == "+" || f == "-", let n = Int(tail.dropFirst()) else { return nil }
+            guard let f = tail.first, f == "+" || f == "-", let n = Int(tail.dropFirst()), n <= 1_000_000 else { return nil }
             return f == "+" ? n : -n
         }
         switch word {

@@ -37,6 +37,9 @@ enum XMLReader {
         let bytes: [UInt8]
         var i = 0
         var line = 1
+        var depth = 0
+        /// Scenarios are three or four levels deep; deeper input is refused, not recursed into.
+        static let maxDepth = 32
 
         init(bytes: [UInt8]) { self.bytes = bytes }
 
@@ -158,6 +161,9 @@ enum XMLReader {
 
         mutating func element() throws(SIPpScenarioError) -> XMLElement {
             let startLine = line
+            depth += 1
+            defer { depth -= 1 }
+            guard depth <= Self.maxDepth else { throw fail("elements nested more than \(Self.maxDepth) deep") }
             advance() // <
             let elementName = try name()
             var attributes: [XMLElement.Attribute] = []

@@ -116,6 +116,20 @@ struct ScenarioParseTests {
         #expect(root?.line == 3)
     }
 
+    /// Out-of-range numbers and deep nesting are refused, never overflowed or recursed into.
+    @Test func boundsAreRefusedNotOverflowed() {
+        let pause = refusal("<scenario><recv request=\"INVITE\"/>\n<pause milliseconds=\"99999999999999999999\"/></scenario>")
+        #expect(pause?.line == 2)
+        let offset = refusal("<scenario><send><![CDATA[OPTIONS sip:x SIP/2.0\nCSeq: [cseq+9223372036854775807] OPTIONS\n]]></send></scenario>")
+        #expect(offset?.kind == .unsupportedKeyword("cseq+9223372036854775807"))
+        let deep = refusal("<scenario>" + String(repeating: "<a>", count: 10_000) + String(repeating: "</a>", count: 10_000) + "</scenario>")
+        if case .malformedXML(let why)? = deep?.kind { #expect(why.contains("nested")) } else { Issue.record("\(String(describing: deep))") }
+        for option in ["-d", "-m", "-l", "-r", "-recv_timeout", "-max_retrans"] {
+            #expect(throws: SIPpUsageError.self) { try SIPpOptions.parse([option, "1e300"]) }
+        }
+        #expect(throws: SIPpUsageError.self) { try SIPpOptions.parse(["-timeout", "1e300"]) }
+    }
+
     @Test func optionsParseAsSIPpsAndRefuseOthers() throws {
         let o = try SIPpOptions.parse(["127.0.0.1:5070", "-sn", "uac", "-i", "127.0.0.1", "-p", "5071", "-m", "10", "-r", "50", "-l", "5",
                                        "-key", "k", "v", "-set", "n", "3", "-timeout", "20s", "-nostdin", "-bg", "-t", "u1", "-trace_err"])
