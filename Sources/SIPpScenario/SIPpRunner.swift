@@ -494,7 +494,7 @@ public final class SIPpRunner: Sendable {
 
     func handle(_ s: inout RunState, _ m: SIPMessage, from source: SocketAddress, now: ContinuousClock.Instant, _ out: inout [Outgoing]) {
         guard let callID = m.callID else { return }
-        trace(&s, sent: false, m.serialized(), source)
+        if options.traceMessages { trace(&s, sent: false, m.serialized(), source) }
         var id = callID
         if s.calls[id] == nil {
             guard !scenario.startsBySending, !s.summary.timedOut, !s.finished.contains(callID),
