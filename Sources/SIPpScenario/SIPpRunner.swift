@@ -217,9 +217,15 @@ public final class SIPpRunner: Sendable {
         var start: ContinuousClock.Instant?
         var local: SocketAddress?
         var calls: [String: Call] = [:]
+        /// Per call with a timer running, its earliest (retransmission, pause end, recv
+        /// timeout): the loop scans these, not the calls.
+        var wakes: [String: ContinuousClock.Instant] = [:]
         var nextNumber = 1
+        /// The Call-IDs of the last 8192 calls over (their late messages are ignored, not taken
+        /// for new calls), in a ring.
         var finished: Set<String> = []
-        var finishedOrder: [String] = []
+        var finishedRing: [String] = []
+        var finishedNext = 0
         var summary = SIPpRunSummary()
         var traceLines: [(file: String, text: String)] = []
     }
@@ -284,12 +290,13 @@ public final class SIPpRunner: Sendable {
                 let id = "pending-\(n)"
                 var call = Call(number: n, callID: id, peer: remote, fieldLine: fieldLine(for: n))
                 call.vars = [:]
-                s.calls[id] = call
+                store(&s, id, call)
                 startRTDs(&s, id, now)
                 step(&s, id, now: now, &out)
             }
         }
-        for id in Array(s.calls.keys) {
+        let due = s.wakes.compactMap { $0.value <= now ? $0.key : nil }
+        for id in due {
             guard var call = s.calls[id] else { continue }
             if var r = call.retransmission, now >= r.due {
                 let max = options.maxRetransmissions ?? (r.isInvite ? 5 : 7)
@@ -303,13 +310,13 @@ public final class SIPpRunner: Sendable {
                 r.interval = r.isInvite ? min(r.interval * 2, 86_400_000) : min(r.interval * 2, 4000)
                 r.due = now + .milliseconds(r.interval)
                 call.retransmission = r
-                s.calls[id] = call
+                store(&s, id, call)
             }
             if let p = call.pauseUntil, now >= p {
                 call.pauseUntil = nil
                 let c = scenario.commands[call.index]
                 call.index = nextIndex(after: c, call.index, call)
-                s.calls[id] = call
+                store(&s, id, call)
                 step(&s, id, now: now, &out)
                 continue
             }
@@ -318,10 +325,10 @@ public final class SIPpRunner: Sendable {
                 let c = scenario.commands[call.index]
                 if case .recv(let r) = c.kind, let label = r.onTimeout, let target = scenario.labels[label] {
                     call.index = target
-                    s.calls[id] = call
+                    store(&s, id, call)
                     step(&s, id, now: now, &out)
                 } else {
-                    s.calls[id] = call
+                    store(&s, id, call)
                     fail(&s, id, "timeout waiting for the message of line \(c.line) (\(describe(c)))", &out)
                 }
             }
@@ -361,9 +368,25 @@ public final class SIPpRunner: Sendable {
 
     private func finish(_ s: inout RunState, _ id: String) {
         guard let call = s.calls.removeValue(forKey: id) else { return }
+        s.wakes.removeValue(forKey: id)
         s.finished.insert(call.callID)
-        s.finishedOrder.append(call.callID)
-        if s.finishedOrder.count > 8192 { s.finished.remove(s.finishedOrder.removeFirst()) }
+        if s.finishedRing.count < 8192 {
+            s.finishedRing.append(call.callID)
+        } else {
+            s.finished.remove(s.finishedRing[s.finishedNext])
+            s.finishedRing[s.finishedNext] = call.callID
+            s.finishedNext = (s.finishedNext + 1) % 8192
+        }
+    }
+
+    /// Stores a call and its earliest timer.
+    private func store(_ s: inout RunState, _ id: String, _ call: Call) {
+        s.calls[id] = call
+        if let wake = [call.retransmission?.due, call.pauseUntil, call.recvDeadline].compactMap({ $0 }).min() {
+            s.wakes[id] = wake
+        } else {
+            s.wakes.removeValue(forKey: id)
+        }
     }
 
     private func fail(_ s: inout RunState, _ id: String, _ reason: String, _ out: inout [Outgoing]) {
@@ -393,27 +416,27 @@ public final class SIPpRunner: Sendable {
             switch c.kind {
             case .recv(let r):
                 if call.recvDeadline == nil, let ms = r.timeout ?? options.recvTimeout { call.recvDeadline = now + .milliseconds(ms) }
-                s.calls[id] = call
+                store(&s, id, call)
                 return
             case .pause(let ms):
                 let d = ms ?? options.defaultPause
                 if d > 0 {
                     call.pauseUntil = now + .milliseconds(d)
-                    s.calls[id] = call
+                    store(&s, id, call)
                     return
                 }
                 call.index = nextIndex(after: c, call.index, call)
-                s.calls[id] = call
+                store(&s, id, call)
             case .nop:
                 rtd(&call, c, now, &s)
                 var jumped: Int?
                 if let why = execute(c.actions, &call, s, message: nil, jump: &jumped, &s.traceLines) {
-                    s.calls[id] = call
+                    store(&s, id, call)
                     fail(&s, id, why, &out)
                     return
                 }
                 call.index = jumped ?? nextIndex(after: c, call.index, call)
-                s.calls[id] = call
+                store(&s, id, call)
             case .send(let template, let retransmit):
                 let method = template.method
                 if let method, method != "ACK", method != "CANCEL" { call.requests += 1 }
@@ -431,18 +454,19 @@ public final class SIPpRunner: Sendable {
                 if call.number > 0, call.callID.hasPrefix("pending-"), let cid = SIPpRunner.callID(in: bytes) {
                     // A UAC call is known by the Call-ID its first message carries.
                     s.calls.removeValue(forKey: id)
+                    s.wakes.removeValue(forKey: id)
                     call.callID = cid
                     id = cid
                 }
                 rtd(&call, c, now, &s)
                 var jumped: Int?
                 if let why = execute(c.actions, &call, s, message: nil, jump: &jumped, &s.traceLines) {
-                    s.calls[id] = call
+                    store(&s, id, call)
                     fail(&s, id, why, &out)
                     return
                 }
                 call.index = jumped ?? nextIndex(after: c, call.index, call)
-                s.calls[id] = call
+                store(&s, id, call)
             }
         }
     }
@@ -503,7 +527,7 @@ public final class SIPpRunner: Sendable {
             let n = s.nextNumber
             s.nextNumber += 1
             s.summary.created += 1
-            s.calls[callID] = Call(number: n, callID: callID, peer: source, fieldLine: fieldLine(for: n))
+            store(&s, callID, Call(number: n, callID: callID, peer: source, fieldLine: fieldLine(for: n)))
             startRTDs(&s, callID, now)
             id = callID
         }
@@ -552,12 +576,12 @@ public final class SIPpRunner: Sendable {
         rtd(&call, c, now, &s)
         var jumped: Int?
         if let why = execute(c.actions, &call, s, message: m, jump: &jumped, &s.traceLines) {
-            s.calls[id] = call
+            store(&s, id, call)
             fail(&s, id, why, &out)
             return
         }
         call.index = jumped ?? nextIndex(after: c, k, call)
-        s.calls[id] = call
+        store(&s, id, call)
         step(&s, id, now: now, &out)
     }
 
@@ -694,26 +718,38 @@ public final class SIPpRunner: Sendable {
             }
         }
         guard message else { return Array(text.filter { $0 != Self.emptyMark && $0 != "\u{2}" }.utf8) }
-        // Drop header lines a missing [last_*] left empty; then fill in [len].
-        var head: [Substring] = []
-        var bodyText = ""
-        var rest = Substring(text)
-        while true {
-            guard let r = rest.range(of: "\r\n") else { head.append(rest); rest = ""; break }
-            let line = rest[..<r.lowerBound]
-            rest = rest[r.upperBound...]
-            if line.isEmpty { bodyText = String(rest); break }
-            if line.allSatisfy({ $0 == Self.emptyMark || $0 == " " || $0 == "\t" }) { continue }
-            head.append(line)
+        // Drop header lines a missing [last_*] left empty; then fill in [len]. The marks are
+        // one byte each (0x01 empty, 0x02 [len]).
+        let bytes = Array(text.utf8)
+        var head: [UInt8] = []
+        var body: ArraySlice<UInt8> = []
+        var lineStart = 0
+        while lineStart <= bytes.count {
+            var j = lineStart
+            while j + 1 < bytes.count, !(bytes[j] == 0x0D && bytes[j + 1] == 0x0A) { j += 1 }
+            let end = j + 1 < bytes.count ? j : bytes.count
+            let line = bytes[lineStart..<end]
+            if line.isEmpty && end < bytes.count {
+                body = bytes[(end + 2)...]
+                break
+            }
+            if !line.allSatisfy({ $0 == 0x01 || $0 == 0x20 || $0 == 0x09 }) {
+                if !head.isEmpty { head += [0x0D, 0x0A] }
+                head += line.lazy.filter { $0 != 0x01 }
+            }
+            if end >= bytes.count { break }
+            lineStart = end + 2
         }
-        let headText = head.map { String($0.filter { $0 != Self.emptyMark }) }.joined(separator: "\r\n")
-        let body = bodyText.filter { $0 != Self.emptyMark }
-        var full = headText + "\r\n\r\n" + body
+        let bodyBytes = body.filter { $0 != 0x01 }
+        var full = head + [0x0D, 0x0A, 0x0D, 0x0A] + bodyBytes
         if hasLen {
-            let length = body.replacingOccurrences(of: "\u{2}", with: "").utf8.count
-            full = full.replacingOccurrences(of: "\u{2}", with: "\(length)")
+            let length = Array(String(bodyBytes.lazy.filter { $0 != 0x02 }.count).utf8)
+            var filled: [UInt8] = []
+            filled.reserveCapacity(full.count + 8)
+            for b in full { if b == 0x02 { filled += length } else { filled.append(b) } }
+            full = filled
         }
-        return Array(full.utf8)
+        return full
     }
 }
 
