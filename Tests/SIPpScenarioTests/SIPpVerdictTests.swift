@@ -196,6 +196,16 @@ struct SIPpVerdictTests {
         let messages = try String(contentsOfFile: dir + "/uac_check_header_\(pid)_messages.log", encoding: .utf8)
         #expect(messages.contains("UDP message sent") && messages.contains("INVITE sip:service@127.0.0.1:\(dut) SIP/2.0\r\n"))
         #expect(messages.contains("UDP message received") && messages.contains("SIP/2.0 200 OK\r\n"))
+
+        // -trace_logs: the <log> actions, keywords and variables filled in.
+        let inf = temporaryFile("SEQUENTIAL\nbob;alice\n")
+        defer { try? FileManager.default.removeItem(atPath: inf) }
+        let logged = await SIPpCommandLine.run(arguments: ["127.0.0.1:\(dut)", "-sf", TestPathsForSIPp.fixture("uac_actions"), "-i", "127.0.0.1", "-p", "\(freeUDPPort())",
+                                                           "-m", "1", "-timeout", "10", "-inf", inf, "-key", "subject", "hi", "-trace_logs"],
+                                               traceDirectory: dir, output: { _ in }, error: { _ in })
+        #expect(logged == 0)
+        let log = try String(contentsOfFile: dir + "/uac_actions_\(pid)_logs.log", encoding: .utf8)
+        #expect(log.hasPrefix("call 1 to bob: tag sb") && log.hasSuffix(", n=5.000000\n"), "\(log)")
     }
 
     /// A project uas scenario (Fixtures/sipp/uas_final.xml, answering 486) played by SIPp and by
