@@ -52,8 +52,9 @@ public struct SIPpOptions: Sendable {
     public var traceMessages = false
     /// `-trace_logs`: write `<scenario>_<pid>_logs.log` (the `<log>` actions).
     public var traceLogs = false
-    /// `-mi`, `-mp`: `[media_ip]` and `[media_port]` (default: the local IP, 6000).
+    /// `-mi`: `[media_ip]` (default: the local IP).
     public var mediaIP: String?
+    /// `-mp`: `[media_port]` (default 6000; no media socket is opened).
     public var mediaPort: UInt16 = 6000
     /// `-buff_size`: the socket buffer sizes.
     public var bufferSize = 4 << 20
@@ -175,5 +176,6 @@ public struct SIPpUsageError: Error, Sendable, Hashable, CustomStringConvertible
     public var message: String
     /// Creates an error.
     public init(_ message: String) { self.message = message }
+    /// The message.
     public var description: String { message }
 }

@@ -45,6 +45,7 @@ public struct SIPpRunSummary: Sendable {
 public struct SIPpRunError: Error, Sendable, CustomStringConvertible {
     /// What went wrong.
     public var message: String
+    /// The message.
     public var description: String { message }
 }
 

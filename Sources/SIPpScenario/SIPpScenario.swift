@@ -107,32 +107,53 @@ public enum SIPpAction: Sendable {
 
 /// A number or a variable holding one.
 public enum SIPpOperand: Sendable, Hashable {
+    /// A number written in the scenario.
     case number(Double)
+    /// The value of a variable, as a number.
     case variable(String)
 }
 
 /// A string or a variable holding one.
 public enum SIPpStringOperand: Sendable, Hashable {
+    /// A string written in the scenario.
     case string(String)
+    /// The value of a variable, as text.
     case variable(String)
 }
 
 /// The arithmetic actions.
 public enum SIPpArithmetic: String, Sendable, Hashable {
-    case add, multiply, divide
+    /// `<add>`: the variable plus the value.
+    case add
+    /// `<multiply>`: the variable times the value.
+    case multiply
+    /// `<divide>`: the variable divided by the value (a division by zero fails the call).
+    case divide
 }
 
 /// The comparisons of `<test>`.
 public enum SIPpComparison: String, Sendable, Hashable {
-    case equal, notEqual = "not_equal", greaterThan = "greater_than", lessThan = "less_than"
-    case greaterThanEqual = "greater_than_equal", lessThanEqual = "less_than_equal"
+    /// `equal`.
+    case equal
+    /// `not_equal`.
+    case notEqual = "not_equal"
+    /// `greater_than`.
+    case greaterThan = "greater_than"
+    /// `less_than`.
+    case lessThan = "less_than"
+    /// `greater_than_equal`.
+    case greaterThanEqual = "greater_than_equal"
+    /// `less_than_equal`.
+    case lessThanEqual = "less_than_equal"
 }
 
 /// A message (or value) with its `[keywords]`, split once at parse time.
 public struct SIPpTemplate: Sendable {
     /// A piece of the template.
     public enum Segment: Sendable, Hashable {
+        /// Text sent as it is.
         case text(String)
+        /// A keyword replaced when the message is sent.
         case keyword(SIPpKeyword)
     }
     /// The pieces in order.
@@ -141,11 +162,26 @@ public struct SIPpTemplate: Sendable {
 
 /// The keywords this runner substitutes.
 public enum SIPpKeyword: Sendable, Hashable {
-    case service, remoteIP, remotePort, localIP, localPort, transport
-    case mediaIP, mediaPort, mediaIPType, localIPType, pid
+    /// `[service]` (`-s`).
+    case service
+    /// `[remote_ip]`, `[remote_port]`: the call's peer.
+    case remoteIP, remotePort
+    /// `[local_ip]`, `[local_port]`: the runner's address.
+    case localIP, localPort
+    /// `[transport]`: `UDP`.
+    case transport
+    /// `[media_ip]`, `[media_port]` (`-mi`, `-mp`).
+    case mediaIP, mediaPort
+    /// `[media_ip_type]`, `[local_ip_type]`: 4 or 6.
+    case mediaIPType, localIPType
+    /// `[pid]`: the process id.
+    case pid
     /// `[branch]`, `[branch-N]`: a branch unique to the call and the command (N commands back).
     case branch(offset: Int)
-    case callID, callNumber
+    /// `[call_id]`: `<call number>-<pid>@<local_ip>`.
+    case callID
+    /// `[call_number]`: 1 for the first call, and so on.
+    case callNumber
     /// `[cseq]`, `[cseq+N]`.
     case cseq(offset: Int)
     /// `[len]`: the body's length in bytes.

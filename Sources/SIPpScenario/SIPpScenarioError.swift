@@ -35,6 +35,7 @@ public struct SIPpScenarioError: Error, Sendable, Hashable, CustomStringConverti
         self.kind = kind
     }
 
+    /// The line, the element and what is wrong, in one sentence.
     public var description: String {
         let place = element.map { "line \(line), <\($0)>" } ?? "line \(line)"
         switch kind {

@@ -1,26 +1,26 @@
 /// One element of a scenario file: its name, attributes, children and text, with the line each
 /// starts on.
-public struct XMLElement: Sendable, Hashable {
+struct XMLElement: Sendable, Hashable {
     /// One attribute, in the order written.
-    public struct Attribute: Sendable, Hashable {
+    struct Attribute: Sendable, Hashable {
         /// The attribute's name.
-        public var name: String
+        var name: String
         /// Its value, with entity references replaced.
-        public var value: String
+        var value: String
     }
     /// The element's name.
-    public var name: String
+    var name: String
     /// The attributes in the order written.
-    public var attributes: [Attribute]
+    var attributes: [Attribute]
     /// The child elements in order.
-    public var children: [XMLElement]
+    var children: [XMLElement]
     /// The character data (text and CDATA sections) directly inside the element, concatenated.
-    public var text: String
+    var text: String
     /// The line (1-based) of the element's `<`.
-    public var line: Int
+    var line: Int
 
     /// The value of attribute `name`, if present.
-    public subscript(_ name: String) -> String? { attributes.first { $0.name == name }?.value }
+    subscript(_ name: String) -> String? { attributes.first { $0.name == name }?.value }
 }
 
 /// A small XML reader for scenario files: elements, attributes, text, CDATA, comments, the XML
