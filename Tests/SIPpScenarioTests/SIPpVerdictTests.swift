@@ -75,6 +75,12 @@ final class Lines: Sendable {
 @Suite("SIPp scenarios against SIPp", .serialized, .enabled(if: SIPpTool.available || TestPaths.isCI, "sipp (Debian sip-tester) is not installed"),
        .requires("sipp (Debian sip-tester)", { SIPpTool.available }))
 struct SIPpVerdictTests {
+    /// Waits (at most 5 s) until a callee has bound its UDP port on 127.0.0.1.
+    static func waitUntilBound(_ port: UInt16) async {
+        let clock = ContinuousClock(), deadline = clock.now + .seconds(5)
+        while !udpPortIsBound(port), clock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
+    }
+
     static func ours(_ arguments: [String], _ lines: Lines) async -> Int32 {
         await SIPpCommandLine.run(arguments: arguments, output: { lines.add($0) }, error: { lines.add($0) })
     }
@@ -83,7 +89,7 @@ struct SIPpVerdictTests {
     func ourUACAgainstSIPpsUAS() async throws {
         let sippPort = freeUDPPort(), ourPort = freeUDPPort()
         async let sipp = SIPpTool.run(["-sn", "uas", "-i", "127.0.0.1", "-p", "\(sippPort)", "-m", "10", "-nostdin", "-timeout", "20"], timeout: 30)
-        try await Task.sleep(for: .milliseconds(300))
+        await Self.waitUntilBound(sippPort)
         let lines = Lines()
         let code = await Self.ours(["127.0.0.1:\(sippPort)", "-sn", "uac", "-i", "127.0.0.1", "-p", "\(ourPort)", "-m", "10", "-r", "50", "-timeout", "20"], lines)
         let s = await sipp
@@ -98,7 +104,7 @@ struct SIPpVerdictTests {
         let sippPort = freeUDPPort(), ourPort = freeUDPPort()
         let lines = Lines()
         async let ours = Self.ours(["-sn", "uas", "-i", "127.0.0.1", "-p", "\(ourPort)", "-m", "10", "-timeout", "20"], lines)
-        try await Task.sleep(for: .milliseconds(300))
+        await Self.waitUntilBound(ourPort)
         let s = await SIPpTool.run(["127.0.0.1:\(ourPort)", "-sn", "uac", "-i", "127.0.0.1", "-p", "\(sippPort)", "-m", "10", "-r", "50",
                                     "-nostdin", "-timeout", "20"], timeout: 30)
         let code = await ours
@@ -112,7 +118,7 @@ struct SIPpVerdictTests {
         let uasPort = freeUDPPort(), uacPort = freeUDPPort()
         let uasLines = Lines(), uacLines = Lines()
         async let uas = Self.ours(["-sn", "uas", "-i", "127.0.0.1", "-p", "\(uasPort)", "-m", "20", "-timeout", "20"], uasLines)
-        try await Task.sleep(for: .milliseconds(200))
+        await Self.waitUntilBound(uasPort)
         let code = await Self.ours(["127.0.0.1:\(uasPort)", "-sn", "uac", "-i", "127.0.0.1", "-p", "\(uacPort)", "-m", "20", "-r", "100", "-l", "5",
                                     "-d", "20", "-timeout", "20"], uacLines)
         #expect(code == 0, "\(uacLines.all)")
@@ -222,7 +228,7 @@ struct SIPpVerdictTests {
             let args = ["-sf", scenario, "-i", "127.0.0.1", "-p", "\(port)", "-m", "2", "-timeout", "15"]
             let lines = Lines()
             async let callee: Int32? = ours ? Self.ours(args, lines) : SIPpTool.run(args + ["-nostdin"], timeout: 25).status
-            try await Task.sleep(for: .milliseconds(300))
+            await Self.waitUntilBound(port)
             let caller = await SIPpTool.run(["127.0.0.1:\(port)", "-sn", "uac", "-i", "127.0.0.1", "-p", "\(freeUDPPort())", "-m", "2", "-r", "10",
                                              "-nostdin", "-timeout", "15"], timeout: 25)
             verdicts.append((await callee, caller.status))
