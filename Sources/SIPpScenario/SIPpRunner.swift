@@ -164,16 +164,16 @@ public final class SIPpRunner: Sendable {
                 }
                 if stop { break }
             }
-            let (traces, done) = state.withLock { s -> ([(file: String, text: String)], Bool) in
+            let done = state.withLock { s -> Bool in
                 var out: [Outgoing] = []
                 tick(&s, now: now, &out)
-                return (send(out, &s), isDone(s))
+                send(out, &s)
+                return isDone(s)
             }
-            writeTraces(traces)
             if done { break }
             try? await Task.sleep(for: .milliseconds(2))
         }
-        writeTraces(state.withLock { s in send([], &s) })
+        state.withLock { s in send([], &s) }
         return state.withLock { s in
             var summary = s.summary
             summary.timeoutIsError = options.timeoutIsError
@@ -241,15 +241,17 @@ public final class SIPpRunner: Sendable {
         return s.summary.timedOut || s.summary.created >= (options.maxCalls ?? Int.max)
     }
 
-    /// Sends while the state is still locked (so that the run cannot see its last call over
-    /// and close the socket before that call's last message is out), and takes the trace
-    /// lines to write once unlocked.
-    private func send(_ out: [Outgoing], _ s: inout RunState) -> [(file: String, text: String)] {
+    /// Sends, and writes the trace lines, while the state is still locked: the run cannot see
+    /// its last call over and close the socket before that call's last message is out, and two
+    /// threads never write (or create) a trace file at once, nor out of order.
+    private func send(_ out: [Outgoing], _ s: inout RunState) {
         if !out.isEmpty, let t = transport.withLock({ $0 }) {
             for o in out { try? t.send(o.bytes, to: o.to) }
         }
-        defer { s.traceLines.removeAll() }
-        return s.traceLines
+        if !s.traceLines.isEmpty {
+            writeTraces(s.traceLines)
+            s.traceLines.removeAll()
+        }
     }
 
     private func writeTraces(_ lines: [(file: String, text: String)]) {
@@ -496,12 +498,11 @@ public final class SIPpRunner: Sendable {
     private func received(_ event: TransportEvent) {
         guard case .message(let inbound) = event else { return }
         let now = ContinuousClock.now
-        let traces = state.withLock { s -> [(file: String, text: String)] in
+        state.withLock { s in
             var out: [Outgoing] = []
             handle(&s, inbound.message, from: inbound.source, now: now, &out)
-            return send(out, &s)
+            send(out, &s)
         }
-        writeTraces(traces)
     }
 
     private func matches(_ r: SIPpReceive, _ m: SIPMessage) -> Bool {
