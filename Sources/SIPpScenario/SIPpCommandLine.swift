@@ -60,10 +60,9 @@ public enum SIPpCommandLine {
         do {
             let summary = try await runner.run()
             for f in summary.failures.prefix(20) { output("call \(f.call) failed: \(f.reason)") }
-            if summary.failures.count > 20 { output("… and \(summary.failures.count - 20) more failed calls") }
-            for (counter, times) in summary.responseTimes.sorted(by: { $0.key < $1.key }) where !times.isEmpty {
-                let avg = times.reduce(0, +) / Double(times.count)
-                output("response time \(counter): \(times.count) measured, average \(formatDouble(avg)) ms")
+            if summary.failed > 20 { output("… and \(summary.failed - 20) more failed calls") }
+            for (counter, times) in summary.responseTimes.sorted(by: { $0.key < $1.key }) where times.count > 0 {
+                output("response time \(counter): \(times.count) measured, average \(formatDouble(times.totalMilliseconds / Double(times.count))) ms")
             }
             output(summary.statisticsLine)
             return summary.exitCode

@@ -12,19 +12,20 @@ public struct SIPpRunSummary: Sendable {
     /// Calls that reached the end of the scenario.
     public var successful = 0
     /// Calls that failed (unexpected message, timeout, retransmissions exhausted, a failed
-    /// `check_it`), with why, in the order they failed.
+    /// `check_it`).
+    public var failed = 0
+    /// The first ``maxFailuresKept`` failed calls with why, in the order they failed.
     public var failures: [(call: Int, reason: String)] = []
+    /// How many failures keep their reason (the count goes on).
+    public static let maxFailuresKept = 1000
     /// Whether the global `-timeout` was reached.
     public var timedOut = false
     /// Calls still running when `-timeout_error` stopped the run (neither passed nor failed).
     public var abandoned = 0
     /// Whether `-timeout_error` makes the timeout a failure.
     public var timeoutIsError = false
-    /// Response times per counter (`rtd`), in milliseconds.
-    public var responseTimes: [String: [Double]] = [:]
-
-    /// Calls that failed.
-    public var failed: Int { failures.count }
+    /// Response times per counter (`rtd`): how many were measured and their sum, in milliseconds.
+    public var responseTimes: [String: (count: Int, totalMilliseconds: Double)] = [:]
 
     /// SIPp's exit code: 0 when every call succeeded, 1 when at least one failed, 255 when
     /// the global timeout was reached with `-timeout_error`, 97 when it was reached before any
@@ -394,7 +395,8 @@ public final class SIPpRunner: Sendable {
 
     private func fail(_ s: inout RunState, _ id: String, _ reason: String, _ out: inout [Outgoing]) {
         guard let call = s.calls[id] else { return }
-        s.summary.failures.append((call.number, reason))
+        s.summary.failed += 1
+        if s.summary.failures.count < SIPpRunSummary.maxFailuresKept { s.summary.failures.append((call.number, reason)) }
         if options.traceErrors {
             s.traceLines.append((traceFile("errors"), "\(timestamp()) call \(call.number) (Call-ID \(call.callID)): \(reason)\n"))
         }
@@ -477,7 +479,9 @@ public final class SIPpRunner: Sendable {
     private func rtd(_ call: inout Call, _ c: SIPpCommand, _ now: ContinuousClock.Instant, _ s: inout RunState) {
         if let r = c.rtd, let started = call.rtdStarts.removeValue(forKey: r) {
             let d = now - started
-            s.summary.responseTimes[r, default: []].append(Double(d.components.seconds) * 1000 + Double(d.components.attoseconds) / 1e15)
+            let ms = Double(d.components.seconds) * 1000 + Double(d.components.attoseconds) / 1e15
+            let old = s.summary.responseTimes[r] ?? (0, 0)
+            s.summary.responseTimes[r] = (old.count + 1, old.totalMilliseconds + ms)
         }
         if let r = c.startRTD { call.rtdStarts[r] = now }
     }
@@ -525,7 +529,7 @@ public final class SIPpRunner: Sendable {
         if s.calls[id] == nil {
             guard !scenario.startsBySending, !s.summary.timedOut, !s.finished.contains(callID),
                   case .recv(let first) = scenario.commands[0].kind, matches(first, m),
-                  s.summary.created < (options.maxCalls ?? Int.max) else { return }
+                  s.summary.created < (options.maxCalls ?? Int.max), s.calls.count < (options.limit ?? Int.max) else { return }
             let n = s.nextNumber
             s.nextNumber += 1
             s.summary.created += 1
