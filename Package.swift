@@ -27,6 +27,7 @@ let package = Package(
         .library(name: "Switchboard", targets: ["Switchboard"]),
         .library(name: "Conformance", targets: ["Conformance"]),
         .library(name: "SIPRules", targets: ["SIPRules"]),
+        .library(name: "SIPpScenario", targets: ["SIPpScenario"]),
         .executable(name: "switchboard", targets: ["SwitchboardCLI"]),
         // C helpers the Benchmarks package (its own package, depending on this one by path) needs.
         .library(name: "CSocket", targets: ["CSocket"]),
@@ -104,6 +105,8 @@ let package = Package(
         // Conformance runs: suites of tests named by ETSI TS 102 027-2 purposes, played against a device
         // over real sockets, and the rule checker naming the RFC rule the device broke.
         .target(name: "Conformance", dependencies: ["SIPMessage", "SIPRules", "SIPTransport", "PacketCapture", "CaptureAnalysis", "NetworkIO"]),
+        // SIPp XML scenarios run natively (`switchboard sipp`): the scenario reader, SIPp's options and the runner over UDP.
+        .target(name: "SIPpScenario", dependencies: ["SIPMessage", "SIPTransport", "NetworkIO", .product(name: "Logging", package: "swift-log")]),
         // The command line's logic and its text/JSON rendering, kept in a library so tests drive it directly.
         .target(name: "SwitchboardTools", dependencies: ["Switchboard", "SIPProxy", "SIPLoad", "CaptureAnalysis", "SIPRules", "MediaRuntime", "Media", "SIPMessage", "SDP",
                                                          "SIPTransaction", "SIPTransport", "SIPRuntime", "SIPResolver", "PacketCapture", "SIPDialog", "SIPAuth", "CHeapStats",
@@ -112,7 +115,7 @@ let package = Package(
         .executableTarget(
             name: "SwitchboardCLI",
             dependencies: [
-                "SwitchboardTools", "CaptureAnalysis", "PacketCapture", "Switchboard", "Conformance", "SIPProxy", "SIPLoad", "SIPRuntime", "SIPTransport", "SIPMessage", "SIPDialog", "MediaRuntime", "SDP", "CSocket",
+                "SwitchboardTools", "CaptureAnalysis", "PacketCapture", "Switchboard", "Conformance", "SIPpScenario", "SIPProxy", "SIPLoad", "SIPRuntime", "SIPTransport", "SIPMessage", "SIPDialog", "MediaRuntime", "SDP", "CSocket",
                 "NetworkIO", .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
@@ -144,6 +147,7 @@ let package = Package(
                                                       .product(name: "MetricsTestKit", package: "swift-metrics"),
                                                       .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]),
         .testTarget(name: "SwitchboardToolsTests", dependencies: ["SwitchboardTools", "Conformance", "SIPRules", "Switchboard", "SIPProxy", "SIPLoad", "CaptureAnalysis", "MediaRuntime", "Media", "SIPMessage", "SDP", "SIPRuntime", "SIPTransport", "PacketCapture", "SIPDialog", "SwitchboardTestSupport", "NetworkIO"]),
+        .testTarget(name: "SIPpScenarioTests", dependencies: ["SIPpScenario", "SwitchboardTestSupport", "SIPLoad", "SIPRuntime", "SIPTransport", "SIPMessage", "NetworkIO"]),
         .testTarget(name: "ConformanceTests", dependencies: ["Conformance", "CaptureAnalysis", "SwitchboardTestSupport", "Switchboard", "SIPRuntime", "SIPMessage", "SIPTransport",
                                                        "PacketCapture", "NetworkIO"]),
     ],

@@ -26,7 +26,7 @@ struct SwitchboardCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "switchboard",
         abstract: "Switchboard: a SIP/RTP stack in Swift.",
-        subcommands: [Demo.self, Call.self, Answer.self, Proxy.self, Parse.self, Frame.self, Serve.self, Dial.self, Register.self, Capture.self, Conform.self]
+        subcommands: [Demo.self, Call.self, Answer.self, Proxy.self, Parse.self, Frame.self, Serve.self, Dial.self, Register.self, Capture.self, Conform.self, SIPp.self]
     )
 
     /// Every line printed reaches a file or pipe as it is printed (line-buffered stdout), so a
