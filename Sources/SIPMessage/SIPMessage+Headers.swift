@@ -218,12 +218,7 @@ extension SIPMessage {
                 return true
             }
             let na = try NameAddress.parse(el)
-            if let q = na.parameters["q"] ?? nil, !SIPMessage.isQValue(q) {
-                throw SIPParseError(offset: el.startIndex, rule: .parameter, detail: "q must be a qvalue (0 to 1, at most three decimals)")
-            }
-            if let e = na.parameters["expires"] ?? nil, e.isEmpty || !e.utf8.allSatisfy(isDigit) || UInt32(e) == nil {
-                throw SIPParseError(offset: el.startIndex, rule: .parameter, detail: "Contact expires must be delta-seconds")
-            }
+            try SIPMessage.checkContactParameters(na, at: el.startIndex)
             each(na)
             return true
         }
@@ -233,6 +228,41 @@ extension SIPMessage {
             return true
         }
         return false
+    }
+
+    /// Validation's Contact check: what ``scanContacts(_:)`` checks, keeping nothing. An address
+    /// that cannot carry a `q` or `expires` parameter (no ';', or no byte of "q" or "x" in either
+    /// case) is only decoded, without allocating (a phone's or SIPp's Contact, per message);
+    /// others go through the full decoding and the parameter checks.
+    func checkContacts() throws(SIPParseError) {
+        var count = 0
+        var wildcard: Int? = nil
+        try forEachElement(.contact) { (el: ArraySlice<UInt8>) throws(SIPParseError) -> Bool in
+            count += 1
+            if el.count == 1, el.first == UInt8(ascii: "*") {
+                wildcard = el.startIndex
+                return true
+            }
+            let plain = !el.contains(UInt8(ascii: ";"))
+                || !el.contains { $0 | 0x20 == UInt8(ascii: "q") || $0 | 0x20 == UInt8(ascii: "x") }
+            if plain {
+                _ = try NameAddress.parse(el, keep: false)
+            } else {
+                try SIPMessage.checkContactParameters(NameAddress.parse(el), at: el.startIndex)
+            }
+            return true
+        }
+        if let at = wildcard, count > 1 { throw SIPParseError(offset: at, rule: .nameAddress, detail: "'*' must be the only Contact") }
+    }
+
+    /// A Contact's q is a qvalue and its expires delta-seconds.
+    static func checkContactParameters(_ na: NameAddress, at offset: Int) throws(SIPParseError) {
+        if let q = na.parameters["q"] ?? nil, !SIPMessage.isQValue(q) {
+            throw SIPParseError(offset: offset, rule: .parameter, detail: "q must be a qvalue (0 to 1, at most three decimals)")
+        }
+        if let e = na.parameters["expires"] ?? nil, e.isEmpty || !e.utf8.allSatisfy(isDigit) || UInt32(e) == nil {
+            throw SIPParseError(offset: offset, rule: .parameter, detail: "Contact expires must be delta-seconds")
+        }
     }
 
     /// qvalue = ( "0" [ "." 0*3DIGIT ] ) / ( "1" [ "." 0*3("0") ] ) (RFC 3261 §25.1).

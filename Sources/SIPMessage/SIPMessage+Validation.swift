@@ -76,7 +76,7 @@ extension SIPMessage {
         }
         _ = try maxForwards()
         _ = try expires()
-        _ = try scanContacts { _ in }
+        try checkContacts()
         try checkAddresses(.route)
         try checkAddresses(.recordRoute)
         _ = try contentType()

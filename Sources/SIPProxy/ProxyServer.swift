@@ -65,6 +65,10 @@ public final class ProxyServer: Sendable {
     public let configuration: Configuration
     private let state: Mutex<State>
     private let endpointBox = Mutex<SIPEndpoint?>(nil)
+    /// The attached endpoint's bound addresses, read once at ``attach(_:)`` (they are fixed once
+    /// bound) rather than formatted again for every request: as a URI writes them (IP text,
+    /// port) for `isUs`, and as `host:port` by transport for our Via and Record-Route.
+    private let localPoints = Mutex<(points: [(host: String, port: UInt16)], sentBy: [(kind: TransportKind, text: String)])>(([], []))
 
     public init(configuration: Configuration) {
         self.configuration = configuration
@@ -76,7 +80,13 @@ public final class ProxyServer: Sendable {
     }
 
     /// Connects the proxy to its endpoint (whose handler calls ``handle(_:)``).
-    public func attach(_ endpoint: SIPEndpoint) { endpointBox.withLock { $0 = endpoint } }
+    public func attach(_ endpoint: SIPEndpoint) {
+        let locals = endpoint.localAddresses
+        let points = locals.map { (host: $0.address.ipString, port: $0.address.port) }
+        let sentBy = locals.map { (kind: $0.transport, text: $0.address.description) }
+        localPoints.withLock { $0 = (points, sentBy) }
+        endpointBox.withLock { $0 = endpoint }
+    }
 
     public var statistics: Statistics { state.withLock { $0.stats } }
 
@@ -260,11 +270,12 @@ public final class ProxyServer: Sendable {
     // MARK: Helpers
 
     private func decorate(_ m: inout SIPMessage, endpoint: SIPEndpoint, transport: TransportKind, dialogCreating: Bool) {
-        guard let local = endpoint.localAddress(transport) ?? endpoint.localAddresses.first else { return }
+        // The first bound address of the transport, else the first of all.
+        guard let local = localPoints.withLock({ l in (l.sentBy.first { $0.kind == transport } ?? l.sentBy.first)?.text }) else { return }
         let mf = ((try? m.maxForwards()) ?? nil) ?? 70
         try? m.set(.maxForwards, String(max(0, mf - 1)))
         if dialogCreating && configuration.recordRoute {
-            var rr = "sip:\(local.address);lr"
+            var rr = "sip:\(local);lr"
             if transport != .udp { rr += ";transport=\(transport.viaToken.lowercased())" }
             try? m.prepend(.recordRoute, "<\(rr)>")
         }
@@ -275,7 +286,7 @@ public final class ProxyServer: Sendable {
         } else {
             branch = TransactionLayer<SIPPeer>.newBranch()
         }
-        try? m.prepend(.via, "SIP/2.0/\(transport.viaToken) \(local.address);branch=\(branch);rport")
+        try? m.prepend(.via, "SIP/2.0/\(transport.viaToken) \(local);branch=\(branch);rport")
     }
 
     /// The transport a URI names, else the one the request came over. The proxy has no TLS
@@ -287,17 +298,30 @@ public final class ProxyServer: Sendable {
 
     private func isOurDomain(_ m: SIPMessage) -> Bool {
         guard let u = try? m.requestURI().sipURI else { return false }
-        return u.host.address.lowercased() == configuration.domain.lowercased()
-            || (endpointBox.withLock { $0 }.map { isUs(u, $0) } ?? false)
+        return isDomain(u.host.address) || (endpointBox.withLock { $0 }.map { isUs(u, $0) } ?? false)
     }
 
     private func isOurDomainOrAddress(_ u: SIPURI, _ endpoint: SIPEndpoint) -> Bool {
-        u.host.address.lowercased() == configuration.domain.lowercased() || isUs(u, endpoint)
+        isDomain(u.host.address) || isUs(u, endpoint)
+    }
+
+    /// Whether `host` is our domain (case-insensitive; compared on the bytes when both are ASCII).
+    private func isDomain(_ host: String) -> Bool {
+        let a = host.utf8, b = configuration.domain.utf8
+        guard a.count == b.count else { return false }
+        var ascii = true
+        for (x, y) in zip(a, b) {
+            if x >= 0x80 || y >= 0x80 { ascii = false; break }
+            let lx = x &- 0x41 < 26 ? x | 0x20 : x, ly = y &- 0x41 < 26 ? y | 0x20 : y
+            if lx != ly { return false }
+        }
+        return ascii || host.lowercased() == configuration.domain.lowercased()
     }
 
     private func isUs(_ u: SIPURI, _ endpoint: SIPEndpoint) -> Bool {
-        if u.host.address.lowercased() == configuration.domain.lowercased() && u.port == nil { return true }
-        return endpoint.localAddresses.contains { $0.address.ipString == u.host.address && $0.address.port == (u.port ?? 5060) }
+        if u.port == nil && isDomain(u.host.address) { return true }
+        let port = u.port ?? 5060
+        return localPoints.withLock { l in l.points.contains { $0.port == port && $0.host == u.host.address } }
     }
 }
 

@@ -9,16 +9,19 @@ public struct TransactionID: Hashable, Sendable, CustomStringConvertible {
 
 /// RFC 3261 §17.1.3: a response matches a client transaction by the top Via branch and the
 /// CSeq method.
-struct ClientKey: Hashable {
+@usableFromInline
+struct ClientKey: Hashable, Sendable {
     var branch: String
     var method: SIPMethod
 
+    @usableFromInline
     init?(response: SIPMessage) {
         guard let b = response.topViaBranch, let cs = try? response.cseq() else { return nil }
         branch = b
         method = cs.method
     }
 
+    @usableFromInline
     init?(request: SIPMessage) {
         guard let b = request.topViaBranch, let m = request.method else { return nil }
         branch = b
@@ -30,11 +33,13 @@ struct ClientKey: Hashable {
 /// magic cookie), its sent-by, and the method (ACK matching INVITE); requests from RFC 2543
 /// elements, whose branch lacks the cookie, match on Request-URI, From tag, Call-ID, CSeq
 /// number, the top Via and the method.
-enum ServerKey: Hashable {
+@usableFromInline
+enum ServerKey: Hashable, Sendable {
     case rfc3261(branch: String, sentBy: String, method: SIPMethod)
     case rfc2543(requestURI: String, fromTag: String, callID: String, cseq: UInt32, via: String, method: SIPMethod)
 
     /// The key of `request`; `asMethod` overrides the method (a CANCEL looking for its INVITE).
+    @usableFromInline
     init?(request: SIPMessage, asMethod: SIPMethod? = nil) {
         guard let m = request.method else { return nil }
         let method = asMethod ?? (m == .ack ? .invite : m)
@@ -63,12 +68,14 @@ enum ServerKey: Hashable {
 /// RFC 3261 §8.2.2.2: a request without a To tag whose From tag, Call-ID and CSeq match an
 /// ongoing server transaction, but which does not match that transaction, arrived twice over
 /// different paths (a fork loop) and is answered 482.
-struct MergeKey: Hashable {
+@usableFromInline
+struct MergeKey: Hashable, Sendable {
     var fromTag: String
     var callID: String
     var cseq: UInt32
     var method: SIPMethod
 
+    @usableFromInline
     init?(request: SIPMessage) {
         guard request.toTagBytes == nil, let m = request.method, m != .ack, m != .cancel,
               let ft = request.fromTag, let id = request.callID, let cs = try? request.cseq() else { return nil }

@@ -7,6 +7,10 @@ import SIPMessage
 ///
 /// Handled here, so the transaction user need not: retransmissions, ACKs for non-2xx
 /// responses, 100 Trying, 481 to a CANCEL that matches no INVITE, and 482 for merged requests.
+///
+/// The layer is `@inlinable`: a driver in another module (``SIPEndpoint`` with its `SIPPeer`)
+/// gets it specialized for its address type, without generic metadata look-ups and witness
+/// calls on every message.
 public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
     /// What the driver must do, or tell the transaction user.
     public enum Output: Sendable {
@@ -36,6 +40,7 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
         case terminated(TransactionID)
     }
 
+    @usableFromInline
     enum Machine: Sendable {
         case inviteClient(InviteClientTransaction)
         case nonInviteClient(NonInviteClientTransaction)
@@ -44,6 +49,7 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
 
         /// Feeds `client` to a client machine, or `server` to a server one, and returns what
         /// the machine asks for; nil when there is no event for this machine's side.
+        @inlinable
         mutating func handle(client: ClientTransactionInput?, server: ServerTransactionInput?) -> [TransactionAction]? {
             switch self {
             case .inviteClient(var t):
@@ -66,21 +72,31 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
         }
     }
 
+    @usableFromInline
     struct Entry: Sendable {
-        var machine: Machine
-        var peer: Address
-        var clientKey: ClientKey?
-        var serverKey: ServerKey?
-        var mergeKey: MergeKey?
+        @usableFromInline var machine: Machine
+        @usableFromInline var peer: Address
+        @usableFromInline var clientKey: ClientKey?
+        @usableFromInline var serverKey: ServerKey?
+        @usableFromInline var mergeKey: MergeKey?
+
+        @inlinable
+        init(machine: Machine, peer: Address, clientKey: ClientKey? = nil, serverKey: ServerKey? = nil, mergeKey: MergeKey? = nil) {
+            self.machine = machine
+            self.peer = peer
+            self.clientKey = clientKey
+            self.serverKey = serverKey
+            self.mergeKey = mergeKey
+        }
     }
 
     public let timers: TransactionTimers
-    private var entries: [TransactionID: Entry] = [:]
-    private var clientIndex: [ClientKey: TransactionID] = [:]
-    private var serverIndex: [ServerKey: TransactionID] = [:]
-    private var mergeIndex: [MergeKey: TransactionID] = [:]
-    private var nextID: UInt64 = 1
-    private var rng: SplitMix64
+    @usableFromInline var entries: [TransactionID: Entry] = [:]
+    @usableFromInline var clientIndex: [ClientKey: TransactionID] = [:]
+    @usableFromInline var serverIndex: [ServerKey: TransactionID] = [:]
+    @usableFromInline var mergeIndex: [MergeKey: TransactionID] = [:]
+    @usableFromInline var nextID: UInt64 = 1
+    @usableFromInline var rng: SplitMix64
 
     /// Counters for tests and statistics.
     public struct Counters: Sendable, Hashable {
@@ -91,7 +107,8 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
         public var merged482 = 0
         public var unmatchedCancels = 0
     }
-    public private(set) var counters = Counters()
+    @inlinable public var counters: Counters { _counters }
+    @usableFromInline var _counters = Counters()
 
     /// Creates a layer. `seed` makes the tags of the responses the layer writes itself (481,
     /// 482) reproducible; by default it is random.
@@ -101,10 +118,10 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
     }
 
     /// The number of live transactions.
-    public var count: Int { entries.count }
+    @inlinable public var count: Int { entries.count }
 
     /// Whether a transaction is alive.
-    public func contains(_ id: TransactionID) -> Bool { entries[id] != nil }
+    @inlinable public func contains(_ id: TransactionID) -> Bool { entries[id] != nil }
 
     /// The state of a transaction, for tests and diagnostics.
     public func stateDescription(_ id: TransactionID) -> String? {
@@ -129,7 +146,7 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
         return newBranch(using: &g)
     }
 
-    private mutating func allocateID() -> TransactionID {
+    @inlinable mutating func allocateID() -> TransactionID {
         defer { nextID += 1 }
         return TransactionID(rawValue: nextID)
     }
@@ -138,9 +155,9 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
 
     /// Starts a client transaction for `request` (its top Via must carry a branch), sending it
     /// to `destination`.
-    public mutating func sendRequest(_ request: SIPMessage, to destination: Address, reliable: Bool) -> (TransactionID, [Output]) {
+    @inlinable public mutating func sendRequest(_ request: SIPMessage, to destination: Address, reliable: Bool) -> (TransactionID, [Output]) {
         let id = allocateID()
-        counters.clientTransactions += 1
+        _counters.clientTransactions += 1
         let key = ClientKey(request: request)
         if request.method == .ack {
             // An ACK (for a 2xx) is not a transaction: just send it.
@@ -165,33 +182,33 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
     // MARK: Server side
 
     /// Sends the TU's response in a server transaction.
-    public mutating func respond(_ response: SIPMessage, in id: TransactionID) -> [Output] {
+    @inlinable public mutating func respond(_ response: SIPMessage, in id: TransactionID) -> [Output] {
         feed(id, client: nil, server: .send(response))
     }
 
     // MARK: Input
 
     /// Routes a message received from `source` over a transport that is `reliable` or not.
-    public mutating func receive(_ message: SIPMessage, from source: Address, reliable: Bool) -> [Output] {
+    @inlinable public mutating func receive(_ message: SIPMessage, from source: Address, reliable: Bool) -> [Output] {
         if message.isRequest { return receiveRequest(message, from: source, reliable: reliable) }
         guard let key = ClientKey(response: message), let id = clientIndex[key], var e = entries[id] else {
-            counters.strayResponses += 1
+            _counters.strayResponses += 1
             return [.strayResponse(message, from: source)]
         }
         guard let actions = e.machine.handle(client: .response(message), server: nil) else { return [] }
-        if actions.isEmpty { counters.retransmissionsAbsorbed += 1 }
+        if actions.isEmpty { _counters.retransmissionsAbsorbed += 1 }
         entries[id] = e
         return outputs(for: id, actions)
     }
 
-    private mutating func receiveRequest(_ request: SIPMessage, from source: Address, reliable: Bool) -> [Output] {
+    @inlinable mutating func receiveRequest(_ request: SIPMessage, from source: Address, reliable: Bool) -> [Output] {
         guard let method = request.method, let key = ServerKey(request: request) else { return [] }
         if let id = serverIndex[key], var e = entries[id] {
             // A retransmission, or the ACK for a non-2xx (or 2xx, RFC 6026) response.
             guard let actions = e.machine.handle(client: nil, server: .request(request)) else { return [] }
             entries[id] = e
             if actions.isEmpty || actions.allSatisfy({ if case .transmit = $0 { return true } else { return false } }) {
-                counters.retransmissionsAbsorbed += 1
+                _counters.retransmissionsAbsorbed += 1
             }
             return outputs(for: id, actions, source: source)
         }
@@ -200,7 +217,7 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
         }
         // A new server transaction.
         let id = allocateID()
-        counters.serverTransactions += 1
+        _counters.serverTransactions += 1
         var entry: Entry
         var actions: [TransactionAction]
         if method == .invite {
@@ -216,7 +233,7 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
         let merge = MergeKey(request: request)
         if let mk = merge, let other = mergeIndex[mk], entries[other] != nil {
             // §8.2.2.2: the same request over another path. Answer 482 in the new transaction.
-            counters.merged482 += 1
+            _counters.merged482 += 1
             entries[id] = entry
             return respondInternally(id, SIPMessage(responseTo: request, statusCode: 482, toTag: newTag()), dropping: actions)
         }
@@ -224,7 +241,7 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
         entries[id] = entry
         if method == .cancel {
             guard let inviteKey = ServerKey(request: request, asMethod: .invite), let invite = serverIndex[inviteKey], entries[invite] != nil else {
-                counters.unmatchedCancels += 1
+                _counters.unmatchedCancels += 1
                 return respondInternally(id, SIPMessage(responseTo: request, statusCode: 481, toTag: newTag()), dropping: actions)
             }
             actions.removeAll { if case .deliverRequest = $0 { return true } else { return false } }
@@ -234,35 +251,35 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
     }
 
     /// Answers in a fresh server transaction without telling the TU about the request.
-    private mutating func respondInternally(_ id: TransactionID, _ response: SIPMessage, dropping actions: [TransactionAction]) -> [Output] {
+    @inlinable mutating func respondInternally(_ id: TransactionID, _ response: SIPMessage, dropping actions: [TransactionAction]) -> [Output] {
         let kept = actions.filter { if case .deliverRequest = $0 { return false } else { return true } }
         return outputs(for: id, kept) + respond(response, in: id)
     }
 
     /// A To tag for responses the layer generates itself.
-    private mutating func newTag() -> String {
+    @inlinable mutating func newTag() -> String {
         String(rng.next(), radix: 36)
     }
 
     /// A timer the driver started has fired.
-    public mutating func timerFired(_ id: TransactionID, _ timer: TransactionTimer) -> [Output] {
+    @inlinable public mutating func timerFired(_ id: TransactionID, _ timer: TransactionTimer) -> [Output] {
         feed(id, client: .timer(timer), server: .timer(timer))
     }
 
     /// The transport could not send for this transaction.
-    public mutating func transportFailed(_ id: TransactionID) -> [Output] {
+    @inlinable public mutating func transportFailed(_ id: TransactionID) -> [Output] {
         feed(id, client: .transportError, server: .transportError)
     }
 
     /// Feeds `client` or `server` to the transaction's machine, whichever its side takes, and
     /// turns what it asks for into outputs.
-    private mutating func feed(_ id: TransactionID, client: ClientTransactionInput?, server: ServerTransactionInput?) -> [Output] {
+    @inlinable mutating func feed(_ id: TransactionID, client: ClientTransactionInput?, server: ServerTransactionInput?) -> [Output] {
         guard var e = entries[id], let actions = e.machine.handle(client: client, server: server) else { return [] }
         entries[id] = e
         return outputs(for: id, actions)
     }
 
-    private mutating func outputs(for id: TransactionID, _ actions: [TransactionAction], source: Address? = nil) -> [Output] {
+    @inlinable mutating func outputs(for id: TransactionID, _ actions: [TransactionAction], source: Address? = nil) -> [Output] {
         guard let e = entries[id] else { return [] }
         var out: [Output] = []
         out.reserveCapacity(actions.count)
@@ -284,7 +301,7 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
         return out
     }
 
-    private mutating func remove(_ id: TransactionID) {
+    @inlinable mutating func remove(_ id: TransactionID) {
         guard let e = entries.removeValue(forKey: id) else { return }
         if let k = e.clientKey, clientIndex[k] == id { clientIndex[k] = nil }
         if let k = e.serverKey, serverIndex[k] == id { serverIndex[k] = nil }

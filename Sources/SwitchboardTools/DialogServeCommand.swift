@@ -21,15 +21,18 @@ public final class DialogServeCommand: Sendable {
         let capabilities = MediaCapabilities(address: host, streams: [
             StreamCapabilities(mediaType: .audio, port: 40_000, codecs: [.pcmu, .pcma, .telephoneEvent], ptime: 20),
         ])
+        // The same offer (a load generator's) is answered from a template, only the o= id new.
+        let answers = AnswerTemplateCache { offer, id in DialogServeCommand.answer(offer, capabilities: capabilities, sessionID: id) }
         server = try DialogServer(configuration: .init(listen: listen, tls: tls, logger: logger), ringing: ringing, userAgent: "Switchboard") { offer in
-            DialogServeCommand.answer(offer, capabilities: capabilities)
+            answers.answer(offer)
         }
     }
 
     /// The answer to `offer` from a fresh offer/answer engine (our offer when there is none);
     /// `nil` when the offer cannot be answered (the call gets 488).
-    static func answer(_ offer: SessionBody?, capabilities: MediaCapabilities) -> SessionBody? {
-        var engine = OfferAnswer(capabilities: capabilities, sessionID: UInt64.random(in: 1...UInt64(Int64.max)))
+    static func answer(_ offer: SessionBody?, capabilities: MediaCapabilities,
+                       sessionID: UInt64 = UInt64.random(in: 1...UInt64(Int64.max))) -> SessionBody? {
+        var engine = OfferAnswer(capabilities: capabilities, sessionID: sessionID)
         do {
             guard let o = offer else { return .sdp(try engine.makeOffer().serialized()) }
             guard o.isSDP else { return nil }

@@ -247,6 +247,34 @@ struct ParserTests {
         expectParseError(.via) { _ = try Via("SIP/2.0/UDP h;rport=+5") }
     }
 
+    @Test("validation checks Contacts as contact() does, on the no-allocation path and the full one")
+    func validationChecksContactsLikeTheDecoder() throws {
+        let head = "INVITE sip:a@b SIP/2.0\nVia: SIP/2.0/UDP h;branch=z9hG4bK1\nFrom: <sip:c@d>;tag=x\nTo: <sip:a@b>\nCall-ID: 1\nCSeq: 1 INVITE\n"
+        let contacts: [(String, SIPParseError.Rule?)] = [
+            ("<sip:sipp@127.0.0.1:5060>", nil),                        // no ';': decoded, not kept
+            ("<sip:a@1.2.3.4;transport=udp>;+sip.instance=\"<urn:1>\"", nil), // ';' but no q or x byte
+            ("<sip:a@example.com>;q=0.5;expires=60", nil),            // the full path
+            ("<sip:a@example.com>;Q=2", .parameter),                  // names are case-insensitive
+            ("<sip:a@b>;EXPIRES=+5", .parameter),
+            ("<sip:a@b>;expires=5;expires=x", nil),                   // the first one counts
+            ("<sip:a@b>;q", nil),                                      // a flag: no value to check
+            ("sip:a@b;q=1.5", .parameter),                             // addr-spec: q is a header parameter
+            ("<sip:a@1.2.3.4", .nameAddress),                         // broken on the fast path
+            ("<sip:a@example.com;lr", .nameAddress),                  // broken on the full path
+            ("*", nil),
+            ("*, <sip:a@b>", .nameAddress),
+        ]
+        for (contact, rule) in contacts {
+            let m = try SIPMessage(bytes: crlf(head + "Contact: \(contact)\n\n"))
+            var decoded: SIPParseError.Rule? = nil
+            do { _ = try m.contact() } catch { decoded = error.rule }
+            var validated: SIPParseError.Rule? = nil
+            do { try m.validate() } catch { validated = error.rule }
+            #expect(decoded == rule, "contact() of \(contact)")
+            #expect(validated == rule, "validate() of \(contact)")
+        }
+    }
+
     @Test func missingBlankLineAtDatagramEndIsTolerated() throws {
         let m = try SIPMessage(bytes: crlf("OPTIONS sip:a@b SIP/2.0\nCall-ID: x\n"))
         #expect(m.callID == "x")
