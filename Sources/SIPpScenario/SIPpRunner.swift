@@ -403,6 +403,22 @@ public final class SIPpRunner: Sendable {
         finish(&s, id)
     }
 
+    /// After a nop or a send: its response-time measure, its actions, then the next command;
+    /// false when an action failed the call.
+    private func afterCommand(_ c: SIPpCommand, _ call: inout Call, id: String, now: ContinuousClock.Instant, _ s: inout RunState,
+                        _ out: inout [Outgoing]) -> Bool {
+        rtd(&call, c, now, &s)
+        var jumped: Int?
+        if let why = execute(c.actions, &call, s, message: nil, jump: &jumped, &s.traceLines) {
+            store(&s, id, call)
+            fail(&s, id, why, &out)
+            return false
+        }
+        call.index = jumped ?? nextIndex(after: c, call.index, call)
+        store(&s, id, call)
+        return true
+    }
+
     /// Runs the call's commands from its index until it must wait (a recv, a pause) or ends.
     private func step(_ s: inout RunState, _ startID: String, now: ContinuousClock.Instant, _ out: inout [Outgoing]) {
         var id = startID
@@ -433,15 +449,7 @@ public final class SIPpRunner: Sendable {
                 call.index = nextIndex(after: c, call.index, call)
                 store(&s, id, call)
             case .nop:
-                rtd(&call, c, now, &s)
-                var jumped: Int?
-                if let why = execute(c.actions, &call, s, message: nil, jump: &jumped, &s.traceLines) {
-                    store(&s, id, call)
-                    fail(&s, id, why, &out)
-                    return
-                }
-                call.index = jumped ?? nextIndex(after: c, call.index, call)
-                store(&s, id, call)
+                guard afterCommand(c, &call, id: id, now: now, &s, &out) else { return }
             case .send(let template, let retransmit):
                 let method = template.method
                 if let method, method != "ACK", method != "CANCEL" { call.requests += 1 }
@@ -463,15 +471,7 @@ public final class SIPpRunner: Sendable {
                     call.callID = cid
                     id = cid
                 }
-                rtd(&call, c, now, &s)
-                var jumped: Int?
-                if let why = execute(c.actions, &call, s, message: nil, jump: &jumped, &s.traceLines) {
-                    store(&s, id, call)
-                    fail(&s, id, why, &out)
-                    return
-                }
-                call.index = jumped ?? nextIndex(after: c, call.index, call)
-                store(&s, id, call)
+                guard afterCommand(c, &call, id: id, now: now, &s, &out) else { return }
             }
         }
     }

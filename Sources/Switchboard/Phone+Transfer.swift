@@ -482,16 +482,9 @@ extension Phone {
 
     /// The sipfrag status for a placed call that ended before it was answered.
     static func finalStatus(_ reason: SessionEndReason) -> SIPFragStatus? {
-        switch reason {
-        case .rejected(let c), .declined(let c), .dialogGone(let c): return SIPFragStatus(statusCode: c)
-        case .timeout: return SIPFragStatus(statusCode: 408)
-        case .cancelled, .remoteCancelled: return SIPFragStatus(statusCode: 487)
-        case .transportError: return SIPFragStatus(statusCode: 503)
-        case .authenticationFailed: return SIPFragStatus(statusCode: 403)
-        // A redirection that could not be followed: the target cannot be reached.
-        case .redirectFailed: return SIPFragStatus(statusCode: 480)
-        case .localHangup, .remoteHangup, .noAck, .sessionExpired: return nil
-        }
+        // The same mapping a transferee reports in its NOTIFYs (480 for a redirection that
+        // could not be followed: the target cannot be reached).
+        SessionState.terminated(reason).referProgress
     }
 
     /// Runs `body` on the notifier of the REFER the call `key` carried, and carries out what it says.
