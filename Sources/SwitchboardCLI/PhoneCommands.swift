@@ -213,6 +213,7 @@ struct Call: AsyncParsableCommand {
     @OptionGroup var transfer: TransferOptions
     @OptionGroup var logging: LoggingOptions
     @OptionGroup var tracing: TraceOptions
+    @OptionGroup var capture: CaptureOptions
 
     func run() async throws {
         let targetURI = try SIPURI(target)
@@ -222,6 +223,9 @@ struct Call: AsyncParsableCommand {
         var config = SIPUserAgent.Configuration(endpoint: .init(listen: [point]), identity: identity, credentials: creds,
                                                 outboundProxy: try proxy.map { try SIPURI($0) }, transport: point.transport)
         config.logger = logging.logger("switchboard.call")
+        let mirror = try capture.sink()
+        defer { mirror?.close() }
+        config.endpoint.capture = mirror
         config.redirects = RedirectPolicy(mode: redirects == .follow ? .follow : .fail)
         let say = stamped(.now)
         let host = point.address.ipString
@@ -376,6 +380,7 @@ struct Answer: AsyncParsableCommand {
     @OptionGroup var transfer: TransferOptions
     @OptionGroup var logging: LoggingOptions
     @OptionGroup var tracing: TraceOptions
+    @OptionGroup var capture: CaptureOptions
 
     func phoneMedia(host: String) throws -> PhoneMediaOptions? {
         guard var options = try media.phoneMedia(host: host) else {
@@ -402,6 +407,9 @@ struct Answer: AsyncParsableCommand {
         var config = SIPUserAgent.Configuration(endpoint: .init(listen: [point]), identity: identity, credentials: creds, transport: point.transport)
         config.logger = logging.logger("switchboard.answer")
         config.endpoint.outboundRewrite = misbehave?.rewriter()
+        let mirror = try capture.sink()
+        defer { mirror?.close() }
+        config.endpoint.capture = mirror
         let say = stamped(.now)
         let accepts = transfer.refer == .accept
         let phone = try Phone(name: "answer", configuration: config, autoAnswer: .milliseconds(Int64(ring)),
