@@ -173,7 +173,6 @@ func stamped(_ start: MonotonicClock.Instant) -> @Sendable (String) -> Void {
     }
 }
 
-
 struct Call: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Place one call, print its state changes as they happen, optionally hold and resume it, then hang up.",
@@ -186,10 +185,8 @@ struct Call: AsyncParsableCommand {
     @Option(name: .long, help: "Our address of record (default: sip:switchboard@<the target's host>).")
     var from: String?
 
-
     @Option(name: .long, help: "An outbound proxy every request goes through, e.g. sip:127.0.0.1:5080.")
     var proxy: String?
-
 
     @OptionGroup var local: LocalAddressOption
 
@@ -206,7 +203,6 @@ struct Call: AsyncParsableCommand {
     var redirects: RedirectAnswer = .follow
 
     enum RedirectAnswer: String, ExpressibleByArgument { case follow, reject }
-
 
     @OptionGroup var account: AccountOptions
     @OptionGroup var media: MediaOptions
@@ -346,7 +342,6 @@ struct Answer: AsyncParsableCommand {
     @Option(name: .long, help: "Our address of record (default: sip:switchboard@<listen host>).")
     var aor: String?
 
-
     @Option(name: .long, help: "Ring this many milliseconds before answering.")
     var ring: Int = 300
 
@@ -357,7 +352,6 @@ struct Answer: AsyncParsableCommand {
     var count: Int?
 
     @OptionGroup var stopAfter: StopAfterOption
-
 
     @Option(name: .long, help: "Send early media for this many seconds before answering: 183 Session Progress with the SDP answer instead of 180, then the 200.")
     var earlyMedia: Double?
