@@ -227,13 +227,13 @@ struct Serve: AsyncParsableCommand {
         let tls = TLSConfiguration(certificateChain: cert.map { .file($0) }, privateKey: key.map { .file($0) })
         if echoLine.echo {
             guard answer == 200, !dialogs else { throw ValidationError("--echo is a dialog-layer server of its own (without --answer or --dialogs)") }
-            guard capture.capture == nil else { throw ValidationError("--capture is not available with --echo yet") }
+            guard capture.capture == nil, capture.collector.hep == nil else { throw ValidationError("--capture and --hep are not available with --echo yet") }
             try await runEcho(points, tls: tls)
             return
         }
         if dialogs {
             guard answer == 200 else { throw ValidationError("--dialogs answers with 200 (--answer is for the transaction-level server)") }
-            guard capture.capture == nil else { throw ValidationError("--capture is not available with --dialogs yet") }
+            guard capture.capture == nil, capture.collector.hep == nil else { throw ValidationError("--capture and --hep are not available with --dialogs yet") }
             try await runDialogs(points, tls: tls)
             return
         }
