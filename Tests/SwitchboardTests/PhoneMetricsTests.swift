@@ -36,6 +36,9 @@ struct PhoneMetricsTests {
         try await refused.reject(486)
         try await second.waitUntil(timeout: .seconds(5)) { $0.isEnded }
         #expect(second.state == .ended(.busy(status: 486)))
+        // The call ends for alice on the 486; her ACK of it may still be on its way to bob,
+        // whose counters are read when he closes.
+        _ = await bob.wait(timeout: .seconds(2)) { bob.agent.endpoint.statistics.requestsReceived >= 5 }
         alice.close()
         bob.close()
 
