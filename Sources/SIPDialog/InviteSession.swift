@@ -64,11 +64,7 @@ public struct InviteSession: Sendable {
     /// from our next target refresh (a re-INVITE or UPDATE, RFC 3261 §12.2.1.2).
     public mutating func relocate(host: SIPHost, port: UInt16?, viaSentBy: String) {
         var c = configuration
-        guard case .sip(var uri) = c.contact.uri else { return }
-        uri.host = host
-        uri.port = port
-        c.contact.uri = .sip(uri)
-        c.viaSentBy = viaSentBy
+        c.relocate(host: host, port: port, viaSentBy: viaSentBy)
         sharedConfiguration = SharedConfiguration(c)
     }
     private var sharedConfiguration: SharedConfiguration

@@ -93,14 +93,7 @@ public struct SessionManager: Sendable {
     /// Our address changed: new sessions and every session now use a Contact and Via sent-by at
     /// `host`:`port` (see ``InviteSession/relocate(host:port:viaSentBy:)``).
     public mutating func relocate(host: SIPHost, port: UInt16?, viaSentBy: String) {
-        var c = configuration
-        if case .sip(var uri) = c.contact.uri {
-            uri.host = host
-            uri.port = port
-            c.contact.uri = .sip(uri)
-        }
-        c.viaSentBy = viaSentBy
-        configuration = c
+        configuration.relocate(host: host, port: port, viaSentBy: viaSentBy)
         for slot in sessions.values { slot.session.relocate(host: host, port: port, viaSentBy: viaSentBy) }
     }
 

@@ -97,6 +97,17 @@ public struct InviteSessionConfiguration: Sendable {
         self.allow = allow
         self.outboundRoute = outboundRoute
     }
+
+    /// Our address changed (a network change): the Contact (its user part and parameters kept)
+    /// and the Via sent-by move to `host`:`port`. A non-SIP Contact keeps its URI.
+    public mutating func relocate(host: SIPHost, port: UInt16?, viaSentBy: String) {
+        if case .sip(var uri) = contact.uri {
+            uri.host = host
+            uri.port = port
+            contact.uri = .sip(uri)
+        }
+        self.viaSentBy = viaSentBy
+    }
 }
 
 /// The timers an INVITE session asks its driver to run. One of each runs at a time.

@@ -502,13 +502,7 @@ public final class SIPUserAgent: Sendable {
         let peer = try endpoint.addListenPoint(point, preferred: true)
         let host = peer.address.sipHost, port = peer.address.port, sentBy = peer.address.description
         await onQueue {
-            self.sessionSettings.withLock { c in
-                guard case .sip(var uri) = c.contact.uri else { return }
-                uri.host = host
-                uri.port = port
-                c.contact.uri = .sip(uri)
-                c.viaSentBy = sentBy
-            }
+            self.sessionSettings.withLock { $0.relocate(host: host, port: port, viaSentBy: sentBy) }
             let moves = self.state.withLock { s -> [(String, [RegistrationClient.Action])] in
                 s.manager.relocate(host: host, port: port, viaSentBy: sentBy)
                 var out: [(String, [RegistrationClient.Action])] = []
@@ -537,7 +531,7 @@ public final class SIPUserAgent: Sendable {
 
     /// The key of an address of record among our registrations: user and lower-cased host
     /// (scheme, port and parameters do not make another registration).
-    static func registrationKey(_ aor: SIPURI) -> String { "\(aor.user ?? "")@\(aor.host.address.lowercased())" }
+    public static func registrationKey(_ aor: SIPURI) -> String { "\(aor.user ?? "")@\(aor.host.address.lowercased())" }
 
     /// Sends `request` in a new client transaction to `peer` and returns its final response
     /// (nil on a timeout or transport error), traced both ways when tracing.

@@ -198,8 +198,7 @@ public final class Account: Sendable, Identifiable, CustomStringConvertible {
     var identity: NameAddress { NameAddress(displayName: configuration.displayName, uri: configuration.addressOfRecord) }
 
     /// The key of the account's address of record among the phone's accounts (user and host).
-    var key: String { Self.key(configuration.addressOfRecord) }
-    static func key(_ aor: SIPURI) -> String { "\(aor.user ?? "")@\(aor.host.address.lowercased())" }
+    var key: String { SIPUserAgent.registrationKey(configuration.addressOfRecord) }
 }
 
 /// Why an account could not be added.

@@ -69,7 +69,7 @@ public final class HEPTrafficSink: SIPTrafficSink {
     public func record(_ record: SIPTrafficRecord) {
         guard !closed.load(ordering: .acquiring) else { return }
         let outgoing = record.direction == .sent
-        let callID = (try? SIPMessage(bytes: record.bytes))?.callID
+        let callID = SIPMessage.peekCallID(in: record.bytes)
         let packet = HEPPacket(source: outgoing ? record.local : record.remote, destination: outgoing ? record.remote : record.local,
                                ipProtocol: record.transport == .udp ? .udp : .tcp, time: record.time, payloadType: .sip, agentID: agentID,
                                authKey: authKey, correlationID: callID, payload: record.bytes)

@@ -60,11 +60,7 @@ extension Phone {
         let key = call.key
         call.noteReconnecting(true)
         let log = agent.logger(for: key)
-        // A transaction still open (an ACK on its way) delays the offer a little (RFC 3261 §14.1).
-        for _ in 0..<50 {
-            guard let s = await agent.session(key), !s.canOffer, !s.isTerminated else { break }
-            try? await Task.sleep(for: .milliseconds(20))
-        }
+        await waitUntilCanOffer(key, within: .seconds(1))
         // New media on the new address (the old socket may be gone with the old network).
         let owner = MediaOwner()
         owner.key.withLock { $0 = key }

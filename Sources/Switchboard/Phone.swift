@@ -418,15 +418,21 @@ public final class Phone: Sendable {
         }
     }
 
+    /// Waits (at most `limit`, in 20 ms steps) while a transaction of the session is still open
+    /// (the ACK of the last re-INVITE on its way), so that a new offer is delayed a little rather
+    /// than refused (RFC 3261 §14.1). Returns at once when the session can offer or is gone.
+    func waitUntilCanOffer(_ key: SessionKey, within limit: Duration) async {
+        let deadline = ContinuousClock.now + limit
+        while ContinuousClock.now < deadline {
+            guard let s = await agent.session(key), !s.canOffer, !s.isTerminated else { return }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
     /// Puts the call on hold (re-INVITE with sendonly, or inactive when the peer holds us too)
     /// or takes it off hold.
     public func hold(_ key: SessionKey, _ held: Bool) async throws(SessionError) {
-        // A transaction still open (the ACK of the last re-INVITE on its way) delays the new
-        // offer a little rather than failing it (RFC 3261 §14.1).
-        for _ in 0..<100 {
-            guard let s = await agent.session(key), !s.canOffer, !s.isTerminated else { break }
-            try? await Task.sleep(for: .milliseconds(20))
-        }
+        await waitUntilCanOffer(key, within: .seconds(2))
         let offer = withEngine(key) { (e: inout OfferAnswer) throws(OfferAnswerError) in
             e.setHold(held)
             return try e.makeOffer()
@@ -496,7 +502,7 @@ public final class Phone: Sendable {
     @discardableResult
     public func addAccount(_ configuration: Account.Configuration) throws(AccountError) -> Account {
         let made = accountList.withLock { list -> Account? in
-            let key = Account.key(configuration.addressOfRecord)
+            let key = SIPUserAgent.registrationKey(configuration.addressOfRecord)
             guard !list.contains(where: { $0.key == key }) else { return nil }
             let id = accountCount.add(1, ordering: .relaxed).newValue
             let user = configuration.addressOfRecord.user
@@ -530,7 +536,7 @@ public final class Phone: Sendable {
 
     /// The account of a registration event's address of record.
     private func account(registering aor: SIPURI) -> Account? {
-        let key = Account.key(aor)
+        let key = SIPUserAgent.registrationKey(aor)
         return accounts.first { $0.key == key }
     }
 
