@@ -186,6 +186,27 @@ public struct MediaSessionStatistics: Sendable, Hashable, CustomStringConvertibl
     /// The latest wake-up.
     public var sendLatenessMax: Duration
 
+    /// The statistics of a call whose media moved to a new session (a network change): this
+    /// session's figures continuing `earlier`'s. Counts add up (packets and bytes each way,
+    /// packets lost, refused, SRTP drops, RTCP, the digits in order) and the latest wake-up is
+    /// the later of the two; what describes the present (codec, fraction lost, jitter, RTT,
+    /// MOS, jitter buffer, lateness percentile, SRTP in use) is this session's.
+    public func continuing(_ earlier: MediaSessionStatistics) -> MediaSessionStatistics {
+        var s = self
+        s.call.sent.packets += earlier.call.sent.packets
+        s.call.sent.bytes += earlier.call.sent.bytes
+        s.call.received.packets += earlier.call.received.packets
+        s.call.received.bytes += earlier.call.received.bytes
+        s.call.packetsLost += earlier.call.packetsLost
+        s.refused += earlier.refused
+        s.srtpDropped += earlier.srtpDropped
+        s.rtcpSent += earlier.rtcpSent
+        s.rtcpReceived += earlier.rtcpReceived
+        s.digitsReceived = earlier.digitsReceived + digitsReceived
+        s.sendLatenessMax = max(earlier.sendLatenessMax, sendLatenessMax)
+        return s
+    }
+
     /// One line for logs: codec, packets and bytes each way, loss, jitter, RTT, MOS, jitter buffer, RTCP.
     public var description: String {
         let c = call

@@ -72,7 +72,10 @@ extension Phone {
                 m[key] = fresh
                 return o
             }
-            old?.stop()
+            if let old {
+                retireMedia(key, old)
+                old.stop()
+            }
         }
         let address = mediaAddress.withLock { $0 } ?? agent.endpoint.localAddresses[0].address.ipString
         let offer = withEngine(key) { (e: inout OfferAnswer) throws(OfferAnswerError) in

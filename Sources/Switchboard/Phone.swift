@@ -35,6 +35,8 @@ public final class Phone: Sendable {
     /// the media options' address.
     let mediaAddress = Mutex<String?>(nil)
     private let finalStatistics = Mutex<[SessionKey: MediaSessionStatistics]>([:])
+    /// The statistics of media sessions a network change replaced, by call (see ``retireMedia(_:_:)``).
+    private let earlierStatistics = Mutex<[SessionKey: MediaSessionStatistics]>([:])
     private let mediaCount = Mutex(0)
     private let infoDigits = Mutex<[SessionKey: String]>([:])
     /// Ended calls, oldest first, for ``forgetOldCalls(ended:)``.
@@ -254,8 +256,18 @@ public final class Phone: Sendable {
     public func media(_ key: SessionKey) -> MediaSession? { mediaSessions.withLock { $0[key] } }
 
     /// The media statistics of a call: live while it runs, final after it ended.
+    /// After a network change (a new media session for the call) the figures continue the
+    /// earlier session's (``MediaSessionStatistics/continuing(_:)``).
     public func mediaStatistics(_ key: SessionKey) -> MediaSessionStatistics? {
-        media(key)?.stats() ?? finalStatistics.withLock { $0[key] }
+        guard let live = media(key)?.stats() else { return finalStatistics.withLock { $0[key] } }
+        return earlierStatistics.withLock { $0[key] }.map { live.continuing($0) } ?? live
+    }
+
+    /// Puts aside the statistics of a call's media session that a new one replaces (a network
+    /// change), so that the call's figures go on from them.
+    func retireMedia(_ key: SessionKey, _ old: MediaSession) {
+        let stats = old.stats()
+        earlierStatistics.withLock { e in e[key] = e[key].map { stats.continuing($0) } ?? stats }
     }
 
     /// Starts or updates a call's media with a negotiation result.
@@ -277,7 +289,8 @@ public final class Phone: Sendable {
 
     private func stopMedia(_ key: SessionKey) {
         guard let media = mediaSessions.withLock({ $0.removeValue(forKey: key) }) else { return }
-        let stats = media.stats()
+        let own = media.stats()
+        let stats = earlierStatistics.withLock { $0.removeValue(forKey: key) }.map { own.continuing($0) } ?? own
         media.stop()
         call(for: key)?.note(.mediaActive(false))
         finalStatistics.withLock { $0[key] = stats }

@@ -44,6 +44,12 @@ struct NetworkChangeTests {
         let (seen, task) = Self.record(call)
         defer { task.cancel() }
         let oldMedia = try #require(alice.media(call.key))
+        // Some audio both ways before the change (bounded: 2 s), so the old session has figures.
+        for _ in 0..<100 {
+            let s = oldMedia.stats().call
+            if s.sent.packets >= 5 && s.received.packets >= 5 { break }
+            try await Task.sleep(for: .milliseconds(20))
+        }
 
         let change = try await alice.networkChanged(to: "127.0.0.2", timeout: .seconds(5))
         #expect(change.address.address.ipString == "127.0.0.2")
@@ -63,10 +69,18 @@ struct NetworkChangeTests {
             try await Task.sleep(for: .milliseconds(20))
         }
         #expect(heard >= 10, "packets from bob at the new address: \(heard)")
+        // The call's figures go on from the old session's: its counts are added, not lost.
+        let before = oldMedia.stats(), after = newMedia.stats()
+        #expect(before.call.sent.packets > 0 && before.call.received.packets > 0, "\(before)")
+        let merged = try #require(alice.mediaStatistics(call.key))
+        #expect(merged.call.sent.packets >= before.call.sent.packets + after.call.sent.packets, "\(merged)")
+        #expect(merged.call.received.packets >= before.call.received.packets + after.call.received.packets, "\(merged)")
         // Bob's BYE goes to the Contact of the re-INVITE: the new address.
         await atBob.hangUp()
         let end = try await call.waitUntil(timeout: .seconds(5)) { $0.isEnded }
         #expect(end == .ended(.hungUp(by: .remote)))
+        let final = try #require(alice.mediaStatistics(call.key))
+        #expect(final.call.received.packets >= merged.call.received.packets, "the final figures keep the old session's: \(final)")
         let states = seen.states()
         let i = try #require(states.firstIndex(of: .reconnecting))
         #expect(states[(i + 1)...].first?.isEstablished == true, "\(states)")
