@@ -213,7 +213,7 @@ final class TCPCore: TransportLoopCore {
             }
             let now = MonotonicClock.now
             let session = try tls?.makeClientSession(remote: remote, serverName: serverName)
-            let (fd, localAddress) = try Self.startConnect(to: remote)
+            let (fd, localAddress) = try startConnect(to: remote)
             let info = ConnectionInfo(id: .next(), remote: remote, local: localAddress, direction: .outbound, transport: kind)
             let c = TCPConnection(fd: fd, info: info, phase: .connecting(deadline: now + configuration.connectTimeout), now: now, tls: session, serverName: serverName)
             insert(c, &s)
@@ -257,10 +257,22 @@ final class TCPCore: TransportLoopCore {
     }
 
     /// Creates a non-blocking socket and starts connecting it to `remote`.
-    private static func startConnect(to remote: SocketAddress) throws(TransportError) -> (Int32, SocketAddress) {
+    /// Starts a non-blocking connect to `remote`. The socket is bound first to our listening
+    /// address's IP (any port) when we listen on one address rather than the wildcard, so that
+    /// our connections leave from the address our Via and Contact name — and, after a network
+    /// change, from the new address (a connection opened by the new listen point).
+    private func startConnect(to remote: SocketAddress) throws(TransportError) -> (Int32, SocketAddress) {
         let fd = cs_socket(remote.family, CS_KIND_TCP, 1)
         guard fd >= 0 else { throw .system(.current("socket")) }
         _ = cs_set_nodelay(fd, 1)
+        if !local.isWildcard, local.family == remote.family {
+            var (source, sourceLength) = local.withPort(0).sockaddr
+            if cs_bind(fd, &source, sourceLength) != 0 {
+                let error = SystemCallError.current("bind")
+                Posix.close(fd)
+                throw .system(error)
+            }
+        }
         var (storage, length) = remote.sockaddr
         var rc: Int32
         repeat { rc = cs_connect(fd, &storage, length) } while rc != 0 && cs_errno() == EINTR
@@ -283,7 +295,7 @@ final class TCPCore: TransportLoopCore {
             guard s.connections.count < configuration.maxConnections else { throw .connectionLimitReached(limit: configuration.maxConnections) }
         }
         let session = try tls?.makeClientSession(remote: remote, serverName: serverName)
-        let (fd, localAddress) = try Self.startConnect(to: remote)
+        let (fd, localAddress) = try startConnect(to: remote)
         var handshaking = false
         do throws(TransportError) {
             // Wait for the connect on this thread; the I/O thread sees only established sockets.

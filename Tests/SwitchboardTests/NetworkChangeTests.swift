@@ -138,4 +138,53 @@ struct NetworkChangeTests {
         }
         #expect(bob.registrationHistory.suffix(2) == [.registering, .registered(expires: 3600)], "\(bob.registrationHistory)")
     }
+
+    /// What a phone's endpoint received: each message's first line and where it came from.
+    final class Received: SIPTrafficSink {
+        let lines = Mutex<[(String, SocketAddress)]>([])
+        func record(_ record: SIPTrafficRecord) {
+            guard record.direction == .received else { return }
+            let first = String(decoding: record.bytes.prefix { $0 != 0x0D }, as: UTF8.self)
+            lines.withLock { $0.append((first, record.remote)) }
+        }
+        func from(_ prefix: String) -> [SocketAddress] { lines.withLock { $0.filter { $0.0.hasPrefix(prefix) }.map(\.1) } }
+    }
+
+    static func tcpPhone(_ user: String, autoAnswer: Duration? = nil, capture: (any SIPTrafficSink)? = nil) throws -> Phone {
+        var c = SIPUserAgent.Configuration(endpoint: .init(listen: [.tcp(try SocketAddress(ip: "127.0.0.1", port: 0))], timers: CallTests.fast,
+                                                           capture: capture),
+                                           identity: try SIPURI("sip:\(user)@127.0.0.1;transport=tcp"))
+        c.transport = .tcp
+        c.sessionTimer = nil
+        return try Phone(name: user, configuration: c, autoAnswer: autoAnswer)
+    }
+
+    @Test("over TCP: the re-INVITE, its ACK and the answer to the peer's BYE leave from the new address on new connections",
+          .timeLimit(.minutes(1)))
+    func tcpCallFollows() async throws {
+        let alice = try Self.tcpPhone("alice")
+        defer { alice.close() }
+        let seenByBob = Received()
+        let bob = try Self.tcpPhone("bob", autoAnswer: .zero, capture: seenByBob)
+        defer { bob.close() }
+        let port = bob.agent.endpoint.localAddresses[0].address.port
+        let call = await alice.dial(try SIPURI("sip:bob@127.0.0.1:\(port);transport=tcp"))
+        try await call.waitUntil(timeout: .seconds(5)) { $0.isEstablished }
+        #expect(seenByBob.from("INVITE").map(\.ipString) == ["127.0.0.1"])
+
+        let change = try await alice.networkChanged(to: "127.0.0.2", timeout: .seconds(5))
+        #expect(change.reconnected.map(\.id) == [call.id] && change.lost.isEmpty)
+        #expect(alice.agent.endpoint.localAddresses.map(\.address.ipString) == ["127.0.0.2"])
+        // The re-INVITE came over a connection from the new address.
+        let invites = seenByBob.from("INVITE")
+        #expect(invites.count == 2 && invites.last?.ipString == "127.0.0.2", "\(invites)")
+        // Bob's BYE goes to the new Contact (127.0.0.2) and the call ends normally.
+        let atBob = try #require(bob.calls.first)
+        await atBob.hangUp(timeout: .seconds(5))
+        let end = try await call.waitUntil(timeout: .seconds(5)) { $0.isEnded }
+        #expect(end == .ended(.hungUp(by: .remote)))
+        // The ACK of the re-INVITE and the 200 to bob's BYE came from the new address too.
+        #expect(seenByBob.from("ACK").last?.ipString == "127.0.0.2", "\(seenByBob.from("ACK"))")
+        #expect(seenByBob.from("SIP/2.0 200").last?.ipString == "127.0.0.2", "\(seenByBob.from("SIP/2.0 200"))")
+    }
 }
