@@ -23,6 +23,11 @@
 #include <linux/errqueue.h>
 #include <netinet/in.h>
 #include <unistd.h>
+#include <ifaddrs.h>
+#ifdef __linux__
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#endif
 
 #define CS_MAX_BATCH 256
 
@@ -458,4 +463,70 @@ int cs_recv_error(int fd, struct sockaddr_storage *dest, socklen_t *destlen, int
         }
     }
     return 1;
+}
+
+int cs_address_watch_open(void) {
+#ifdef __linux__
+    int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, NETLINK_ROUTE);
+    if (fd < 0) return -1;
+    struct sockaddr_nl local;
+    memset(&local, 0, sizeof local);
+    local.nl_family = AF_NETLINK;
+    local.nl_groups = RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR;
+    if (bind(fd, (struct sockaddr *)&local, sizeof local) != 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
+#else
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+int cs_drain_datagrams(int fd) {
+    uint8_t buffer[8192];
+    int n = 0;
+    for (;;) {
+        ssize_t r = recv(fd, buffer, sizeof buffer, MSG_DONTWAIT);
+        if (r >= 0) { n++; continue; }
+        if (errno == EINTR) continue;
+        /* ENOBUFS: the kernel dropped notifications; what is left to read is still drained, and
+           the caller re-reads the addresses anyway. */
+        if (errno == ENOBUFS) { n++; continue; }
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return n;
+        return n > 0 ? n : -1;
+    }
+}
+
+int cs_local_addresses(char *out, size_t size) {
+    if (size == 0) { errno = EINVAL; return -1; }
+    out[0] = 0;
+    struct ifaddrs *list = NULL;
+    if (getifaddrs(&list) != 0) return -1;
+    size_t used = 0;
+    int count = 0;
+    for (struct ifaddrs *a = list; a != NULL; a = a->ifa_next) {
+        if (a->ifa_addr == NULL || !(a->ifa_flags & IFF_UP)) continue;
+        int family = a->ifa_addr->sa_family;
+        if (family != AF_INET && family != AF_INET6) continue;
+        char text[INET6_ADDRSTRLEN];
+        const void *raw = family == AF_INET ? (const void *)&((struct sockaddr_in *)a->ifa_addr)->sin_addr
+                                            : (const void *)&((struct sockaddr_in6 *)a->ifa_addr)->sin6_addr;
+        if (inet_ntop(family, raw, text, sizeof text) == NULL) continue;
+        const char *flags = "-";
+        if (a->ifa_flags & IFF_LOOPBACK) flags = "l";
+        else if (family == AF_INET6 && IN6_IS_ADDR_LINKLOCAL(&((struct sockaddr_in6 *)a->ifa_addr)->sin6_addr)) flags = "k";
+        char line[IF_NAMESIZE + INET6_ADDRSTRLEN + 8];
+        int len = snprintf(line, sizeof line, "%s %s %s\n", a->ifa_name, text, flags);
+        if (len < 0 || (size_t)len >= sizeof line || used + (size_t)len + 1 > size) break;
+        memcpy(out + used, line, (size_t)len);
+        used += (size_t)len;
+        out[used] = 0;
+        count++;
+    }
+    freeifaddrs(list);
+    return count;
 }

@@ -51,7 +51,68 @@ extension Phone {
         }
         if let old, old.address != peer.address { agent.endpoint.removeListenPoint(old) }
         let byID = outcomes.sorted { $0.0.id < $1.0.id }
-        return NetworkChange(address: peer, reconnected: byID.filter(\.1).map(\.0), lost: byID.filter { !$0.1 }.map(\.0))
+        let change = NetworkChange(address: peer, reconnected: byID.filter(\.1).map(\.0), lost: byID.filter { !$0.1 }.map(\.0))
+        networkChanges.publish(change)
+        return change
+    }
+
+    /// Every network change from now on (asked for with ``networkChanged(to:port:timeout:)``
+    /// or made by the watch of ``watchNetwork(timeout:choose:)``), as it completes. Each access
+    /// makes a new sequence; it finishes when the phone closes.
+    public var networkChangeStream: AsyncStream<NetworkChange> { networkChanges.subscribe() }
+
+    /// Watches the host's addresses and follows the network by itself: when the address the
+    /// phone listens on goes away (an interface went down, the host roamed to another network,
+    /// a VPN ended), `choose` picks where to go among the host's addresses now and the phone
+    /// makes the change as ``networkChanged(to:port:timeout:)`` does (same port when it can be
+    /// bound there, else any), publishing it on ``networkChangeStream``. With `choose`
+    /// returning nil the phone stays (and logs it). A phone listening on the wildcard address
+    /// never moves. Linux watches with a NETLINK_ROUTE socket; elsewhere this throws and the
+    /// application reports changes itself (NWPathMonitor on Apple platforms).
+    /// Watching again replaces the previous watch; ``close()`` stops it.
+    /// - Throws: ``TransportError/system(_:)`` when the host offers no way to watch.
+    public func watchNetwork(timeout: Duration = .seconds(10),
+                             choose: @escaping @Sendable (_ current: String, _ addresses: [HostAddress]) -> String? = HostAddress.replacement(for:among:))
+        throws(TransportError)
+    {
+        let watcher = try NetworkWatcher { [weak self] in await self?.addressesChanged(timeout: timeout, choose: choose) }
+        networkWatcher.withLock { w in
+            w?.stop()
+            w = watcher
+        }
+    }
+
+    /// Stops the watch of ``watchNetwork(timeout:choose:)``.
+    public func stopWatchingNetwork() {
+        networkWatcher.withLock { w in w?.stop(); w = nil }
+    }
+
+    /// The host's addresses changed: moves when ours is gone.
+    private func addressesChanged(timeout: Duration, choose: @Sendable (String, [HostAddress]) -> String?) async {
+        guard let here = agent.endpoint.localAddress(agent.configuration.transport) ?? agent.endpoint.localAddresses.first,
+              !here.address.isWildcard else { return }
+        let current = here.address.ipString
+        let addresses: [HostAddress]
+        do { addresses = try HostAddress.current() } catch {
+            agent.endpoint.logger.warning("network watch: cannot list the host's addresses: \(error)")
+            return
+        }
+        guard !addresses.contains(where: { $0.address == current }) else { return }
+        guard let next = choose(current, addresses) else {
+            agent.endpoint.logger.warning("network watch: \(current) is gone and there is no other address to go to")
+            report("\(name): network lost (\(current) is gone)")
+            return
+        }
+        agent.endpoint.logger.info("network watch: \(current) is gone, moving to \(next)")
+        do {
+            try await networkChanged(to: next, port: here.address.port, timeout: timeout)
+        } catch {
+            do {
+                try await networkChanged(to: next, port: 0, timeout: timeout)
+            } catch {
+                agent.endpoint.logger.warning("network watch: cannot move to \(next): \(error)")
+            }
+        }
     }
 
     /// Moves one established call to the new address: new media, re-INVITE, and either back

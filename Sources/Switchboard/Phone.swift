@@ -37,6 +37,10 @@ public final class Phone: Sendable {
     private let finalStatistics = Mutex<[SessionKey: MediaSessionStatistics]>([:])
     /// The statistics of media sessions a network change replaced, by call (see ``retireMedia(_:_:)``).
     private let earlierStatistics = Mutex<[SessionKey: MediaSessionStatistics]>([:])
+    /// The watch on the host's addresses (``watchNetwork(timeout:choose:)``), while on.
+    let networkWatcher = Mutex<NetworkWatcher?>(nil)
+    /// Every network change the phone made, asked for or seen by its watch.
+    let networkChanges = EventFanOut<NetworkChange>()
     private let mediaCount = Mutex(0)
     private let infoDigits = Mutex<[SessionKey: String]>([:])
     /// Ended calls, oldest first, for ``forgetOldCalls(ended:)``.
@@ -158,6 +162,8 @@ public final class Phone: Sendable {
 
     public func close() {
         redirection.close()
+        networkWatcher.withLock { w in w?.stop(); w = nil }
+        networkChanges.finish()
         arrivals.finish()
         endings.finish()
         for a in accounts { a.broadcast.publish(a.broadcast.current, final: true) }

@@ -32,7 +32,8 @@ public enum ExternalTool {
         }
     }
 
-    static func runBlocking(_ path: String, _ arguments: [String], timeout: Double, mergeErrors: Bool) -> Run {
+    /// ``run(_:_:timeout:mergeErrors:)`` on the calling thread (for cleanups in `defer`, which cannot await).
+    public static func runBlocking(_ path: String, _ arguments: [String], timeout: Double, mergeErrors: Bool) -> Run {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: path)
         p.arguments = arguments

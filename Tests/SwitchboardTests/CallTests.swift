@@ -24,9 +24,9 @@ struct CallTests {
     }
 
     /// A phone with real media (PCMU and telephone-event), its media configuration adjusted by `configure`.
-    static func mediaPhone(_ user: String, configure: (inout MediaSessionConfiguration) -> Void = { _ in }) throws -> Phone {
-        var c = SIPUserAgent.Configuration(endpoint: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))], timers: fast),
-                                           identity: try SIPURI("sip:\(user)@127.0.0.1"))
+    static func mediaPhone(_ user: String, listen: String = "127.0.0.1", configure: (inout MediaSessionConfiguration) -> Void = { _ in }) throws -> Phone {
+        var c = SIPUserAgent.Configuration(endpoint: .init(listen: [.udp(try SocketAddress(ip: listen, port: 0))], timers: fast),
+                                           identity: try SIPURI("sip:\(user)@\(listen)"))
         c.sessionTimer = nil
         var media = PhoneMediaOptions.defaultConfiguration
         configure(&media)

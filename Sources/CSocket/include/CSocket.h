@@ -104,6 +104,18 @@ int cs_eventfd_signal(int fd);
 /* Resets the eventfd counter to zero; returns 0 or -1. */
 int cs_eventfd_drain(int fd);
 
+/* A socket that becomes readable when the host's IP addresses change: Linux NETLINK_ROUTE
+ * subscribed to the IPv4 and IPv6 address groups (RTM_NEWADDR, RTM_DELADDR), non-blocking and
+ * close-on-exec. -1 with errno set on failure, and ENOSYS elsewhere than Linux. */
+int cs_address_watch_open(void);
+/* Reads and discards whatever is pending on `fd` (a non-blocking socket); returns the number of
+ * datagrams read, or -1 with errno when the first read failed with something else than EAGAIN. */
+int cs_drain_datagrams(int fd);
+/* The host's IP addresses (interfaces that are up), one per line as "NAME ADDRESS FLAGS" (FLAGS:
+ * "l" loopback, "k" IPv6 link-local, "-" neither), written into `out` (at most `size` bytes,
+ * NUL-terminated, whole lines only). Returns the number of addresses written, or -1 with errno. */
+int cs_local_addresses(char *out, size_t size);
+
 /* An epoll instance (close-on-exec), or -1. Linux only; elsewhere -1 with errno ENOSYS. */
 int cs_epoll_create(void);
 /* Watches `fd` for input (level-triggered) with `tag` handed back by cs_epoll_wait. 0 or -1. */
