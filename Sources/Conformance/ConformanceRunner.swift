@@ -107,7 +107,7 @@ public struct ConformanceRunner: Sendable {
         }
         session.finished = true
         // Late copies (retransmissions the DUT still sends) belong to the exchange too.
-        try? await Task.sleep(for: .milliseconds(200))
+        try? await Task.sleep(for: test.settle)
         // The session's clock: for a UAS test it starts with the first message held for it.
         let end = Self.seconds(max(session.elapsed, started.duration(to: clock.now)))
         let entries = session.entries
