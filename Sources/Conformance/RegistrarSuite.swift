@@ -167,9 +167,9 @@ extension ConformanceSuites {
 
     /// A registrar test: the body throws ``RegistrarStop`` to end early; the registration's
     /// bindings are removed at the end whatever the verdict.
-    static func registrarTest(_ name: String, _ summary: String, _ reference: String,
+    static func registrarTest(_ name: String, _ summary: String, _ reference: String, note: String? = nil,
                               _ body: @escaping @Sendable (ConformanceSession, inout RunnerRegistration) async throws -> ScenarioOutcome) -> ConformanceTestCase {
-        ConformanceTestCase(name: name, etsiPurpose: nil, summary: summary, reference: reference, purposeNote: registrarNote, role: .uac) { s in
+        ConformanceTestCase(name: name, etsiPurpose: nil, summary: summary, reference: reference, purposeNote: note ?? registrarNote, role: .uac) { s in
             var reg = RunnerRegistration(s)
             let outcome: ScenarioOutcome
             do { outcome = try await body(s, &reg) } catch let stop as RegistrarStop {

@@ -41,7 +41,7 @@ struct Conform: AsyncParsableCommand {
     @Option(name: .long, help: "Record every datagram of the run, both ways, to this pcapng file.")
     var pcap: String?
 
-    @Option(name: .long, help: "Username answering a registrar's digest challenges (registrar suite; also the address of record's user when TARGET has none).")
+    @Option(name: .long, help: "Username answering a registrar's digest challenges (registrar and auth suites; also the address of record's user when TARGET has none).")
     var user: String?
 
     @Option(name: .long, help: "Password for --user.")

@@ -16,21 +16,21 @@ import SwitchboardTestSupport
 @Suite("Conformance registrar suite", .serialized)
 struct RegistrarSuiteTests {
     /// Our registrar (alice/alicepw) on a free port, its outgoing messages passed through `rewrite`.
-    static func registrar(_ rewrite: (@Sendable (SIPMessage) -> SIPMessage?)? = nil) throws -> (SIPEndpoint, ProxyServer) {
+    static func registrar(_ rewrite: (@Sendable (SIPMessage) -> SIPMessage?)? = nil, algorithms: [DigestAlgorithm] = [.sha256, .md5]) throws -> (SIPEndpoint, ProxyServer) {
         let box = Mutex<ProxyServer?>(nil)
         var config = SIPEndpoint.Configuration(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))])
         config.outboundRewrite = rewrite
         let endpoint = try SIPEndpoint(configuration: config) { e in box.withLock { $0 }?.handle(e) }
-        let proxy = ProxyServer(configuration: .init(domain: "switchboard.test", users: ["alice": "alicepw"]))
+        let proxy = ProxyServer(configuration: .init(domain: "switchboard.test", users: ["alice": "alicepw"], algorithms: algorithms))
         proxy.attach(endpoint)
         box.withLock { $0 = proxy }
         return (endpoint, proxy)
     }
 
     static func run(_ port: UInt16, credentials: DigestCredentials? = DigestCredentials(username: "alice", password: "alicepw"),
-                    only: Set<String>? = nil) async throws -> ConformanceReport {
+                    only: Set<String>? = nil, suite: String = "registrar") async throws -> ConformanceReport {
         let runner = ConformanceRunner(target: try SIPURI("sip:alice@127.0.0.1:\(port)"), responseTimeout: .seconds(2), credentials: credentials)
-        return try await runner.run(suite: "registrar", only: only)
+        return try await runner.run(suite: suite, only: only)
     }
 
     static func describe(_ report: ConformanceReport) -> String {
@@ -92,12 +92,37 @@ struct RegistrarSuiteTests {
         #expect(report.junitXML.contains(fault.brokenRule.reference))
     }
 
+    @Test(.timeLimit(.minutes(1)))
+    func theAuthSuiteAgainstOurRegistrar() async throws {
+        let (endpoint, proxy) = try Self.registrar()
+        defer { endpoint.close() }
+        let report = try await Self.run(endpoint.localAddresses[0].address.port, suite: "auth")
+        #expect(report.results.map(\.name) == ["md5", "sha-256", "qop-auth", "forged-nonce"])
+        #expect(report.allPassed, "\(Self.describe(report))")
+        #expect(report.results.allSatisfy { $0.findings.isEmpty })
+        #expect(proxy.bindings(of: try SIPURI("sip:alice@switchboard.test")).isEmpty)
+        // The answers used what each test names.
+        let sha = try #require(report.results.first { $0.name == "sha-256" })
+        #expect(sha.messages.contains { $0.direction == .sent && $0.text.contains("algorithm=SHA-256") })
+        let forged = try #require(report.results.first { $0.name == "forged-nonce" })
+        #expect(forged.messages.last { $0.direction == .received }.map { !$0.summary.hasPrefix("2") } == true)
+
+        // Offering MD5 only, the SHA-256 test has nothing to check; without credentials nothing runs.
+        let (md5Only, _) = try Self.registrar(algorithms: [.md5])
+        defer { md5Only.close() }
+        let partial = try await Self.run(md5Only.localAddresses[0].address.port, suite: "auth")
+        let verdicts = Dictionary(uniqueKeysWithValues: partial.results.map { ($0.name, $0.verdict) })
+        #expect(verdicts == ["md5": .pass, "sha-256": .inconclusive, "qop-auth": .pass, "forged-nonce": .pass], "\(Self.describe(partial))")
+        let none = try await Self.run(md5Only.localAddresses[0].address.port, credentials: nil, suite: "auth")
+        #expect(none.count(.inconclusive) == 4)
+    }
+
     @Test func theSuitesAreListed() throws {
-        #expect(ConformanceSuites.names.contains("registrar") && ConformanceSuites.names.contains("parser"))
+        #expect(Set(["registrar", "parser", "auth"]).isSubset(of: Set(ConformanceSuites.names)))
         #expect(!ConformanceSuites.summary("registrar").isEmpty && !ConformanceSuites.summary("parser").isEmpty)
         #expect(try ConformanceRunner.tests(of: "parser").count == 61)
         // Every test says which RFC text it checks.
-        for t in ConformanceSuites.registrar + ConformanceSuites.all["parser", default: []] {
+        for t in ConformanceSuites.registrar + ConformanceSuites.auth + ConformanceSuites.all["parser", default: []] {
             #expect(t.reference.hasPrefix("RFC "), "\(t.name)")
         }
     }

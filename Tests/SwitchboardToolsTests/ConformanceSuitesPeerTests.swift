@@ -37,6 +37,10 @@ struct ConformanceSuitesPeerTests {
         #expect(report.results.first { $0.name == "min-expires" }?.reason?.contains("expires=30") == true, "\(Self.describe(report))")
         #expect(report.results.first { $0.name == "nonce-reuse" }?.reason?.contains("no qop") == true, "\(Self.describe(report))")
         #expect(report.results.allSatisfy { $0.findings.isEmpty }, "\(Self.describe(report))")
+        // The auth suite: MD5 without qop only.
+        let auth = try await runner.run(suite: "auth")
+        let authVerdicts = Dictionary(uniqueKeysWithValues: auth.results.map { ($0.name, $0.verdict) })
+        #expect(authVerdicts == ["md5": .pass, "sha-256": .inconclusive, "qop-auth": .inconclusive, "forged-nonce": .pass], "\(Self.describe(auth))")
         // The tests removed their bindings.
         #expect(!Kamailio.registeredUsers(rundir).contains("AoR: alice"))
     }
