@@ -16,9 +16,11 @@ import SwitchboardTestSupport
 @Suite("Conformance registrar suite", .serialized)
 struct RegistrarSuiteTests {
     /// Our registrar (alice/alicepw) on a free port, its outgoing messages passed through `rewrite`.
-    static func registrar(_ rewrite: (@Sendable (SIPMessage) -> SIPMessage?)? = nil, algorithms: [DigestAlgorithm] = [.sha256, .md5]) throws -> (SIPEndpoint, ProxyServer) {
+    static func registrar(_ rewrite: (@Sendable (SIPMessage) -> SIPMessage?)? = nil, algorithms: [DigestAlgorithm] = [.sha256, .md5],
+                          transport: ConformanceTransport = .udp) throws -> (SIPEndpoint, ProxyServer) {
         let box = Mutex<ProxyServer?>(nil)
-        var config = SIPEndpoint.Configuration(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))])
+        let any = try SocketAddress(ip: "127.0.0.1", port: 0)
+        var config = SIPEndpoint.Configuration(listen: [transport == .tcp ? .tcp(any) : .udp(any)])
         config.outboundRewrite = rewrite
         let endpoint = try SIPEndpoint(configuration: config) { e in box.withLock { $0 }?.handle(e) }
         let proxy = ProxyServer(configuration: .init(domain: "switchboard.test", users: ["alice": "alicepw"], algorithms: algorithms))
@@ -28,8 +30,8 @@ struct RegistrarSuiteTests {
     }
 
     static func run(_ port: UInt16, credentials: DigestCredentials? = DigestCredentials(username: "alice", password: "alicepw"),
-                    only: Set<String>? = nil, suite: String = "registrar") async throws -> ConformanceReport {
-        let runner = ConformanceRunner(target: try SIPURI("sip:alice@127.0.0.1:\(port)"), responseTimeout: .seconds(2), credentials: credentials)
+                    only: Set<String>? = nil, suite: String = "registrar", transport: ConformanceTransport = .udp) async throws -> ConformanceReport {
+        let runner = ConformanceRunner(target: try SIPURI("sip:alice@127.0.0.1:\(port)"), transport: transport, responseTimeout: .seconds(2), credentials: credentials)
         return try await runner.run(suite: suite, only: only)
     }
 
@@ -37,12 +39,13 @@ struct RegistrarSuiteTests {
         report.results.map { r in "\(r.name): \(r.verdict) \(r.reason ?? "")" + r.findings.map { "\n   \($0)" }.joined() }.joined(separator: "\n")
     }
 
-    @Test(.timeLimit(.minutes(1)))
-    func theSuitePassesAgainstOurRegistrar() async throws {
-        let (endpoint, proxy) = try Self.registrar()
+    @Test(.timeLimit(.minutes(1)), arguments: [ConformanceTransport.udp, .tcp])
+    func theSuitePassesAgainstOurRegistrar(_ transport: ConformanceTransport) async throws {
+        let (endpoint, proxy) = try Self.registrar(transport: transport)
         defer { endpoint.close() }
         let port = endpoint.localAddresses[0].address.port
-        let report = try await Self.run(port)
+        let report = try await Self.run(port, transport: transport)
+        #expect(report.transport == transport)
         #expect(report.results.map(\.name) == ConformanceSuites.registrar.map(\.name))
         #expect(report.allPassed, "\(Self.describe(report))")
         #expect(report.results.allSatisfy { $0.findings.isEmpty })
