@@ -5,6 +5,7 @@ import SIPMessage
 import SIPTransport
 import NetworkIO
 import SwitchboardTestSupport
+import Switchboard
 @testable import Conformance
 
 /// The `parser` suite against a deliberately weak device: it answers 200 to every request that
@@ -64,6 +65,21 @@ struct ParserSuiteTests {
         #expect(byName["4475-inv2543"]?.verdict == .inconclusive)
         // The torture messages themselves and the answers to them are not held against the rule checker.
         #expect(report.results.allSatisfy { $0.findings.isEmpty }, "\(report.results.flatMap(\.findings))")
+    }
+
+    /// Our answering phone (what `switchboard answer` runs) answers or drops every message and
+    /// stays alive.
+    @Test(.timeLimit(.minutes(1)))
+    func theSuitePassesAgainstOurAnsweringPhone() async throws {
+        guard TestPaths.requireCorpus("rfc4475/EXPECTATIONS.tsv"), TestPaths.requireCorpus("rfc5118/EXPECTATIONS.tsv") else { return }
+        let phone = try ConformanceRunTests.answeringPhone(nil)
+        defer { phone.close() }
+        let port = phone.agent.endpoint.localAddresses[0].address.port
+        let runner = ConformanceRunner(target: try SIPURI("sip:dut@127.0.0.1:\(port)"), responseTimeout: .seconds(1), corpus: TestPaths.corpora)
+        let report = try await runner.run(suite: "parser")
+        #expect(report.results.map(\.name) == ParserSuite.messages.map(\.name))
+        let failed = report.results.filter { $0.verdict != .pass }.map { "\($0.name): \($0.verdict) \($0.reason ?? "")" }
+        #expect(failed.isEmpty, "\(failed)")
     }
 
     @Test func aMissingCorpusStopsTheRunUpFront() async throws {
