@@ -104,7 +104,7 @@ let package = Package(
                                                     .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]),
         // Conformance runs: suites of tests named by ETSI TS 102 027-2 purposes, played against a device
         // over real sockets, and the rule checker naming the RFC rule the device broke.
-        .target(name: "Conformance", dependencies: ["SIPMessage", "SIPRules", "SIPTransport", "PacketCapture", "CaptureAnalysis", "NetworkIO"]),
+        .target(name: "Conformance", dependencies: ["SIPMessage", "SIPRules", "SIPAuth", "SIPTransport", "PacketCapture", "CaptureAnalysis", "NetworkIO"]),
         // SIPp XML scenarios run natively (`switchboard sipp`): the scenario reader, SIPp's options and the runner over UDP.
         .target(name: "SIPpScenario", dependencies: ["SIPMessage", "SIPTransport", "NetworkIO", .product(name: "Logging", package: "swift-log")]),
         // The command line's logic and its text/JSON rendering, kept in a library so tests drive it directly.
@@ -115,7 +115,7 @@ let package = Package(
         .executableTarget(
             name: "SwitchboardCLI",
             dependencies: [
-                "SwitchboardTools", "CaptureAnalysis", "PacketCapture", "Switchboard", "Conformance", "SIPpScenario", "SIPProxy", "SIPLoad", "SIPRuntime", "SIPTransport", "SIPMessage", "SIPDialog", "MediaRuntime", "SDP", "CSocket",
+                "SwitchboardTools", "CaptureAnalysis", "PacketCapture", "Switchboard", "Conformance", "SIPpScenario", "SIPProxy", "SIPAuth", "SIPLoad", "SIPRuntime", "SIPTransport", "SIPMessage", "SIPDialog", "MediaRuntime", "SDP", "CSocket",
                 "NetworkIO", .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
@@ -146,9 +146,9 @@ let package = Package(
                                                       .product(name: "Logging", package: "swift-log"),
                                                       .product(name: "MetricsTestKit", package: "swift-metrics"),
                                                       .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]),
-        .testTarget(name: "SwitchboardToolsTests", dependencies: ["SwitchboardTools", "Conformance", "SIPRules", "Switchboard", "SIPProxy", "SIPLoad", "CaptureAnalysis", "MediaRuntime", "Media", "SIPMessage", "SDP", "SIPRuntime", "SIPTransport", "PacketCapture", "SIPDialog", "SwitchboardTestSupport", "NetworkIO"]),
+        .testTarget(name: "SwitchboardToolsTests", dependencies: ["SwitchboardTools", "Conformance", "SIPRules", "SIPAuth", "Switchboard", "SIPProxy", "SIPLoad", "CaptureAnalysis", "MediaRuntime", "Media", "SIPMessage", "SDP", "SIPRuntime", "SIPTransport", "PacketCapture", "SIPDialog", "SwitchboardTestSupport", "NetworkIO"]),
         .testTarget(name: "SIPpScenarioTests", dependencies: ["SIPpScenario", "SwitchboardTestSupport", "SIPLoad", "SIPRuntime", "SIPTransport", "SIPMessage", "NetworkIO"]),
-        .testTarget(name: "ConformanceTests", dependencies: ["Conformance", "CaptureAnalysis", "SwitchboardTestSupport", "Switchboard", "SIPRuntime", "SIPMessage", "SIPTransport",
+        .testTarget(name: "ConformanceTests", dependencies: ["Conformance", "CaptureAnalysis", "SwitchboardTestSupport", "Switchboard", "SIPProxy", "SIPAuth", "SIPRuntime", "SIPMessage", "SIPTransport",
                                                        "PacketCapture", "NetworkIO"]),
     ],
     swiftLanguageModes: [.v6]

@@ -55,6 +55,8 @@ public struct ConformanceTestCase: Sendable {
     public var purposeNote: String?
     /// The side the runner plays.
     public var role: ConformanceRole
+    /// How long the run keeps collecting late copies (retransmissions) after the scenario ends.
+    var settle: Duration = .milliseconds(200)
     /// The scenario, run against the DUT through a ``ConformanceSession``.
     let run: @Sendable (ConformanceSession) async throws -> ScenarioOutcome
 

@@ -1,6 +1,12 @@
 import SIPMessage
 import NetworkIO
 import PacketCapture
+import SIPAuth
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Runs a suite's tests one after the other against a DUT and gathers their results.
 public struct ConformanceRunner: Sendable {
@@ -15,11 +21,19 @@ public struct ConformanceRunner: Sendable {
     public var responseTimeout: Duration
     /// When set, every datagram of the run, both ways, is written to it (pcapng).
     public var capture: CaptureWriter?
+    /// Credentials for a DUT that challenges (the `registrar` suite): without them a challenged
+    /// test is inconclusive.
+    public var credentials: DigestCredentials?
+    /// The folder holding the `parser` suite's messages, read in place: `rfc4475/<kind>/<name>.dat`
+    /// and `rfc5118/{valid,invalid}/<name>` (the layout of the project's shared corpora).
+    public var corpus: String?
 
     /// A runner against `target`.
     public init(target: SIPURI, transport: ConformanceTransport = .udp, testTimeLimit: Duration = .seconds(30), responseTimeout: Duration = .seconds(4),
-                capture: CaptureWriter? = nil) {
+                capture: CaptureWriter? = nil, credentials: DigestCredentials? = nil, corpus: String? = nil) {
         self.capture = capture
+        self.credentials = credentials
+        self.corpus = corpus
         self.responseTimeout = responseTimeout
         self.target = target
         self.transport = transport
@@ -39,6 +53,14 @@ public struct ConformanceRunner: Sendable {
         guard transport != .tls else { throw .unsupportedTransport(transport) }
         var tests = try Self.tests(of: suite)
         if let only { tests = tests.filter { only.contains($0.name) } }
+        if suite == "parser" {
+            guard transport == .udp else { throw .suiteTransport(suite: suite, transport) }
+            // Every message is read before the first test, so a missing corpus stops the run up front.
+            guard let corpus else { throw .corpusMissing("no corpus folder") }
+            for t in tests {
+                guard let path = ParserSuite.path(of: t.name), access(corpus + "/" + path, R_OK) == 0 else { throw .corpusMissing(corpus + "/" + (ParserSuite.path(of: t.name) ?? t.name)) }
+            }
+        }
         let address: SocketAddress
         do { address = try SocketAddress(ip: target.host.address, port: target.port ?? 5060) } catch { throw .badTarget(target.description) }
         // When the runner plays UAS (the `uac` suite) the target is its own listening address:
@@ -65,7 +87,8 @@ public struct ConformanceRunner: Sendable {
         if test.role == .uas, let listener {
             session = ConformanceSession(listener: listener, targetURI: target, responseTimeout: responseTimeout, capture: capture)
         } else {
-            session = try ConformanceSession(target: address, targetURI: target, transport: transport, responseTimeout: responseTimeout, capture: capture)
+            session = try ConformanceSession(target: address, targetURI: target, transport: transport, responseTimeout: responseTimeout, capture: capture,
+                                             credentials: credentials, corpus: corpus)
         }
         defer { session.close() }
         let clock = MonotonicClock(), started = clock.now
@@ -84,11 +107,24 @@ public struct ConformanceRunner: Sendable {
         }
         session.finished = true
         // Late copies (retransmissions the DUT still sends) belong to the exchange too.
-        try? await Task.sleep(for: .milliseconds(200))
+        try? await Task.sleep(for: test.settle)
         // The session's clock: for a UAS test it starts with the first message held for it.
         let end = Self.seconds(max(session.elapsed, started.duration(to: clock.now)))
-        let records = session.entries.map { e in
-            RuleChecker.Record(sent: e.direction == .sent, time: Self.seconds(e.time), message: e.message, parseError: e.parseError)
+        let entries = session.entries
+        // A message sent outside the rules on purpose (the parser suite's torture messages) is
+        // not judged, nor is any response that answers none of the judged requests: they are
+        // handed to the checker as blanks of ours (which it skips), keeping the indices.
+        let unjudged = entries.contains { !$0.judged }
+        let judgedRequests = Set(entries.compactMap { e -> String? in
+            guard e.judged, e.direction == .sent, let m = e.message, m.isRequest else { return nil }
+            return "\(m.topViaBranch ?? "")|\((try? m.cseq().method.token) ?? "")"
+        })
+        let records = entries.map { e in
+            let answersJudged = e.message.map { m in m.isRequest || judgedRequests.contains("\(m.topViaBranch ?? "")|\((try? m.cseq().method.token) ?? "")") } ?? true
+            if !e.judged || (unjudged && e.direction == .received && !answersJudged) {
+                return RuleChecker.Record(sent: true, time: Self.seconds(e.time), message: nil)
+            }
+            return RuleChecker.Record(sent: e.direction == .sent, time: Self.seconds(e.time), message: e.message, parseError: e.parseError)
         }
         // 2xx retransmissions are end to end: a UAS sends them whatever its own transport (RFC 3261
         // §13.3.1.4: a hop behind it may be UDP), so they are checked over TCP too.

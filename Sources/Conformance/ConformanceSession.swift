@@ -3,6 +3,7 @@ import SIPTransport
 import NetworkIO
 import Synchronization
 import PacketCapture
+import SIPAuth
 
 /// Errors of a conformance run that are not the DUT's findings.
 public enum ConformanceError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -16,6 +17,8 @@ public enum ConformanceError: Error, Sendable, Equatable, CustomStringConvertibl
     case socket(String)
     /// The suite runs over other transports only (the `uac` suite: UDP).
     case suiteTransport(suite: String, ConformanceTransport)
+    /// The `parser` suite's messages (RFC 4475 and RFC 5118) are not in the corpus folder given.
+    case corpusMissing(String)
 
     public var description: String {
         switch self {
@@ -24,6 +27,7 @@ public enum ConformanceError: Error, Sendable, Equatable, CustomStringConvertibl
         case .unknownSuite(let s): return "no suite named \(s) (switchboard conform --list names them)"
         case .socket(let s): return "cannot open the runner's socket: \(s)"
         case .suiteTransport(let suite, let t): return "the \(suite) suite does not run over \(t.rawValue) yet (udp only in this version)"
+        case .corpusMissing(let p): return "the parser suite reads the RFC 4475 and RFC 5118 messages from a corpus folder (rfc4475/…, rfc5118/…): \(p) is missing (give --corpus DIR)"
         }
     }
 }
@@ -42,6 +46,10 @@ public final class ConformanceSession: Sendable {
     public let t1: Duration, t2: Duration
     /// How long a test waits for a final response before it concludes none is coming.
     public let responseTimeout: Duration
+    /// The credentials answering a registrar's challenges (`--user`, `--password`), if given.
+    public let credentials: DigestCredentials?
+    /// The folder holding `rfc4475/…` and `rfc5118/…` (the `parser` suite's messages).
+    public let corpus: String?
 
     struct Entry: Sendable {
         var direction: ExchangedMessage.Direction
@@ -51,6 +59,9 @@ public final class ConformanceSession: Sendable {
         var parseError: String?
         /// Where a received message came from.
         var source: SocketAddress? = nil
+        /// False for a message the runner sent on purpose outside the rules (a torture
+        /// message): the checker ignores it and the responses to it.
+        var judged = true
     }
 
     private struct State: Sendable {
@@ -104,7 +115,10 @@ public final class ConformanceSession: Sendable {
     private let listener: ConformanceListener?
 
     init(target: SocketAddress, targetURI: SIPURI, transport: ConformanceTransport = .udp, t1: Duration = .milliseconds(500), t2: Duration = .seconds(4),
-         responseTimeout: Duration = .seconds(4), capture: CaptureWriter? = nil) throws(ConformanceError) {
+         responseTimeout: Duration = .seconds(4), capture: CaptureWriter? = nil, credentials: DigestCredentials? = nil,
+         corpus: String? = nil) throws(ConformanceError) {
+        self.credentials = credentials
+        self.corpus = corpus
         self.responseTimeout = responseTimeout
         self.capture = capture
         self.target = target
@@ -144,6 +158,8 @@ public final class ConformanceSession: Sendable {
     /// learnt from its first request; `target` is the listening address until then).
     init(listener: ConformanceListener, targetURI: SIPURI, t1: Duration = .milliseconds(500), t2: Duration = .seconds(4),
          responseTimeout: Duration = .seconds(4), capture: CaptureWriter? = nil) {
+        credentials = nil
+        corpus = nil
         self.responseTimeout = responseTimeout
         self.capture = capture
         self.targetURI = targetURI
@@ -202,8 +218,8 @@ public final class ConformanceSession: Sendable {
     /// Sends raw bytes to the DUT (deliberately odd messages go this way), recorded as sent; over
     /// TCP on `connection` when given (an answer to the DUT's request), else on the connection
     /// to the target (opened on first use).
-    func sendRaw(_ bytes: [UInt8], on connection: ConnectionID? = nil, to peer: SocketAddress? = nil) {
-        var entry = Entry(direction: .sent, time: now, bytes: bytes)
+    func sendRaw(_ bytes: [UInt8], on connection: ConnectionID? = nil, to peer: SocketAddress? = nil, judged: Bool = true) {
+        var entry = Entry(direction: .sent, time: now, bytes: bytes, judged: judged)
         do { entry.message = try SIPMessage(bytes: bytes) } catch { entry.parseError = "\(error)" }
         state.withLock { $0.entries.append(entry) }
         record(bytes, from: local, to: peer ?? target)

@@ -2,7 +2,8 @@ import Foundation
 import SIPMessage
 import Synchronization
 
-/// Faults our own UAS can be told to commit (`switchboard answer --misbehave FAULT`), so that
+/// Faults our own UAS or registrar can be told to commit (`switchboard answer --misbehave FAULT`,
+/// `switchboard proxy --misbehave FAULT`), so that
 /// tests can show the conformance runner catching each with the right rule. Each fault is a
 /// rewrite of outgoing messages, installed as `SIPEndpoint.Configuration.outboundRewrite`; the
 /// protocol machines themselves stay correct.
@@ -14,6 +15,17 @@ public enum Misbehaviour: String, Sendable, CaseIterable {
     case wrongToTag = "wrong-to-tag"
     /// A 2xx to INVITE is sent once and never retransmitted (breaks RFC 3261 §13.3.1.4 over UDP).
     case no2xxRetransmission = "no-2xx-retransmission"
+    /// A registrar's 2xx to REGISTER lists the bindings without their `expires` parameters
+    /// (breaks RFC 3261 §10.3 step 8).
+    case noExpiresInRegister2xx = "no-expires-in-register-2xx"
+
+    /// The suite whose tests catch this fault: `uas` (a phone answering) or `registrar`.
+    public var suite: String {
+        switch self {
+        case .noContactIn2xx, .wrongToTag, .no2xxRetransmission: return "uas"
+        case .noExpiresInRegister2xx: return "registrar"
+        }
+    }
 
     /// The rule the runner must report against this fault.
     public var brokenRule: ConformanceRule {
@@ -21,6 +33,7 @@ public enum Misbehaviour: String, Sendable, CaseIterable {
         case .noContactIn2xx: return .contactIn2xx
         case .wrongToTag: return .dialogTagStable
         case .no2xxRetransmission: return .retransmit2xx
+        case .noExpiresInRegister2xx: return .registerContactExpires
         }
     }
 
@@ -60,6 +73,18 @@ public enum Misbehaviour: String, Sendable, CaseIterable {
                 guard Self.is2xxToInvite(m), let callID = m.callID, let cseq = try? m.cseq() else { return m }
                 let first = sent.withLock { $0.insert("\(callID) \(cseq.sequence)").inserted }
                 return first ? m : nil
+            }
+        case .noExpiresInRegister2xx:
+            return { m in
+                guard !m.isRequest, (200...299).contains(m.statusCode ?? 0), (try? m.cseq().method) == .register,
+                      case .addresses(let bound)? = try? m.contact(), !bound.isEmpty else { return m }
+                var out = m
+                out.remove(.contact)
+                for var c in bound {
+                    c.parameters.remove("expires")
+                    try? out.append(.contact, c)
+                }
+                return out
             }
         }
     }

@@ -128,7 +128,7 @@ struct PlacedCall {
 /// The built-in suites.
 public enum ConformanceSuites {
     /// Every suite by name.
-    public static let all: [String: [ConformanceTestCase]] = ["uas": uas, "uac": uac]
+    public static let all: [String: [ConformanceTestCase]] = ["uas": uas, "uac": uac, "registrar": registrar, "parser": ParserSuite.tests, "auth": auth]
 
     /// The suites' names, sorted.
     public static var names: [String] { all.keys.sorted() }
@@ -138,6 +138,9 @@ public enum ConformanceSuites {
         switch suite {
         case "uas": return "the runner calls the DUT (a phone or any UAS): call set-up and release, re-INVITE, CANCEL, OPTIONS, odd requests"
         case "uac": return "the DUT calls the runner (listening at TARGET): ACK of 2xx and non-2xx, INVITE retransmission, 2xx retransmission"
+        case "registrar": return "the runner registers at the DUT (a registrar, TARGET = the address of record): bindings, expires, wildcard, Min-Expires, CSeq order, digest challenge, nonce reuse"
+        case "auth": return "the runner registers at the DUT (a registrar) with --user/--password: MD5, SHA-256, qop=auth with nc counting, a forged nonce refused"
+        case "parser": return "the RFC 4475 and RFC 5118 torture messages (read from --corpus) sent to the DUT: it answers or drops each, and still answers OPTIONS after it (UDP)"
         default: return ""
         }
     }

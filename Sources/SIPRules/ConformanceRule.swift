@@ -58,9 +58,13 @@ extension ConformanceRule {
     /// Timer A: the DUT as UAC retransmits its INVITE over UDP until a response arrives.
     public static let inviteRetransmission = ConformanceRule(id: "invite-retransmission", reference: "RFC 3261 §17.1.1.2",
         requirement: "over an unreliable transport a UAC retransmits its INVITE at T1, doubling each time, until a response arrives, and not after it")
+    /// A registrar's 2xx to REGISTER gives each binding's expiration interval.
+    public static let registerContactExpires = ConformanceRule(id: "register-contact-expires", reference: "RFC 3261 §10.3 step 8",
+        requirement: "every Contact of a registrar's 2xx to REGISTER carries an expires parameter: the interval the registrar chose for that binding")
     /// Every rule the checker reports, in the order of the list above.
     public static let all: [ConformanceRule] = [.contactIn2xx, .dialogTagStable, .cseqIncreases, .retransmit2xx, .viaBranch, .recordRouteEchoed,
-                                                .responseCopiesRequest, .mandatoryHeaders, .wellFormed, .ack2xx, .ackNon2xx, .inviteRetransmission]
+                                                .responseCopiesRequest, .mandatoryHeaders, .wellFormed, .ack2xx, .ackNon2xx, .inviteRetransmission,
+                                                .registerContactExpires]
 }
 
 /// A rule broken by the DUT, at a message of the exchange.

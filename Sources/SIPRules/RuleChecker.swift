@@ -111,6 +111,10 @@ public struct RuleChecker: Sendable {
                     answers[txKey] = a
                 }
             }
+            if cseq.method == .register, (200...299).contains(code), case .addresses(let bound)? = try? m.contact(),
+               let bare = bound.first(where: { $0.expires == nil }) {
+                add(.registerContactExpires, i, "the \(code) to REGISTER lists the binding \(bare.uri) without an expires parameter")
+            }
             guard cseq.method == .invite, (200...299).contains(code) else { continue }
             if answers[txKey] == nil || answers[txKey]!.times.isEmpty {
                 let prior = answers[txKey]

@@ -3,6 +3,7 @@ import Conformance
 import Foundation
 import SIPMessage
 import PacketCapture
+import SIPAuth
 
 extension ConformanceTransport: ExpressibleByArgument {}
 extension Misbehaviour: ExpressibleByArgument {}
@@ -40,6 +41,15 @@ struct Conform: AsyncParsableCommand {
     @Option(name: .long, help: "Record every datagram of the run, both ways, to this pcapng file.")
     var pcap: String?
 
+    @Option(name: .long, help: "Username answering a registrar's digest challenges (registrar and auth suites; also the address of record's user when TARGET has none).")
+    var user: String?
+
+    @Option(name: .long, help: "Password for --user.")
+    var password: String?
+
+    @Option(name: .long, help: "The folder holding rfc4475/… and rfc5118/… (parser suite; default $SWITCHBOARD_CORPORA).")
+    var corpus: String?
+
     @Flag(name: .long, help: "Print the report as JSON (every test's findings and messages) instead of the text summary.")
     var json = false
 
@@ -57,7 +67,11 @@ struct Conform: AsyncParsableCommand {
         let capture: CaptureWriter?
         do { capture = try pcap.map { path throws(CaptureWriteError) in try CaptureWriter(path: path) } } catch { throw ValidationError("\(error)") }
         defer { capture?.close() }
-        let runner = ConformanceRunner(target: uri, transport: transport, responseTimeout: .milliseconds(Int64(timeout * 1000)), capture: capture)
+        guard (user == nil) == (password == nil) else { throw ValidationError("--user and --password go together") }
+        let credentials = user.map { DigestCredentials(username: $0, password: password ?? "") }
+        let folder = corpus ?? ProcessInfo.processInfo.environment["SWITCHBOARD_CORPORA"]
+        let runner = ConformanceRunner(target: uri, transport: transport, responseTimeout: .milliseconds(Int64(timeout * 1000)), capture: capture,
+                                       credentials: credentials, corpus: folder)
         let quiet = json
         let report: ConformanceReport
         do {

@@ -517,6 +517,10 @@ struct Proxy: AsyncParsableCommand {
     @Flag(name: .long, help: "Challenge with MD5 only (for clients that read only the first challenge, such as SIPp 3.6).")
     var md5Only = false
 
+    @Option(name: .long, help: ArgumentHelp("Break an RFC rule on purpose, to test conformance checkers (the registrar's faults: \(Misbehaviour.allCases.filter { $0.suite == "registrar" }.map(\.rawValue).joined(separator: ", "))).",
+                                            valueName: "fault"))
+    var misbehave: Misbehaviour?
+
     @OptionGroup var stopAfter: StopAfterOption
 
     @OptionGroup var logging: LoggingOptions
@@ -530,7 +534,9 @@ struct Proxy: AsyncParsableCommand {
             table[parts[0]] = parts[1]
         }
         let box = Mutex<ProxyServer?>(nil)
-        let endpoint = try SIPEndpoint(configuration: .init(listen: try listen.map(ListenSpec.parse), logger: logger)) { e in box.withLock { $0 }?.handle(e) }
+        var endpointConfig = SIPEndpoint.Configuration(listen: try listen.map(ListenSpec.parse), logger: logger)
+        endpointConfig.outboundRewrite = misbehave?.rewriter()
+        let endpoint = try SIPEndpoint(configuration: endpointConfig) { e in box.withLock { $0 }?.handle(e) }
         defer { endpoint.close() }
         let proxy = ProxyServer(configuration: .init(domain: domain, users: table, recordRoute: !noRecordRoute,
                                                     algorithms: md5Only ? [.md5] : [.sha256, .md5], logger: logger))

@@ -177,4 +177,30 @@ struct RuleCheckerTests {
         let f = RuleChecker().check([RuleChecker.Record(sent: false, time: 0, message: nil, parseError: "bad")], end: 1)
         #expect(f.map(\.rule) == [.wellFormed])
     }
+
+    @Test func aRegisterAnswerListsEachBindingWithExpires() {
+        let register = Self.msg("""
+            REGISTER sip:127.0.0.1:5090 SIP/2.0
+            Via: SIP/2.0/UDP 127.0.0.1:4000;branch=z9hG4bK-r1;rport
+            Max-Forwards: 70
+            From: <sip:alice@127.0.0.1:5090>;tag=ft
+            To: <sip:alice@127.0.0.1:5090>
+            Call-ID: r1
+            CSeq: 1 REGISTER
+            Contact: <sip:a@127.0.0.1:4000>
+            Expires: 600
+            Content-Length: 0
+            """)
+        let good = Self.response(200, to: register, extra: ["Contact: <sip:a@127.0.0.1:4000>;expires=600", "Contact: <sip:b@127.0.0.1:4000>;expires=30"])
+        #expect(RuleChecker().check(records([(true, 0, register), (false, 0.01, good)]), end: 1).isEmpty)
+        // An Expires header does not stand in for the parameter (RFC 3261 §10.3 step 8: each Contact value).
+        let bare = Self.response(200, to: register, extra: ["Contact: <sip:a@127.0.0.1:4000>;expires=600", "Contact: <sip:b@127.0.0.1:4000>", "Expires: 600"])
+        let f = RuleChecker().check(records([(true, 0, register), (false, 0.01, bare)]), end: 1)
+        #expect(f.map(\.rule) == [.registerContactExpires])
+        #expect(f.first?.messageIndex == 1 && f.first?.detail.contains("sip:b@127.0.0.1:4000") == true, "\(f)")
+        // A 200 listing nothing (no bindings left) and a refusal are fine.
+        let none = Self.response(200, to: register)
+        let refused = Self.response(423, to: register, extra: ["Min-Expires: 60"])
+        #expect(RuleChecker().check(records([(true, 0, register), (false, 0.01, none), (false, 0.02, refused)]), end: 1).isEmpty)
+    }
 }
