@@ -93,7 +93,7 @@ struct Frame: ParsableCommand {
     }
 }
 
-struct Capture: ParsableCommand {
+struct Capture: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Summarize the SIP in a pcap/pcapng capture: totals, calls, ladder diagrams, rule checks, RTP streams, audio.",
         discussion: "Exits 0 when the file is read to its end, 65 when it cannot be read or is corrupt (the error names its byte offset, record and rule), 1 when --ladder names no call or --check finds a broken rule."
@@ -110,8 +110,14 @@ struct Capture: ParsableCommand {
     @Option(name: .long, help: "Write the ladder diagrams as a self-contained HTML page (click an arrow for its message) to this file.")
     var html: String?
 
-    @Option(name: .long, help: "With --html: draw only the call with this Call-ID.")
+    @Option(name: .long, help: "With --html: draw only the call with this Call-ID. With --sipp-scenario: the call, by number (from 1, Call-IDs with an INVITE in order) or Call-ID (default: the first).")
     var call: String?
+
+    @Option(name: .long, help: "Write one party's side of a call (--call, --party) as a SIPp scenario (sipp -sf) to this file.")
+    var sippScenario: String?
+
+    @Option(name: .long, help: "With --sipp-scenario: the party whose side is written: caller, callee or HOST:PORT.")
+    var party: String = "caller"
 
     @Flag(name: .long, help: "Replay each call through the transaction, dialog, REFER and offer/answer rules and list every rule a party broke (frame, time, party, RFC section); exit 1 when any was.")
     var check = false
@@ -133,7 +139,10 @@ struct Capture: ParsableCommand {
         if calls && ladder { throw ValidationError("--calls and --ladder are exclusive") }
         if html != nil && (calls || ladder || output.json) { throw ValidationError("--html is exclusive with --calls, --ladder and --json") }
         if callID != nil && !ladder { throw ValidationError("a Call-ID is only taken with --ladder") }
-        if call != nil && html == nil { throw ValidationError("--call is only taken with --html") }
+        if call != nil && html == nil && sippScenario == nil { throw ValidationError("--call is only taken with --html and --sipp-scenario") }
+        if sippScenario != nil && (calls || ladder || output.json || html != nil || streams.wanted || check || collector.hep != nil) {
+            throw ValidationError("--sipp-scenario is exclusive with the views (--calls, --ladder, --json, --html, --rtp, --audio, --check) and --hep")
+        }
         if check && (calls || ladder || html != nil || streams.wanted) {
             throw ValidationError("--check is exclusive with --calls, --ladder, --rtp and --audio (--html shows the findings on its own)")
         }
@@ -143,8 +152,14 @@ struct Capture: ParsableCommand {
         }
     }
 
-    func run() throws {
+    func run() async throws {
         if let address = try collector.address() { return try exportHEP(to: address) }
+        if let out = sippScenario {
+            let r = CaptureSideCommand.exportScenario(path: file, call: call, party: party, output: out)
+            print(r.text, terminator: "")
+            if r.exitCode != 0 { throw ExitCode(r.exitCode) }
+            return
+        }
         let view: CaptureCommand.View = streams.audio.map { .audio($0) } ?? (streams.rtp ? .rtp : html != nil ? .html(call) : check ? .check : ladder ? .ladder(callID) : calls ? .calls : .summary)
         let reporter = CaptureCommand.stderrProgress(path: file, force: progress)
         let report = CaptureCommand.run(path: file, view: view, srtp: try streams.srtpOptions(), progress: reporter)
