@@ -8,6 +8,7 @@ import SIPpScenario
 import Switchboard
 import SwitchboardTestSupport
 import Conformance
+import CaptureReplay
 @testable import SwitchboardTools
 @testable import CaptureAnalysis
 
@@ -58,9 +59,10 @@ enum SIPpChild {
     }
 }
 
-/// `switchboard capture FILE --sipp-scenario`: a call between two of our phones is captured;
-/// its caller's and callee's sides become SIPp scenarios that our reader takes and real SIPp
-/// plays against our phones.
+/// `switchboard capture FILE --sipp-scenario` and `--replay`: a call between two of our phones
+/// is captured; its caller's and callee's sides become SIPp scenarios that our reader takes and
+/// real SIPp plays against our phones; the caller's side replayed against a phone gives no
+/// difference, against a faulty or busy one the differences are named.
 @Suite("capture: a call's side as a SIPp scenario and replayed", .serialized)
 struct CaptureSideTests {
     static func phone(_ user: String, autoAnswer: Duration? = nil, fault: Misbehaviour? = nil, capture: (any SIPTrafficSink)? = nil) throws -> Phone {
@@ -215,5 +217,56 @@ struct CaptureSideTests {
         #expect(again.succeeded == 1, "\(again.failures)")
         let u = await uas
         #expect(u.status == 0, "sipp as the callee of dial:\n\(u.log)")
+    }
+
+    /// The caller's side replayed: against a phone like the captured one, the same answers;
+    /// against one that leaves the Contact out of its 2xx, that header named; against a busy
+    /// server, the 486 where the capture has 200 and the 180 missing.
+    @Test(.timeLimit(.minutes(2)))
+    func replayingTheCallerFindsTheDifferencesOfTheDevice() async throws {
+        let path = try await Self.capturedCall()
+        defer { unlink(path) }
+        let call = try CapturedCall.load(path: path)
+        func replay(_ port: UInt16) async throws -> CaptureReplay.Report {
+            var o = CaptureReplayOptions(target: try SIPURI("sip:bob@127.0.0.1:\(port)"))
+            o.linger = .milliseconds(300)
+            o.requestTimeout = .seconds(2)
+            return try await CaptureReplay.run(call, party: .caller, options: o)
+        }
+
+        let same = try Self.phone("bob", autoAnswer: .milliseconds(200))
+        let clean = try await replay(Self.port(same))
+        same.close()
+        #expect(clean.differences.isEmpty, "\(clean.differences)")
+        // Our phones use reliable provisionals: the caller PRACKs the 180.
+        #expect(clean.steps.map(\.sent) == ["INVITE", "PRACK", "ACK", "BYE"], "\(clean.steps)")
+        #expect(clean.steps.allSatisfy { $0.wasSent })
+        #expect(clean.steps.flatMap(\.live).sorted() == ["180 INVITE", "200 BYE", "200 INVITE", "200 PRACK"], "\(clean.steps)")
+        #expect(clean.callID != call.callID)
+
+        let faulty = try Self.phone("bob", autoAnswer: .milliseconds(200), fault: .noContactIn2xx)
+        let noContact = try await replay(Self.port(faulty))
+        faulty.close()
+        #expect(noContact.differences.contains { $0.kind == .headerMissing && $0.header == "Contact" && $0.live == "200 INVITE" },
+                "\(noContact.differences)")
+        #expect(noContact.differences.allSatisfy { $0.kind == .headerMissing }, "\(noContact.differences)")
+
+        let busy = try ServeCommand(listen: [try ListenSpec.parse("udp:127.0.0.1:0")], answer: 486)
+        let port = try #require(busy.endpoint.localAddresses.first).address.port
+        let r = await CaptureSideCommand.replay(path: path, call: "1", party: "caller", target: "sip:bob@127.0.0.1:\(port)", json: false) {
+            $0.linger = .milliseconds(300)
+            $0.requestTimeout = .seconds(2)
+        }
+        busy.endpoint.close()
+        #expect(r.exitCode == 1, "\(r.text)")
+        #expect(r.text.contains("the device answered 486 INVITE where the capture has 200 INVITE"), "\(r.text)")
+        #expect(r.text.contains("180 INVITE did not come"), "\(r.text)")
+        // The ACK of the 486 went with the transaction; the BYE has no dialog to go in.
+        #expect(r.text.contains("step 4: BYE (not sent)") && r.text.contains("step 2: PRACK (not sent)"), "\(r.text)")
+        #expect(!r.text.contains("200 BYE did not come"), "\(r.text)")
+
+        let json = await CaptureSideCommand.replay(path: path, call: nil, party: "callee", target: "sip:bob@127.0.0.1:\(port)", json: true)
+        #expect(json.exitCode == 64, "\(json.text)")
+        #expect(await CaptureSideCommand.replay(path: path, call: nil, party: "caller", target: "sip:bob@example.com", json: true).exitCode == 64)
     }
 }
