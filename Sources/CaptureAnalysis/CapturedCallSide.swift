@@ -126,8 +126,10 @@ public struct CapturedCall: Sendable {
     struct Selector {
         let selection: String?
         let wantedNumber: Int?
-        /// Call-IDs with an INVITE, in order (up to the wanted number).
+        /// Call-IDs with an INVITE seen before the chosen one's, in order, and the chosen one's number.
         var numbered: [String] = []
+        var numberedSet: Set<String> = []
+        var number = 0
         var kept: [String: [CapturedSIPMessage]] = [:]
         var seen: [String: Set<[UInt8]>] = [:]
         var chosen: String?
@@ -141,21 +143,23 @@ public struct CapturedCall: Sendable {
             guard let id = m.message.callID else { return }
             if let chosen, chosen != id { return }
             if chosen == nil {
-                if let wanted = wantedNumber {
-                    if m.message.method == .invite, m.message.toTag == nil, !numbered.contains(id) {
-                        numbered.append(id)
-                        if numbered.count == wanted {
-                            chosen = id
-                            kept = kept.filter { $0.key == id }
-                        }
+                if m.message.method == .invite, m.message.toTag == nil, numberedSet.insert(id).inserted {
+                    numbered.append(id)
+                    if numbered.count == wantedNumber || (wantedNumber == nil && id == selection) {
+                        chosen = id
+                        number = numbered.count
+                        kept = kept.filter { $0.key == id }
+                        numbered = []
+                        numberedSet = []
                     }
-                    // Messages before a Call-ID's INVITE are kept only while it may be the one.
-                    if chosen == nil, !numbered.contains(id) && numbered.count >= wanted { return }
-                } else if id == selection {
-                    chosen = id
-                    kept = kept.filter { $0.key == id }
-                } else {
-                    return
+                }
+                if chosen == nil {
+                    if let wanted = wantedNumber {
+                        // Messages before a Call-ID's INVITE are kept only while it may be the one.
+                        if !numberedSet.contains(id) && numbered.count >= wanted { return }
+                    } else if id != selection {
+                        return
+                    }
                 }
             }
             let bytes = m.message.serialized() + Array("\(m.source)".utf8)
@@ -165,7 +169,6 @@ public struct CapturedCall: Sendable {
         func result() -> CapturedCall? {
             guard let id = chosen, let messages = kept[id],
                   let invite = messages.first(where: { $0.message.method == .invite && $0.message.toTag == nil }) else { return nil }
-            let number = numbered.firstIndex(of: id).map { $0 + 1 } ?? 0
             return CapturedCall(callID: id, number: number, messages: messages, caller: invite.source, callee: invite.destination)
         }
     }

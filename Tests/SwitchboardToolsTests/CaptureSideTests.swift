@@ -157,6 +157,56 @@ struct CaptureSideTests {
         #expect(CaptureSideCommand.exportScenario(path: "/nonexistent.pcap", call: nil, party: "caller", output: out).exitCode == 65)
     }
 
+    /// A cancelled call and a call the callee hangs up, hand-made: the CANCEL and the ACK of the
+    /// 487 keep the INVITE's branch (`[last_Via:]`) and its Request-URI; the callee's BYE takes
+    /// the caller's tag from an `ereg` of the INVITE's From; both sides parse in our reader.
+    @Test func cancelAndCalleeByeExportWithTheirKeywords() throws {
+        typealias S = SyntheticCapture
+        var c = SyntheticCapture()
+        c.add(S.request("INVITE", callID: "x", cseq: 1, branch: "z9hG4bK-x1"), at: 1000, from: 1, to: 2)
+        c.add(S.response(180, "Ringing", callID: "x", cseq: 1, method: "INVITE", branch: "z9hG4bK-x1"), at: 1010, from: 2, to: 1)
+        c.add(S.request("CANCEL", callID: "x", cseq: 1, branch: "z9hG4bK-x1"), at: 2000, from: 1, to: 2)
+        c.add(S.response(200, "OK", callID: "x", cseq: 1, method: "CANCEL", branch: "z9hG4bK-x1"), at: 2010, from: 2, to: 1)
+        c.add(S.response(487, "Request Terminated", callID: "x", cseq: 1, method: "INVITE", branch: "z9hG4bK-x1"), at: 2020, from: 2, to: 1)
+        c.add(S.request("ACK", callID: "x", cseq: 1, branch: "z9hG4bK-x1", toTag: "b"), at: 2030, from: 1, to: 2)
+        c.add(S.request("INVITE", callID: "y", cseq: 1, branch: "z9hG4bK-y1"), at: 3000, from: 1, to: 2)
+        c.add(S.response(200, "OK", callID: "y", cseq: 1, method: "INVITE", branch: "z9hG4bK-y1", extra: "Contact: <sip:bob@10.0.0.2>\n"),
+              at: 3100, from: 2, to: 1)
+        c.add(S.request("ACK", callID: "y", cseq: 1, branch: "z9hG4bK-y2", toTag: "b"), at: 3110, from: 1, to: 2)
+        c.add("BYE sip:alice@10.0.0.1 SIP/2.0\nVia: SIP/2.0/UDP 10.0.0.2;branch=z9hG4bK-y3\nFrom: <sip:bob@10.0.0.2>;tag=b\n"
+              + "To: <sip:alice@10.0.0.1>;tag=a\nCall-ID: y\nCSeq: 1 BYE\nMax-Forwards: 70\nContent-Length: 0\n\n", at: 5000, from: 2, to: 1)
+        c.add(S.response(200, "OK", callID: "y", cseq: 1, method: "BYE", branch: "z9hG4bK-y3"), at: 5010, from: 1, to: 2)
+        let path = NSTemporaryDirectory() + "capture-side-synthetic-\(UUID().uuidString).pcap"
+        #expect(ParseCommand.writeFile(path, c.bytes))
+        defer { unlink(path) }
+
+        let cancelled = try CapturedCall.load(path: path, call: "1")
+        #expect(cancelled.callID == "x" && cancelled.messages.count == 6)
+        let caller = try SIPpScenarioExport.scenario(cancelled, party: .caller)
+        _ = try SIPpScenario.parse(caller)
+        #expect(caller.contains("CANCEL sip:bob@[remote_ip] SIP/2.0\n      [last_Via:]"), "\(caller)")
+        #expect(caller.contains("ACK sip:bob@[remote_ip] SIP/2.0\n      [last_Via:]"), "\(caller)")
+        #expect(caller.contains("<recv response=\"487\"/>") && caller.contains("<pause milliseconds=\"990\"/>"), "\(caller)")
+
+        let hungUp = try CapturedCall.load(path: path, call: "y")
+        #expect(hungUp.number == 2)
+        let callee = try SIPpScenarioExport.scenario(hungUp, party: .callee)
+        _ = try SIPpScenario.parse(callee)
+        #expect(callee.contains("assign_to=\"peertag\""), "\(callee)")
+        #expect(callee.contains("BYE [next_url] SIP/2.0"), "\(callee)")
+        #expect(callee.contains("From: <sip:bob@10.0.0.2>;tag=[pid]SIPpTag01[call_number]"), "\(callee)")
+        #expect(callee.contains("To: <sip:alice@10.0.0.1>[$peertag]"), "\(callee)")
+        let callerY = try SIPpScenarioExport.scenario(hungUp, party: .caller)
+        _ = try SIPpScenario.parse(callerY)
+        // The caller answers the BYE from the request's own fields; its To already has the tag.
+        #expect(callerY.contains("<recv request=\"BYE\"/>") && callerY.contains("SIP/2.0 200 OK\n      [last_Via:]"), "\(callerY)")
+        #expect(callerY.contains("      [last_To:]\n"), "\(callerY)")
+
+        #expect(try CaptureParty(parsing: "[::1]:5062") == .endpoint(CaptureEndpoint(address: IPAddress("::1")!, port: 5062)))
+        #expect(try CaptureParty(parsing: "10.0.0.2:5060") == .endpoint(hungUp.callee))
+        #expect(throws: CaptureSideError.badParty("10.0.0.2")) { try CaptureParty(parsing: "10.0.0.2") }
+    }
+
     /// The caller's side run by SIPp against a live answering phone, and the callee's side run
     /// by SIPp as the UAS a phone calls: both calls complete (SIPp exits 0).
     @Test(.timeLimit(.minutes(2)), .requires("sipp (Debian sip-tester)", { SIPpChild.path != nil }))
