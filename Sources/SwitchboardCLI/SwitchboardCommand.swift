@@ -95,8 +95,8 @@ struct Frame: ParsableCommand {
 
 struct Capture: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Summarize the SIP in a pcap/pcapng capture: totals, calls, ladder diagrams, rule checks, RTP streams, audio.",
-        discussion: "Exits 0 when the file is read to its end, 65 when it cannot be read or is corrupt (the error names its byte offset, record and rule), 1 when --ladder names no call or --check finds a broken rule."
+        abstract: "Summarize the SIP in a pcap/pcapng capture: totals, calls, ladder diagrams, rule checks, RTP streams, audio; export a side of a call for SIPp or replay it against a device.",
+        discussion: "Exits 0 when the file is read to its end, 65 when it cannot be read or is corrupt (the error names its byte offset, record and rule), 1 when --ladder names no call, --check finds a broken rule or --replay a difference (64 for a party or --to it cannot take)."
     )
 
     @OptionGroup var output: JSONOption
@@ -107,7 +107,7 @@ struct Capture: AsyncParsableCommand {
     @Flag(name: .long, help: "Ladder diagrams: of the call whose Call-ID follows the file, else of every call.")
     var ladder = false
 
-    @Option(name: .long, help: "Write the ladder diagrams as a self-contained HTML page (click an arrow for its message) to this file.")
+    @Option(name: .long, help: "Write the ladder diagrams as a self-contained HTML page (click an arrow for its message; each RTP stream's jitter, loss and level plotted under its call) to this file.")
     var html: String?
 
     @Option(name: .long, help: "With --html: draw only the call with this Call-ID. With --sipp-scenario or --replay: the call, by number (from 1, Call-IDs with an INVITE in order) or Call-ID (default: the first).")
