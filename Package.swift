@@ -24,6 +24,7 @@ let package = Package(
         .library(name: "SIPProxy", targets: ["SIPProxy"]),
         .library(name: "SIPLoad", targets: ["SIPLoad"]),
         .library(name: "CaptureAnalysis", targets: ["CaptureAnalysis"]),
+        .library(name: "CaptureReplay", targets: ["CaptureReplay"]),
         .library(name: "Switchboard", targets: ["Switchboard"]),
         .library(name: "Conformance", targets: ["Conformance"]),
         .library(name: "SIPRules", targets: ["SIPRules"]),
@@ -97,6 +98,8 @@ let package = Package(
         // Captures → calls, dialogs, summaries, per-stream media details, the ladder model and its HTML page,
         // RTP stream analysis and audio out (G.711 and Opus decoded through MediaCodecs).
         .target(name: "CaptureAnalysis", dependencies: ["SIPMessage", "SIPRules", "SDP", "PacketCapture", "NetworkIO", "RTP", "Media", "MediaCodecs", "SRTP"]),
+        // One side of a captured call re-sent to a live device over UDP as a UA, its answers compared with the capture's.
+        .target(name: "CaptureReplay", dependencies: ["CaptureAnalysis", "SIPMessage", "SIPTransport", "PacketCapture", "NetworkIO", .product(name: "Logging", package: "swift-log")]),
         // The face embedding servers import: Phone, calls with media, registration, the pcapng traffic mirror.
         .target(name: "Switchboard", dependencies: ["SIPMessage", "SDP", "SIPTransaction", "SIPTransport", "SIPAuth", "SIPDialog", "SIPRuntime",
                                                     "SIPResolver", "MediaRuntime", "Media", "PacketCapture", "NetworkIO", "CSocket", .product(name: "Logging", package: "swift-log"),
@@ -108,7 +111,7 @@ let package = Package(
         // SIPp XML scenarios run natively (`switchboard sipp`): the scenario reader, SIPp's options and the runner over UDP.
         .target(name: "SIPpScenario", dependencies: ["SIPMessage", "SIPTransport", "NetworkIO", .product(name: "Logging", package: "swift-log")]),
         // The command line's logic and its text/JSON rendering, kept in a library so tests drive it directly.
-        .target(name: "SwitchboardTools", dependencies: ["Switchboard", "SIPProxy", "SIPLoad", "CaptureAnalysis", "SIPRules", "MediaRuntime", "Media", "SIPMessage", "SDP",
+        .target(name: "SwitchboardTools", dependencies: ["Switchboard", "SIPProxy", "SIPLoad", "CaptureAnalysis", "CaptureReplay", "SIPRules", "MediaRuntime", "Media", "SIPMessage", "SDP",
                                                          "SIPTransaction", "SIPTransport", "SIPRuntime", "SIPResolver", "PacketCapture", "SIPDialog", "SIPAuth", "CHeapStats",
                                                          "NetworkIO", .product(name: "Logging", package: "swift-log")]),
         // The `switchboard` executable (argument parsing only); its folder differs from `Switchboard` by more than case.
@@ -146,7 +149,7 @@ let package = Package(
                                                       .product(name: "Logging", package: "swift-log"),
                                                       .product(name: "MetricsTestKit", package: "swift-metrics"),
                                                       .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]),
-        .testTarget(name: "SwitchboardToolsTests", dependencies: ["SwitchboardTools", "Conformance", "SIPRules", "SIPAuth", "Switchboard", "SIPProxy", "SIPLoad", "CaptureAnalysis", "MediaRuntime", "Media", "SIPMessage", "SDP", "SIPRuntime", "SIPTransport", "PacketCapture", "SIPDialog", "SwitchboardTestSupport", "NetworkIO"]),
+        .testTarget(name: "SwitchboardToolsTests", dependencies: ["SwitchboardTools", "Conformance", "SIPRules", "SIPAuth", "Switchboard", "SIPProxy", "SIPLoad", "CaptureAnalysis", "CaptureReplay", "SIPpScenario", "MediaRuntime", "Media", "SIPMessage", "SDP", "SIPRuntime", "SIPTransport", "PacketCapture", "SIPDialog", "SwitchboardTestSupport", "NetworkIO"]),
         .testTarget(name: "SIPpScenarioTests", dependencies: ["SIPpScenario", "SwitchboardTestSupport", "SIPLoad", "SIPRuntime", "SIPTransport", "SIPMessage", "NetworkIO"]),
         .testTarget(name: "ConformanceTests", dependencies: ["Conformance", "CaptureAnalysis", "SwitchboardTestSupport", "Switchboard", "SIPProxy", "SIPAuth", "SIPRuntime", "SIPMessage", "SIPTransport",
                                                        "PacketCapture", "NetworkIO"]),

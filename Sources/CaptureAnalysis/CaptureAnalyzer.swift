@@ -253,14 +253,15 @@ public struct CaptureAnalyzer: Sendable {
 
     /// An empty analysis; with `rtp`, RTP streams are analyzed too (``rtp``), keeping their
     /// payloads when `rtpPayloads` is set (for audio export), SRTP decrypted as `srtp` says.
-    /// With `check`, every call is replayed through ``CaptureCheck`` (``Call/findings``).
+    /// With `check`, every call is replayed through ``CaptureCheck`` (``Call/findings``); with
+    /// `rtpTimelines`, each RTP stream keeps its ``RTPStreamAnalyzer/Stream/timeline``.
     public init(keepCalls: Bool = true, ladder: LadderSelection = .none, keepMessages: Bool = false, rtp: Bool = false, rtpPayloads: Bool = false,
-                srtp: SRTPCaptureOptions = SRTPCaptureOptions(), check: Bool = false) {
+                srtp: SRTPCaptureOptions = SRTPCaptureOptions(), check: Bool = false, rtpTimelines: Bool = false) {
         self.keepCalls = keepCalls
         self.ladder = ladder
         self.keepMessages = keepMessages
         self.checks = check
-        if rtp { self.rtp = RTPStreamAnalyzer(keepPayloads: rtpPayloads, srtp: srtp) }
+        if rtp { self.rtp = RTPStreamAnalyzer(keepPayloads: rtpPayloads, srtp: srtp, timelines: rtpTimelines) }
         details = keepCalls || ladder != .none || rtp || check
     }
 

@@ -15,13 +15,27 @@ public enum HTMLLadder {
     /// The page for `calls` (each with its arrows; the arrows' ``CaptureAnalyzer/Arrow/text``
     /// is what a click shows). `preamble` is HTML (escaped by the caller) placed before the
     /// ladders, e.g. a conformance run's verdicts.
-    public static func render(_ calls: [CaptureAnalyzer.Call], title: String, preamble: String = "") -> String {
+    /// `streams` (with their ``RTPStreamAnalyzer/Stream/timeline``) are plotted after the
+    /// ladder of their call, those of no call drawn after the last ladder.
+    public static func render(_ calls: [CaptureAnalyzer.Call], title: String, preamble: String = "",
+                              streams: [RTPStreamAnalyzer.Stream] = []) -> String {
         var body = ""
         var index = 0
+        var plotted = Set<Int>()
         for call in calls {
             body += section(call, firstIndex: &index)
+            for (i, s) in streams.enumerated() where s.callID == call.callID && !plotted.contains(i) {
+                plotted.insert(i)
+                body += StreamPlot.figure(s)
+            }
         }
         if calls.isEmpty { body += "<p>No calls.</p>\n" }
+        let others = streams.indices.filter { !plotted.contains($0) }
+        if !others.isEmpty {
+            body += "<section class=\"streams\">\n<h2>RTP streams of no call drawn</h2>\n"
+            for i in others { body += StreamPlot.figure(streams[i]) }
+            body += "</section>\n"
+        }
         return """
         <!DOCTYPE html>
         <html lang="en">
@@ -50,6 +64,10 @@ public enum HTMLLadder {
         .arrow:hover text, .arrow.selected text { font-weight: bold; }
         .arrow.selected line.shaft, .arrow.selected path.shaft { stroke-width: 3; }
         pre.message { display: none; }
+        figure.stream { margin: 12px 0; } figure.stream figcaption { font: 12px monospace; margin-bottom: 4px; }
+        svg.plot .axis { stroke: #999; } svg.plot .grid { stroke: #eee; } svg.plot text { font: 10px monospace; fill: #555; }
+        svg.plot .jitter { stroke: #246; fill: none; stroke-width: 1.5; } svg.plot .loss { fill: #c33; }
+        svg.plot .level { stroke: #2a6a2a; fill: none; stroke-width: 1.5; } svg.plot .panel-title { font-weight: bold; fill: #222; }
         #detail { white-space: pre-wrap; font: 12px monospace; background: #f4f4f4; border: 1px solid #ccc; padding: 8px; min-height: 2em; }
         </style>
         </head>
@@ -157,5 +175,74 @@ public enum HTMLLadder {
             default: return nil
             }
         }
+    }
+}
+
+/// A stream's jitter, loss and level over time as one inline SVG of three panels sharing the
+/// time axis (seconds after the stream's first packet).
+enum StreamPlot {
+    static let width = 720, panelHeight = 90, left = 64, right = 16, gap = 26, top = 8
+
+    static func figure(_ s: RTPStreamAnalyzer.Stream) -> String {
+        let ssrc = "0x" + String(s.key.ssrc, radix: 16, uppercase: true)
+        var caption = "\(s.key.source) → \(s.key.destination) SSRC \(ssrc) \(s.payloadNames): \(s.packets) packets, lost \(s.lost)"
+        caption += " (\(CaptureAnalyzer.seconds(Int64(s.lostPercent * 1e9), digits: 1))%)"
+        if let j = s.maxJitter { caption += ", max jitter \(CaptureAnalyzer.seconds(Int64(j * 1e9), digits: 2)) ms" }
+        if let m = s.mos { caption += ", MOS \(CaptureAnalyzer.seconds(Int64(m * 1e9), digits: 2))" }
+        return "<figure class=\"stream\" data-stream=\"\(ssrc)\"><figcaption>\(HTMLLadder.escape(caption))</figcaption>\n" + svg(s.timeline) + "</figure>\n"
+    }
+
+    static func number(_ v: Double, digits: Int = 1) -> String { CaptureAnalyzer.seconds(Int64((v * 1e9).rounded()), digits: digits) }
+
+    /// The three panels; an empty timeline draws empty panels.
+    static func svg(_ t: [RTPTimelineBucket]) -> String {
+        let height = top + 3 * panelHeight + 3 * gap
+        let plotWidth = Double(width - left - right)
+        let end = max(t.last.map { $0.start + $0.length } ?? 1, 1e-3)
+        func x(_ seconds: Double) -> Double { Double(left) + seconds / end * plotWidth }
+        var out = "<svg class=\"plot\" width=\"\(width)\" height=\"\(height)\" viewBox=\"0 0 \(width) \(height)\" role=\"img\">\n"
+        let jitterMax = max(t.compactMap(\.maxJitter).max() ?? 0, 1)
+        let lossMax = max(t.map(\.lossPercent).max() ?? 0, 1)
+        let panels: [(String, String, Double, Double)] = [("jitter (ms)", "jitter", 0, jitterMax), ("loss (%)", "loss", 0, lossMax), ("level (dBov)", "level", -100, 0)]
+        for (p, panel) in panels.enumerated() {
+            let y0 = Double(top + p * (panelHeight + gap) + 14), h = Double(panelHeight - 14)
+            func y(_ v: Double) -> Double { y0 + h - (min(max(v, panel.2), panel.3) - panel.2) / (panel.3 - panel.2) * h }
+            out += "<g class=\"panel \(panel.1)-panel\">"
+            out += "<text class=\"panel-title\" x=\"\(left)\" y=\"\(Int(y0) - 3)\">\(panel.0)</text>"
+            out += "<line class=\"axis\" x1=\"\(left)\" y1=\"\(number(y0 + h))\" x2=\"\(width - right)\" y2=\"\(number(y0 + h))\"/>"
+            out += "<line class=\"axis\" x1=\"\(left)\" y1=\"\(number(y0))\" x2=\"\(left)\" y2=\"\(number(y0 + h))\"/>"
+            out += "<text x=\"\(left - 4)\" y=\"\(number(y0 + 4))\" text-anchor=\"end\">\(number(panel.3))</text>"
+            out += "<text x=\"\(left - 4)\" y=\"\(number(y0 + h))\" text-anchor=\"end\">\(number(panel.2))</text>"
+            switch panel.1 {
+            case "loss":
+                for b in t where b.lost > 0 {
+                    let x0 = x(b.start), w = max(x(b.start + b.length) - x0 - 1, 1)
+                    out += "<rect class=\"loss\" x=\"\(number(x0))\" y=\"\(number(y(b.lossPercent)))\" width=\"\(number(w))\" height=\"\(number(y0 + h - y(b.lossPercent)))\">"
+                    out += "<title>\(number(b.start)) s: \(b.lost) lost (\(number(b.lossPercent))%)</title></rect>"
+                }
+            default:
+                // One polyline per run of buckets that have a value.
+                var runs: [[String]] = [[]]
+                for b in t {
+                    let v = panel.1 == "jitter" ? b.maxJitter : b.level
+                    if let v {
+                        runs[runs.count - 1].append("\(number(x(b.start + b.length / 2))),\(number(y(v)))")
+                    } else if !runs[runs.count - 1].isEmpty {
+                        runs.append([])
+                    }
+                }
+                for r in runs where !r.isEmpty {
+                    out += "<polyline class=\"\(panel.1)\" points=\"\(r.joined(separator: " "))\"/>"
+                }
+            }
+            out += "</g>\n"
+        }
+        // The time axis under the last panel.
+        let yAxis = top + 3 * panelHeight + 2 * gap + 12
+        for k in 0...4 {
+            let sec = end * Double(k) / 4
+            out += "<text x=\"\(number(x(sec)))\" y=\"\(yAxis)\" text-anchor=\"middle\">\(number(sec)) s</text>"
+        }
+        return out + "\n</svg>\n"
     }
 }

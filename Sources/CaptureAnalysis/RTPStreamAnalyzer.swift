@@ -177,6 +177,42 @@ public struct RTPReceiverReport: Sendable, Hashable {
 /// **Memory**: one small record per stream (a table grown by doubling), the heuristic's
 /// candidate flows (bounded), and the DTMF digits and RTCP reports; no allocation per
 /// packet, unless payloads are kept for audio (``keepPayloads``).
+/// One interval of a stream's timeline (``RTPStreamAnalyzer/keepsTimelines``): what arrived in
+/// it, for the plots of the HTML view.
+public struct RTPTimelineBucket: Sendable, Hashable {
+    /// Its start, in seconds after the stream's first packet.
+    public var start: Double
+    /// Its length in seconds (1, doubled as often as needed to keep at most
+    /// ``RTPStreamAnalyzer/maxTimelineBuckets``).
+    public var length: Double
+    /// Packets that arrived in it.
+    public var packets = 0
+    /// Packets missing in the sequence gaps that ended in it (RFC 3550 sequence numbers).
+    public var lost = 0
+    /// The highest RFC 3550 interarrival jitter (ms) after a packet of it; `nil` without a clock rate.
+    public var maxJitter: Double?
+    /// Decoded G.711 samples in it, and the sum of their squares (full scale 1).
+    public var samples = 0
+    public var power = 0.0
+
+    /// The loss in percent of the packets expected in it.
+    public var lossPercent: Double { packets + lost > 0 ? Double(lost) * 100 / Double(packets + lost) : 0 }
+    /// The mean level in dBov (ITU-T G.100.1: 0 dBov is a full-scale square wave), floored at
+    /// −100; `nil` when nothing was decoded (not G.711, SRTP not decrypted, no packet).
+    public var level: Double? {
+        guard samples > 0 else { return nil }
+        return max(-100, 10 * log10(max(power / Double(samples), 1e-10)))
+    }
+
+    mutating func merge(_ o: RTPTimelineBucket) {
+        packets += o.packets
+        lost += o.lost
+        if let j = o.maxJitter { maxJitter = max(maxJitter ?? j, j) }
+        samples += o.samples
+        power += o.power
+    }
+}
+
 public struct RTPStreamAnalyzer: Sendable {
     /// A stream's identity.
     public struct StreamKey: Sendable, Hashable {
@@ -268,6 +304,8 @@ public struct RTPStreamAnalyzer: Sendable {
         /// For a stream on an SRTP profile (or whose sender announced or was given keys): its
         /// key and how many packets decrypted or failed; `nil` for plain RTP.
         public var srtp: SRTPStreamStatus? = nil
+        /// Jitter, loss and level over time (``RTPStreamAnalyzer/keepsTimelines``; empty otherwise).
+        public var timeline: [RTPTimelineBucket] = []
         /// Packets that failed SRTP authentication (0 for plain RTP).
         public var srtpFailures: Int { srtp?.authenticationFailures ?? 0 }
 
@@ -308,6 +346,10 @@ public struct RTPStreamAnalyzer: Sendable {
     public var silenceThreshold: Int16 = 104
     /// Whether payloads are kept (``payloads``), for audio export.
     public let keepPayloads: Bool
+    /// Whether each stream keeps its ``Stream/timeline`` (G.711 payloads decoded for the level).
+    public let keepsTimelines: Bool
+    /// The most buckets a timeline keeps: past it, neighbours merge and the interval doubles.
+    public static let maxTimelineBuckets = 600
 
     /// The streams, in order of their first packet (complete after ``finish()``).
     public private(set) var streams: [Stream] = []
@@ -344,8 +386,9 @@ public struct RTPStreamAnalyzer: Sendable {
     /// An empty analysis. SRTP streams (an SDP's `RTP/SAVP` or `a=crypto`, or any stream a
     /// key of `srtp` names) are decrypted with the keys of the capture's SDP (the key a side
     /// announces protects what that side sends) or those of `srtp`.
-    public init(keepPayloads: Bool = false, srtp: SRTPCaptureOptions = SRTPCaptureOptions()) {
+    public init(keepPayloads: Bool = false, srtp: SRTPCaptureOptions = SRTPCaptureOptions(), timelines: Bool = false) {
         self.keepPayloads = keepPayloads
+        self.keepsTimelines = timelines
         self.srtpOptions = srtp
         #if canImport(SRTP)
         if !srtp.keys.isEmpty { decryption = SRTPCaptureDecryption(options: srtp) }
@@ -516,6 +559,10 @@ public struct RTPStreamAnalyzer: Sendable {
             if !states[i].formats.contains(where: { $0.payloadType == pt }) { states[i].formats.append(fmt) }
         }
         states[i].take(h, time: time, frame: frame, format: fmt, payloadCount: payloadCount)
+        if keepsTimelines {
+            let g711 = !opaque && !states[i].lastIsEvent && !states[i].lastIsCN && (pt == 0 || pt == 8)
+            states[i].noteTimeline(time: time, payload: g711 ? payload : [], aLaw: pt == 8, clocked: fmt.clockRate > 0 && !states[i].lastIsEvent)
+        }
         if opaque {
             states[i].opaque += 1
             return
@@ -737,6 +784,10 @@ struct StreamState: Sendable {
     var senderReports = 0
     /// Packets counted by their header only (SRTP not decrypted).
     var opaque = 0
+    /// Packets missing in the gap the last packet ended (0 when in order).
+    var lastGap = 0
+    var timeline: [RTPTimelineBucket] = []
+    var bucketNanoseconds: Int64 = 1_000_000_000
 
     init(key: RTPStreamAnalyzer.StreamKey, announcement: Int?, firstTime: CaptureTimestamp, firstFrame: Int) {
         self.key = key
@@ -799,6 +850,7 @@ struct StreamState: Sendable {
         // gap; anything else (0, or backwards) a late or duplicate packet. Moving forward past
         // 65535 counts a wrap.
         let step = h.sequence &- highest
+        lastGap = step > 1 && step < 0x8000 ? Int(step) - 1 : 0
         if step != 0 && step < 0x8000 {
             if step != 1 { sequenceErrors += 1 }
             if h.sequence < highest { cycles += 1 }
@@ -808,6 +860,42 @@ struct StreamState: Sendable {
             sequenceErrors += 1
             lastExtended = Int64(cycles) << 16 | Int64(h.sequence)
             if h.sequence > highest { lastExtended -= 0x10000 }
+        }
+    }
+
+    /// The packet just taken into its timeline bucket: a packet, the gap it ended, the jitter
+    /// after it (`clocked`), and the power of its G.711 samples (`payload`, empty when none).
+    mutating func noteTimeline(time: CaptureTimestamp, payload: ArraySlice<UInt8>, aLaw: Bool, clocked: Bool) {
+        let offset = max(0, time.totalNanoseconds &- firstTime.totalNanoseconds)
+        var k = Int(offset / bucketNanoseconds)
+        while k >= RTPStreamAnalyzer.maxTimelineBuckets {
+            // Twice the interval: neighbours merge.
+            bucketNanoseconds *= 2
+            var merged: [RTPTimelineBucket] = []
+            for pair in stride(from: 0, to: timeline.count, by: 2) {
+                var b = timeline[pair]
+                b.length = Double(bucketNanoseconds) / 1e9
+                if pair + 1 < timeline.count { b.merge(timeline[pair + 1]) }
+                merged.append(b)
+            }
+            timeline = merged
+            k = Int(offset / bucketNanoseconds)
+        }
+        while timeline.count <= k {
+            let length = Double(bucketNanoseconds) / 1e9
+            timeline.append(RTPTimelineBucket(start: Double(timeline.count) * length, length: length))
+        }
+        timeline[k].packets += 1
+        timeline[k].lost += packets > 1 ? lastGap : 0
+        if clocked && packets > 1 { timeline[k].maxJitter = max(timeline[k].maxJitter ?? jitter, jitter) }
+        if !payload.isEmpty {
+            var sum = 0.0
+            for c in payload {
+                let v = Double(aLaw ? Self.aLaw(c) : Self.muLaw(c)) / 32768
+                sum += v * v
+            }
+            timeline[k].samples += payload.count
+            timeline[k].power += sum
         }
     }
 
@@ -866,6 +954,7 @@ struct StreamState: Sendable {
             minJitter: jitterCount > 0 ? minJitter : nil, meanJitter: jitterCount > 0 ? jitterSum / Double(jitterCount) : nil,
             maxJitter: jitterCount > 0 ? maxJitter : nil,
             mos: nil, silent: nil, dtmf: dtmf, reports: reports, senderReports: senderReports)
+        s.timeline = timeline
         let audio = formats.filter { !$0.isTelephoneEvent && !$0.isComfortNoise }
         if opaque == 0, g711Only, !audio.isEmpty, audio.allSatisfy({ $0.payloadType == 0 || $0.payloadType == 8 }) { s.silent = stillSilent }
         if let codec = audio.first {

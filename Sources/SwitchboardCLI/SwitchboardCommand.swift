@@ -93,10 +93,10 @@ struct Frame: ParsableCommand {
     }
 }
 
-struct Capture: ParsableCommand {
+struct Capture: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Summarize the SIP in a pcap/pcapng capture: totals, calls, ladder diagrams, rule checks, RTP streams, audio.",
-        discussion: "Exits 0 when the file is read to its end, 65 when it cannot be read or is corrupt (the error names its byte offset, record and rule), 1 when --ladder names no call or --check finds a broken rule."
+        abstract: "Summarize the SIP in a pcap/pcapng capture: totals, calls, ladder diagrams, rule checks, RTP streams, audio; export a side of a call for SIPp or replay it against a device.",
+        discussion: "Exits 0 when the file is read to its end, 65 when it cannot be read or is corrupt (the error names its byte offset, record and rule), 1 when --ladder names no call, --check finds a broken rule or --replay a difference (64 for a party or --to it cannot take)."
     )
 
     @OptionGroup var output: JSONOption
@@ -107,11 +107,23 @@ struct Capture: ParsableCommand {
     @Flag(name: .long, help: "Ladder diagrams: of the call whose Call-ID follows the file, else of every call.")
     var ladder = false
 
-    @Option(name: .long, help: "Write the ladder diagrams as a self-contained HTML page (click an arrow for its message) to this file.")
+    @Option(name: .long, help: "Write the ladder diagrams as a self-contained HTML page (click an arrow for its message; each RTP stream's jitter, loss and level plotted under its call) to this file.")
     var html: String?
 
-    @Option(name: .long, help: "With --html: draw only the call with this Call-ID.")
+    @Option(name: .long, help: "With --html: draw only the call with this Call-ID. With --sipp-scenario or --replay: the call, by number (from 1, Call-IDs with an INVITE in order) or Call-ID (default: the first).")
     var call: String?
+
+    @Option(name: .long, help: "Write one party's side of a call (--call, --party) as a SIPp scenario (sipp -sf) to this file.")
+    var sippScenario: String?
+
+    @Option(name: .long, help: "With --sipp-scenario: the party whose side is written: caller, callee or HOST:PORT.")
+    var party: String = "caller"
+
+    @Option(name: .long, help: ArgumentHelp("Re-send this party's side of a call (--call) to a live device (--to) over UDP with a fresh Call-ID, tags, branches, CSeq, Contact and SDP addresses, and list where the device's answers differ from the captured ones (exit 1 when they do): caller or HOST:PORT of the party that starts the call.", valueName: "party"))
+    var replay: String?
+
+    @Option(name: .long, help: "With --replay: the device's SIP URI (an IP address as host, e.g. sip:bob@192.0.2.1:5060).")
+    var to: String?
 
     @Flag(name: .long, help: "Replay each call through the transaction, dialog, REFER and offer/answer rules and list every rule a party broke (frame, time, party, RFC section); exit 1 when any was.")
     var check = false
@@ -133,7 +145,14 @@ struct Capture: ParsableCommand {
         if calls && ladder { throw ValidationError("--calls and --ladder are exclusive") }
         if html != nil && (calls || ladder || output.json) { throw ValidationError("--html is exclusive with --calls, --ladder and --json") }
         if callID != nil && !ladder { throw ValidationError("a Call-ID is only taken with --ladder") }
-        if call != nil && html == nil { throw ValidationError("--call is only taken with --html") }
+        if call != nil && html == nil && sippScenario == nil && replay == nil { throw ValidationError("--call is only taken with --html, --sipp-scenario and --replay") }
+        if (replay == nil) != (to == nil) { throw ValidationError("--replay and --to go together") }
+        if replay != nil && (calls || ladder || html != nil || streams.wanted || check || collector.hep != nil || sippScenario != nil) {
+            throw ValidationError("--replay is exclusive with the views (--calls, --ladder, --html, --rtp, --audio, --check), --hep and --sipp-scenario")
+        }
+        if sippScenario != nil && (calls || ladder || output.json || html != nil || streams.wanted || check || collector.hep != nil) {
+            throw ValidationError("--sipp-scenario is exclusive with the views (--calls, --ladder, --json, --html, --rtp, --audio, --check) and --hep")
+        }
         if check && (calls || ladder || html != nil || streams.wanted) {
             throw ValidationError("--check is exclusive with --calls, --ladder, --rtp and --audio (--html shows the findings on its own)")
         }
@@ -143,8 +162,20 @@ struct Capture: ParsableCommand {
         }
     }
 
-    func run() throws {
+    func run() async throws {
         if let address = try collector.address() { return try exportHEP(to: address) }
+        if let party = replay, let to {
+            let r = await CaptureSideCommand.replay(path: file, call: call, party: party, target: to, json: output.json)
+            print(r.text, terminator: "")
+            if r.exitCode != 0 { throw ExitCode(r.exitCode) }
+            return
+        }
+        if let out = sippScenario {
+            let r = CaptureSideCommand.exportScenario(path: file, call: call, party: party, output: out)
+            print(r.text, terminator: "")
+            if r.exitCode != 0 { throw ExitCode(r.exitCode) }
+            return
+        }
         let view: CaptureCommand.View = streams.audio.map { .audio($0) } ?? (streams.rtp ? .rtp : html != nil ? .html(call) : check ? .check : ladder ? .ladder(callID) : calls ? .calls : .summary)
         let reporter = CaptureCommand.stderrProgress(path: file, force: progress)
         let report = CaptureCommand.run(path: file, view: view, srtp: try streams.srtpOptions(), progress: reporter)

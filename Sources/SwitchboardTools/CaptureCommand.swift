@@ -20,7 +20,8 @@ public enum CaptureCommand {
         case ladder(String?)
         /// The ladder as a self-contained HTML page (``HTMLLadder``) of one call or of every
         /// call; the arrows keep their messages, and the findings of the rule check
-        /// (``CaptureCheck``) are marked on them and listed under each ladder.
+        /// (``CaptureCheck``) are marked on them and listed under each ladder, followed by each
+        /// RTP stream's plots (jitter, loss and level over time).
         case html(String?)
         /// Every call replayed through the rules (``CaptureCheck``): the findings, per call.
         case check
@@ -69,7 +70,8 @@ public enum CaptureCommand {
         public var html: String {
             var id: String?
             if case .html(let x) = view { id = x }
-            return HTMLLadder.render(analysis.calls.filter { id == nil || $0.callID == id }, title: path)
+            let streams = (analysis.rtp?.streams ?? []).filter { id == nil || $0.callID == id }
+            return HTMLLadder.render(analysis.calls.filter { id == nil || $0.callID == id }, title: path, streams: streams)
         }
     }
 
@@ -83,13 +85,15 @@ public enum CaptureCommand {
         switch view {
         case .summary: ladder = .none; keep = false
         case .calls, .check: ladder = .none; keep = true
-        case .ladder(let id), .html(let id): ladder = id.map { .call($0) } ?? .all; keep = false
+        case .ladder(let id): ladder = id.map { .call($0) } ?? .all; keep = false
+        case .html(let id): ladder = id.map { .call($0) } ?? .all; keep = false; rtp = true
         case .rtp: ladder = .none; keep = true; rtp = true
         case .audio: ladder = .none; keep = true; rtp = true; payloads = true
         }
         var isHTML = false, check = view == .check
         if case .html = view { isHTML = true; check = true }
-        var analysis = CaptureAnalyzer(keepCalls: keep, ladder: ladder, keepMessages: isHTML, rtp: rtp, rtpPayloads: payloads, srtp: srtp, check: check)
+        var analysis = CaptureAnalyzer(keepCalls: keep, ladder: ladder, keepMessages: isHTML, rtp: rtp, rtpPayloads: payloads, srtp: srtp, check: check,
+                                       rtpTimelines: isHTML)
         var report = Report(path: path, view: view, analysis: analysis, error: nil)
         let reader: SIPCaptureReader
         do {

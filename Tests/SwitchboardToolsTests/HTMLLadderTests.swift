@@ -108,5 +108,12 @@ struct HTMLLadderTests {
         // The script selected the first arrow and put its message in the detail panel.
         #expect(dom.output.contains("class=\"arrow selected\""))
         #expect(dom.output.range(of: "<pre id=\"detail\">INVITE sip:") != nil)
+        // Each RTP stream's plots (jitter, loss, level over time) follow the ladder, in the page Chromium built.
+        let streams = report.analysis.rtp?.streams ?? []
+        #expect(streams.count >= 2 && streams.allSatisfy { !$0.timeline.isEmpty }, "\(streams.map(\.timeline.count))")
+        #expect(Self.count("<figure class=\"stream\"", in: dom.output) == streams.count)
+        #expect(Self.count("<svg class=\"plot\"", in: dom.output) == streams.count)
+        #expect(Self.count("<polyline class=\"jitter\"", in: dom.output) >= streams.count)
+        #expect(Self.count("<polyline class=\"level\"", in: dom.output) >= streams.count)
     }
 }

@@ -1,0 +1,182 @@
+import SIPMessage
+import SIPTransport
+import PacketCapture
+import NetworkIO
+import CaptureAnalysis
+import Logging
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// How a captured call's side is replayed against a live device.
+public struct CaptureReplayOptions: Sendable {
+    /// The device: its SIP URI, with an IP address for host (the port defaults to 5060); the
+    /// Request-URI and To of the replayed call's first request.
+    public var target: SIPURI
+    /// Our UDP address (port 0: any); `nil`: the address the system routes to the device from,
+    /// any port.
+    public var local: SocketAddress?
+    /// RFC 3261 T1 (retransmission start, 64·T1 the transaction timeout).
+    public var t1: Duration = .milliseconds(500)
+    /// RFC 3261 T2 (the longest non-INVITE retransmission interval).
+    public var t2: Duration = .seconds(4)
+    /// How long a request the capture had from the other party (a BYE, a re-INVITE) is waited for.
+    public var requestTimeout: Duration = .seconds(10)
+    /// Pauses between the party's messages are replayed as captured, up to this long.
+    public var maxPause: Duration = .seconds(10)
+    /// After the last step, how long late messages (retransmissions, extra requests) are awaited.
+    public var linger: Duration = .milliseconds(500)
+    /// Where each message sent and received is logged (`debug`); silent by default.
+    public var logger: Logger = .disabled
+
+    /// Options replaying towards `target`.
+    public init(target: SIPURI) { self.target = target }
+}
+
+/// Why a replay could not run.
+public enum CaptureReplayError: Error, Sendable, CustomStringConvertible {
+    /// The call or party cannot be taken from the capture.
+    case side(CaptureSideError)
+    /// The target URI's host is not an IP address (the replay resolves no names).
+    case targetNotAnAddress(String)
+    /// The party does not start the call (a callee's side needs the device to call us).
+    case partyDoesNotStart(String)
+    /// The socket could not be opened.
+    case socket(String)
+
+    public var description: String {
+        switch self {
+        case .side(let e): return "\(e)"
+        case .targetNotAnAddress(let s): return "--to \(s): the host must be an IP address"
+        case .partyDoesNotStart(let s): return "\(s) does not start the call: only the side that sends the first request can be replayed against a device (export the other side with --sipp-scenario and run it with sipp)"
+        case .socket(let s): return "socket: \(s)"
+        }
+    }
+}
+
+/// One party's side of a captured call re-sent to a live device over UDP (``run(_:party:options:)``):
+/// fresh Call-ID, tags, branches, CSeq numbers, Contact and SDP addresses, acting as a UA
+/// (retransmissions on RFC 3261's timers, the ACK of a 2xx built from the live dialog, the ACK
+/// of a non-2xx by the transaction), and the device's answers matched to the captured ones.
+public enum CaptureReplay {
+    /// What differs between the capture and the live answers.
+    public struct Difference: Sendable, Hashable, CustomStringConvertible {
+        /// The kind of difference.
+        public enum Kind: String, Sendable, Hashable {
+            /// A final response with another status code than captured.
+            case statusDiffers
+            /// A message the capture had from the other party that did not come.
+            case missing
+            /// A message from the device the capture did not have.
+            case extra
+            /// A header the captured message had and the live one lacks.
+            case headerMissing
+            /// A step of the party that could not be sent (what it answers or builds on did not come).
+            case notSent
+        }
+        /// The kind.
+        public var kind: Kind
+        /// The step (from 1) of the party's message the difference follows.
+        public var step: Int
+        /// The captured message (`200 INVITE`, `BYE`), if any.
+        public var captured: String?
+        /// The live message, if any.
+        public var live: String?
+        /// The header, for ``Kind/headerMissing``.
+        public var header: String?
+
+        /// A sentence.
+        public var description: String {
+            switch kind {
+            case .statusDiffers: return "step \(step): the device answered \(live ?? "?") where the capture has \(captured ?? "?")"
+            case .missing: return "step \(step): \(captured ?? "?") did not come (the capture has it)"
+            case .extra: return "step \(step): the device sent \(live ?? "?"), which the capture does not have"
+            case .headerMissing: return "step \(step): \(live ?? "?") has no \(header ?? "?") header (the captured \(captured ?? "?") has one)"
+            case .notSent: return "step \(step): \(captured ?? "?") not sent (what it answers did not come)"
+            }
+        }
+    }
+
+    /// One message of the party and the answers to it.
+    public struct Step: Sendable {
+        /// The party's captured message (`INVITE`, `ACK`, `200 BYE`).
+        public var sent: String
+        /// Whether it was sent live.
+        public var wasSent: Bool
+        /// The captured messages of the other party that followed it, in order.
+        public var captured: [String]
+        /// The live messages of the device that followed it, in order (retransmissions left out).
+        public var live: [String]
+    }
+
+    /// The outcome of a replay.
+    public struct Report: Sendable {
+        /// The captured call's Call-ID.
+        public var capturedCallID: String
+        /// The replayed call's fresh Call-ID.
+        public var callID: String
+        /// The party replayed (as captured).
+        public var party: CaptureEndpoint
+        /// The device.
+        public var device: SocketAddress
+        /// Our address.
+        public var local: SocketAddress
+        /// The party's messages in order, with the answers.
+        public var steps: [Step]
+        /// Every difference found, in order.
+        public var differences: [Difference]
+        /// Datagrams sent, retransmissions included.
+        public var datagramsSent: Int
+    }
+
+    /// The headers compared: when a captured message of the other party has one and its live
+    /// counterpart does not, that is a ``Difference/Kind/headerMissing``.
+    public static let comparedHeaders = ["contact", "record-route", "require", "rseq", "content-type", "session-expires", "allow", "supported"]
+
+    /// Replays `party`'s side of `call` against `options.target`.
+    /// - Throws: ``CaptureReplayError``.
+    public static func run(_ call: CapturedCall, party: CaptureParty, options: CaptureReplayOptions) async throws(CaptureReplayError) -> Report {
+        let me: CaptureEndpoint
+        do { me = try call.endpoint(of: party) } catch { throw .side(error) }
+        let relevant = call.messages.filter { $0.source == me || $0.destination == me }
+        guard let first = relevant.first, first.source == me, first.message.isRequest else { throw .partyDoesNotStart(me.description) }
+        let host = options.target.host
+        guard case let h = host.description.trimmingBrackets, let ip = IPAddress(h) else { throw .targetNotAnAddress(options.target.description) }
+        let device = SocketAddress(ip, port: options.target.port ?? 5060)
+        let bindTo: SocketAddress
+        if let l = options.local { bindTo = l } else { bindTo = try sourceAddress(towards: device) }
+        let engine = try Engine(call: call, me: me, relevant: relevant, device: device, bindTo: bindTo, options: options)
+        defer { engine.close() }
+        await engine.run()
+        return engine.report()
+    }
+
+    /// The local address the system would send to `device` from (a connected UDP socket's name), port 0.
+    static func sourceAddress(towards device: SocketAddress) throws(CaptureReplayError) -> SocketAddress {
+        let fd = socket(device.family, Int32(SOCK_DGRAM.rawValue), 0)
+        guard fd >= 0 else { throw .socket("socket: errno \(errno)") }
+        defer { close(fd) }
+        let ok = device.withSockaddr { connect(fd, $0, $1) } == 0
+        guard ok else { throw .socket("no route to \(device): errno \(errno)") }
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let named = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        } == 0
+        guard named, let a = SocketAddress(storage: storage, length: length) else { throw .socket("getsockname: errno \(errno)") }
+        return a.withPort(0)
+    }
+}
+
+extension String {
+    var trimmingBrackets: String { hasPrefix("[") && hasSuffix("]") ? String(dropFirst().dropLast()) : self }
+}
+
+/// Messages received on the replay's socket, taken by the engine as it polls.
+final class Inbox: Sendable {
+    let queue = Mutex<[InboundMessage]>([])
+    func take() -> [InboundMessage] { queue.withLock { q in defer { q.removeAll() }; return q } }
+}
