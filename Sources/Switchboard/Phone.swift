@@ -18,7 +18,13 @@ import NetworkIO
 public final class Phone: Sendable {
     public let agent: SIPUserAgent
     public let name: String
-    let report: @Sendable (String) -> Void
+    /// Where the phone's lines go (the CLI prints them); nil: no line is even built.
+    let reportHandler: (@Sendable (String) -> Void)?
+
+    /// One line for `report` (built only when there is a handler).
+    func report(_ line: @autoclosure () -> String) {
+        if let h = reportHandler { h(line()) }
+    }
     private let autoAnswer: Duration?
     private let task = Mutex<Task<Void, Never>?>(nil)
     let callStates = Mutex<[SessionKey: [SessionState]]>([:])
@@ -119,7 +125,7 @@ public final class Phone: Sendable {
                 referPolicy: ReferPolicy = ReferPolicy(), referDecision: @escaping @Sendable (SessionKey, ReferRequest) async -> Bool = { _, _ in true },
                 authorizeReplaces: @escaping @Sendable (SIPMessage, SessionKey, ReplacesAuthorization.Grounds?) -> Bool = { _, _, grounds in grounds != nil },
                 metrics: PhoneMetrics.Configuration? = PhoneMetrics.Configuration(),
-                report: @escaping @Sendable (String) -> Void = { _ in },
+                report: (@Sendable (String) -> Void)? = nil,
                 trace: (@Sendable (SIPMessage, Bool, SIPPeer) -> Void)? = nil) throws {
         // Out-of-dialog REFERs come to the phone, which checks their Target-Dialog (RFC 4538).
         var configuration = configuration
@@ -128,7 +134,7 @@ public final class Phone: Sendable {
         self.codecs = codecs
         self.mediaOptions = media
         self.name = name
-        self.report = report
+        self.reportHandler = report
         self.autoAnswer = autoAnswer
         self.dns = dns
         self.referPolicy = referPolicy
@@ -193,7 +199,7 @@ public final class Phone: Sendable {
         options.configuration.logger = agent.endpoint.logger
         let index = mediaCount.withLock { n -> Int in n += 1; return n }
         let output: MediaAudioOutput = options.recordPath(forCall: index).map { .wav(path: $0, sampleRate: options.recordRate) } ?? .discard
-        let report = self.report, name = self.name
+        let report = self.reportHandler, name = self.name
         let input = incoming && options.earlyMedia != nil ? options.earlyInput ?? options.input : options.input
         do {
             return try MediaSession(configuration: options.configuration, input: input, output: output) { [weak self] event in
@@ -206,19 +212,19 @@ public final class Phone: Sendable {
                     }
                 }
                 switch event {
-                case .dtmf(let d): report("\(name): DTMF received \(d.character.map(String.init) ?? "event \(d.event)")")
-                case .latched(let e): report("\(name): media from \(e)")
-                case .quality(.raised(let w)): report("\(name): quality warning raised: \(w)")
-                case .quality(.cleared(let w)): report("\(name): quality warning cleared: \(w)")
-                case .bye: report("\(name): RTCP BYE")
-                case .inactive(let d): report("\(name): no media from the peer for \(Self.seconds(d)) s")
-                case .resumed: report("\(name): media from the peer again")
+                case .dtmf(let d): report?("\(name): DTMF received \(d.character.map(String.init) ?? "event \(d.event)")")
+                case .latched(let e): report?("\(name): media from \(e)")
+                case .quality(.raised(let w)): report?("\(name): quality warning raised: \(w)")
+                case .quality(.cleared(let w)): report?("\(name): quality warning cleared: \(w)")
+                case .bye: report?("\(name): RTCP BYE")
+                case .inactive(let d): report?("\(name): no media from the peer for \(Self.seconds(d)) s")
+                case .resumed: report?("\(name): media from the peer again")
                 case .dtmfBegan: break
                 }
             }
         } catch {
             agent.endpoint.logger.warning("call without media: \(error)")
-            report("\(name): no media: \(error)")
+            report?("\(name): no media: \(error)")
             return nil
         }
     }
@@ -625,16 +631,18 @@ public final class Phone: Sendable {
                 return
             }
             incoming.withLock { $0.append(key) }
+            let from = try? m.from()
             var label: String? = nil
-            if case .identified(let l) = screened, ((try? m.from().displayName) ?? nil)?.isEmpty ?? true { label = l }
+            if case .identified(let l) = screened, (from?.displayName ?? nil)?.isEmpty ?? true { label = l }
             let call = Call(id: callCount.add(1, ordering: .relaxed).newValue, key: key, direction: .incoming,
-                            remote: try? m.from().uri, phone: self, account: account(for: m), label: label, attachedData: attachedData(of: m, key: key))
+                            remote: from?.uri, phone: self, account: account(for: m), label: label, attachedData: attachedData(of: m, key: key))
             register(call)
             arrivals.publish(call)
-            let from = (try? m.from().uri.description) ?? "?"
-            let referredBy = ((try? m.referredBy()) ?? nil).map { " (Referred-By \($0.uri))" } ?? ""
-            let replaces = ((try? m.replaces()) ?? nil).map { " (Replaces \($0))" } ?? ""
-            report("\(name): incoming call from \(from)\(referredBy)\(replaces)")
+            report({
+                let referredBy = ((try? m.referredBy()) ?? nil).map { " (Referred-By \($0.uri))" } ?? ""
+                let replaces = ((try? m.replaces()) ?? nil).map { " (Replaces \($0))" } ?? ""
+                return "\(name): incoming call from \(from.map { $0.uri.description } ?? "?")\(referredBy)\(replaces)"
+            }())
             if !forwardTargets.isEmpty {
                 await forward(key, to: forwardTargets)
             } else if let replaced = await replacesDecision(for: key, invite: m) {
