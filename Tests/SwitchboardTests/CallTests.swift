@@ -37,6 +37,16 @@ struct CallTests {
         try SIPURI("sip:\(user)@127.0.0.1:\(p.agent.endpoint.localAddresses[0].address.port)")
     }
 
+    /// A call from `caller` to `callee` (user `user`), answered by the callee: both ends, established.
+    static func establishedCall(from caller: Phone, to callee: Phone, user: String = "bob") async throws -> (outgoing: Call, incoming: Call) {
+        let arrivals = callee.incomingCallStream
+        let call = await caller.dial(try uri(callee, user))
+        let incoming = try #require(await nextIncoming(arrivals))
+        try await incoming.answer()
+        try await call.waitUntil(timeout: .seconds(5)) { $0.isEstablished }
+        return (call, incoming)
+    }
+
     /// The next incoming call of `p` (bounded).
     static func nextIncoming(_ stream: AsyncStream<Call>) async -> Call? {
         await within(.seconds(5)) {

@@ -36,11 +36,7 @@ struct NetworkChangeTests {
         defer { alice.close() }
         let bob = try CallTests.mediaPhone("bob") { $0.localAddress = "127.0.0.1" }
         defer { bob.close() }
-        let arrivals = bob.incomingCallStream
-        let call = await alice.dial(try CallTests.uri(bob, "bob"))
-        let atBob = try #require(await CallTests.nextIncoming(arrivals))
-        try await atBob.answer()
-        try await call.waitUntil(timeout: .seconds(5)) { $0.isEstablished }
+        let (call, atBob) = try await CallTests.establishedCall(from: alice, to: bob)
         let (seen, task) = Self.record(call)
         defer { task.cancel() }
         let oldMedia = try #require(alice.media(call.key))
