@@ -649,7 +649,7 @@ public final class Phone: Sendable {
                 // RFC 3891: a call that replaces one of ours is answered at once, or refused.
                 await takeReplacing(key, m, replaced)
             } else if let delay = autoAnswer {
-                await answerIncoming(key, after: delay)
+                await answerIncoming(key, after: delay, invite: m)
             }
         case .session(let key, let ev):
             let call = call(for: key)
@@ -771,9 +771,11 @@ public final class Phone: Sendable {
 
     /// Answers an incoming call: its offer (if any) now (a refusal is a 488), 180 (or a 183 with
     /// early media) unless `ring` is off, then the 200 after `delay`.
-    func answerIncoming(_ key: SessionKey, after delay: Duration, ring: Bool = true) async {
+    /// `invite`, when given, is the call's INVITE (its offer is read from it instead of the session).
+    func answerIncoming(_ key: SessionKey, after delay: Duration, ring: Bool = true, invite: SIPMessage? = nil) async {
         // The offer in the INVITE (if any) is answered now; a refusal is a 488.
-        let offer = await agent.session(key)?.remoteBody
+        let offer: SessionBody?
+        if let invite { offer = SessionBody(of: invite) } else { offer = await agent.session(key)?.remoteBody }
         if let o = offer, case .failure(let err) = answer(key, offer: o) {
             report("\(name): refusing the offer: \(err.reason)")
             let warning = err.warningHeaderValue() ?? ""
@@ -786,14 +788,14 @@ public final class Phone: Sendable {
             let answer = engines.withLock { $0[key]?.localDescription }.map { SessionBody.sdp($0.serialized()) }
             try? await agent.perform(key) { s throws(SessionError) in try s.provisional(183, body: answer) }
             report("\(name): early media for \(early)")
-        } else {
+        } else if delay > .zero {
             if ring { try? await agent.perform(key) { s throws(SessionError) in try s.provisional(180) } }
         }
         let hasOffer = offer != nil
         guard early != nil || delay > .zero else {
-            // Answered at once: the 200 is out when this returns (a Replaces takeover ends the
-            // old call only then).
-            await sendAnswer(key, hasOffer: hasOffer, afterEarlyMedia: false)
+            // Answered at once (the 180, when it rings, and the 200 in one step): the 200 is out
+            // when this returns (a Replaces takeover ends the old call only then).
+            await sendAnswer(key, hasOffer: hasOffer, afterEarlyMedia: false, ringFirst: ring)
             return
         }
         // Ring in a task of its own: this loop keeps handling events meanwhile.
@@ -804,7 +806,7 @@ public final class Phone: Sendable {
     }
 
     /// The 200 to an incoming call: our answer to its offer, or our offer when it had none.
-    private func sendAnswer(_ key: SessionKey, hasOffer: Bool, afterEarlyMedia: Bool) async {
+    private func sendAnswer(_ key: SessionKey, hasOffer: Bool, afterEarlyMedia: Bool, ringFirst: Bool = false) async {
         if afterEarlyMedia, let options = mediaOptions, options.earlyInput != nil, let media = media(key) {
             // The call's own input takes over from the early one, in the same stream.
             do {
@@ -822,7 +824,9 @@ public final class Phone: Sendable {
                 SessionBody.sdp(try e.makeOffer().serialized())
             }.get()
         }
-        try? await agent.perform(key) { s throws(SessionError) in try s.accept(body: body) }
+        try? await agent.perform(key) { s throws(SessionError) in
+            ringFirst ? try s.provisional(180) + s.accept(body: body) : try s.accept(body: body)
+        }
     }
 
     /// Sends digits on a call: RFC 4733 events in the media when telephone-event was
