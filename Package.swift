@@ -106,7 +106,7 @@ let package = Package(
         // over real sockets, and the rule checker naming the RFC rule the device broke.
         .target(name: "Conformance", dependencies: ["SIPMessage", "SIPRules", "SIPTransport", "PacketCapture", "CaptureAnalysis", "NetworkIO"]),
         // SIPp XML scenarios run natively (`switchboard sipp`): the scenario reader, SIPp's options and the runner over UDP.
-        .target(name: "SIPpScenario", dependencies: ["SIPMessage", "SIPTransport", "NetworkIO", .product(name: "Logging", package: "swift-log")]),
+        .target(name: "SIPpScenario", dependencies: ["SIPMessage", "SIPTransport", "SIPAuth", "NetworkIO", "COpenSSL", .product(name: "Logging", package: "swift-log")]),
         // The command line's logic and its text/JSON rendering, kept in a library so tests drive it directly.
         .target(name: "SwitchboardTools", dependencies: ["Switchboard", "SIPProxy", "SIPLoad", "CaptureAnalysis", "SIPRules", "MediaRuntime", "Media", "SIPMessage", "SDP",
                                                          "SIPTransaction", "SIPTransport", "SIPRuntime", "SIPResolver", "PacketCapture", "SIPDialog", "SIPAuth", "CHeapStats",
