@@ -147,7 +147,7 @@ let package = Package(
                                                       .product(name: "MetricsTestKit", package: "swift-metrics"),
                                                       .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]),
         .testTarget(name: "SwitchboardToolsTests", dependencies: ["SwitchboardTools", "Conformance", "SIPRules", "Switchboard", "SIPProxy", "SIPLoad", "CaptureAnalysis", "MediaRuntime", "Media", "SIPMessage", "SDP", "SIPRuntime", "SIPTransport", "PacketCapture", "SIPDialog", "SwitchboardTestSupport", "NetworkIO"]),
-        .testTarget(name: "SIPpScenarioTests", dependencies: ["SIPpScenario", "SwitchboardTestSupport", "SIPLoad", "SIPRuntime", "SIPTransport", "SIPMessage", "NetworkIO"]),
+        .testTarget(name: "SIPpScenarioTests", dependencies: ["SIPpScenario", "SwitchboardTestSupport", "SIPLoad", "SIPRuntime", "SIPTransport", "SIPMessage", "SIPAuth", "NetworkIO"]),
         .testTarget(name: "ConformanceTests", dependencies: ["Conformance", "CaptureAnalysis", "SwitchboardTestSupport", "Switchboard", "SIPRuntime", "SIPMessage", "SIPTransport",
                                                        "PacketCapture", "NetworkIO"]),
     ],

@@ -962,7 +962,9 @@ public final class SIPpRunner: Sendable {
                 case .users: text += "-1"
                 case .userID: text += "0"
                 case .authentication(let username, let password):
-                    text += authorization(call.challenge, username: username, password: password, requestLine: text)
+                    // Nothing to answer: the line is dropped, as a missing [last_*] header's.
+                    let header = authorization(call.challenge, username: username, password: password, requestLine: text)
+                    if header.isEmpty { text.append(Self.emptyMark) } else { text += header }
                 }
             }
         }

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import NetworkIO
+import SIPAuth
 import SIPMessage
 @testable import SIPpScenario
 import SwitchboardTestSupport
@@ -41,7 +42,7 @@ struct ScenarioParseTests {
     }
 
     @Test func theProjectsFixturesParse() throws {
-        for name in ["uac_expect_486", "uac_check_header", "uac_recv_timeout", "uac_actions", "uac_random", "uac_stop_call", "uac_auth"] {
+        for name in ["uac_expect_486", "uac_check_header", "uac_recv_timeout", "uac_actions", "uac_random", "uac_stop_call", "uac_auth", "uac_options"] {
             let text = try #require(readBytes(TestPathsForSIPp.fixture(name))).map { Character(Unicode.Scalar($0)) }
             _ = try SIPpScenario.parse(String(text), keys: ["subject"])
         }
@@ -308,6 +309,36 @@ struct ScenarioParseTests {
         #expect(try ack("Record-Route: <sip:p1@10.0.0.1;lr>\r\nRecord-Route: <sip:p2@10.0.0.2;lr>, <sip:p3@10.0.0.3;lr>\r\nContact: <sip:uas@10.0.0.9:5070;transport=udp>;expires=60\r\n")
                 == "ACK sip:uas@10.0.0.9:5070;transport=udp SIP/2.0\r\nRoute: <sip:p3@10.0.0.3;lr>, <sip:p2@10.0.0.2;lr>, <sip:p1@10.0.0.1;lr>\r\nCSeq: 1 ACK\r\n\r\n")
         #expect(try ack("Contact: sip:uas@10.0.0.9\r\n") == "ACK sip:uas@10.0.0.9 SIP/2.0\r\nCSeq: 1 ACK\r\n\r\n")
+    }
+
+    /// `[authentication]` answers the challenge kept by `recv auth="true"`: `Proxy-Authorization`
+    /// after a 407, with the method and Request-URI of its own message; without a challenge its
+    /// line is dropped, not left empty (which would end the header section).
+    @Test func authenticationAnswersTheKeptChallenge() throws {
+        let xml = """
+        <scenario>
+          <send><![CDATA[
+            REGISTER sip:registrar.test SIP/2.0
+            [authentication username=alice password=secret]
+            CSeq: 1 REGISTER
+          ]]></send>
+        </scenario>
+        """
+        let scenario = try SIPpScenario.parse(xml)
+        let runner = SIPpRunner(scenario: scenario, options: SIPpOptions(), traceName: "t")
+        guard case .send(let template, _) = scenario.commands[0].kind else { Issue.record("send expected"); return }
+        var call = SIPpRunner.Call(number: 1, callID: "c1", peer: try SocketAddress(ip: "127.0.0.1", port: 5070), fieldLine: 0)
+        #expect(String(decoding: runner.render(template, call, SIPpRunner.RunState(globals: [:]), index: 0), as: UTF8.self)
+                == "REGISTER sip:registrar.test SIP/2.0\r\nCSeq: 1 REGISTER\r\n\r\n")
+        let challenge = "SIP/2.0 407 Proxy Authentication Required\r\nVia: SIP/2.0/UDP 127.0.0.1;branch=z9hG4bK-1\r\nFrom: <sip:a@b>;tag=1\r\nTo: <sip:a@b>;tag=2\r\n"
+            + "Call-ID: c1\r\nCSeq: 1 REGISTER\r\nProxy-Authenticate: Digest realm=\"r\", nonce=\"n\", algorithm=MD5\r\nContent-Length: 0\r\n\r\n"
+        call.challenge = try SIPMessage(bytes: Array(challenge.utf8))
+        let text = String(decoding: runner.render(template, call, SIPpRunner.RunState(globals: [:]), index: 0), as: UTF8.self)
+        // RFC 2617 without qop: MD5(MD5(alice:r:secret):n:MD5(REGISTER:sip:registrar.test)).
+        let ha1 = DigestAlgorithm.md5.hash("alice:r:secret"), ha2 = DigestAlgorithm.md5.hash("REGISTER:sip:registrar.test")
+        let response = DigestAlgorithm.md5.hash("\(ha1):n:\(ha2)")
+        #expect(text.hasPrefix("REGISTER sip:registrar.test SIP/2.0\r\nProxy-Authorization: Digest username=\"alice\", realm=\"r\", nonce=\"n\", uri=\"sip:registrar.test\", response=\"\(response)\""), "\(text)")
+        #expect(text.hasSuffix("\r\nCSeq: 1 REGISTER\r\n\r\n"))
     }
 
     @Test func numbersPrintAsSIPpPrintsThem() {
