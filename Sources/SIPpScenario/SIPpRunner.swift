@@ -379,29 +379,7 @@ public final class SIPpRunner: Sendable {
     // MARK: Driving calls
 
     private func tick(_ s: inout RunState, now: ContinuousClock.Instant, _ out: inout [Outgoing]) {
-        if scenario.startsBySending, let start = s.start, let remote = options.remote {
-            let elapsed = Double((now - start).components.seconds) * 1000 + Double((now - start).components.attoseconds) / 1e15
-            let due = options.rate <= 0 ? 0 : Int(elapsed * options.rate / options.ratePeriod) + 1
-            while !s.summary.timedOut, !s.summary.stoppedGracefully, !s.summary.stoppedNow, s.summary.created < due, s.summary.created < (options.maxCalls ?? Int.max), s.calls.count < (options.limit ?? Int.max) {
-                let n = s.nextNumber
-                s.nextNumber += 1
-                s.summary.created += 1
-                let id = "pending-\(n)"
-                var call = Call(number: n, callID: id, peer: remote, fieldLine: fieldLine(for: n, &s.random))
-                if options.transport.perCall {
-                    do {
-                        try openPerCall(&call, remote)
-                    } catch {
-                        store(&s, id, call)
-                        fail(&s, id, "cannot reach \(remote) over \(options.transport.keyword): \(error)", &out)
-                        continue
-                    }
-                }
-                store(&s, id, call)
-                startRTDs(&s, id, now)
-                step(&s, id, now: now, &out)
-            }
-        }
+        placeCalls(&s, now: now, &out)
         let due = s.wakes.compactMap { $0.value <= now ? $0.key : nil }
         for id in due {
             guard var call = s.calls[id] else { continue }
@@ -439,6 +417,34 @@ public final class SIPpRunner: Sendable {
                     fail(&s, id, "timeout waiting for the message of line \(c.line) (\(describe(c)))", &out)
                 }
             }
+        }
+    }
+
+    /// A caller's new calls: those due at `-r`/`-rp` within `-l` and `-m`. Called by the
+    /// loop, and as soon as a message has been handled (so that with `-l` the next call starts
+    /// when one ends, not at the next tick).
+    private func placeCalls(_ s: inout RunState, now: ContinuousClock.Instant, _ out: inout [Outgoing]) {
+        guard scenario.startsBySending, let start = s.start, let remote = options.remote else { return }
+        let elapsed = Double((now - start).components.seconds) * 1000 + Double((now - start).components.attoseconds) / 1e15
+        let due = options.rate <= 0 ? 0 : Int(elapsed * options.rate / options.ratePeriod) + 1
+        while !s.summary.timedOut, !s.summary.stoppedGracefully, !s.summary.stoppedNow, s.summary.created < due, s.summary.created < (options.maxCalls ?? Int.max), s.calls.count < (options.limit ?? Int.max) {
+            let n = s.nextNumber
+            s.nextNumber += 1
+            s.summary.created += 1
+            let id = "pending-\(n)"
+            var call = Call(number: n, callID: id, peer: remote, fieldLine: fieldLine(for: n, &s.random))
+            if options.transport.perCall {
+                do {
+                    try openPerCall(&call, remote)
+                } catch {
+                    store(&s, id, call)
+                    fail(&s, id, "cannot reach \(remote) over \(options.transport.keyword): \(error)", &out)
+                    continue
+                }
+            }
+            store(&s, id, call)
+            startRTDs(&s, id, now)
+            step(&s, id, now: now, &out)
         }
     }
 
@@ -631,6 +637,7 @@ public final class SIPpRunner: Sendable {
             state.withLock { s in
                 var out: [Outgoing] = []
                 handle(&s, inbound.message, from: inbound.source, connection: inbound.connection, now: now, &out)
+                placeCalls(&s, now: now, &out)
                 send(out, &s)
             }
         case .connectionClosed(let info, let reason):
