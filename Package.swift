@@ -109,7 +109,7 @@ let package = Package(
         // over real sockets, and the rule checker naming the RFC rule the device broke.
         .target(name: "Conformance", dependencies: ["SIPMessage", "SIPRules", "SIPAuth", "SIPTransport", "PacketCapture", "CaptureAnalysis", "NetworkIO"]),
         // SIPp XML scenarios run natively (`switchboard sipp`): the scenario reader, SIPp's options and the runner over UDP.
-        .target(name: "SIPpScenario", dependencies: ["SIPMessage", "SIPTransport", "NetworkIO", .product(name: "Logging", package: "swift-log")]),
+        .target(name: "SIPpScenario", dependencies: ["SIPMessage", "SIPTransport", "SIPAuth", "NetworkIO", "COpenSSL", .product(name: "Logging", package: "swift-log")]),
         // The command line's logic and its text/JSON rendering, kept in a library so tests drive it directly.
         .target(name: "SwitchboardTools", dependencies: ["Switchboard", "SIPProxy", "SIPLoad", "CaptureAnalysis", "CaptureReplay", "SIPRules", "MediaRuntime", "Media", "SIPMessage", "SDP",
                                                          "SIPTransaction", "SIPTransport", "SIPRuntime", "SIPResolver", "PacketCapture", "SIPDialog", "SIPAuth", "CHeapStats",
@@ -150,7 +150,7 @@ let package = Package(
                                                       .product(name: "MetricsTestKit", package: "swift-metrics"),
                                                       .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]),
         .testTarget(name: "SwitchboardToolsTests", dependencies: ["SwitchboardTools", "Conformance", "SIPRules", "SIPAuth", "Switchboard", "SIPProxy", "SIPLoad", "CaptureAnalysis", "CaptureReplay", "SIPpScenario", "MediaRuntime", "Media", "SIPMessage", "SDP", "SIPRuntime", "SIPTransport", "PacketCapture", "SIPDialog", "SwitchboardTestSupport", "NetworkIO"]),
-        .testTarget(name: "SIPpScenarioTests", dependencies: ["SIPpScenario", "SwitchboardTestSupport", "SIPLoad", "SIPRuntime", "SIPTransport", "SIPMessage", "NetworkIO"]),
+        .testTarget(name: "SIPpScenarioTests", dependencies: ["SIPpScenario", "SwitchboardTestSupport", "SIPLoad", "SIPRuntime", "SIPTransport", "SIPMessage", "SIPAuth", "NetworkIO"]),
         .testTarget(name: "ConformanceTests", dependencies: ["Conformance", "CaptureAnalysis", "SwitchboardTestSupport", "Switchboard", "SIPProxy", "SIPAuth", "SIPRuntime", "SIPMessage", "SIPTransport",
                                                        "PacketCapture", "NetworkIO"]),
     ],

@@ -60,6 +60,18 @@ public struct SIPpOptions: Sendable {
     public var bufferSize = 4 << 20
     /// `-base_cseq`: the first `[cseq]` (default 1).
     public var baseCSeq = 1
+    /// `-t`: the transport mode (default `u1`).
+    public var transport: SIPpTransportMode = .udpOne
+    /// `-tls_cert`: the certificate (PEM file) a TLS listener presents; without it (and
+    /// `-tls_key`), a self-signed pair is generated for the run.
+    public var tlsCertificate: String?
+    /// `-tls_key`: the private key (PEM file) of `-tls_cert`.
+    public var tlsKey: String?
+    /// `-max_socket`: at most this many connections (TCP, TLS) open at once (default 65,536).
+    public var maxSockets = 65_536
+    /// The seed of the run's random choices (`chance`, distributions, RANDOM `-inf` lines),
+    /// for repeatable runs (not a SIPp option; random when nil).
+    public var seed: UInt64?
     /// Where trace files are written (not a SIPp option; SIPp writes them in the working
     /// directory, which `nil` keeps).
     public var traceDirectory: String?
@@ -154,9 +166,16 @@ public struct SIPpOptions: Sendable {
                 throw SIPpUsageError("option \(a) is not supported (use -max_retrans)")
             case "-t":
                 let t = try value(a)
-                guard t == "u1" else {
-                    throw SIPpUsageError("transport -t \(t) is not supported yet: only u1 (UDP, one socket); un, ui, t1, tn, l1, ln, s1, sn come later")
+                guard let mode = SIPpTransportMode(rawValue: t) else {
+                    throw SIPpUsageError("transport -t \(t) is not supported: u1, un, t1, tn, l1 or ln (ui, s1 and sn are not)")
                 }
+                o.transport = mode
+            case "-tls_cert": o.tlsCertificate = try value(a)
+            case "-max_socket":
+                let n = try number(a)
+                guard n >= 1, n <= 1_000_000 else { throw SIPpUsageError("option -max_socket needs 1…10^6") }
+                o.maxSockets = Int(n)
+            case "-tls_key": o.tlsKey = try value(a)
             default:
                 if a.hasPrefix("-") { throw SIPpUsageError("option \(a) is not supported") }
                 guard o.remote == nil else { throw SIPpUsageError("a second remote host \"\(a)\"") }
@@ -168,6 +187,35 @@ public struct SIPpOptions: Sendable {
         }
         return o
     }
+}
+
+/// SIPp's `-t` transport modes this runner has.
+public enum SIPpTransportMode: String, Sendable, Hashable {
+    /// `u1`: one UDP socket for every call.
+    case udpOne = "u1"
+    /// `un`: a UDP socket per call (a caller's; a callee answers on its one socket).
+    case udpPerCall = "un"
+    /// `t1`: one TCP connection for every call.
+    case tcpOne = "t1"
+    /// `tn`: a TCP connection per call (a caller's; a callee answers on each call's own).
+    case tcpPerCall = "tn"
+    /// `l1`: one TLS connection for every call.
+    case tlsOne = "l1"
+    /// `ln`: a TLS connection per call.
+    case tlsPerCall = "ln"
+
+    /// What `[transport]` says: `UDP`, `TCP` or `TLS`.
+    public var keyword: String {
+        switch self {
+        case .udpOne, .udpPerCall: return "UDP"
+        case .tcpOne, .tcpPerCall: return "TCP"
+        case .tlsOne, .tlsPerCall: return "TLS"
+        }
+    }
+    /// Whether messages go over a stream (no retransmissions, as SIPp).
+    public var isReliable: Bool { self != .udpOne && self != .udpPerCall }
+    /// Whether each call of a caller gets its own socket or connection.
+    public var perCall: Bool { self == .udpPerCall || self == .tcpPerCall || self == .tlsPerCall }
 }
 
 /// A command line the runner refuses (SIPp exits 255 on these too).

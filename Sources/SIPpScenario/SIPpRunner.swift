@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import NetworkIO
+import SIPAuth
 import SIPMessage
 import SIPTransport
 import Synchronization
@@ -24,6 +25,10 @@ public struct SIPpRunSummary: Sendable {
     public var abandoned = 0
     /// Whether `-timeout_error` makes the timeout a failure.
     public var timeoutIsError = false
+    /// Whether `<exec int_cmd="stop_now"/>` ended the run (SIPp exits 97 then).
+    public var stoppedNow = false
+    /// Whether `<exec int_cmd="stop_gracefully"/>` stopped new calls.
+    public var stoppedGracefully = false
     /// Response times per counter (`rtd`): how many were measured and their sum, in milliseconds.
     public var responseTimes: [String: (count: Int, totalMilliseconds: Double)] = [:]
 
@@ -31,6 +36,7 @@ public struct SIPpRunSummary: Sendable {
     /// the global timeout was reached with `-timeout_error`, 97 when it was reached before any
     /// call started.
     public var exitCode: Int32 {
+        if stoppedNow { return 97 }
         if timedOut && timeoutIsError { return 255 }
         if failed > 0 { return 1 }
         return timedOut && created == 0 ? 97 : 0
@@ -38,7 +44,7 @@ public struct SIPpRunSummary: Sendable {
     /// The final statistics line.
     public var statisticsLine: String {
         "calls created: \(created), successful: \(successful), failed: \(failed)" + (abandoned > 0 ? ", abandoned: \(abandoned)" : "")
-            + (timedOut ? " (global timeout reached)" : "")
+            + (timedOut ? " (global timeout reached)" : "") + (stoppedNow ? " (stop_now)" : "")
     }
 }
 
@@ -106,9 +112,10 @@ public final class SIPpRunner: Sendable {
     public let traceName: String
     private let injection: SIPpInjection?
     private let state: Mutex<RunState>
-    private let transport: Mutex<UDPTransport?> = Mutex(nil)
+    private let transport: Mutex<SIPpLink?> = Mutex(nil)
     private let logger: Logger
     private let pid = Int(getpid())
+    private let shell = SIPpShell()
 
     /// Prepares a run: reads nothing from the network until ``run()``.
     /// - Parameters:
@@ -120,7 +127,8 @@ public final class SIPpRunner: Sendable {
         self.traceName = traceName
         self.injection = injection
         self.logger = logger
-        self.state = Mutex(RunState(globals: options.globals.mapValues { .string($0) }))
+        self.state = Mutex(RunState(globals: options.globals.mapValues { .string($0) },
+                                    random: SIPpRandom(seed: options.seed ?? UInt64.random(in: 0...UInt64.max))))
     }
 
     /// The address the runner is bound to, once ``run()`` has started (for tests).
@@ -135,17 +143,23 @@ public final class SIPpRunner: Sendable {
         do { ip = try SocketAddress(ip: options.localIP, port: options.localPort ?? 5060) } catch {
             throw SIPpRunError(message: "-i \(options.localIP): \(error)")
         }
-        let config = UDPTransportConfiguration(receiveBufferSize: options.bufferSize, sendBufferSize: options.bufferSize)
-        let handler: @Sendable (TransportEvent) -> Void = { [weak self] event in self?.received(event) }
-        let t: UDPTransport
-        do { t = try UDPTransport(bindingTo: ip, configuration: config, logger: logger, handler: handler) } catch {
+        let tls = try tlsConfiguration()
+        let t: SIPpLink
+        do { t = try open(ip, tls: tls) } catch {
             guard options.localPort == nil else { throw SIPpRunError(message: "cannot bind \(ip): \(error)") }
-            do { t = try UDPTransport(bindingTo: ip.withPort(0), configuration: config, logger: logger, handler: handler) } catch {
+            do { t = try open(ip.withPort(0), tls: tls) } catch {
                 throw SIPpRunError(message: "cannot bind \(ip.withPort(0)): \(error)")
             }
         }
         transport.withLock { $0 = t }
         defer {
+            // Per-call sockets and connections still open (a run stopped by -timeout_error).
+            let left = state.withLock { s -> [SIPpVia] in
+                let v = s.closing + s.calls.values.map(\.via)
+                s.closing.removeAll()
+                return v
+            }
+            for v in left { if case .socket(let u) = v { u.close() } }
             t.close()
             transport.withLock { $0 = nil }
         }
@@ -165,20 +179,85 @@ public final class SIPpRunner: Sendable {
                 }
                 if stop { break }
             }
-            let done = state.withLock { s -> Bool in
+            let (done, commands) = state.withLock { s -> (Bool, [String]) in
                 var out: [Outgoing] = []
                 tick(&s, now: now, &out)
                 send(out, &s)
-                return isDone(s)
+                let c = s.shellCommands
+                s.shellCommands.removeAll()
+                if s.summary.stoppedNow { s.summary.abandoned = s.calls.count }
+                return (isDone(s) || s.summary.stoppedNow, c)
             }
+            shell.start(commands)
+            closeFinished(t)
             if done { break }
             try? await Task.sleep(for: .milliseconds(2))
         }
         state.withLock { s in send([], &s) }
+        shell.start(state.withLock { s in
+            defer { s.shellCommands.removeAll() }
+            return s.shellCommands
+        })
+        await shell.finish(within: .seconds(2))
         return state.withLock { s in
             var summary = s.summary
             summary.timeoutIsError = options.timeoutIsError
             return summary
+        }
+    }
+
+    /// The listener (and main socket) of the run, for `-t`.
+    private func open(_ address: SocketAddress, tls: TLSConfiguration?) throws(TransportError) -> SIPpLink {
+        let handler: @Sendable (TransportEvent) -> Void = { [weak self] event in self?.received(event) }
+        switch options.transport {
+        case .udpOne, .udpPerCall:
+            let config = UDPTransportConfiguration(receiveBufferSize: options.bufferSize, sendBufferSize: options.bufferSize)
+            return .udp(try UDPTransport(bindingTo: address, configuration: config, logger: logger, handler: handler))
+        case .tcpOne, .tcpPerCall:
+            let config = TCPTransportConfiguration(idleTimeout: nil, maxConnections: options.maxSockets)
+            return .tcp(try TCPTransport(listeningOn: address, configuration: config, logger: logger, handler: handler))
+        case .tlsOne, .tlsPerCall:
+            return .tls(try TLSTransport(listeningOn: address, configuration: tls ?? TLSConfiguration(), logger: logger, handler: handler))
+        }
+    }
+
+    /// For `-t l1`/`ln`: `-tls_cert` and `-tls_key`, or a self-signed pair made for the run.
+    /// Peers are not verified (SIPp does not verify them either).
+    private func tlsConfiguration() throws(SIPpRunError) -> TLSConfiguration? {
+        guard options.transport == .tlsOne || options.transport == .tlsPerCall else { return nil }
+        let cert: PEMSource, key: PEMSource
+        switch (options.tlsCertificate, options.tlsKey) {
+        case (let c?, let k?):
+            cert = .file(c)
+            key = .file(k)
+        case (nil, nil):
+            do {
+                let pair = try SelfSignedCertificate.generate(commonName: options.localIP)
+                cert = .bytes(pair.certificate)
+                key = .bytes(pair.key)
+            } catch {
+                throw SIPpRunError(message: "cannot generate a self-signed certificate: \(error)")
+            }
+        default:
+            throw SIPpRunError(message: "-tls_cert and -tls_key go together")
+        }
+        return TLSConfiguration(certificateChain: cert, privateKey: key, verifyPeer: false, idleTimeout: nil, maxConnections: options.maxSockets)
+    }
+
+    /// Closes the sockets and connections of the calls that ended (outside the state lock and
+    /// off the transports' own threads).
+    private func closeFinished(_ link: SIPpLink) {
+        let closing = state.withLock { s -> [SIPpVia] in
+            let c = s.closing
+            s.closing.removeAll()
+            return c
+        }
+        for v in closing {
+            switch v {
+            case .main: break
+            case .socket(let u): u.close()
+            case .connection(let id): link.close(connection: id)
+            }
         }
     }
 
@@ -212,6 +291,15 @@ public final class SIPpRunner: Sendable {
         /// Kept by `recv rrs="true"`: the route set (in the order to use) and the Contact URI.
         var routeSet: [String] = []
         var nextURL: String?
+        /// How the call's messages go out: the main socket, its own UDP socket (`un`) or its
+        /// connection (`tn`, `ln`, and every callee's over TCP or TLS).
+        var via: SIPpVia = .main
+        /// Whether the call opened `via` itself (closed when it ends).
+        var ownsVia = false
+        /// The local port of its own socket (`un`).
+        var localPort: UInt16?
+        /// The 401/407 of the last `recv auth="true"`, for `[authentication]`.
+        var challenge: SIPMessage?
     }
 
     struct RunState {
@@ -229,17 +317,24 @@ public final class SIPpRunner: Sendable {
         var finishedRing: [String] = []
         var finishedNext = 0
         var summary = SIPpRunSummary()
+        /// `<exec command>` lines to start (outside the lock).
+        var shellCommands: [String] = []
+        /// For `chance`, `<pause distribution>`, `<sample>` and RANDOM injection lines.
+        var random = SIPpRandom(seed: 0)
+        /// Sockets and connections of calls over, to close outside the lock.
+        var closing: [SIPpVia] = []
         var traceLines: [(file: String, text: String)] = []
     }
 
     struct Outgoing {
         var bytes: [UInt8]
         var to: SocketAddress
+        var via: SIPpVia
     }
 
     func isDone(_ s: RunState) -> Bool {
         guard s.calls.isEmpty else { return false }
-        return s.summary.timedOut || s.summary.created >= (options.maxCalls ?? Int.max)
+        return s.summary.timedOut || s.summary.stoppedGracefully || s.summary.created >= (options.maxCalls ?? Int.max)
     }
 
     /// Sends, and writes the trace lines, while the state is still locked: the run cannot see
@@ -247,7 +342,7 @@ public final class SIPpRunner: Sendable {
     /// threads never write (or create) a trace file at once, nor out of order.
     private func send(_ out: [Outgoing], _ s: inout RunState) {
         if !out.isEmpty, let t = transport.withLock({ $0 }) {
-            for o in out { try? t.send(o.bytes, to: o.to) }
+            for o in out { try? t.send(o.bytes, to: o.to, via: o.via) }
         }
         if !s.traceLines.isEmpty {
             writeTraces(s.traceLines)
@@ -277,28 +372,14 @@ public final class SIPpRunner: Sendable {
 
     private func trace(_ s: inout RunState, sent: Bool, _ bytes: [UInt8], _ peer: SocketAddress) {
         guard options.traceMessages else { return }
-        let text = "----------------------------------------------- \(timestamp())\nUDP message \(sent ? "sent" : "received") (\(bytes.count) bytes) \(sent ? "to" : "from") \(peer):\n\n" + String(decoding: bytes, as: UTF8.self) + "\n\n"
+        let text = "----------------------------------------------- \(timestamp())\n\(options.transport.keyword) message \(sent ? "sent" : "received") (\(bytes.count) bytes) \(sent ? "to" : "from") \(peer):\n\n" + String(decoding: bytes, as: UTF8.self) + "\n\n"
         s.traceLines.append((traceFile("messages"), text))
     }
 
     // MARK: Driving calls
 
     private func tick(_ s: inout RunState, now: ContinuousClock.Instant, _ out: inout [Outgoing]) {
-        if scenario.startsBySending, let start = s.start, let remote = options.remote {
-            let elapsed = Double((now - start).components.seconds) * 1000 + Double((now - start).components.attoseconds) / 1e15
-            let due = options.rate <= 0 ? 0 : Int(elapsed * options.rate / options.ratePeriod) + 1
-            while !s.summary.timedOut, s.summary.created < due, s.summary.created < (options.maxCalls ?? Int.max), s.calls.count < (options.limit ?? Int.max) {
-                let n = s.nextNumber
-                s.nextNumber += 1
-                s.summary.created += 1
-                let id = "pending-\(n)"
-                var call = Call(number: n, callID: id, peer: remote, fieldLine: fieldLine(for: n))
-                call.vars = [:]
-                store(&s, id, call)
-                startRTDs(&s, id, now)
-                step(&s, id, now: now, &out)
-            }
-        }
+        placeCalls(&s, now: now, &out)
         let due = s.wakes.compactMap { $0.value <= now ? $0.key : nil }
         for id in due {
             guard var call = s.calls[id] else { continue }
@@ -308,7 +389,7 @@ public final class SIPpRunner: Sendable {
                     fail(&s, id, "no answer after \(r.count) retransmissions (max_retrans)", &out)
                     continue
                 }
-                out.append(Outgoing(bytes: r.bytes, to: call.peer))
+                out.append(Outgoing(bytes: r.bytes, to: call.peer, via: call.via))
                 trace(&s, sent: true, r.bytes, call.peer)
                 r.count += 1
                 r.interval = r.isInvite ? min(r.interval * 2, 86_400_000) : min(r.interval * 2, 4000)
@@ -319,7 +400,7 @@ public final class SIPpRunner: Sendable {
             if let p = call.pauseUntil, now >= p {
                 call.pauseUntil = nil
                 let c = scenario.commands[call.index]
-                call.index = nextIndex(after: c, call.index, call)
+                call.index = nextIndex(after: c, call.index, call, &s)
                 store(&s, id, call)
                 step(&s, id, now: now, &out)
                 continue
@@ -339,16 +420,60 @@ public final class SIPpRunner: Sendable {
         }
     }
 
+    /// A caller's new calls: those due at `-r`/`-rp` within `-l` and `-m`. Called by the
+    /// loop, and as soon as a message has been handled (so that with `-l` the next call starts
+    /// when one ends, not at the next tick).
+    private func placeCalls(_ s: inout RunState, now: ContinuousClock.Instant, _ out: inout [Outgoing]) {
+        guard scenario.startsBySending, let start = s.start, let remote = options.remote else { return }
+        let elapsed = Double((now - start).components.seconds) * 1000 + Double((now - start).components.attoseconds) / 1e15
+        let due = options.rate <= 0 ? 0 : Int(elapsed * options.rate / options.ratePeriod) + 1
+        while !s.summary.timedOut, !s.summary.stoppedGracefully, !s.summary.stoppedNow, s.summary.created < due, s.summary.created < (options.maxCalls ?? Int.max), s.calls.count < (options.limit ?? Int.max) {
+            let n = s.nextNumber
+            s.nextNumber += 1
+            s.summary.created += 1
+            let id = "pending-\(n)"
+            var call = Call(number: n, callID: id, peer: remote, fieldLine: fieldLine(for: n, &s.random))
+            if options.transport.perCall {
+                do {
+                    try openPerCall(&call, remote)
+                } catch {
+                    store(&s, id, call)
+                    fail(&s, id, "cannot reach \(remote) over \(options.transport.keyword): \(error)", &out)
+                    continue
+                }
+            }
+            store(&s, id, call)
+            startRTDs(&s, id, now)
+            step(&s, id, now: now, &out)
+        }
+    }
+
+    /// A caller's own socket (`un`) or connection (`tn`, `ln`).
+    private func openPerCall(_ call: inout Call, _ remote: SocketAddress) throws(TransportError) {
+        guard let link = transport.withLock({ $0 }) else { throw .transportClosed }
+        switch link {
+        case .udp(let main):
+            let config = UDPTransportConfiguration(receiveBufferSize: 1 << 16, sendBufferSize: 1 << 16)
+            let handler: @Sendable (TransportEvent) -> Void = { [weak self] event in self?.received(event) }
+            let u = try UDPTransport(bindingTo: main.localAddress.withPort(0), configuration: config, logger: logger, handler: handler)
+            call.via = .socket(u)
+            call.localPort = u.localAddress.port
+        case .tcp, .tls:
+            call.via = .connection(try link.connect(to: remote).id)
+        }
+        call.ownsVia = true
+    }
+
     private func describe(_ c: SIPpCommand) -> String {
         if case .recv(let r) = c.kind { return r.request.map { "request \($0)" } ?? "response \(r.response ?? 0)" }
         return "command"
     }
 
-    private func fieldLine(for call: Int) -> Int {
+    private func fieldLine(for call: Int, _ random: inout SIPpRandom) -> Int {
         guard let injection, !injection.lines.isEmpty else { return 0 }
         switch injection.order {
         case .sequential, .user: return (call - 1) % injection.lines.count
-        case .random: return Int.random(in: 0..<injection.lines.count)
+        case .random: return Int.random(in: 0..<injection.lines.count, using: &random)
         }
     }
 
@@ -359,13 +484,11 @@ public final class SIPpRunner: Sendable {
         }
     }
 
-    private func nextIndex(after c: SIPpCommand, _ index: Int, _ call: Call) -> Int {
+    private func nextIndex(after c: SIPpCommand, _ index: Int, _ call: Call, _ s: inout RunState) -> Int {
         if let next = c.next, let target = scenario.labels[next] {
-            if let t = c.test {
-                if (call.vars[t] ?? .bool(false)).isTrue { return target }
-            } else {
-                return target
-            }
+            if let t = c.test, !(call.vars[t] ?? .bool(false)).isTrue { return index + 1 }
+            if let chance = c.chance, Double.random(in: 0..<1, using: &s.random) >= chance { return index + 1 }
+            return target
         }
         return index + 1
     }
@@ -373,6 +496,7 @@ public final class SIPpRunner: Sendable {
     private func finish(_ s: inout RunState, _ id: String) {
         guard let call = s.calls.removeValue(forKey: id) else { return }
         s.wakes.removeValue(forKey: id)
+        if call.ownsVia { s.closing.append(call.via) }
         s.finished.insert(call.callID)
         if s.finishedRing.count < 8192 {
             s.finishedRing.append(call.callID)
@@ -409,12 +533,14 @@ public final class SIPpRunner: Sendable {
                         _ out: inout [Outgoing]) -> Bool {
         rtd(&call, c, now, &s)
         var jumped: Int?
-        if let why = execute(c.actions, &call, s, message: nil, jump: &jumped, &s.traceLines) {
+        var stop: SIPpInternalCommand?
+        if let why = execute(c.actions, &call, &s, message: nil, jump: &jumped, stop: &stop) {
             store(&s, id, call)
             fail(&s, id, why, &out)
             return false
         }
-        call.index = jumped ?? nextIndex(after: c, call.index, call)
+        if stopped(stop, &call, id: id, onReceive: false, &s, &out) { return false }
+        call.index = jumped ?? nextIndex(after: c, call.index, call, &s)
         store(&s, id, call)
         return true
     }
@@ -439,14 +565,19 @@ public final class SIPpRunner: Sendable {
                 if call.recvDeadline == nil, let ms = r.timeout ?? options.recvTimeout { call.recvDeadline = now + .milliseconds(ms) }
                 store(&s, id, call)
                 return
-            case .pause(let ms):
-                let d = ms ?? options.defaultPause
+            case .pause(let duration):
+                let d: Int
+                switch duration {
+                case .fixed(let ms): d = ms ?? options.defaultPause
+                case .random(let distribution): d = Self.milliseconds(distribution.sample(using: &s.random))
+                case .variable(let v): d = Self.milliseconds((call.vars[v] ?? s.globals[v])?.number ?? 0)
+                }
                 if d > 0 {
                     call.pauseUntil = now + .milliseconds(d)
                     store(&s, id, call)
                     return
                 }
-                call.index = nextIndex(after: c, call.index, call)
+                call.index = nextIndex(after: c, call.index, call, &s)
                 store(&s, id, call)
             case .nop:
                 guard afterCommand(c, &call, id: id, now: now, &s, &out) else { return }
@@ -454,14 +585,14 @@ public final class SIPpRunner: Sendable {
                 let method = template.method
                 if let method, method != "ACK", method != "CANCEL" { call.requests += 1 }
                 let bytes = render(template, call, s, index: call.index)
-                out.append(Outgoing(bytes: bytes, to: call.peer))
+                out.append(Outgoing(bytes: bytes, to: call.peer, via: call.via))
                 trace(&s, sent: true, bytes, call.peer)
                 if let recv = call.lastRecvIndex {
                     // What a copy of the last message received gets again: the latest response
                     // to a request, the first request (the ACK) after a response.
                     if call.lastRecvWasRequest ? method == nil : (method != nil && call.replies[recv] == nil) { call.replies[recv] = bytes }
                 }
-                if let ms = retransmit {
+                if let ms = retransmit, !options.transport.isReliable {
                     call.retransmission = Retransmission(bytes: bytes, interval: ms, due: now + .milliseconds(ms), count: 0, isInvite: method == "INVITE")
                 }
                 if call.number > 0, call.callID.hasPrefix("pending-"), let cid = SIPpRunner.callID(in: bytes) {
@@ -500,12 +631,35 @@ public final class SIPpRunner: Sendable {
     // MARK: Receiving
 
     private func received(_ event: TransportEvent) {
-        guard case .message(let inbound) = event else { return }
-        let now = ContinuousClock.now
-        state.withLock { s in
-            var out: [Outgoing] = []
-            handle(&s, inbound.message, from: inbound.source, now: now, &out)
-            send(out, &s)
+        switch event {
+        case .message(let inbound):
+            let now = ContinuousClock.now
+            state.withLock { s in
+                var out: [Outgoing] = []
+                handle(&s, inbound.message, from: inbound.source, connection: inbound.connection, now: now, &out)
+                placeCalls(&s, now: now, &out)
+                send(out, &s)
+            }
+        case .connectionClosed(let info, let reason):
+            if case .closedLocally = reason { return }
+            if case .transportClosed = reason { return }
+            // The calls on a connection the peer closed (or that failed) fail, as in SIPp.
+            state.withLock { s in
+                var out: [Outgoing] = []
+                for (id, call) in s.calls {
+                    let onIt: Bool
+                    switch call.via {
+                    case .connection(let c): onIt = c == info.id
+                    // t1/l1 callers share the connection to the remote host.
+                    case .main: onIt = info.direction == .outbound && call.peer == info.remote
+                    case .socket: onIt = false
+                    }
+                    if onIt { fail(&s, id, "connection to \(info.remote) closed (\(reason))", &out) }
+                }
+                send(out, &s)
+            }
+        default:
+            return
         }
     }
 
@@ -522,18 +676,21 @@ public final class SIPpRunner: Sendable {
         return true
     }
 
-    func handle(_ s: inout RunState, _ m: SIPMessage, from source: SocketAddress, now: ContinuousClock.Instant, _ out: inout [Outgoing]) {
+    func handle(_ s: inout RunState, _ m: SIPMessage, from source: SocketAddress, connection: ConnectionID? = nil, now: ContinuousClock.Instant, _ out: inout [Outgoing]) {
         guard let callID = m.callID else { return }
         if options.traceMessages { trace(&s, sent: false, m.serialized(), source) }
         var id = callID
         if s.calls[id] == nil {
-            guard !scenario.startsBySending, !s.summary.timedOut, !s.finished.contains(callID),
+            guard !scenario.startsBySending, !s.summary.timedOut, !s.summary.stoppedGracefully, !s.summary.stoppedNow, !s.finished.contains(callID),
                   case .recv(let first) = scenario.commands[0].kind, matches(first, m),
                   s.summary.created < (options.maxCalls ?? Int.max), s.calls.count < (options.limit ?? Int.max) else { return }
             let n = s.nextNumber
             s.nextNumber += 1
             s.summary.created += 1
-            store(&s, callID, Call(number: n, callID: callID, peer: source, fieldLine: fieldLine(for: n)))
+            var call = Call(number: n, callID: callID, peer: source, fieldLine: fieldLine(for: n, &s.random))
+            // A callee answers on the connection the call came on (RFC 3261 §18.2.2).
+            if let connection { call.via = .connection(connection) }
+            store(&s, callID, call)
             startRTDs(&s, callID, now)
             id = callID
         }
@@ -552,7 +709,7 @@ public final class SIPpRunner: Sendable {
             while b >= 0 {
                 if case .recv(let r) = scenario.commands[b].kind, matches(r, m) {
                     if let reply = call.replies[b] {
-                        out.append(Outgoing(bytes: reply, to: call.peer))
+                        out.append(Outgoing(bytes: reply, to: call.peer, via: call.via))
                         trace(&s, sent: true, reply, call.peer)
                     }
                     return
@@ -567,6 +724,7 @@ public final class SIPpRunner: Sendable {
         call.retransmission = nil
         call.recvDeadline = nil
         call.last = m
+        if case .recv(let r) = c.kind, r.authentication, let code = m.statusCode, code == 401 || code == 407 { call.challenge = m }
         call.lastRecvIndex = k
         call.lastRecvWasRequest = m.isRequest
         if case .recv(let r) = c.kind, r.recordRoutes {
@@ -581,21 +739,53 @@ public final class SIPpRunner: Sendable {
         }
         rtd(&call, c, now, &s)
         var jumped: Int?
-        if let why = execute(c.actions, &call, s, message: m, jump: &jumped, &s.traceLines) {
+        var stop: SIPpInternalCommand?
+        if let why = execute(c.actions, &call, &s, message: m, jump: &jumped, stop: &stop) {
             store(&s, id, call)
             fail(&s, id, why, &out)
             return
         }
-        call.index = jumped ?? nextIndex(after: c, k, call)
+        if stopped(stop, &call, id: id, onReceive: true, &s, &out) { return }
+        call.index = jumped ?? nextIndex(after: c, k, call, &s)
         store(&s, id, call)
         step(&s, id, now: now, &out)
     }
 
     // MARK: Actions
 
+    /// What an `int_cmd` asks for once the step's actions are done; true when the call is over.
+    /// As SIPp 3.6: `stop_call` ends (and fails) the call on a `recv` and is ignored on a
+    /// `send` or `nop`; `stop_now` leaves the call abandoned with the run.
+    private func stopped(_ stop: SIPpInternalCommand?, _ call: inout Call, id: String, onReceive: Bool, _ s: inout RunState, _ out: inout [Outgoing]) -> Bool {
+        switch stop {
+        case nil: return false
+        case .stopGracefully?:
+            s.summary.stoppedGracefully = true
+            return false
+        case .stopCall?:
+            guard onReceive else { return false }
+            store(&s, id, call)
+            fail(&s, id, "stopped by <exec int_cmd=\"stop_call\"/> at line \(scenario.commands[call.index].line)", &out)
+            return true
+        case .stopNow?:
+            s.summary.stoppedNow = true
+            call.retransmission = nil
+            call.pauseUntil = nil
+            call.recvDeadline = nil
+            store(&s, id, call)
+            return true
+        }
+    }
+
+    /// A drawn or variable duration in whole milliseconds, 0…a day.
+    static func milliseconds(_ d: Double) -> Int {
+        guard d.isFinite, d > 0 else { return 0 }
+        return Int(min(d, 86_400_000).rounded())
+    }
+
     /// Executes actions; returns why the call fails, if it does.
-    private func execute(_ actions: [SIPpAction], _ call: inout Call, _ s: RunState, message: SIPMessage?, jump: inout Int?,
-                         _ traces: inout [(file: String, text: String)]) -> String? {
+    private func execute(_ actions: [SIPpAction], _ call: inout Call, _ s: inout RunState, message: SIPMessage?, jump: inout Int?,
+                         stop: inout SIPpInternalCommand?) -> String? {
         func value(_ name: String) -> SIPpValue { call.vars[name] ?? s.globals[name] ?? .string("") }
         func operand(_ o: SIPpOperand) -> Double {
             switch o {
@@ -665,8 +855,16 @@ public final class SIPpRunner: Sendable {
                 jump = Int(value)
             case .log(let t):
                 if options.traceLogs {
-                    traces.append((traceFile("logs"), String(decoding: render(t, call, s, index: call.index, message: false), as: UTF8.self) + "\n"))
+                    s.traceLines.append((traceFile("logs"), String(decoding: render(t, call, s, index: call.index, message: false), as: UTF8.self) + "\n"))
                 }
+            case .sample(let v, let distribution):
+                call.vars[v] = .double(distribution.sample(using: &s.random))
+            case .execCommand(let t):
+                s.shellCommands.append(String(decoding: render(t, call, s, index: call.index, message: false), as: UTF8.self))
+            case .execInternal(let command):
+                // SIPp acts on the first one and skips the step's other actions.
+                stop = command
+                return nil
             }
         }
         return nil
@@ -678,10 +876,44 @@ public final class SIPpRunner: Sendable {
     /// dropped (as SIPp does), so that a missing header does not end the header section.
     private static let emptyMark: Character = "\u{1}"
 
+    /// `[timestamp]` as SIPp writes it: `2026-11-26<TAB>04:37:07.064697<TAB>1795667827.064697`.
+    static func sippTimestamp() -> String {
+        var tv = timeval()
+        gettimeofday(&tv, nil)
+        var t = time_t(tv.tv_sec)
+        var tm = tm()
+        localtime_r(&t, &tm)
+        func pad(_ n: Int, _ width: Int) -> String {
+            let d = String(n)
+            return String(repeating: "0", count: max(0, width - d.count)) + d
+        }
+        let micro = pad(Int(tv.tv_usec), 6)
+        return "\(pad(Int(tm.tm_year) + 1900, 4))-\(pad(Int(tm.tm_mon) + 1, 2))-\(pad(Int(tm.tm_mday), 2))\t"
+            + "\(pad(Int(tm.tm_hour), 2)):\(pad(Int(tm.tm_min), 2)):\(pad(Int(tm.tm_sec), 2)).\(micro)\t\(tv.tv_sec).\(micro)"
+    }
+
+    /// The header answering `challenge` (a 401: `Authorization`, a 407: `Proxy-Authorization`)
+    /// for the request whose line starts `requestLine` (its method and Request-URI); empty
+    /// when there is no challenge or it cannot be answered (MD5 or SHA-256 digest only).
+    func authorization(_ challenge: SIPMessage?, username: String, password: String, requestLine: String) -> String {
+        guard let challenge, let code = challenge.statusCode else { return "" }
+        let header: SIPHeaderName = code == 407 ? .proxyAuthenticate : .wwwAuthenticate
+        let words = requestLine.prefix { $0 != "\r" && $0 != "\n" }.split(separator: " ")
+        guard words.count >= 2 else { return "" }
+        for value in challenge.values(header) {
+            guard let c = try? AuthenticationHeader(value), c.scheme.lowercased() == "digest" else { continue }
+            let cnonce = String(UInt64.random(in: 0...UInt64.max), radix: 16)
+            guard let answer = try? DigestClient.answer(challenge: c, username: username, password: password, method: String(words[0]),
+                                                       uri: String(words[1]), cnonce: cnonce, nonceCount: 1) else { continue }
+            return (code == 407 ? "Proxy-Authorization: " : "Authorization: ") + answer.description
+        }
+        return ""
+    }
+
     func render(_ t: SIPpTemplate, _ call: Call, _ s: RunState, index: Int, message: Bool = true) -> [UInt8] {
         var text = ""
         var hasLen = false
-        let localPort = s.local?.port ?? 0
+        let localPort = call.localPort ?? s.local?.port ?? 0
         for seg in t.segments {
             switch seg {
             case .text(let x): text += x
@@ -692,7 +924,7 @@ public final class SIPpRunner: Sendable {
                 case .remotePort: text += "\(call.peer.port)"
                 case .localIP: text += options.localIP
                 case .localPort: text += "\(localPort)"
-                case .transport: text += "UDP"
+                case .transport: text += options.transport.keyword
                 case .mediaIP: text += options.mediaIP ?? options.localIP
                 case .mediaPort: text += "\(options.mediaPort)"
                 case .mediaIPType: text += (options.mediaIP ?? options.localIP).contains(":") ? "6" : "4"
@@ -720,6 +952,26 @@ public final class SIPpRunner: Sendable {
                 case .routes:
                     if call.routeSet.isEmpty { text.append(Self.emptyMark) } else { text += "Route: " + call.routeSet.joined(separator: ", ") }
                 case .nextURL: text += call.nextURL ?? ""
+                case .lastRequestURI:
+                    // SIPp takes it from the To header of the last message received.
+                    if let to = call.last?[.to] {
+                        let v = to.trimmingSpaces
+                        if let open = v.firstIndex(of: "<"), let close = v[open...].firstIndex(of: ">") { text += v[v.index(after: open)..<close] } else { text += v.prefix { $0 != ";" } }
+                    }
+                case .clockTick:
+                    if let start = s.start {
+                        let d = ContinuousClock.now - start
+                        text += "\(d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000)"
+                    } else {
+                        text += "0"
+                    }
+                case .timestamp: text += Self.sippTimestamp()
+                case .users: text += "-1"
+                case .userID: text += "0"
+                case .authentication(let username, let password):
+                    // Nothing to answer: the line is dropped, as a missing [last_*] header's.
+                    let header = authorization(call.challenge, username: username, password: password, requestLine: text)
+                    if header.isEmpty { text.append(Self.emptyMark) } else { text += header }
                 }
             }
         }
@@ -768,6 +1020,66 @@ extension SIPpTemplate {
     }
 }
 
+/// How a call's messages go out.
+enum SIPpVia: Sendable {
+    /// The run's socket (UDP: to the call's peer; TCP/TLS: over the connection to it).
+    case main
+    /// The call's own UDP socket (`-t un`).
+    case socket(UDPTransport)
+    /// A connection (`-t tn`/`ln`, or the one a callee's call came on).
+    case connection(ConnectionID)
+}
+
+/// The run's transport (`-t`).
+enum SIPpLink: Sendable {
+    case udp(UDPTransport)
+    case tcp(TCPTransport)
+    case tls(TLSTransport)
+
+    var localAddress: SocketAddress {
+        switch self {
+        case .udp(let t): return t.localAddress
+        case .tcp(let t): return t.localAddress
+        case .tls(let t): return t.localAddress
+        }
+    }
+
+    func close() {
+        switch self {
+        case .udp(let t): t.close()
+        case .tcp(let t): t.close()
+        case .tls(let t): t.close()
+        }
+    }
+
+    func close(connection: ConnectionID) {
+        switch self {
+        case .udp: break
+        case .tcp(let t): t.close(connection: connection)
+        case .tls(let t): t.close(connection: connection)
+        }
+    }
+
+    func connect(to remote: SocketAddress) throws(TransportError) -> ConnectionInfo {
+        switch self {
+        case .udp: throw .transportClosed
+        case .tcp(let t): return try t.connect(to: remote)
+        case .tls(let t): return try t.connect(to: remote)
+        }
+    }
+
+    func send(_ bytes: [UInt8], to remote: SocketAddress, via: SIPpVia) throws(TransportError) {
+        switch (self, via) {
+        case (_, .socket(let u)): try u.send(bytes, to: remote)
+        case (.udp(let t), _): try t.send(bytes, to: remote)
+        case (.tcp(let t), .connection(let id)): try t.send(bytes, on: id)
+        case (.tcp(let t), .main): _ = try t.send(bytes, to: remote)
+        case (.tls(let t), .connection(let id)): try t.send(bytes, on: id)
+        case (.tls(let t), .main): _ = try t.send(bytes, to: remote)
+        }
+    }
+}
+
 /// An `-inf` injection file: its order and its lines of `;`-separated fields.
 public struct SIPpInjection: Sendable {
     /// How lines are given to calls.
@@ -795,5 +1107,58 @@ public struct SIPpInjection: Sendable {
         self.order = order
         self.lines = lines.filter { !$0.isEmpty }.map { $0.split(separator: ";", omittingEmptySubsequences: false).map(String.init) }
         guard !self.lines.isEmpty else { throw SIPpUsageError("\(file): no data lines") }
+    }
+}
+
+/// A small seeded generator (SplitMix64): `SIPpOptions.seed` makes a run's random choices
+/// (`chance`, distributions, RANDOM injection lines) repeatable.
+struct SIPpRandom: RandomNumberGenerator, Sendable {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// Runs `<exec command>` lines through `/bin/sh -c` without waiting for them (as SIPp forks
+/// them), at most ``maxRunning`` at once (beyond, a command is dropped and counted), and at the
+/// end of a run waits a bounded time for them, then kills those still running.
+final class SIPpShell: Sendable {
+    static let maxRunning = 64
+    private let running = Mutex<[Process]>([])
+    /// Commands not started because ``maxRunning`` were running.
+    let dropped = Atomic<Int>(0)
+
+    func start(_ commands: [String]) {
+        guard !commands.isEmpty else { return }
+        running.withLock { r in
+            r.removeAll { !$0.isRunning }
+            for c in commands {
+                guard r.count < Self.maxRunning else {
+                    dropped.add(1, ordering: .relaxed)
+                    continue
+                }
+                let p = Process()
+                p.executableURL = URL(fileURLWithPath: "/bin/sh")
+                p.arguments = ["-c", c]
+                p.standardInput = FileHandle.nullDevice
+                if (try? p.run()) != nil { r.append(p) }
+            }
+        }
+    }
+
+    func finish(within limit: Duration) async {
+        let clock = ContinuousClock(), deadline = clock.now + limit
+        while clock.now < deadline, running.withLock({ r in r.contains { $0.isRunning } }) {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        running.withLock { r in
+            for p in r where p.isRunning { kill(p.processIdentifier, SIGKILL) }
+            r.removeAll()
+        }
     }
 }

@@ -1,3 +1,5 @@
+import Foundation
+
 /// A SIPp XML scenario, parsed and checked: every element, attribute and keyword is one this
 /// runner executes, or the parse fails with ``SIPpScenarioError`` naming it and its line.
 public struct SIPpScenario: Sendable {
@@ -33,8 +35,9 @@ public struct SIPpCommand: Sendable {
         case send(template: SIPpTemplate, retransmit: Int?)
         /// Wait for a message.
         case recv(SIPpReceive)
-        /// Wait a fixed time: `nil` means the `-d` default.
-        case pause(milliseconds: Int?)
+        /// Wait: a fixed time (`nil` milliseconds is the `-d` default), a random one, or a
+        /// variable's value (`<pause>`, `<timewait>`).
+        case pause(SIPpDuration)
         /// Do nothing but the actions.
         case nop
     }
@@ -44,6 +47,8 @@ public struct SIPpCommand: Sendable {
     public var next: String?
     /// The variable that must be true for `next` to be taken.
     public var test: String?
+    /// The probability (0…1) that `next` is taken (`chance`), when `test` (if any) holds.
+    public var chance: Double?
     /// Actions executed once the step is done (a message received, sent, the nop reached).
     public var actions: [SIPpAction]
     /// Response-time counter started here (`start_rtd`).
@@ -72,6 +77,94 @@ public struct SIPpReceive: Sendable {
     /// Whether the message's Record-Route set and Contact are kept for `[routes]` and
     /// `[next_url]` (`rrs="true"`).
     public var recordRoutes = false
+    /// Whether a 401/407 received here is the challenge `[authentication]` answers
+    /// (`auth="true"`).
+    public var authentication = false
+}
+
+/// How long a `<pause>` lasts.
+public enum SIPpDuration: Sendable, Hashable {
+    /// Milliseconds written in the scenario; `nil`: the `-d` default.
+    case fixed(Int?)
+    /// Drawn from a distribution, in milliseconds (rounded, clamped to 0…a day).
+    case random(SIPpDistribution)
+    /// The value of a variable, in milliseconds.
+    case variable(String)
+}
+
+/// SIPp's distributions (`<pause distribution=…>`, `<sample>`), with SIPp's parameter names.
+public enum SIPpDistribution: Sendable, Hashable {
+    /// `fixed`: `value`.
+    case fixed(value: Double)
+    /// `uniform`: `min`, `max`.
+    case uniform(min: Double, max: Double)
+    /// `normal`: `mean`, `stdev`.
+    case normal(mean: Double, stdev: Double)
+    /// `lognormal`: `mean` and `stdev` of the logarithm.
+    case lognormal(mean: Double, stdev: Double)
+    /// `exponential`: `mean`.
+    case exponential(mean: Double)
+    /// `weibull`: scale `lambda`, shape `k`.
+    case weibull(lambda: Double, k: Double)
+    /// `pareto`: shape `k`, scale `x_m`.
+    case pareto(k: Double, xm: Double)
+    /// `gamma`: shape `k`, scale `theta`.
+    case gamma(k: Double, theta: Double)
+    /// `negbin`: failures before `n` successes of probability `p`.
+    case negbin(n: Double, p: Double)
+
+    /// One value drawn with `generator`.
+    public func sample<R: RandomNumberGenerator>(using generator: inout R) -> Double {
+        // U in (0, 1]: never 0, so that logarithms and powers stay finite.
+        func unit() -> Double { 1 - Double.random(in: 0..<1, using: &generator) }
+        func gaussian() -> Double {
+            // Box–Muller.
+            (-2 * Foundation.log(unit())).squareRoot() * Foundation.cos(2 * Double.pi * unit())
+        }
+        func gammaDraw(_ k: Double, _ theta: Double) -> Double {
+            // Marsaglia and Tsang; for k < 1, Gamma(k+1)·U^(1/k).
+            if k < 1 { return gammaDraw(k + 1, theta) * Foundation.pow(unit(), 1 / k) }
+            let d = k - 1.0 / 3, c = 1 / (9 * d).squareRoot()
+            for _ in 0..<1000 {
+                var x = 0.0, v = 0.0
+                repeat { x = gaussian(); v = 1 + c * x } while v <= 0
+                v = v * v * v
+                let u = unit()
+                if Foundation.log(u) < 0.5 * x * x + d - d * v + d * Foundation.log(v) { return d * v * theta }
+            }
+            return d * theta
+        }
+        switch self {
+        case .fixed(let v): return v
+        case .uniform(let a, let b): return a + (b - a) * Double.random(in: 0..<1, using: &generator)
+        case .normal(let m, let s): return m + s * gaussian()
+        case .lognormal(let m, let s): return Foundation.exp(m + s * gaussian())
+        case .exponential(let m): return -m * Foundation.log(unit())
+        case .weibull(let l, let k): return l * Foundation.pow(-Foundation.log(unit()), 1 / k)
+        case .pareto(let k, let xm): return xm / Foundation.pow(unit(), 1 / k)
+        case .gamma(let k, let theta): return gammaDraw(k, theta)
+        case .negbin(let n, let p):
+            // A Poisson draw whose mean is Gamma(n, (1-p)/p) (bounded: the mean is capped).
+            guard p < 1 else { return 0 }
+            let mean = Swift.min(gammaDraw(n, (1 - p) / p), 1e6)
+            if mean > 500 { return Swift.max(0, (mean + mean.squareRoot() * gaussian()).rounded()) }
+            let limit = Foundation.exp(-mean)
+            var k = 0.0, prod = unit()
+            while prod > limit && k < 1e6 { prod *= unit(); k += 1 }
+            return k
+        }
+    }
+}
+
+/// SIPp's internal commands (`<exec int_cmd=…>`).
+public enum SIPpInternalCommand: String, Sendable, Hashable {
+    /// `stop_call`: on a `recv`, the call ends here, failed; ignored on a `send` or `nop`
+    /// (SIPp 3.6 does the same).
+    case stopCall = "stop_call"
+    /// `stop_gracefully`: no new call; the calls running end by themselves.
+    case stopGracefully = "stop_gracefully"
+    /// `stop_now`: the run ends at once (exit code 97, as SIPp's).
+    case stopNow = "stop_now"
 }
 
 /// An action of a step (`<action>` children).
@@ -103,6 +196,12 @@ public enum SIPpAction: Sendable {
     case jump(SIPpOperand)
     /// `<log>`: a line written to the log (`-trace_logs`).
     case log(SIPpTemplate)
+    /// `<sample>`: a value drawn from a distribution into a variable.
+    case sample(assignTo: String, SIPpDistribution)
+    /// `<exec command=…>`: a shell command (`/bin/sh -c`), started without waiting for it.
+    case execCommand(SIPpTemplate)
+    /// `<exec int_cmd=…>`.
+    case execInternal(SIPpInternalCommand)
 }
 
 /// A number or a variable holding one.
@@ -200,6 +299,21 @@ public enum SIPpKeyword: Sendable, Hashable {
     case routes
     /// `[next_url]`: the Contact URI of the message kept by a `recv rrs="true"`.
     case nextURL
+    /// `[last_Request_URI]`: the Request-URI of the last request received.
+    case lastRequestURI
+    /// `[clock_tick]`: milliseconds since the run started.
+    case clockTick
+    /// `[timestamp]`: the time now, as SIPp writes it (date, tab, time with microseconds,
+    /// tab, seconds since 1970).
+    case timestamp
+    /// `[users]`: the `-users` count (0 without it).
+    case users
+    /// `[userid]`: the call's user (its number without `-users`).
+    case userID
+    /// `[authentication username=… password=…]`: the `Authorization:` (after a 401) or
+    /// `Proxy-Authorization:` (after a 407) header answering the challenge of the last
+    /// `recv auth="true"`, digest MD5 (RFC 2617/7616).
+    case authentication(username: String, password: String)
 }
 
 struct ScenarioBuilder {
@@ -262,7 +376,7 @@ struct ScenarioBuilder {
             switch child.name {
             case "send": try send(child)
             case "recv": try recv(child)
-            case "pause": try pause(child)
+            case "pause", "timewait": try pause(child)
             case "nop": try nop(child)
             case "label":
                 try only(child, ["id"])
@@ -293,12 +407,54 @@ struct ScenarioBuilder {
         return SIPpScenario(name: root["name"] ?? "", commands: commands, labels: labels)
     }
 
-    mutating func common(_ e: XMLElement) throws(SIPpScenarioError) -> (next: String?, test: String?) {
-        if let chance = e["chance"] { throw err(e, .invalidValue(attribute: "chance", value: chance, reason: "random branching is not supported yet")) }
+    mutating func common(_ e: XMLElement) throws(SIPpScenarioError) -> (next: String?, test: String?, chance: Double?) {
+        var chance: Double?
+        if let c = e["chance"] {
+            guard let d = Double(c.trimmingSpaces), d >= 0, d <= 1 else { throw err(e, .invalidValue(attribute: "chance", value: c, reason: "a probability from 0 to 1 expected")) }
+            guard e["next"] != nil else { throw err(e, .invalidValue(attribute: "chance", value: c, reason: "chance needs next")) }
+            chance = d
+        }
         if let n = e["next"] { labelLines.append((n, e.line, e.name)) }
         if let t = e["test"] { reference(t, e) }
         if e["test"] != nil && e["next"] == nil { throw err(e, .invalidValue(attribute: "test", value: e["test"]!, reason: "test needs next")) }
-        return (e["next"], e["test"])
+        return (e["next"], e["test"], chance)
+    }
+
+    /// A distribution named by `distribution=` with SIPp's parameters (of `e`).
+    func distribution(_ e: XMLElement) throws(SIPpScenarioError) -> SIPpDistribution {
+        let name = try required(e, "distribution")
+        func positive(_ attribute: String) throws(SIPpScenarioError) -> Double {
+            let v = try number(e, attribute)
+            guard v > 0, v.isFinite else { throw err(e, .invalidValue(attribute: attribute, value: e[attribute]!, reason: "a positive number expected")) }
+            return v
+        }
+        func finite(_ attribute: String) throws(SIPpScenarioError) -> Double {
+            let v = try number(e, attribute)
+            guard v.isFinite, abs(v) <= 1e12 else { throw err(e, .invalidValue(attribute: attribute, value: e[attribute]!, reason: "a number up to 10^12 expected")) }
+            return v
+        }
+        switch name {
+        case "fixed": return .fixed(value: try finite("value"))
+        case "uniform":
+            let a = try finite("min"), b = try finite("max")
+            guard a <= b else { throw err(e, .invalidValue(attribute: "max", value: e["max"]!, reason: "max below min")) }
+            return .uniform(min: a, max: b)
+        case "normal": return .normal(mean: try finite("mean"), stdev: try positive("stdev"))
+        case "lognormal":
+            let m = try finite("mean"), s = try positive("stdev")
+            guard m <= 30, s <= 10 else { throw err(e, .invalidValue(attribute: "mean", value: e["mean"]!, reason: "mean up to 30 and stdev up to 10 (of the logarithm)")) }
+            return .lognormal(mean: m, stdev: s)
+        case "exponential": return .exponential(mean: try positive("mean"))
+        case "weibull": return .weibull(lambda: try positive("lambda"), k: try positive("k"))
+        case "pareto": return .pareto(k: try positive("k"), xm: try positive("x_m"))
+        case "gamma": return .gamma(k: try positive("k"), theta: try positive("theta"))
+        case "negbin":
+            let p = try positive("p")
+            guard p <= 1 else { throw err(e, .invalidValue(attribute: "p", value: e["p"]!, reason: "a probability expected")) }
+            return .negbin(n: try positive("n"), p: p)
+        default:
+            throw err(e, .invalidValue(attribute: "distribution", value: name, reason: "fixed, uniform, normal, lognormal, exponential, weibull, pareto, gamma or negbin expected"))
+        }
     }
 
     mutating func actions(_ e: XMLElement) throws(SIPpScenarioError) -> [SIPpAction] {
@@ -389,8 +545,35 @@ struct ScenarioBuilder {
             try only(a, ["message"])
             return .log(try template(try required(a, "message"), a, lineEnds: false))
         case "exec":
-            throw err(a, .unsupportedElement("exec"))
-        case "sample", "todouble", "gettimeofday", "setdest", "verifyauth", "lookup", "insert", "replace", "urldecode", "urlencode", "warning", "error", "trim", "index", "rtp_echo", "jump_if":
+            if let c = a["int_cmd"] {
+                try only(a, ["int_cmd"])
+                guard let command = SIPpInternalCommand(rawValue: c) else { throw err(a, .invalidValue(attribute: "int_cmd", value: c, reason: "stop_call, stop_gracefully or stop_now expected")) }
+                return .execInternal(command)
+            }
+            if let c = a["command"] {
+                try only(a, ["command"])
+                return .execCommand(try template(c, a, lineEnds: false))
+            }
+            for name in ["play_pcap_audio", "play_pcap_video", "rtp_stream", "play_pcap_image"] where a[name] != nil {
+                throw err(a, .unsupportedAttribute(name))
+            }
+            throw err(a, .missingAttribute("command or int_cmd"))
+        case "sample":
+            var allowed: Set<String> = ["assign_to", "distribution"]
+            switch a["distribution"] ?? "" {
+            case "fixed": allowed.insert("value")
+            case "uniform": allowed.formUnion(["min", "max"])
+            case "normal", "lognormal": allowed.formUnion(["mean", "stdev"])
+            case "exponential": allowed.insert("mean")
+            case "weibull": allowed.formUnion(["lambda", "k"])
+            case "pareto": allowed.formUnion(["k", "x_m"])
+            case "gamma": allowed.formUnion(["k", "theta"])
+            case "negbin": allowed.formUnion(["n", "p"])
+            default: _ = try distribution(a)
+            }
+            try only(a, allowed)
+            return .sample(assignTo: try required(a, "assign_to"), try distribution(a))
+        case "todouble", "gettimeofday", "setdest", "verifyauth", "lookup", "insert", "replace", "urldecode", "urlencode", "warning", "error", "trim", "index", "rtp_echo", "jump_if":
             throw err(a, .unsupportedElement(a.name))
         default:
             throw err(a, .unsupportedElement(a.name))
@@ -398,8 +581,8 @@ struct ScenarioBuilder {
     }
 
     mutating func send(_ e: XMLElement) throws(SIPpScenarioError) {
-        try only(e, ["retrans", "crlf", "next", "test", "rtd", "start_rtd"])
-        let (next, test) = try common(e)
+        try only(e, ["retrans", "crlf", "next", "test", "chance", "rtd", "start_rtd"])
+        let (next, test, chance) = try common(e)
         _ = try bool(e, "crlf")
         let retrans = try int(e, "retrans", min: 1)
         let body = e.text
@@ -408,16 +591,17 @@ struct ScenarioBuilder {
         // Method of the request, for the responses that follow.
         let first = body.trimmingSpaces.prefix { !$0.isWhitespace }
         if !first.hasPrefix("SIP/") { lastRequestMethod = String(first) }
-        commands.append(SIPpCommand(kind: .send(template: t, retransmit: retrans), next: next, test: test, actions: try actions(e),
+        commands.append(SIPpCommand(kind: .send(template: t, retransmit: retrans), next: next, test: test, chance: chance, actions: try actions(e),
                                     startRTD: rtdName(e, "start_rtd"), rtd: rtdName(e, "rtd"), line: e.line))
     }
 
     mutating func recv(_ e: XMLElement) throws(SIPpScenarioError) {
-        try only(e, ["request", "response", "optional", "timeout", "ontimeout", "next", "test", "rtd", "start_rtd", "crlf", "rrs"])
-        let (next, test) = try common(e)
+        try only(e, ["request", "response", "optional", "timeout", "ontimeout", "next", "test", "chance", "rtd", "start_rtd", "crlf", "rrs", "auth"])
+        let (next, test, chance) = try common(e)
         _ = try bool(e, "crlf")
         var r = SIPpReceive(request: e["request"], response: nil, responseMethod: nil, optional: try bool(e, "optional"), timeout: try int(e, "timeout", min: 1), onTimeout: e["ontimeout"])
         r.recordRoutes = try bool(e, "rrs")
+        r.authentication = try bool(e, "auth")
         if let code = e["response"] {
             guard let n = Int(code), (100...699).contains(n) else { throw err(e, .invalidValue(attribute: "response", value: code, reason: "a status code 100–699 expected")) }
             r.response = n
@@ -428,24 +612,46 @@ struct ScenarioBuilder {
         }
         if let l = r.onTimeout { labelLines.append((l, e.line, e.name)) }
         if r.onTimeout != nil && r.timeout == nil { throw err(e, .invalidValue(attribute: "ontimeout", value: r.onTimeout!, reason: "ontimeout needs timeout")) }
-        commands.append(SIPpCommand(kind: .recv(r), next: next, test: test, actions: try actions(e), startRTD: rtdName(e, "start_rtd"), rtd: rtdName(e, "rtd"), line: e.line))
+        commands.append(SIPpCommand(kind: .recv(r), next: next, test: test, chance: chance, actions: try actions(e), startRTD: rtdName(e, "start_rtd"), rtd: rtdName(e, "rtd"), line: e.line))
     }
 
     mutating func pause(_ e: XMLElement) throws(SIPpScenarioError) {
-        if let d = e["distribution"] { throw err(e, .invalidValue(attribute: "distribution", value: d, reason: "pause distributions are not supported yet (fixed milliseconds only)")) }
-        try only(e, ["milliseconds", "next", "test", "crlf", "rtd", "start_rtd"])
-        let (next, test) = try common(e)
+        // <timewait> is a pause (SIPp keeps the call for it, then ends it as the scenario does).
+        var allowed: Set<String> = ["milliseconds", "variable", "distribution", "sanity_check", "next", "test", "chance", "crlf", "rtd", "start_rtd"]
+        switch e["distribution"] ?? "" {
+        case "fixed": allowed.insert("value")
+        case "uniform": allowed.formUnion(["min", "max"])
+        case "normal", "lognormal": allowed.formUnion(["mean", "stdev"])
+        case "exponential": allowed.insert("mean")
+        case "weibull": allowed.formUnion(["lambda", "k"])
+        case "pareto": allowed.formUnion(["k", "x_m"])
+        case "gamma": allowed.formUnion(["k", "theta"])
+        case "negbin": allowed.formUnion(["n", "p"])
+        default: if e["distribution"] != nil { _ = try distribution(e) }
+        }
+        try only(e, allowed)
+        let (next, test, chance) = try common(e)
         _ = try bool(e, "crlf")
+        _ = try bool(e, "sanity_check")
         guard e.children.isEmpty else { throw err(e.children[0], .unsupportedElement(e.children[0].name)) }
-        commands.append(SIPpCommand(kind: .pause(milliseconds: try int(e, "milliseconds")), next: next, test: test, actions: [],
+        let duration: SIPpDuration
+        if e["distribution"] != nil {
+            duration = .random(try distribution(e))
+        } else if let v = e["variable"] {
+            reference(v, e)
+            duration = .variable(v)
+        } else {
+            duration = .fixed(try int(e, "milliseconds"))
+        }
+        commands.append(SIPpCommand(kind: .pause(duration), next: next, test: test, chance: chance, actions: [],
                                     startRTD: rtdName(e, "start_rtd"), rtd: rtdName(e, "rtd"), line: e.line))
     }
 
     mutating func nop(_ e: XMLElement) throws(SIPpScenarioError) {
-        try only(e, ["next", "test", "crlf", "rtd", "start_rtd"])
-        let (next, test) = try common(e)
+        try only(e, ["next", "test", "chance", "crlf", "rtd", "start_rtd"])
+        let (next, test, chance) = try common(e)
         _ = try bool(e, "crlf")
-        commands.append(SIPpCommand(kind: .nop, next: next, test: test, actions: try actions(e), startRTD: rtdName(e, "start_rtd"), rtd: rtdName(e, "rtd"), line: e.line))
+        commands.append(SIPpCommand(kind: .nop, next: next, test: test, chance: chance, actions: try actions(e), startRTD: rtdName(e, "start_rtd"), rtd: rtdName(e, "rtd"), line: e.line))
     }
 
     /// Splits `text` at its keywords; for messages (`lineEnds`), lines lose their leading white
@@ -520,7 +726,27 @@ struct ScenarioBuilder {
         case "peer_tag_param": return .peerTagParam
         case "routes": return .routes
         case "next_url": return .nextURL
+        case "last_Request_URI": return .lastRequestURI
+        case "clock_tick": return .clockTick
+        case "timestamp": return .timestamp
+        case "users": return .users
+        case "userid": return .userID
         default: break
+        }
+        if word.hasPrefix("authentication") {
+            // [authentication username=joe password=secret]
+            var username: String?, password: String?
+            for part in word.dropFirst("authentication".count).split(whereSeparator: { $0 == " " || $0 == "\t" }) {
+                guard let eq = part.firstIndex(of: "=") else { throw SIPpScenarioError(line: line, element: e.name, kind: .unsupportedKeyword(word)) }
+                let v = String(part[part.index(after: eq)...])
+                switch part[..<eq] {
+                case "username": username = v
+                case "password": password = v
+                default: throw SIPpScenarioError(line: line, element: e.name, kind: .unsupportedKeyword(word))
+                }
+            }
+            guard let username, let password else { throw SIPpScenarioError(line: line, element: e.name, kind: .unsupportedKeyword(word)) }
+            return .authentication(username: username, password: password)
         }
         if let n = offset("branch") { return .branch(offset: n) }
         if let n = offset("cseq") { return .cseq(offset: n) }

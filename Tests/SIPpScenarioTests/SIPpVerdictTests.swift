@@ -126,9 +126,125 @@ struct SIPpVerdictTests {
         #expect(uasLines.all.last == "calls created: 20, successful: 20, failed: 0")
     }
 
+    /// Waits (at most 5 s) until something listens on TCP 127.0.0.1:`port` (read from
+    /// /proc/net/tcp, state 0A, without connecting to it).
+    static func waitUntilListening(_ port: UInt16) async {
+        let clock = ContinuousClock(), deadline = clock.now + .seconds(5)
+        let hex = String(port, radix: 16, uppercase: true)
+        let entry = "0100007F:" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex + " 00000000:0000 0A"
+        while clock.now < deadline {
+            if let table = try? Data(contentsOf: URL(fileURLWithPath: "/proc/net/tcp")), String(decoding: table, as: UTF8.self).contains(entry) { return }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
+    /// Our built-in uac against SIPp's built-in uas over TCP, one connection (`-t t1`) and a
+    /// connection per call (`-t tn`), beside SIPp's own uac against the same: every call of
+    /// either caller succeeds, and SIPp's uas ends the same way for both (it fails the calls
+    /// still in its 4 s timewait when the caller closes its connections at the end, whichever
+    /// caller it is).
+    @Test(.timeLimit(.minutes(1)), arguments: ["t1", "tn"])
+    func ourUACAgainstSIPpsUASOverTCP(_ mode: String) async throws {
+        var uas: [Int32?] = []
+        for ours in [false, true] {
+            let sippPort = freeUDPPort(), callerPort = freeUDPPort()
+            async let sipp = SIPpTool.run(["-sn", "uas", "-t", "t1", "-i", "127.0.0.1", "-p", "\(sippPort)", "-m", "10", "-nostdin", "-timeout", "15"], timeout: 25)
+            await Self.waitUntilListening(sippPort)
+            let args = ["127.0.0.1:\(sippPort)", "-sn", "uac", "-t", mode, "-i", "127.0.0.1", "-p", "\(callerPort)", "-m", "10", "-r", "50", "-timeout", "15"]
+            if ours {
+                let lines = Lines()
+                let code = await Self.ours(args, lines)
+                #expect(code == 0, "\(lines.all)")
+                #expect(lines.all.last == "calls created: 10, successful: 10, failed: 0")
+            } else {
+                // SIPp refuses -t tn unless -max_socket is below the open-files limit.
+                let caller = await SIPpTool.run(args + ["-nostdin", "-max_socket", "100"], timeout: 25)
+                #expect(caller.status == 0, "sipp uac: \(caller.log)")
+            }
+            let s = await sipp
+            #expect(s.log.contains("Incoming calls created |        0                  |       10"), "sipp: \(s.log)")
+            uas.append(s.status)
+        }
+        #expect(uas[0] == uas[1], "SIPp's uas with SIPp's uac: \(String(describing: uas[0])), with ours: \(String(describing: uas[1]))")
+    }
+
+    /// SIPp's built-in uac over TCP (one connection, and one per call) against our built-in uas.
+    @Test(.timeLimit(.minutes(1)), arguments: ["t1", "tn"])
+    func sippsUACAgainstOurUASOverTCP(_ mode: String) async throws {
+        let sippPort = freeUDPPort(), ourPort = freeUDPPort()
+        let lines = Lines()
+        async let ours = Self.ours(["-sn", "uas", "-t", "t1", "-i", "127.0.0.1", "-p", "\(ourPort)", "-m", "10", "-timeout", "15"], lines)
+        await Self.waitUntilListening(ourPort)
+        let s = await SIPpTool.run(["127.0.0.1:\(ourPort)", "-sn", "uac", "-t", mode, "-i", "127.0.0.1", "-p", "\(sippPort)", "-m", "10", "-r", "50",
+                                    "-nostdin", "-timeout", "15", "-max_socket", "100"], timeout: 25)
+        let code = await ours
+        #expect(s.status == 0, "sipp: \(s.log)")
+        #expect(code == 0, "\(lines.all)")
+        #expect(lines.all.last == "calls created: 10, successful: 10, failed: 0")
+    }
+
+    /// Our uac against our uas over each transport mode: a UDP socket per call (`un`), TCP per
+    /// call (`tn`), TLS with a self-signed pair made for the run (`l1`, `ln`).
+    @Test(.timeLimit(.minutes(1)), arguments: [("un", "u1"), ("tn", "t1"), ("l1", "l1"), ("ln", "l1")])
+    func ourUACAgainstOurUASOverEachTransport(_ uacMode: String, _ uasMode: String) async throws {
+        let uasPort = freeUDPPort(), uacPort = freeUDPPort()
+        let uasLines = Lines(), uacLines = Lines()
+        async let uas = Self.ours(["-sn", "uas", "-t", uasMode, "-i", "127.0.0.1", "-p", "\(uasPort)", "-m", "10", "-timeout", "15"], uasLines)
+        if uasMode == "u1" { await Self.waitUntilBound(uasPort) } else { await Self.waitUntilListening(uasPort) }
+        let code = await Self.ours(["127.0.0.1:\(uasPort)", "-sn", "uac", "-t", uacMode, "-i", "127.0.0.1", "-p", "\(uacPort)", "-m", "10", "-r", "100", "-l", "5",
+                                    "-timeout", "15"], uacLines)
+        #expect(code == 0, "\(uacLines.all)")
+        #expect(uacLines.all.last == "calls created: 10, successful: 10, failed: 0")
+        #expect(await uas == 0, "\(uasLines.all)")
+        #expect(uasLines.all.last == "calls created: 10, successful: 10, failed: 0")
+    }
+
+    /// TLS with `-tls_cert`/`-tls_key` (a pair made with the openssl tool) on the callee, and a
+    /// caller whose connection is refused: its calls fail at once, as SIPp's do (the Debian
+    /// SIPp here is built without TLS, so no run against it).
+    @Test(.timeLimit(.minutes(1)))
+    func tlsWithCertificateFilesAndARefusedConnection() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("sipptls-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let openssl = Process()
+        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        openssl.arguments = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", dir + "/key.pem",
+                             "-out", dir + "/cert.pem", "-days", "2", "-subj", "/CN=127.0.0.1"]
+        openssl.standardOutput = FileHandle.nullDevice
+        openssl.standardError = FileHandle.nullDevice
+        try openssl.run()
+        openssl.waitUntilExit()
+        #expect(openssl.terminationStatus == 0)
+
+        let uasPort = freeUDPPort()
+        let uasLines = Lines(), uacLines = Lines()
+        async let uas = Self.ours(["-sn", "uas", "-t", "l1", "-tls_cert", dir + "/cert.pem", "-tls_key", dir + "/key.pem", "-i", "127.0.0.1",
+                                   "-p", "\(uasPort)", "-m", "5", "-timeout", "12"], uasLines)
+        await Self.waitUntilListening(uasPort)
+        let code = await Self.ours(["127.0.0.1:\(uasPort)", "-sn", "uac", "-t", "l1", "-i", "127.0.0.1", "-p", "\(freeUDPPort())", "-m", "5", "-r", "50", "-timeout", "12"], uacLines)
+        #expect(code == 0, "\(uacLines.all)")
+        #expect(await uas == 0, "\(uasLines.all)")
+        #expect(uasLines.all.last == "calls created: 5, successful: 5, failed: 0")
+
+        // Nothing listens: each call fails when its connection does (no hang until -timeout).
+        let clock = ContinuousClock(), start = clock.now
+        for mode in ["l1", "t1", "tn"] {
+            let refused = Lines()
+            let local = freeUDPPort()
+            var remote = freeUDPPort()
+            for _ in 0..<10 where remote == local { remote = freeUDPPort() }
+            let r = await Self.ours(["127.0.0.1:\(remote)", "-sn", "uac", "-t", mode, "-i", "127.0.0.1", "-p", "\(local)", "-m", "2", "-r", "50", "-timeout", "10"], refused)
+            #expect(r == 1, "\(mode): \(refused.all)")
+            #expect(refused.all.last == "calls created: 2, successful: 0, failed: 2", "\(mode): \(refused.all)")
+        }
+        #expect(clock.now - start < .seconds(5))
+    }
+
     /// The project's scenarios, each with the verdict due, run by SIPp and by the runner
     /// against the same device (our transaction-level answering server, 200 to every INVITE).
-    @Test(.timeLimit(.minutes(1)), arguments: [("uac_expect_486", Int32(1)), ("uac_check_header", 1), ("uac_recv_timeout", 1), ("uac_actions", 0)])
+    @Test(.timeLimit(.minutes(1)), arguments: [("uac_expect_486", Int32(1)), ("uac_check_header", 1), ("uac_recv_timeout", 1), ("uac_actions", 0),
+                                                     ("uac_random", 0), ("uac_stop_call", 1)])
     func sameVerdictAsSIPp(_ fixture: String, _ expected: Int32) async throws {
         let box = Mutex<AnsweringServer?>(nil)
         let endpoint = try SIPEndpoint(configuration: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))])) { e in box.withLock { $0 }?.handle(e) }
@@ -152,6 +268,60 @@ struct SIPpVerdictTests {
         } else {
             #expect(lines.all.last == "calls created: 2, successful: 0, failed: 2", "\(lines.all)")
         }
+    }
+
+    /// `<exec int_cmd>` as SIPp 3.6 ends on it, against the same device: `stop_now` ends the
+    /// run at once with 97 (the call abandoned); `stop_gracefully` lets the call running end
+    /// (with its BYE) and starts no other, 0. `-m 3 -r 2`: the next call would start 0.5 s later.
+    @Test(.timeLimit(.minutes(1)), arguments: [("stop_now", Int32(97)), ("stop_gracefully", 0)])
+    func internalCommandsAsSIPp(_ command: String, _ expected: Int32) async throws {
+        let box = Mutex<AnsweringServer?>(nil)
+        let endpoint = try SIPEndpoint(configuration: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))])) { e in box.withLock { $0 }?.handle(e) }
+        defer { endpoint.close() }
+        let dut = endpoint.localAddresses[0].address.port
+        let server = AnsweringServer(answerCode: 200, contact: "sip:dut@127.0.0.1:\(dut)")
+        server.attach(endpoint)
+        box.withLock { $0 = server }
+        let template = try String(contentsOfFile: TestPathsForSIPp.fixture("uac_stop"), encoding: .utf8)
+        let scenario = temporaryFile(template.replacingOccurrences(of: "STOP_COMMAND", with: command))
+        defer { try? FileManager.default.removeItem(atPath: scenario) }
+        let common = ["127.0.0.1:\(dut)", "-sf", scenario, "-i", "127.0.0.1", "-m", "3", "-r", "2", "-timeout", "10"]
+        let s = await SIPpTool.run(common + ["-p", "\(freeUDPPort())", "-nostdin"], timeout: 20)
+        let lines = Lines()
+        let code = await Self.ours(common + ["-p", "\(freeUDPPort())"], lines)
+        #expect(s.status == expected, "sipp: \(s.log)")
+        #expect(code == expected, "\(lines.all)")
+        if expected == 0 {
+            #expect(s.log.contains("Successful call"))
+            #expect(lines.all.last == "calls created: 1, successful: 1, failed: 0", "\(lines.all)")
+        } else {
+            #expect(lines.all.last == "calls created: 1, successful: 0, failed: 0, abandoned: 1 (stop_now)", "\(lines.all)")
+        }
+    }
+
+    /// Digest authentication: SIPp plays Fixtures/sipp/uas_auth.xml (401, then verifyauth of
+    /// the second INVITE: 200 when the credentials are right, 403 and a failed callee call when
+    /// not); `uac_auth.xml` answers with `[authentication username=alice password=secret]`,
+    /// run by SIPp and by the runner: every caller and callee passes. With the password
+    /// changed, the callee refuses the runner's credentials: both sides fail.
+    @Test(.timeLimit(.minutes(1)))
+    func authenticationAsSIPp() async throws {
+        var codes: [(callee: Int32?, caller: Int32?)] = []
+        let wrong = temporaryFile(try String(contentsOfFile: TestPathsForSIPp.fixture("uac_auth"), encoding: .utf8)
+            .replacingOccurrences(of: "password=secret", with: "password=wrong"))
+        defer { try? FileManager.default.removeItem(atPath: wrong) }
+        for (runner, scenario) in [("sipp", TestPathsForSIPp.fixture("uac_auth")), ("ours", TestPathsForSIPp.fixture("uac_auth")), ("ours", wrong)] {
+            let port = freeUDPPort()
+            async let callee = SIPpTool.run(["-sf", TestPathsForSIPp.fixture("uas_auth"), "-i", "127.0.0.1", "-p", "\(port)", "-m", "2", "-nostdin", "-timeout", "8"], timeout: 15)
+            await Self.waitUntilBound(port)
+            let args = ["127.0.0.1:\(port)", "-sf", scenario, "-i", "127.0.0.1", "-p", "\(freeUDPPort())", "-m", "2", "-r", "20", "-timeout", "8"]
+            let lines = Lines()
+            let caller: Int32? = runner == "sipp" ? await SIPpTool.run(args + ["-nostdin"], timeout: 15).status : await Self.ours(args + ["-recv_timeout", "2000"], lines)
+            codes.append((await callee.status, caller))
+        }
+        #expect(codes[0].callee == 0 && codes[0].caller == 0, "SIPp as caller: \(codes[0])")
+        #expect(codes[1].callee == 0 && codes[1].caller == 0, "switchboard sipp as caller: \(codes[1])")
+        #expect(codes[2].callee == 1 && codes[2].caller == 1, "wrong password: \(codes[2])")
     }
 
     /// The global timeout as SIPp ends on it: `-timeout_error` stops the run at once (255, the

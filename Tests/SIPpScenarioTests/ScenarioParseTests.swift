@@ -1,5 +1,7 @@
+import Foundation
 import Testing
 import NetworkIO
+import SIPAuth
 import SIPMessage
 @testable import SIPpScenario
 import SwitchboardTestSupport
@@ -40,7 +42,7 @@ struct ScenarioParseTests {
     }
 
     @Test func theProjectsFixturesParse() throws {
-        for name in ["uac_expect_486", "uac_check_header", "uac_recv_timeout", "uac_actions"] {
+        for name in ["uac_expect_486", "uac_check_header", "uac_recv_timeout", "uac_actions", "uac_random", "uac_stop_call", "uac_auth", "uac_options"] {
             let text = try #require(readBytes(TestPathsForSIPp.fixture(name))).map { Character(Unicode.Scalar($0)) }
             _ = try SIPpScenario.parse(String(text), keys: ["subject"])
         }
@@ -65,11 +67,16 @@ struct ScenarioParseTests {
     }
 
     @Test func unsupportedElementsAreRefusedWithTheirLine() {
-        let exec = refusal("<scenario>\n<recv request=\"INVITE\"/>\n<nop>\n<action>\n<exec int_cmd=\"stop_now\"/>\n</action>\n</nop>\n</scenario>")
-        #expect(exec?.line == 5 && exec?.element == "exec")
+        let exec = refusal("<scenario>\n<recv request=\"INVITE\"/>\n<nop>\n<action>\n<exec play_pcap_audio=\"a.pcap\"/>\n</action>\n</nop>\n</scenario>")
+        #expect(exec?.line == 5 && exec?.element == "exec" && exec?.kind == .unsupportedAttribute("play_pcap_audio"))
+        let intCmd = refusal("<scenario>\n<recv request=\"INVITE\"/>\n<nop>\n<action>\n<exec int_cmd=\"reboot\"/>\n</action>\n</nop>\n</scenario>")
+        #expect(intCmd?.line == 5)
+        // A sample without its distribution's parameters names the one missing.
         let sample = refusal("<scenario>\n<recv request=\"INVITE\">\n<action><sample assign_to=\"x\" distribution=\"normal\"/></action></recv></scenario>")
         #expect(sample?.line == 3)
-        if case .unsupportedElement("sample")? = sample?.kind {} else { Issue.record("\(String(describing: sample))") }
+        if case .missingAttribute("mean")? = sample?.kind {} else { Issue.record("\(String(describing: sample))") }
+        let setdest = refusal("<scenario>\n<recv request=\"INVITE\">\n<action><setdest host=\"a\" port=\"1\" protocol=\"udp\"/></action></recv></scenario>")
+        #expect(setdest?.line == 3 && setdest?.kind == .unsupportedElement("setdest"))
         let init_ = refusal("<scenario>\n<init><nop/></init>\n<recv request=\"INVITE\"/></scenario>")
         #expect(init_?.line == 2)
         if case .unsupportedElement("init")? = init_?.kind {} else { Issue.record("\(String(describing: init_))") }
@@ -78,15 +85,20 @@ struct ScenarioParseTests {
     @Test func unsupportedAttributesAreRefused() {
         let lost = refusal("<scenario>\n<recv request=\"INVITE\" lost=\"10\"/></scenario>")
         #expect(lost?.line == 2 && lost?.kind == .unsupportedAttribute("lost"))
-        let distribution = refusal("<scenario><recv request=\"INVITE\"/>\n\n<pause distribution=\"uniform\" min=\"1\" max=\"5\"/></scenario>")
+        let distribution = refusal("<scenario><recv request=\"INVITE\"/>\n\n<pause distribution=\"zipf\" min=\"1\" max=\"5\"/></scenario>")
         #expect(distribution?.line == 3)
         if case .invalidValue(attribute: "distribution", _, _)? = distribution?.kind {} else { Issue.record("\(String(describing: distribution))") }
-        let chance = refusal("<scenario><recv request=\"INVITE\"/>\n<label id=\"a\"/>\n<nop next=\"a\" chance=\"0.5\"/></scenario>")
+        // A parameter of another distribution is refused too.
+        let foreign = refusal("<scenario><recv request=\"INVITE\"/>\n<pause distribution=\"uniform\" min=\"1\" max=\"5\" mean=\"3\"/></scenario>")
+        #expect(foreign?.line == 2 && foreign?.kind == .unsupportedAttribute("mean"))
+        let chance = refusal("<scenario><recv request=\"INVITE\"/>\n<label id=\"a\"/>\n<nop next=\"a\" chance=\"1.5\"/></scenario>")
         #expect(chance?.line == 3)
+        let chanceWithoutNext = refusal("<scenario><recv request=\"INVITE\"/>\n<nop chance=\"0.5\"/></scenario>")
+        #expect(chanceWithoutNext?.line == 2)
         let global = refusal("<scenario>\n<recv request=\"INVITE\" optional=\"global\"/></scenario>")
         #expect(global?.line == 2)
-        let auth = refusal("<scenario>\n<recv response=\"401\" auth=\"true\"/></scenario>")
-        #expect(auth?.kind == .unsupportedAttribute("auth"))
+        let auth = refusal("<scenario>\n<recv response=\"401\" auth=\"maybe\"/></scenario>")
+        #expect(auth?.line == 2)
         let unknown = refusal("<scenario>\n<recv request=\"INVITE\"/>\n<send start_txn=\"invite\"><![CDATA[SIP/2.0 200 OK]]></send></scenario>")
         #expect(unknown?.line == 3 && unknown?.kind == .unsupportedAttribute("start_txn"))
     }
@@ -95,11 +107,72 @@ struct ScenarioParseTests {
         let xml = "<scenario>\n<recv request=\"INVITE\"/>\n<send><![CDATA[\nSIP/2.0 200 OK\n[last_Via:]\nX-Map: [tdmmap]\nContent-Length: 0\n]]></send>\n</scenario>"
         let e = refusal(xml)
         #expect(e?.line == 6 && e?.kind == .unsupportedKeyword("tdmmap") && e?.element == "send")
-        let auth = refusal("<scenario>\n<send><![CDATA[REGISTER sip:x SIP/2.0\n[authentication username=a password=b]\n]]></send></scenario>")
-        #expect(auth?.line == 3)
+        let auth = refusal("<scenario>\n<send><![CDATA[REGISTER sip:x SIP/2.0\n[authentication username=a]\n]]></send></scenario>")
+        #expect(auth?.line == 3 && auth?.kind == .unsupportedKeyword("authentication username=a"))
         // A -key name is a keyword only when given.
         #expect(refusal("<scenario><send><![CDATA[OPTIONS sip:[target] SIP/2.0]]></send></scenario>")?.kind == .unsupportedKeyword("target"))
         #expect((try? SIPpScenario.parse("<scenario><send><![CDATA[OPTIONS sip:[target] SIP/2.0]]></send></scenario>", keys: ["target"])) != nil)
+    }
+
+    /// The second layer's elements parse into what the runner executes.
+    @Test func distributionsChanceExecAndKeywordsParse() throws {
+        let xml = """
+        <scenario>
+          <recv request="INVITE" auth="true" chance="0.25" next="end"/>
+          <pause distribution="weibull" lambda="3" k="2"/>
+          <pause distribution="fixed" value="7"/>
+          <timewait milliseconds="30"/>
+          <nop>
+            <action>
+              <sample assign_to="d" distribution="pareto" k="2" x_m="3"/>
+              <exec command="echo [call_number] [$d]"/>
+              <exec int_cmd="stop_gracefully"/>
+            </action>
+          </nop>
+          <pause variable="d"/>
+          <send><![CDATA[
+            SIP/2.0 200 OK
+            X: [last_Request_URI] [clock_tick] [timestamp] [users] [userid]
+            [authentication username=alice password=secret]
+          ]]></send>
+          <label id="end"/>
+        </scenario>
+        """
+        let s = try SIPpScenario.parse(xml)
+        guard case .recv(let r) = s.commands[0].kind else { Issue.record("recv expected"); return }
+        #expect(r.authentication && s.commands[0].chance == 0.25)
+        guard case .pause(.random(.weibull(lambda: 3, k: 2))) = s.commands[1].kind else { Issue.record("\(s.commands[1].kind)"); return }
+        guard case .pause(.random(.fixed(value: 7))) = s.commands[2].kind else { Issue.record("\(s.commands[2].kind)"); return }
+        guard case .pause(.fixed(30)) = s.commands[3].kind else { Issue.record("\(s.commands[3].kind)"); return }
+        #expect(s.commands[4].actions.count == 3)
+        if case .sample(assignTo: "d", .pareto(k: 2, xm: 3)) = s.commands[4].actions[0] {} else { Issue.record("\(s.commands[4].actions[0])") }
+        if case .execInternal(.stopGracefully) = s.commands[4].actions[2] {} else { Issue.record("\(s.commands[4].actions[2])") }
+        guard case .pause(.variable("d")) = s.commands[5].kind else { Issue.record("\(s.commands[5].kind)"); return }
+        guard case .send(let t, _) = s.commands[6].kind else { Issue.record("send expected"); return }
+        let keywords = t.segments.compactMap { if case .keyword(let k) = $0 { return k } else { return nil } }
+        #expect(keywords == [.lastRequestURI, .clockTick, .timestamp, .users, .userID, .authentication(username: "alice", password: "secret")])
+    }
+
+    /// Each distribution, drawn 20,000 times from a seeded generator, has the mean its
+    /// parameters give (within 5 %), and the same seed draws the same values.
+    @Test func distributionsHaveTheirMeans() {
+        let cases: [(SIPpDistribution, Double)] = [
+            (.fixed(value: 7), 7), (.uniform(min: 10, max: 30), 20), (.normal(mean: 100, stdev: 15), 100),
+            (.lognormal(mean: 2, stdev: 0.5), exp(2 + 0.125)), (.exponential(mean: 40), 40),
+            (.weibull(lambda: 10, k: 2), 10 * 0.886_226_925), (.pareto(k: 3, xm: 2), 3.0),
+            (.gamma(k: 2, theta: 3), 6), (.gamma(k: 0.5, theta: 4), 2), (.negbin(n: 3, p: 0.5), 3),
+        ]
+        for (d, mean) in cases {
+            var g = SIPpRandom(seed: 42)
+            var sum = 0.0
+            for _ in 0..<20_000 { sum += d.sample(using: &g) }
+            let m = sum / 20_000
+            #expect(abs(m - mean) <= 0.05 * mean, "\(d): mean \(m), expected \(mean)")
+            var a = SIPpRandom(seed: 7), b = SIPpRandom(seed: 7)
+            #expect(d.sample(using: &a) == d.sample(using: &b))
+        }
+        // Negative draws (a normal's tail) and huge ones pause 0 and a day, never trap.
+        #expect(SIPpRunner.milliseconds(-5) == 0 && SIPpRunner.milliseconds(.infinity) == 0 && SIPpRunner.milliseconds(1e300) == 86_400_000)
     }
 
     @Test func labelsVariablesAndTheFirstCommandAreChecked() {
@@ -135,19 +208,24 @@ struct ScenarioParseTests {
                                        "-key", "k", "v", "-set", "n", "3", "-timeout", "20s", "-nostdin", "-bg", "-t", "u1", "-trace_err"])
         #expect(o.remote?.port == 5070 && o.localPort == 5071 && o.maxCalls == 10 && o.rate == 50 && o.limit == 5)
         #expect(o.keys == ["k": "v"] && o.globals == ["n": "3"] && o.timeout == 20 && o.traceErrors)
-        #expect(throws: SIPpUsageError.self) { try SIPpOptions.parse(["-t", "t1"]) }
+        #expect(try SIPpOptions.parse(["-t", "t1"]).transport == .tcpOne)
+        #expect(try SIPpOptions.parse(["-t", "tn"]).transport == .tcpPerCall)
+        #expect(try SIPpOptions.parse(["-t", "un"]).transport == .udpPerCall)
+        let tls = try SIPpOptions.parse(["-t", "l1", "-tls_cert", "c.pem", "-tls_key", "k.pem"])
+        #expect(tls.transport == .tlsOne && tls.tlsCertificate == "c.pem" && tls.tlsKey == "k.pem")
         #expect(throws: SIPpUsageError.self) { try SIPpOptions.parse(["-sn", "3pcc-A"]) }
         #expect(throws: SIPpUsageError.self) { try SIPpOptions.parse(["-rtp_echo"]) }
         #expect(throws: SIPpUsageError.self) { try SIPpOptions.parse(["-m"]) }
         do {
-            _ = try SIPpOptions.parse(["-t", "tn"])
+            _ = try SIPpOptions.parse(["-t", "s1"])
+            Issue.record("-t s1 (SCTP) was accepted")
         } catch {
-            #expect(error.message.contains("not supported yet"))
+            #expect(error.message.contains("not supported"))
         }
     }
 
     @Test func badUsageExitsWith255() async {
-        let code = await SIPpCommandLine.run(arguments: ["-sn", "uac", "-t", "l1", "127.0.0.1:5060"], output: { _ in }, error: { _ in })
+        let code = await SIPpCommandLine.run(arguments: ["-sn", "uac", "-t", "ui", "127.0.0.1:5060"], output: { _ in }, error: { _ in })
         #expect(code == 255)
         let noRemote = await SIPpCommandLine.run(arguments: ["-sn", "uac"], output: { _ in }, error: { _ in })
         #expect(noRemote == 255)
@@ -231,6 +309,36 @@ struct ScenarioParseTests {
         #expect(try ack("Record-Route: <sip:p1@10.0.0.1;lr>\r\nRecord-Route: <sip:p2@10.0.0.2;lr>, <sip:p3@10.0.0.3;lr>\r\nContact: <sip:uas@10.0.0.9:5070;transport=udp>;expires=60\r\n")
                 == "ACK sip:uas@10.0.0.9:5070;transport=udp SIP/2.0\r\nRoute: <sip:p3@10.0.0.3;lr>, <sip:p2@10.0.0.2;lr>, <sip:p1@10.0.0.1;lr>\r\nCSeq: 1 ACK\r\n\r\n")
         #expect(try ack("Contact: sip:uas@10.0.0.9\r\n") == "ACK sip:uas@10.0.0.9 SIP/2.0\r\nCSeq: 1 ACK\r\n\r\n")
+    }
+
+    /// `[authentication]` answers the challenge kept by `recv auth="true"`: `Proxy-Authorization`
+    /// after a 407, with the method and Request-URI of its own message; without a challenge its
+    /// line is dropped, not left empty (which would end the header section).
+    @Test func authenticationAnswersTheKeptChallenge() throws {
+        let xml = """
+        <scenario>
+          <send><![CDATA[
+            REGISTER sip:registrar.test SIP/2.0
+            [authentication username=alice password=secret]
+            CSeq: 1 REGISTER
+          ]]></send>
+        </scenario>
+        """
+        let scenario = try SIPpScenario.parse(xml)
+        let runner = SIPpRunner(scenario: scenario, options: SIPpOptions(), traceName: "t")
+        guard case .send(let template, _) = scenario.commands[0].kind else { Issue.record("send expected"); return }
+        var call = SIPpRunner.Call(number: 1, callID: "c1", peer: try SocketAddress(ip: "127.0.0.1", port: 5070), fieldLine: 0)
+        #expect(String(decoding: runner.render(template, call, SIPpRunner.RunState(globals: [:]), index: 0), as: UTF8.self)
+                == "REGISTER sip:registrar.test SIP/2.0\r\nCSeq: 1 REGISTER\r\n\r\n")
+        let challenge = "SIP/2.0 407 Proxy Authentication Required\r\nVia: SIP/2.0/UDP 127.0.0.1;branch=z9hG4bK-1\r\nFrom: <sip:a@b>;tag=1\r\nTo: <sip:a@b>;tag=2\r\n"
+            + "Call-ID: c1\r\nCSeq: 1 REGISTER\r\nProxy-Authenticate: Digest realm=\"r\", nonce=\"n\", algorithm=MD5\r\nContent-Length: 0\r\n\r\n"
+        call.challenge = try SIPMessage(bytes: Array(challenge.utf8))
+        let text = String(decoding: runner.render(template, call, SIPpRunner.RunState(globals: [:]), index: 0), as: UTF8.self)
+        // RFC 2617 without qop: MD5(MD5(alice:r:secret):n:MD5(REGISTER:sip:registrar.test)).
+        let ha1 = DigestAlgorithm.md5.hash("alice:r:secret"), ha2 = DigestAlgorithm.md5.hash("REGISTER:sip:registrar.test")
+        let response = DigestAlgorithm.md5.hash("\(ha1):n:\(ha2)")
+        #expect(text.hasPrefix("REGISTER sip:registrar.test SIP/2.0\r\nProxy-Authorization: Digest username=\"alice\", realm=\"r\", nonce=\"n\", uri=\"sip:registrar.test\", response=\"\(response)\""), "\(text)")
+        #expect(text.hasSuffix("\r\nCSeq: 1 REGISTER\r\n\r\n"))
     }
 
     @Test func numbersPrintAsSIPpPrintsThem() {
