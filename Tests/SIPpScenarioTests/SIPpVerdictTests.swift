@@ -20,46 +20,11 @@ enum SIPpTool {
     /// Runs sipp with `arguments` and returns its exit status and the tail of its output (nil
     /// status when it had to be killed at `timeout`).
     static func run(_ arguments: [String], timeout: Double) async -> (status: Int32?, log: String) {
+        // SIPp writes its own files (error and message logs) into the folder it runs in.
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("sipp-\(UUID().uuidString)")
         try? FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
-        let logPath = dir.appendingPathComponent("out.log").path
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, logPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var empty = sigset_t()
-        sigemptyset(&empty)
-        posix_spawnattr_setsigmask(&attributes, &empty)
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        for sig in [SIGALRM, SIGPIPE, SIGINT, SIGTERM, SIGCHLD] { sigaddset(&defaults, sig) }
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-        let argv = ([path ?? "/usr/bin/sipp"] + arguments).map { strdup($0) } + [nil]
-        defer { for a in argv { free(a) } }
-        var pid: pid_t = 0
-        guard posix_spawn(&pid, path ?? "/usr/bin/sipp", &actions, &attributes, argv, environ) == 0 else { return (nil, "cannot start sipp") }
-        let clock = ContinuousClock(), deadline = clock.now + .milliseconds(Int64(timeout * 1000))
-        var status: Int32 = 0
-        var exited = false
-        while clock.now < deadline {
-            if waitpid(pid, &status, WNOHANG) == pid { exited = true; break }
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        if !exited {
-            kill(pid, SIGKILL)
-            waitpid(pid, &status, 0)
-        }
-        let log = (try? String(contentsOfFile: logPath, encoding: .utf8)).map { String($0.suffix(2500)) } ?? ""
-        // WIFEXITED / WEXITSTATUS.
-        let code: Int32? = exited && (status & 0x7f) == 0 ? (status >> 8) & 0xff : nil
-        return (code, log)
+        return await SpawnedTool.run(path ?? "/usr/bin/sipp", arguments, timeout: timeout, tail: 2500, directory: dir.path)
     }
 }
 
