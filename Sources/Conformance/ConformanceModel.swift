@@ -7,6 +7,9 @@ public enum ConformanceRole: String, Sendable, Hashable, Codable {
     case uac
     /// The runner answers: the DUT calls.
     case uas
+    /// The runner plays both ends through the DUT (a proxy): it calls itself at its own
+    /// address, and answers the requests the DUT forwards to it.
+    case proxy
 }
 
 /// The transport a run uses to reach the DUT.

@@ -61,6 +61,9 @@ public struct ConformanceRunner: Sendable {
                 guard let path = ParserSuite.path(of: t.name), access(corpus + "/" + path, R_OK) == 0 else { throw .corpusMissing(corpus + "/" + (ParserSuite.path(of: t.name) ?? t.name)) }
             }
         }
+        // Behind a proxy the callee's answers go back on the hop the request came from: the
+        // runner does that over UDP only in this version.
+        if suite == "proxy", transport != .udp { throw .suiteTransport(suite: suite, transport) }
         let address: SocketAddress
         do { address = try SocketAddress(ip: target.host.address, port: target.port ?? 5060) } catch { throw .badTarget(target.description) }
         // When the runner plays UAS (the `uac` suite) the target is its own listening address:
@@ -88,7 +91,7 @@ public struct ConformanceRunner: Sendable {
             session = ConformanceSession(listener: listener, targetURI: target, responseTimeout: responseTimeout, capture: capture)
         } else {
             session = try ConformanceSession(target: address, targetURI: target, transport: transport, responseTimeout: responseTimeout, capture: capture,
-                                             credentials: credentials, corpus: corpus)
+                                             credentials: credentials, corpus: corpus, role: test.role == .proxy ? .proxy : .uac)
         }
         defer { session.close() }
         let clock = MonotonicClock(), started = clock.now

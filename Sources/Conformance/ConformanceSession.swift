@@ -116,7 +116,7 @@ public final class ConformanceSession: Sendable {
 
     init(target: SocketAddress, targetURI: SIPURI, transport: ConformanceTransport = .udp, t1: Duration = .milliseconds(500), t2: Duration = .seconds(4),
          responseTimeout: Duration = .seconds(4), capture: CaptureWriter? = nil, credentials: DigestCredentials? = nil,
-         corpus: String? = nil) throws(ConformanceError) {
+         corpus: String? = nil, role: ConformanceRole = .uac) throws(ConformanceError) {
         self.credentials = credentials
         self.corpus = corpus
         self.responseTimeout = responseTimeout
@@ -126,7 +126,7 @@ public final class ConformanceSession: Sendable {
         self.transport = transport
         self.t1 = t1
         self.t2 = t2
-        role = .uac
+        self.role = role
         listener = nil
         start = .now
         nonce = UInt64.random(in: 0..<UInt64.max)
@@ -271,8 +271,8 @@ public final class ConformanceSession: Sendable {
     /// media negotiation); nothing to ACK.
     private func answer(_ request: SIPMessage, on connection: ConnectionID?, from source: SocketAddress) {
         guard let method = request.method, method != .ack else { return }
-        // As UAS the scenario answers INVITEs (and CANCELs of them) itself.
-        if role == .uas, method == .invite || method == .cancel { return }
+        // As UAS (or as the callee behind a proxy) the scenario answers INVITEs (and CANCELs of them) itself.
+        if role != .uac, method == .invite || method == .cancel { return }
         var r = SIPMessage(responseTo: request, statusCode: 200, toTag: request.toTag == nil ? token() : nil)
         try? r.append(.contact, "<sip:conform@\(hostPort)\(uriTransport)>")
         try? r.append(.contentLength, "0")

@@ -96,4 +96,19 @@ struct ConformanceSuitesPeerTests {
         #expect(result.findings.isEmpty, "\(Self.describe(report))")
         #expect(server.statistics.acks == 1 && server.statistics.byes == 1)
     }
+
+    /// The `proxy` suite against Kamailio as a record-routing proxy (`record_route()` and
+    /// `t_relay()` for a Request-URI not its own: the project's configuration with
+    /// WITH_PROXY_FORWARD).
+    @Test(.timeLimit(.minutes(1)), .enabled(if: Kamailio.available || TestPaths.isCI, "kamailio is not installed: skipped"),
+          .requires("kamailio", { Kamailio.available }))
+    func theProxySuiteAgainstKamailio() async throws {
+        let (pid, port, _) = try await Kamailio.start(define: "WITH_PROXY_FORWARD")
+        defer { Kamailio.stop(pid) }
+        let runner = ConformanceRunner(target: try SIPURI("sip:proxy@127.0.0.1:\(port)"), responseTimeout: .seconds(2))
+        let report = try await runner.run(suite: "proxy")
+        #expect(report.results.count == ConformanceSuites.all["proxy"]?.count)
+        let passed = report.allPassed
+        #expect(passed, "\(Self.describe(report))")
+    }
 }
