@@ -18,7 +18,7 @@ public enum ConformanceTransport: String, Sendable, Hashable, Codable, CaseItera
     case udp
     /// TCP: a connection from the runner to the DUT (the DUT's requests may come on its own).
     case tcp
-    /// TLS: not run yet (a later session).
+    /// TLS: a connection from the runner to the DUT, as TCP (the `uas` suite in this version).
     case tls
 }
 
