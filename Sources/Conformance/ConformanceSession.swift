@@ -27,7 +27,8 @@ public enum ConformanceError: Error, Sendable, Equatable, CustomStringConvertibl
         case .unknownSuite(let s): return "no suite named \(s) (switchboard conform --list names them)"
         case .socket(let s): return "cannot open the runner's socket: \(s)"
         case .suiteTransport(let suite, let t):
-            return "the \(suite) suite does not run over \(t.rawValue) yet (uas: udp, tcp, tls; registrar, auth: udp, tcp; uac, parser, proxy: udp)"
+            let takes = suite == "registrar" || suite == "auth" ? "udp and tcp" : suite == "uas" ? "udp, tcp and tls" : "udp only"
+            return "the \(suite) suite does not run over \(t.rawValue) yet (\(takes) in this version)"
         case .corpusMissing(let p): return "the parser suite reads the RFC 4475 and RFC 5118 messages from a corpus folder (rfc4475/…, rfc5118/…): \(p) is missing (give --corpus DIR)"
         }
     }
