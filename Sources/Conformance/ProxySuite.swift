@@ -115,9 +115,13 @@ enum ProxySuite {
 
     /// The final response to the runner's request `branch`/`method`, found by the runner's Via
     /// anywhere in it (a DUT that leaves its own Via on top is caught by ``relayProblem``).
-    static func relayedFinal(_ s: ConformanceSession, branch: String, method: SIPMethod) async -> SIPMessage? {
+    /// A response carrying one of `excluding` answers another request of the runner's (one it
+    /// sent as a further hop) and is skipped.
+    static func relayedFinal(_ s: ConformanceSession, branch: String, method: SIPMethod, excluding: Set<String> = []) async -> SIPMessage? {
         await s.waitFor(timeout: s.responseTimeout) { m in
-            !m.isRequest && (m.statusCode ?? 0) >= 200 && (try? m.cseq().method) == method && branches(m).contains(branch)
+            guard !m.isRequest, (m.statusCode ?? 0) >= 200, (try? m.cseq().method) == method else { return false }
+            let b = branches(m)
+            return b.contains(branch) && !b.contains(where: excluding.contains)
         }?.0
     }
 
@@ -220,6 +224,49 @@ enum ProxySuite {
             guard let byeFinal, byeFinal.statusCode == 200 else { return .failed("the callee's 200 to BYE was not relayed back (RFC 3261 §16.7)") }
             if let problem = relayProblem(byeFinal, sentBranch: byeBranch) { return .failed(problem) }
             return .passed
+        },
+        ConformanceTestCase(name: "loop", etsiPurpose: nil,
+                            summary: "an INVITE the DUT forwarded, sent back to it unchanged (same Request-URI, its own Via inside), is refused 482 Loop Detected; forwarded again: inconclusive (loop detection is a MAY, Max-Forwards bounds loops)",
+                            reference: "RFC 3261 §16.3 item 4; RFC 5393 §4.2", purposeNote: unverified, role: .proxy) { s in
+            var call = ProxyCall(s)
+            call.invite()
+            guard let (fwd, fwdIndex, hop) = await call.forwarded(.invite) else {
+                return .failed("the DUT did not forward the INVITE to \(call.calleeURI) (RFC 3261 §16.6)")
+            }
+            // The runner, as the next proxy (a 100 first, §16.2), routes the request back to the
+            // DUT: its Via on top, Max-Forwards one less, the Request-URI unchanged.
+            call.answer(fwd, from: hop, code: 100)
+            let loopBranch = s.branch()
+            var looped = fwd
+            try? looped.prepend(.via, "SIP/2.0/\(s.viaTransport) \(s.hostPort);branch=\(loopBranch);rport")
+            try? looped.set(.maxForwards, String((((try? fwd.maxForwards()) ?? nil) ?? 70) - 1))
+            s.send(looped)
+            // The DUT's final response to the looped request, or its forwarding it once more.
+            let first = await s.waitFor(after: fwdIndex + 1, timeout: s.responseTimeout) { m in
+                if m.isRequest { return m.method == .invite && m.callID == call.callID && branches(m).contains(loopBranch) }
+                return (m.statusCode ?? 0) >= 200 && m.topViaBranch == loopBranch && (try? m.cseq().method) == .invite
+            }
+            var loopFinal: SIPMessage?
+            var forwardedAgain = false
+            if let (m, i) = first {
+                if m.isRequest {
+                    // Forwarded again: the callee refuses it, and the refusal comes back to the loop hop.
+                    forwardedAgain = true
+                    call.answer(m, from: s.entries[i].source ?? hop, code: 486)
+                    loopFinal = await s.finalResponse(branch: loopBranch, method: .invite)
+                } else {
+                    loopFinal = m
+                }
+            }
+            // Unwind: each hop's final response ACKed, the first forward answered as the loop hop was.
+            if let loopFinal { s.send(call.draft("ACK", branch: loopBranch, toTag: loopFinal.toTag).text(s)) }
+            call.answer(fwd, from: hop, code: loopFinal?.statusCode.flatMap { $0 >= 300 ? $0 : nil } ?? 500)
+            if let f = await relayedFinal(s, branch: call.inviteBranch, method: .invite, excluding: [loopBranch]) { call.ackFailure(f) }
+            if loopFinal?.statusCode == 482 && !forwardedAgain { return .passed }
+            if forwardedAgain {
+                return .inconclusive("the DUT forwarded the looped INVITE again (it does not detect loops; RFC 3261 §16.3 item 4 makes detection a MAY and Max-Forwards bounds the loop)")
+            }
+            return .failed("the looped INVITE got \(loopFinal?.statusCode.map(String.init) ?? "no final response") and was not forwarded again (RFC 3261 §16.3 item 4: 482 expected when a loop is detected)")
         },
         ConformanceTestCase(name: "cancel", etsiPurpose: nil,
                             summary: "a CANCEL after the callee's 180 is answered 200 by the proxy and sent on to the callee on the forwarded INVITE's branch; the callee's 487 comes back",

@@ -143,7 +143,7 @@ public enum ConformanceSuites {
         case "uac": return "the DUT calls the runner (listening at TARGET): ACK of 2xx and non-2xx, INVITE retransmission, 2xx retransmission"
         case "registrar": return "the runner registers at the DUT (a registrar, TARGET = the address of record): bindings, expires, wildcard, Min-Expires, CSeq order, digest challenge, nonce reuse"
         case "auth": return "the runner registers at the DUT (a registrar) with --user/--password: MD5, SHA-256, qop=auth with nc counting, a forged nonce refused"
-        case "proxy": return "the runner calls itself through the DUT (a proxy at TARGET): Max-Forwards, Via, 483, Record-Route and in-dialog routing, CANCEL, 4xx/6xx relayed back"
+        case "proxy": return "the runner calls itself through the DUT (a proxy at TARGET): Max-Forwards, Via, 483, Record-Route and in-dialog routing, loop 482, CANCEL, 4xx/6xx relayed back"
         case "parser": return "the RFC 4475 and RFC 5118 torture messages (read from --corpus) sent to the DUT: it answers or drops each, and still answers OPTIONS after it (UDP)"
         default: return ""
         }

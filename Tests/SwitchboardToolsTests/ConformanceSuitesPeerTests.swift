@@ -107,8 +107,11 @@ struct ConformanceSuitesPeerTests {
         defer { Kamailio.stop(pid) }
         let runner = ConformanceRunner(target: try SIPURI("sip:proxy@127.0.0.1:\(port)"), responseTimeout: .seconds(2))
         let report = try await runner.run(suite: "proxy")
-        #expect(report.results.count == ConformanceSuites.all["proxy"]?.count)
-        let passed = report.allPassed
-        #expect(passed, "\(Self.describe(report))")
+        var expected = Dictionary(uniqueKeysWithValues: (ConformanceSuites.all["proxy"] ?? []).map { ($0.name, ConformanceVerdict.pass) })
+        // Its configuration does not detect loops: the looped INVITE is forwarded again.
+        expected["loop"] = .inconclusive
+        let verdicts = Dictionary(uniqueKeysWithValues: report.results.map { ($0.name, $0.verdict) })
+        #expect(verdicts == expected, "\(Self.describe(report))")
+        #expect(report.results.allSatisfy { $0.findings.isEmpty }, "\(Self.describe(report))")
     }
 }
