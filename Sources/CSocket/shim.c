@@ -214,8 +214,10 @@ int cs_send_batch(int fd, const uint8_t *const *bufs, const size_t *lengths, int
         do {
             n = sendmmsg(fd, msgs, (unsigned int)chunk, flags);
             /* With IP_RECVERR an ICMP error for an earlier datagram is also left pending on the
-             * socket and fails the next send once: that error is not this batch's. */
-        } while (n < 0 && (errno == EINTR || (errno == ECONNREFUSED && refused++ == 0)));
+             * socket and fails the next send: that error is not this batch's. Each ICMP error
+             * arriving meanwhile, and each read from the error queue while more are queued,
+             * arms it again: retry, bounded. */
+        } while (n < 0 && (errno == EINTR || (errno == ECONNREFUSED && refused++ < 256)));
         if (n < 0) return sent == 0 ? -1 : sent;
         sent += n;
         if (n < chunk) {

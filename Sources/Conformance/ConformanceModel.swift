@@ -7,6 +7,9 @@ public enum ConformanceRole: String, Sendable, Hashable, Codable {
     case uac
     /// The runner answers: the DUT calls.
     case uas
+    /// The runner plays both ends through the DUT (a proxy): it calls itself at its own
+    /// address, and answers the requests the DUT forwards to it.
+    case proxy
 }
 
 /// The transport a run uses to reach the DUT.
@@ -15,7 +18,7 @@ public enum ConformanceTransport: String, Sendable, Hashable, Codable, CaseItera
     case udp
     /// TCP: a connection from the runner to the DUT (the DUT's requests may come on its own).
     case tcp
-    /// TLS: not run yet (a later session).
+    /// TLS: a connection from the runner to the DUT, as TCP (the `uas` suite in this version).
     case tls
 }
 

@@ -15,7 +15,7 @@ public enum ConformanceError: Error, Sendable, Equatable, CustomStringConvertibl
     case unknownSuite(String)
     /// The runner's socket could not be opened.
     case socket(String)
-    /// The suite runs over other transports only (the `uac` suite: UDP).
+    /// The suite runs over other transports only (the `uac` suite: UDP; TLS: the `uas` suite).
     case suiteTransport(suite: String, ConformanceTransport)
     /// The `parser` suite's messages (RFC 4475 and RFC 5118) are not in the corpus folder given.
     case corpusMissing(String)
@@ -23,10 +23,12 @@ public enum ConformanceError: Error, Sendable, Equatable, CustomStringConvertibl
     public var description: String {
         switch self {
         case .badTarget(let t): return "target \(t): a SIP URI with an IP address is needed (e.g. sip:dut@127.0.0.1:5060)"
-        case .unsupportedTransport(let t): return "transport \(t.rawValue) is not supported yet (udp and tcp in this version)"
+        case .unsupportedTransport(let t): return "transport \(t.rawValue) is not supported yet (udp and tcp in this version; tls for the uas suite)"
         case .unknownSuite(let s): return "no suite named \(s) (switchboard conform --list names them)"
         case .socket(let s): return "cannot open the runner's socket: \(s)"
-        case .suiteTransport(let suite, let t): return "the \(suite) suite does not run over \(t.rawValue) yet (udp only in this version)"
+        case .suiteTransport(let suite, let t):
+            let takes = suite == "registrar" || suite == "auth" ? "udp and tcp" : suite == "uas" ? "udp, tcp and tls" : "udp only"
+            return "the \(suite) suite does not run over \(t.rawValue) yet (\(takes) in this version)"
         case .corpusMissing(let p): return "the parser suite reads the RFC 4475 and RFC 5118 messages from a corpus folder (rfc4475/…, rfc5118/…): \(p) is missing (give --corpus DIR)"
         }
     }
@@ -92,14 +94,17 @@ public final class ConformanceSession: Sendable {
     }
     /// Whether a message of the call `callID` went either way in this test.
     func knows(callID: String) -> Bool { state.withLock { $0.entries.contains { $0.message?.callID == callID } } }
-    /// The runner's socket: a UDP socket, or a TCP listener whose connections carry the test.
+    /// The runner's socket: a UDP socket, or a TCP listener whose connections carry the test,
+    /// or a TLS transport whose connection to the target does.
     enum Socket: Sendable {
         case udp(UDPTransport)
         case tcp(TCPTransport)
+        case tls(TLSTransport)
         func close() {
             switch self {
             case .udp(let t): t.close()
             case .tcp(let t): t.close()
+            case .tls(let t): t.close()
             }
         }
     }
@@ -116,7 +121,7 @@ public final class ConformanceSession: Sendable {
 
     init(target: SocketAddress, targetURI: SIPURI, transport: ConformanceTransport = .udp, t1: Duration = .milliseconds(500), t2: Duration = .seconds(4),
          responseTimeout: Duration = .seconds(4), capture: CaptureWriter? = nil, credentials: DigestCredentials? = nil,
-         corpus: String? = nil) throws(ConformanceError) {
+         corpus: String? = nil, role: ConformanceRole = .uac, tls: TLSConfiguration = .init()) throws(ConformanceError) {
         self.credentials = credentials
         self.corpus = corpus
         self.responseTimeout = responseTimeout
@@ -126,7 +131,7 @@ public final class ConformanceSession: Sendable {
         self.transport = transport
         self.t1 = t1
         self.t2 = t2
-        role = .uac
+        self.role = role
         listener = nil
         start = .now
         nonce = UInt64.random(in: 0..<UInt64.max)
@@ -144,10 +149,11 @@ public final class ConformanceSession: Sendable {
                 local = t.localAddress
                 socket.withLock { $0 = .tcp(t) }
             case .tls:
-                throw ConformanceError.unsupportedTransport(.tls)
+                // A client of the DUT: without a certificate of its own the transport only connects.
+                let t = try TLSTransport(listeningOn: bind, configuration: tls) { event in holder.session.withLock { $0 }?.received(event) }
+                local = t.localAddress
+                socket.withLock { $0 = .tls(t) }
             }
-        } catch let e as ConformanceError {
-            throw e
         } catch {
             throw .socket("\(error)")
         }
@@ -227,6 +233,8 @@ public final class ConformanceSession: Sendable {
         case .udp(let t): try? t.send(bytes, to: peer ?? target)
         case .tcp(let t):
             if let connection { try? t.send(bytes, on: connection) } else { _ = try? t.send(bytes, to: target) }
+        case .tls(let t):
+            if let connection { try? t.send(bytes, on: connection) } else { _ = try? t.send(bytes, to: target) }
         case nil: break
         }
     }
@@ -264,15 +272,16 @@ public final class ConformanceSession: Sendable {
         let time = CaptureTimestamp(seconds: now.components.seconds, nanoseconds: now.components.attoseconds / 1_000_000_000)
         // Over TCP the runner's side is written with its listening address (the capture shows
         // the exchange, not the ephemeral ports of the connections).
-        if transport == .tcp { capture.writeTCP(from: a, to: b, payload: bytes, time: time) } else { capture.writeUDP(from: a, to: b, payload: bytes, time: time) }
+        // Over TLS the capture holds the plaintext messages, written as TCP.
+        if transport != .udp { capture.writeTCP(from: a, to: b, payload: bytes, time: time) } else { capture.writeUDP(from: a, to: b, payload: bytes, time: time) }
     }
 
     /// What the runner owes the DUT: 200 to its requests (BYE, OPTIONS, re-INVITE without
     /// media negotiation); nothing to ACK.
     private func answer(_ request: SIPMessage, on connection: ConnectionID?, from source: SocketAddress) {
         guard let method = request.method, method != .ack else { return }
-        // As UAS the scenario answers INVITEs (and CANCELs of them) itself.
-        if role == .uas, method == .invite || method == .cancel { return }
+        // As UAS (or as the callee behind a proxy) the scenario answers INVITEs (and CANCELs of them) itself.
+        if role != .uac, method == .invite || method == .cancel { return }
         var r = SIPMessage(responseTo: request, statusCode: 200, toTag: request.toTag == nil ? token() : nil)
         try? r.append(.contact, "<sip:conform@\(hostPort)\(uriTransport)>")
         try? r.append(.contentLength, "0")

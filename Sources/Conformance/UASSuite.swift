@@ -17,6 +17,8 @@ struct RequestDraft {
     var contentType: String? = nil
     /// Header names (lowercased) to leave out.
     var omit: Set<String> = []
+    /// The To URI, when not the target's (the `proxy` suite writes the callee's).
+    var to: String? = nil
 
     func text(_ s: ConformanceSession) -> String {
         var lines = ["\(method) \(uri) SIP/2.0"]
@@ -24,7 +26,7 @@ struct RequestDraft {
         add("Via", "SIP/2.0/\(s.viaTransport) \(s.hostPort);branch=\(branch);rport")
         if let mf = maxForwards { add("Max-Forwards", "\(mf)") }
         add("From", "<sip:conform@\(s.hostPort)>;tag=\(fromTag)")
-        add("To", "<\(s.targetURI)>" + (toTag.map { ";tag=\($0)" } ?? ""))
+        add("To", "<\(to ?? s.targetURI.description)>" + (toTag.map { ";tag=\($0)" } ?? ""))
         add("Call-ID", callID)
         add("CSeq", "\(cseq) \(cseqMethod ?? method)")
         add("Contact", "<sip:conform@\(s.hostPort)\(s.uriTransport)>")
@@ -128,7 +130,8 @@ struct PlacedCall {
 /// The built-in suites.
 public enum ConformanceSuites {
     /// Every suite by name.
-    public static let all: [String: [ConformanceTestCase]] = ["uas": uas, "uac": uac, "registrar": registrar, "parser": ParserSuite.tests, "auth": auth]
+    public static let all: [String: [ConformanceTestCase]] = ["uas": uas, "uac": uac, "registrar": registrar, "parser": ParserSuite.tests, "auth": auth,
+                                                                 "proxy": ProxySuite.tests]
 
     /// The suites' names, sorted.
     public static var names: [String] { all.keys.sorted() }
@@ -140,6 +143,7 @@ public enum ConformanceSuites {
         case "uac": return "the DUT calls the runner (listening at TARGET): ACK of 2xx and non-2xx, INVITE retransmission, 2xx retransmission"
         case "registrar": return "the runner registers at the DUT (a registrar, TARGET = the address of record): bindings, expires, wildcard, Min-Expires, CSeq order, digest challenge, nonce reuse"
         case "auth": return "the runner registers at the DUT (a registrar) with --user/--password: MD5, SHA-256, qop=auth with nc counting, a forged nonce refused"
+        case "proxy": return "the runner calls itself through the DUT (a proxy at TARGET): Max-Forwards, Via, 483, Record-Route and in-dialog routing, loop 482, CANCEL, 4xx/6xx relayed back"
         case "parser": return "the RFC 4475 and RFC 5118 torture messages (read from --corpus) sent to the DUT: it answers or drops each, and still answers OPTIONS after it (UDP)"
         default: return ""
         }

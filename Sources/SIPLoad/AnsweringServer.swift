@@ -7,7 +7,8 @@ import SIPTransport
 /// A minimal user agent server that answers every INVITE with one status code and every other
 /// request with 200: the `switchboard serve` load target. For 2xx answers to INVITE it does
 /// the one dialog-layer duty a UAS cannot skip: retransmitting the 2xx until the ACK arrives
-/// (RFC 3261 §13.3.1.4: T1, doubling up to T2, for 64·T1).
+/// (RFC 3261 §13.3.1.4: T1, doubling up to T2, for 64·T1), and echoes the INVITE's
+/// Record-Route in the 2xx that establishes the dialog (§12.1.1).
 public final class AnsweringServer: Sendable {
     public struct Statistics: Sendable, Hashable {
         public var invites = 0
@@ -71,6 +72,9 @@ public final class AnsweringServer: Sendable {
                 var response = SIPMessage(responseTo: r.message, statusCode: answerCode, toTag: nextTag())
                 if (200..<300).contains(answerCode) {
                     try? response.append(.contact, "<\(contact)>")
+                    // RFC 3261 §12.1.1: a response that establishes a dialog copies every
+                    // Record-Route value of the request, in order.
+                    for rr in r.message.valueBytes(.recordRoute) { try? response.append(.recordRoute, String(decoding: rr, as: UTF8.self)) }
                     if let id = r.message.callID, let cs = try? r.message.cseq() {
                         let key = DialogKey(callID: id, cseq: cs.sequence)
                         state.withLock { $0.pending[key] = Pending(response: response, peer: r.peer, interval: timers.t1, elapsed: .zero) }

@@ -168,6 +168,9 @@ final class UDPCore: TransportLoopCore {
     let logger: Logger
     let state = Mutex(State())
     let statistics = Mutex(UDPTransportStatistics())
+    /// Held while the error queue is read, and by a send retried after other datagrams' ICMP
+    /// errors (see ``send(_:to:)``).
+    let errorQueue = Mutex(())
     let loopThread = LoopThread()
 
     init(address: SocketAddress, configuration: UDPTransportConfiguration, logger: Logger, handler: @escaping @Sendable (TransportEvent) -> Void) throws(TransportError) {
@@ -240,21 +243,37 @@ final class UDPCore: TransportLoopCore {
         state.withLock { $0.sendsInFlight -= 1 }
     }
 
+    /// How many times a send failed by other datagrams' ICMP errors is tried again.
+    static let refusalRetries = 64
+
     func send(_ bytes: [UInt8], to destination: SocketAddress) throws(TransportError) {
         try check(bytes.count, destination)
         try beginSend()
         defer { endSend() }
         var (storage, length) = destination.sockaddr
-        var sent: Int
-        var refused = false
-        repeat {
-            sent = bytes.withUnsafeBufferPointer { cs_sendto(fd, $0.baseAddress, $0.count, 0, &storage, length) }
-            // An ICMP error for an earlier datagram (IP_RECVERR) is also left pending on the
-            // socket and fails the next send once: not this datagram's error, so send again.
-            if sent < 0 && cs_errno() == ECONNREFUSED && !refused { refused = true; continue }
-        } while sent < 0 && cs_errno() == EINTR
+        func attempt() -> (Int, Int32) {
+            let n = bytes.withUnsafeBufferPointer { cs_sendto(fd, $0.baseAddress, $0.count, 0, &storage, length) }
+            return (n, n < 0 ? cs_errno() : 0)
+        }
+        var (sent, code) = attempt()
+        if sent < 0 && code == ECONNREFUSED {
+            // An ICMP error for an earlier datagram (IP_RECVERR) is left pending on the socket
+            // and fails the next send: not this datagram's error (an unconnected socket learns
+            // of its own only later), so send again. Reading the error queue while more errors
+            // are queued arms the pending error again (Linux), so the retries hold the receive
+            // thread's error reading off; only ICMP errors still arriving can fail them.
+            (sent, code) = errorQueue.withLock { _ in
+                var r = attempt(), tries = 0
+                while r.0 < 0 && (r.1 == ECONNREFUSED || r.1 == EINTR) && tries < Self.refusalRetries {
+                    tries += 1
+                    r = attempt()
+                }
+                return r
+            }
+        }
+        while sent < 0 && code == EINTR { (sent, code) = attempt() }
         guard sent >= 0 else {
-            let error = SystemCallError.current("sendto")
+            let error = SystemCallError(call: "sendto", code: code)
             statistics.withLock { $0.sendErrors += 1 }
             throw .system(error)
         }
@@ -415,7 +434,7 @@ extension UDPCore {
         var length = socklen_t(0)
         var error: Int32 = 0
         for _ in 0..<64 {
-            let rc = cs_recv_error(fd, &storage, &length, &error)
+            let rc = errorQueue.withLock { _ in cs_recv_error(fd, &storage, &length, &error) }
             if rc < 0 {
                 // Unreadable (it should not happen): pause, so a POLLERR that stays does not spin.
                 statistics.withLock { $0.receiveErrors += 1 }

@@ -4,6 +4,7 @@ import Foundation
 import SIPMessage
 import PacketCapture
 import SIPAuth
+import SIPTransport
 
 extension ConformanceTransport: ExpressibleByArgument {}
 extension Misbehaviour: ExpressibleByArgument {}
@@ -23,8 +24,14 @@ struct Conform: AsyncParsableCommand {
     @Argument(help: "The device under test, a SIP URI with an IP address: sip:user@127.0.0.1:5060.")
     var target: String?
 
-    @Option(name: .long, help: "Transport to the device: udp or tcp (tls later).")
+    @Option(name: .long, help: "Transport to the device: udp, tcp or tls (tls: the uas suite).")
     var transport: ConformanceTransport = .udp
+
+    @Option(name: .customLong("tls-ca"), help: "For tls: the CA certificate (PEM file) the device's certificate must chain to (default: the system's store).")
+    var tlsCA: String?
+
+    @Flag(name: .customLong("tls-insecure"), help: "For tls: do not verify the device's certificate (a self-signed test certificate).")
+    var tlsInsecure = false
 
     @Option(name: .long, help: "Run only these tests (comma-separated names).")
     var only: String?
@@ -70,8 +77,9 @@ struct Conform: AsyncParsableCommand {
         guard (user == nil) == (password == nil) else { throw ValidationError("--user and --password go together") }
         let credentials = user.map { DigestCredentials(username: $0, password: password ?? "") }
         let folder = corpus ?? ProcessInfo.processInfo.environment["SWITCHBOARD_CORPORA"]
+        let tls = TLSConfiguration(trustedCertificates: tlsCA.map { [.file($0)] } ?? [], verifyPeer: !tlsInsecure)
         let runner = ConformanceRunner(target: uri, transport: transport, responseTimeout: .milliseconds(Int64(timeout * 1000)), capture: capture,
-                                       credentials: credentials, corpus: folder)
+                                       credentials: credentials, corpus: folder, tls: tls)
         let quiet = json
         let report: ConformanceReport
         do {

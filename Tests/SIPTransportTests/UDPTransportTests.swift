@@ -142,6 +142,37 @@ struct UDPTransportTests {
         #expect(udp.statistics.datagramsSent == 1)
     }
 
+    /// A socket that has sent to closed ports holds their ICMP errors (IP_RECVERR): each one
+    /// fails one later `sendto` on Linux, and reading the error queue arms the next while more
+    /// are queued. A datagram to a live peer sent meanwhile must still go out (it once failed
+    /// now and then: `switchboard serve`, retransmitting 2xx answers to a test runner's closed
+    /// sockets, dropped its answer to the next OPTIONS).
+    @Test func sendsToALivePeerAmongICMPErrorsAllGoOut() async throws {
+        let rec = EventRecorder()
+        let live = try UDPTransport(bindingTo: Self.loopback, handler: rec.handler)
+        let unreachable = Mutex(0)
+        let tx = try UDPTransport(bindingTo: Self.loopback) { e in
+            if case .unreachable = e { unreachable.withLock { $0 += 1 } }
+        }
+        defer { live.close(); tx.close() }
+        // A port nobody listens on any more.
+        let gone = try UDPTransport(bindingTo: Self.loopback) { _ in }
+        let dead = gone.localAddress
+        gone.close()
+        let rounds = 400
+        var failed: [String] = []
+        for i in 0..<rounds {
+            // Several ICMP errors queued before each send to the live peer.
+            for _ in 0..<4 { try? tx.send(Fixture.request(callID: "dead-\(i)@test"), to: dead) }
+            do { try tx.send(Fixture.request(callID: "live-\(i)@test"), to: live.localAddress) } catch { failed.append("\(i): \(error)") }
+        }
+        #expect(failed.count == 0, "\(failed.count) of \(rounds) sends to the live peer failed: \(failed.prefix(3))")
+        let arrived = await eventually { live.statistics.messagesReceived >= rounds }
+        #expect(arrived, "received \(live.statistics.messagesReceived) of \(rounds)")
+        // The errors were there (the test is about them) and were reported.
+        #expect(await eventually { unreachable.withLock { $0 } > 0 })
+    }
+
     @Test func closeStopsPromptlyAndIsIdempotent() async throws {
         let rec = EventRecorder()
         let udp = try UDPTransport(bindingTo: Self.loopback, handler: rec.handler)

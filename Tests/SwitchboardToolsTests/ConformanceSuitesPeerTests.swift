@@ -77,4 +77,41 @@ struct ConformanceSuitesPeerTests {
         // It answered the liveness OPTIONS of every test, before and after the message.
         #expect(server.statistics.otherRequests >= 2 * 61)
     }
+
+    /// `serve` echoes the INVITE's Record-Route in its 2xx (RFC 3261 §12.1.1): the `uas`
+    /// suite's `record-route` test passes with no finding (it once failed `record-route-echoed`).
+    @Test(.timeLimit(.minutes(1)))
+    func ourAnsweringServerEchoesRecordRoute() async throws {
+        let box = Mutex<AnsweringServer?>(nil)
+        let endpoint = try SIPEndpoint(configuration: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))])) { e in box.withLock { $0 }?.handle(e) }
+        defer { endpoint.close() }
+        let port = endpoint.localAddresses[0].address.port
+        let server = AnsweringServer(answerCode: 200, contact: "sip:dut@127.0.0.1:\(port)")
+        server.attach(endpoint)
+        box.withLock { $0 = server }
+        let runner = ConformanceRunner(target: try SIPURI("sip:dut@127.0.0.1:\(port)"), responseTimeout: .seconds(2))
+        let report = try await runner.run(suite: "uas", only: ["record-route"])
+        let result = try #require(report.results.first)
+        #expect(result.verdict == .pass, "\(Self.describe(report))")
+        #expect(result.findings.isEmpty, "\(Self.describe(report))")
+        #expect(server.statistics.acks == 1 && server.statistics.byes == 1)
+    }
+
+    /// The `proxy` suite against Kamailio as a record-routing proxy (`record_route()` and
+    /// `t_relay()` for a Request-URI not its own: the project's configuration with
+    /// WITH_PROXY_FORWARD).
+    @Test(.timeLimit(.minutes(1)), .enabled(if: Kamailio.available || TestPaths.isCI, "kamailio is not installed: skipped"),
+          .requires("kamailio", { Kamailio.available }))
+    func theProxySuiteAgainstKamailio() async throws {
+        let (pid, port, _) = try await Kamailio.start(define: "WITH_PROXY_FORWARD")
+        defer { Kamailio.stop(pid) }
+        let runner = ConformanceRunner(target: try SIPURI("sip:proxy@127.0.0.1:\(port)"), responseTimeout: .seconds(2))
+        let report = try await runner.run(suite: "proxy")
+        var expected = Dictionary(uniqueKeysWithValues: (ConformanceSuites.all["proxy"] ?? []).map { ($0.name, ConformanceVerdict.pass) })
+        // Its configuration does not detect loops: the looped INVITE is forwarded again.
+        expected["loop"] = .inconclusive
+        let verdicts = Dictionary(uniqueKeysWithValues: report.results.map { ($0.name, $0.verdict) })
+        #expect(verdicts == expected, "\(Self.describe(report))")
+        #expect(report.results.allSatisfy { $0.findings.isEmpty }, "\(Self.describe(report))")
+    }
 }

@@ -1,0 +1,106 @@
+import Testing
+import Synchronization
+import SIPMessage
+import SIPRuntime
+import SIPProxy
+import NetworkIO
+@testable import Conformance
+
+/// The `proxy` suite over UDP on 127.0.0.1 against our own proxy (what `switchboard proxy`
+/// runs: ``ProxyServer``), record-routing or not, and against a proxy that forgets to
+/// decrement Max-Forwards.
+@Suite("Conformance proxy suite", .serialized)
+struct ProxySuiteTests {
+    /// Our proxy on a free port, its outgoing messages passed through `rewrite`.
+    static func proxy(recordRoute: Bool = true, _ rewrite: (@Sendable (SIPMessage) -> SIPMessage?)? = nil) throws -> (SIPEndpoint, ProxyServer) {
+        let box = Mutex<ProxyServer?>(nil)
+        var config = SIPEndpoint.Configuration(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))])
+        config.outboundRewrite = rewrite
+        let endpoint = try SIPEndpoint(configuration: config) { e in box.withLock { $0 }?.handle(e) }
+        let proxy = ProxyServer(configuration: .init(domain: "switchboard.test", users: [:], recordRoute: recordRoute))
+        proxy.attach(endpoint)
+        box.withLock { $0 = proxy }
+        return (endpoint, proxy)
+    }
+
+    static func run(_ endpoint: SIPEndpoint, only: Set<String>? = nil) async throws -> ConformanceReport {
+        let port = endpoint.localAddresses[0].address.port
+        let runner = ConformanceRunner(target: try SIPURI("sip:proxy@127.0.0.1:\(port)"), responseTimeout: .seconds(2))
+        return try await runner.run(suite: "proxy", only: only)
+    }
+
+    static func describe(_ report: ConformanceReport) -> String {
+        report.results.map { r in "\(r.name): \(r.verdict) \(r.reason ?? "")" + r.findings.map { "\n   \($0)" }.joined() }.joined(separator: "\n")
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func theSuitePassesAgainstOurProxy() async throws {
+        let (endpoint, proxy) = try Self.proxy()
+        defer { endpoint.close() }
+        let report = try await Self.run(endpoint)
+        #expect(report.results.map(\.name) == ["forward-4xx", "forward-6xx", "max-forwards-zero", "record-route", "loop", "cancel"])
+        #expect(report.allPassed, "\(Self.describe(report))")
+        #expect(proxy.statistics.cancels == 1)
+    }
+
+    /// Without Record-Route the in-dialog test cannot say anything: inconclusive, naming why.
+    @Test(.timeLimit(.minutes(1)))
+    func aProxyThatDoesNotRecordRouteIsInconclusiveThere() async throws {
+        let (endpoint, _) = try Self.proxy(recordRoute: false)
+        defer { endpoint.close() }
+        let report = try await Self.run(endpoint, only: ["record-route", "forward-4xx"])
+        let byName = Dictionary(uniqueKeysWithValues: report.results.map { ($0.name, $0) })
+        #expect(byName["forward-4xx"]?.verdict == .pass, "\(Self.describe(report))")
+        #expect(byName["record-route"]?.verdict == .inconclusive, "\(Self.describe(report))")
+        #expect(byName["record-route"]?.reason?.contains("does not record-route") == true, "\(Self.describe(report))")
+    }
+
+    /// A proxy whose forwarded requests keep the Max-Forwards they came with fails, naming §16.6 item 3.
+    @Test(.timeLimit(.minutes(1)))
+    func aProxyThatKeepsMaxForwardsFails() async throws {
+        let (endpoint, _) = try Self.proxy { m in
+            guard m.isRequest, m.method != .ack, let mf = (try? m.maxForwards()) ?? nil else { return m }
+            var out = m
+            try? out.set(.maxForwards, String(mf + 1))
+            return out
+        }
+        defer { endpoint.close() }
+        let report = try await Self.run(endpoint, only: ["forward-4xx"])
+        let result = try #require(report.results.first)
+        #expect(result.verdict == .fail)
+        #expect(result.reason?.contains("§16.6 item 3") == true, "\(Self.describe(report))")
+    }
+
+    /// A proxy that leaves its own Via on the responses it relays fails, naming §16.7 item 3.
+    @Test(.timeLimit(.minutes(1)))
+    func aProxyThatKeepsItsViaOnResponsesFails() async throws {
+        let (endpoint, _) = try Self.proxy { m in
+            guard !m.isRequest else { return m }
+            var out = m
+            try? out.prepend(.via, "SIP/2.0/UDP 127.0.0.1:9;branch=z9hG4bK-left-behind;rport")
+            return out
+        }
+        defer { endpoint.close() }
+        let report = try await Self.run(endpoint, only: ["forward-6xx"])
+        let result = try #require(report.results.first)
+        #expect(result.verdict == .fail)
+        #expect(result.reason?.contains("§16.7 item 3") == true, "\(Self.describe(report))")
+    }
+
+    /// A proxy that answers CANCEL but does not send it on fails, naming §16.10.
+    @Test(.timeLimit(.minutes(1)))
+    func aProxyThatDoesNotForwardCancelFails() async throws {
+        let (endpoint, _) = try Self.proxy { m in m.method == .cancel ? nil : m }
+        defer { endpoint.close() }
+        let report = try await Self.run(endpoint, only: ["cancel"])
+        let result = try #require(report.results.first)
+        #expect(result.verdict == .fail)
+        #expect(result.reason?.contains("§16.10") == true, "\(Self.describe(report))")
+    }
+
+    /// Over TCP the suite is refused up front (UDP only in this version).
+    @Test func theSuiteRunsOverUDPOnly() async throws {
+        let runner = ConformanceRunner(target: try SIPURI("sip:proxy@127.0.0.1:5999"), transport: .tcp)
+        await #expect(throws: ConformanceError.suiteTransport(suite: "proxy", .tcp)) { try await runner.run(suite: "proxy") }
+    }
+}

@@ -1,0 +1,67 @@
+import Foundation
+import Testing
+import SIPMessage
+import SIPRuntime
+import SIPTransport
+import Switchboard
+import NetworkIO
+import SwitchboardTestSupport
+import Conformance
+
+/// The `uas` suite over TLS against our answering phone listening on `tls:127.0.0.1` with a
+/// certificate of the test CA (`TestPKI`, made with the openssl tool): the runner trusting that
+/// CA, and not verifying at all (`--tls-insecure`); a runner trusting nothing the DUT shows
+/// gets no answer.
+@Suite("Conformance uas suite over TLS", .serialized,
+       .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl") || TestPaths.isCI, "the openssl tool is missing: TLS conformance tests skipped"),
+       .requires("the openssl tool", { FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl") }))
+struct ConformanceTLSTests {
+    static func phone(_ pki: TestPKI) throws -> Phone {
+        let endpoint = SIPEndpoint.Configuration(listen: [.tls(try SocketAddress(ip: "127.0.0.1", port: 0))],
+                                                 tls: TLSConfiguration(certificateChain: .file(pki.cert), privateKey: .file(pki.key)))
+        let config = SIPUserAgent.Configuration(endpoint: endpoint, identity: try SIPURI("sip:dut@127.0.0.1"), transport: .tls)
+        return try Phone(name: "dut", configuration: config, autoAnswer: .milliseconds(300))
+    }
+
+    static func describe(_ report: ConformanceReport) -> String {
+        report.results.map { "\($0.name): \($0.verdict) \($0.reason ?? "")" + $0.findings.map { "\n   \($0)" }.joined() }.joined(separator: "\n")
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func theUASSuitePassesOverTLSTrustingTheCA() async throws {
+        let pki = try TestPKI()
+        defer { pki.remove() }
+        let phone = try Self.phone(pki)
+        defer { phone.close() }
+        let port = phone.agent.endpoint.localAddresses[0].address.port
+        let runner = ConformanceRunner(target: try SIPURI("sip:dut@127.0.0.1:\(port)"), transport: .tls, responseTimeout: .seconds(2),
+                                       tls: TLSConfiguration(trustedCertificates: [.file(pki.ca)]))
+        let report = try await runner.run(suite: "uas")
+        #expect(report.transport == .tls)
+        #expect(report.results.map(\.name) == ConformanceSuites.uas.map(\.name))
+        let passed = report.allPassed
+        #expect(passed, "\(Self.describe(report))")
+        // The INVITEs went over TLS: their Via says so.
+        let invite = try #require(report.results.first?.messages.first { $0.summary.hasPrefix("INVITE") })
+        #expect(invite.text.contains("SIP/2.0/TLS "), "\(invite.text)")
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func insecureRunsAndAnUntrustedCertificateGetsNoAnswer() async throws {
+        let pki = try TestPKI()
+        defer { pki.remove() }
+        let phone = try Self.phone(pki)
+        defer { phone.close() }
+        let port = phone.agent.endpoint.localAddresses[0].address.port
+        let target = try SIPURI("sip:dut@127.0.0.1:\(port)")
+        let insecure = ConformanceRunner(target: target, transport: .tls, responseTimeout: .seconds(2), tls: TLSConfiguration(verifyPeer: false))
+        let ok = try await insecure.run(suite: "uas", only: ["basic-call", "options"])
+        #expect(ok.allPassed, "\(Self.describe(ok))")
+        // Trusting only the system's store, the handshake fails: nothing is answered.
+        let strict = ConformanceRunner(target: target, transport: .tls, responseTimeout: .milliseconds(500))
+        let refused = try await strict.run(suite: "uas", only: ["options"])
+        #expect(refused.results.first?.verdict == .fail, "\(Self.describe(refused))")
+        // Other suites do not run over TLS yet.
+        await #expect(throws: ConformanceError.suiteTransport(suite: "registrar", .tls)) { try await insecure.run(suite: "registrar") }
+    }
+}
