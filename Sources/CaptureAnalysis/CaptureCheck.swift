@@ -11,7 +11,8 @@ import SIPRules
 /// transactions it runs as client (its requests: Timer A/E retransmissions over UDP, the ACK of
 /// a non-2xx final it received, the ACK of every 2xx it received, CSeq order, dialog tags,
 /// requests after a BYE, targets retried in a 3xx chain) and as server (its responses: the 2xx
-/// retransmitted until the ACK, Contact in 2xx and 3xx, the To tag of in-dialog responses, the
+/// retransmitted until the ACK, a non-2xx final to INVITE retransmitted over UDP until the ACK
+/// (Timer G), Contact in 2xx and 3xx, the To tag of in-dialog responses, the
 /// answer to an offer, the final NOTIFY of a REFER it accepted). The rules are the
 /// ``ConformanceRule`` catalogue the conformance runner uses (``ConformanceRule/captureCheck``).
 ///
@@ -217,6 +218,7 @@ private struct Pass {
     mutating func run() {
         clientRetransmissions()
         invite2xx()
+        nonSuccessRetransmissions()
         nonSuccessAcks()
         requestsAfterBye()
         unknownDialogs()
@@ -306,6 +308,34 @@ private struct Pass {
                             + " s after the first ACK was not acknowledged again")
                     break
                 }
+            }
+        }
+    }
+
+    /// Timer G (RFC 3261 §17.2.1): over UDP, the UAS sends its non-2xx final response to INVITE
+    /// again at T1, doubling up to T2, until the ACK on the INVITE's branch comes, or Timer H
+    /// (64·T1 after the first copy) ends the transaction. Copies are matched by sender, branch
+    /// and code.
+    mutating func nonSuccessRetransmissions() {
+        var finals: [String: [Int]] = [:], order: [String] = []
+        for (i, x) in info.enumerated() {
+            guard let code = x.code, code >= 300, let cseq = x.cseq, cseq.method == .invite, !ms[i].reliable else { continue }
+            let key = "\(ms[i].source)|\(x.branch)|\(code)"
+            if finals[key] == nil { finals[key] = []; order.append(key) }
+            finals[key]!.append(i)
+        }
+        let checker = RuleChecker(t1: check.t1, t2: check.t2)
+        for key in order {
+            let copies = finals[key]!
+            let first = copies[0], x = info[first], sender = ms[first].source
+            let ackTime = ms.indices.first { j in
+                j > first && info[j].method == .ack && info[j].branch == x.branch && ms[j].source.address == ms[first].destination.address
+            }.map { info[$0].time }
+            let until = min(ackTime ?? end, x.time + check.patience)
+            for f in checker.retransmissionFindings(times: copies.map { info[$0].time }, until: until, firstIndex: first,
+                                                    rule: .retransmitNon2xx, what: "\(x.code!) to INVITE", cap: check.t2,
+                                                    until: ackTime == nil ? "the capture's end" : "the ACK") {
+                add(f.rule, first, sender, f.detail)
             }
         }
     }

@@ -114,12 +114,15 @@ extension ConformanceRule {
     /// An accepted REFER makes an implicit subscription that ends with a final NOTIFY.
     public static let referNotify = ConformanceRule(id: "refer-notify", reference: "RFC 3515 §2.4.4 / §2.4.5",
         requirement: "the recipient of a REFER it accepted (2xx) reports the outcome in NOTIFYs, the last one with Subscription-State terminated")
+    /// Timer G: a non-2xx final response to INVITE is retransmitted over UDP until the ACK.
+    public static let retransmitNon2xx = ConformanceRule(id: "non-2xx-retransmission", reference: "RFC 3261 §17.2.1",
+        requirement: "over an unreliable transport a UAS retransmits its 3xx-6xx final response to INVITE at T1, doubling up to T2 (Timer G), until the ACK arrives or Timer H (64·T1) fires")
     /// Recursing on 3xx: each target once.
     public static let redirectLoop = ConformanceRule(id: "redirect-loop", reference: "RFC 3261 §8.1.3.4",
         requirement: "a UAC recursing on 3xx responses tries each target once: a target already tried in the chain is a loop and is not tried again")
     /// The rules the capture check reports, in the order of its report.
     public static let captureCheck: [ConformanceRule] = [
-        .inviteRetransmission, .nonInviteRetransmission, .retransmit2xx, .ack2xx, .ackNon2xx, .requestAfterBye, .unknownDialog,
+        .inviteRetransmission, .nonInviteRetransmission, .retransmit2xx, .retransmitNon2xx, .ack2xx, .ackNon2xx, .requestAfterBye, .unknownDialog,
         .dialogTagStable, .dialogTags, .cseqIncreases, .offerAnswer, .contactIn2xx, .contactIn3xx, .referNotify, .redirectLoop,
     ]
 }

@@ -193,11 +193,26 @@ struct CaptureCheckTests {
         #expect(again.check(end: 6).isEmpty)
     }
 
+    /// The copies of a non-2xx final a UAS sends over UDP while no ACK comes (Timer G: T1,
+    /// doubling to T2) from `start` until Timer H (64·T1 after it).
+    static func timerGCopies(_ s: inout Script, _ response: SIPMessage, start: Double) {
+        var t = start, gap = 0.5
+        while t <= start + 32 {
+            s.ba(t, response)
+            t += gap
+            gap = min(gap * 2, 4)
+        }
+    }
+
     @Test func aNon2xxFinalIsAcknowledged() {
         var s = Script()
         s.ab(0, Self.invite)
-        s.ba(0.3, Self.response(486, to: Self.invite))
+        // The callee retransmits its 486 on schedule until Timer H: only the missing ACK is wrong.
+        Self.timerGCopies(&s, Self.response(486, to: Self.invite), start: 0.3)
         expectOnly(s.check(), .ackNon2xx, party: Self.a, frame: 2)
+        s = Script()
+        s.ab(0, Self.invite)
+        s.ba(0.3, Self.response(486, to: Self.invite))
         // The ACK on the INVITE's branch.
         s.ab(0.31, Self.request("ACK", 1, branch: "z9hG4bK-i1"))
         #expect(s.check().isEmpty)
@@ -206,6 +221,35 @@ struct CaptureCheckTests {
         cut.ab(0, Self.invite)
         cut.ba(0.3, Self.response(486, to: Self.invite))
         #expect(cut.check(end: 1).isEmpty)
+    }
+
+    /// Timer G, case by case: (name, times of the UAS's copies of its 486, time of the caller's
+    /// ACK or nil, capture end, over TCP, whether a non-2xx-retransmission finding is due).
+    @Test(arguments: [
+        ("ACKed at once: nothing was due", [0.3], 0.31, 40.0, false, false),
+        ("ACKed after two copies on schedule", [0.3, 0.8, 1.8], 1.9, 40.0, false, false),
+        ("ACKed after 1.5 s, never sent again", [0.3], 1.8, 40.0, false, true),
+        ("copy 2 s late", [0.3, 2.3], 2.4, 40.0, false, true),
+        ("copies at T1 doubling, capped at T2 = 4 s", [0.3, 0.8, 1.8, 3.8, 7.8, 11.8], 12.0, 40.0, false, false),
+        ("doubling past T2", [0.3, 0.8, 1.8, 3.8, 7.8, 15.8], 16.0, 40.0, false, true),
+        ("never ACKed, copies until Timer H", [0.3, 0.8, 1.8, 3.8, 7.8, 11.8, 15.8, 19.8, 23.8, 27.8, 31.8], nil, 40.0, false, false),
+        ("never ACKed, sent once", [0.3], nil, 40.0, false, true),
+        ("the capture ends before the first copy was due", [0.3], nil, 0.7, false, false),
+        ("over TCP: sent once", [0.3], 1.8, 40.0, true, false),
+    ] as [(String, [Double], Double?, Double, Bool, Bool)])
+    func aNon2xxFinalIsRetransmittedUntilTheAck(_ name: String, _ copies: [Double], _ ack: Double?, _ end: Double, _ tcp: Bool, _ due: Bool) {
+        var s = Script()
+        s.ab(0, Self.invite, tcp: tcp)
+        let busy = Self.response(486, to: Self.invite)
+        for t in copies { s.ba(t, busy, tcp: tcp) }
+        if let ack { s.ab(ack, Self.request("ACK", 1, branch: "z9hG4bK-i1"), tcp: tcp) }
+        let findings = s.check(end: end).filter { $0.rule == .retransmitNon2xx }
+        #expect(findings.count == (due ? 1 : 0), "\(name): \(findings)")
+        if let f = findings.first {
+            #expect(f.party == Self.b && f.frameNumber == 2 && f.detail.contains("486 to INVITE"), "\(name): \(f)")
+        }
+        // Every other finding belongs to another rule (the missing ACK of a 486 never ACKed).
+        #expect(s.check(end: end).allSatisfy { $0.rule == .retransmitNon2xx || $0.rule == .ackNon2xx }, "\(name)")
     }
 
     @Test func noSessionRequestAfterTheBye() {
