@@ -1315,9 +1315,7 @@ public struct InviteSession: Sendable {
     }
 
     private func appendCapabilities(_ m: inout SIPMessage) {
-        if !configuration.allow.isEmpty {
-            try? m.append(.allow, configuration.allow.map(\.token).joined(separator: ", "))
-        }
+        if let allow = sharedConfiguration.allowHeader { try? m.append(.allow, allow) }
         // Literals: no array to build and no string to join per message (a joined list longer
         // than 15 bytes would be one more allocation on every response).
         let supported: String
@@ -1350,5 +1348,11 @@ public struct InviteSession: Sendable {
 /// An ``InviteSessionConfiguration`` shared by the sessions of one manager (immutable).
 final class SharedConfiguration: Sendable {
     let value: InviteSessionConfiguration
-    init(_ value: InviteSessionConfiguration) { self.value = value }
+    /// The Allow header's value, joined once (it goes on every 2xx and dialog request).
+    let allowHeader: String?
+
+    init(_ value: InviteSessionConfiguration) {
+        self.value = value
+        allowHeader = value.allow.isEmpty ? nil : value.allow.map(\.token).joined(separator: ", ")
+    }
 }

@@ -114,6 +114,17 @@ public struct SessionManager: Sendable {
         return wrap(key, actions)
     }
 
+    /// Runs one of the session's own commands (``InviteSession/provisional(_:body:)``,
+    /// ``InviteSession/accept(body:)``, ``InviteSession/reject(_:reason:headers:)``) on the
+    /// stored session, without the copy ``perform(_:_:)`` makes: those commands check their
+    /// preconditions before they change anything, so one that throws leaves the session as it
+    /// was. A command that could throw after a change must go through ``perform(_:_:)``.
+    package mutating func performInPlace(_ key: SessionKey, _ body: (inout InviteSession) throws(SessionError) -> [InviteSession.Action]) throws(SessionError) -> [Output] {
+        guard let slot = slot(key) else { return [] }
+        let actions = try body(&slot.session)
+        return wrap(key, actions)
+    }
+
     /// Tells the manager which client transaction carries a request a session sent, so its
     /// failure can be routed back.
     public mutating func clientTransactionStarted(_ id: TransactionID, for key: SessionKey, request: SIPMessage) {

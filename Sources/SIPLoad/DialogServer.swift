@@ -264,7 +264,7 @@ public final class DialogServer: Sendable {
         let answer: SessionBody
         switch handlers.incoming(key, offer) {
         case .refuse(let code, let headers):
-            let out = (try? s.manager.perform(key) { x throws(SessionError) in try x.reject(code, headers: headers) }) ?? []
+            let out = (try? s.manager.performInPlace(key) { x throws(SessionError) in try x.reject(code, headers: headers) }) ?? []
             process(out, &s, &work)
             return
         case .accept(let body, let then):
@@ -272,9 +272,9 @@ public final class DialogServer: Sendable {
             if let then { work.append(.run(then)) }
         }
         if ringing {
-            process((try? s.manager.perform(key) { x throws(SessionError) in try x.provisional(180) }) ?? [], &s, &work)
+            process((try? s.manager.performInPlace(key) { x throws(SessionError) in try x.provisional(180) }) ?? [], &s, &work)
         }
-        let out = (try? s.manager.perform(key) { x throws(SessionError) in try x.accept(body: answer) }) ?? []
+        let out = (try? s.manager.performInPlace(key) { x throws(SessionError) in try x.accept(body: answer) }) ?? []
         if !out.isEmpty { s.stats.answered += 1 }
         process(out, &s, &work)
     }
