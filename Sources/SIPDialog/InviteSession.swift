@@ -653,7 +653,7 @@ public struct InviteSession: Sendable {
             try m.append(.to, to)
             try m.append(.callID, callID)
             try m.append(.cseq, CSeq(inviteCSeq, .invite))
-            try m.append(.contact, configuration.contact)
+            try m.append(.contact, sharedConfiguration.contactHeader)
             appendCapabilities(&m)
             if configuration.reliableProvisional == .required { try m.append(.require, "100rel") }
             if let st = configuration.sessionTimer {
@@ -1311,7 +1311,7 @@ public struct InviteSession: Sendable {
     }
 
     private func appendContact(_ m: inout SIPMessage) {
-        try? m.append(.contact, configuration.contact)
+        try? m.append(.contact, sharedConfiguration.contactHeader)
     }
 
     private func appendCapabilities(_ m: inout SIPMessage) {
@@ -1350,9 +1350,12 @@ final class SharedConfiguration: Sendable {
     let value: InviteSessionConfiguration
     /// The Allow header's value, joined once (it goes on every 2xx and dialog request).
     let allowHeader: String?
+    /// Our Contact as written, once (it goes on every dialog-making response and request).
+    let contactHeader: String
 
     init(_ value: InviteSessionConfiguration) {
         self.value = value
+        contactHeader = value.contact.description
         allowHeader = value.allow.isEmpty ? nil : value.allow.map(\.token).joined(separator: ", ")
     }
 }
