@@ -649,7 +649,7 @@ public struct InviteSession: Sendable {
             try m.append(.to, to)
             try m.append(.callID, callID)
             try m.append(.cseq, CSeq(inviteCSeq, .invite))
-            try m.append(.contact, configuration.contact)
+            try m.append(.contact, sharedConfiguration.contactHeader)
             appendCapabilities(&m)
             if configuration.reliableProvisional == .required { try m.append(.require, "100rel") }
             if let st = configuration.sessionTimer {
@@ -1307,13 +1307,11 @@ public struct InviteSession: Sendable {
     }
 
     private func appendContact(_ m: inout SIPMessage) {
-        try? m.append(.contact, configuration.contact)
+        try? m.append(.contact, sharedConfiguration.contactHeader)
     }
 
     private func appendCapabilities(_ m: inout SIPMessage) {
-        if !configuration.allow.isEmpty {
-            try? m.append(.allow, configuration.allow.map(\.token).joined(separator: ", "))
-        }
+        if let allow = sharedConfiguration.allowHeader { try? m.append(.allow, allow) }
         // Literals: no array to build and no string to join per message (a joined list longer
         // than 15 bytes would be one more allocation on every response).
         let supported: String
@@ -1346,5 +1344,14 @@ public struct InviteSession: Sendable {
 /// An ``InviteSessionConfiguration`` shared by the sessions of one manager (immutable).
 final class SharedConfiguration: Sendable {
     let value: InviteSessionConfiguration
-    init(_ value: InviteSessionConfiguration) { self.value = value }
+    /// The Allow header's value, joined once (it goes on every 2xx and dialog request).
+    let allowHeader: String?
+    /// Our Contact as written, once (it goes on every dialog-making response and request).
+    let contactHeader: String
+
+    init(_ value: InviteSessionConfiguration) {
+        self.value = value
+        contactHeader = value.contact.description
+        allowHeader = value.allow.isEmpty ? nil : value.allow.map(\.token).joined(separator: ", ")
+    }
 }

@@ -86,8 +86,9 @@ public struct SessionManager: Sendable {
         s.addInitialHeaders(headers)
         let key = SessionKey(callID: s.callID, localTag: s.localTag)
         let actions = s.start()
-        sessions[key] = Slot(s, inviteTransaction: nil)
-        return (key, wrap(key, actions))
+        let slot = Slot(s, inviteTransaction: nil)
+        sessions[key] = slot
+        return (key, wrap(key, actions, slot))
     }
 
     /// Our address changed: new sessions and every session now use a Contact and Via sent-by at
@@ -104,7 +105,18 @@ public struct SessionManager: Sendable {
         var s = slot.session
         let actions = try body(&s)
         slot.session = s
-        return wrap(key, actions)
+        return wrap(key, actions, slot)
+    }
+
+    /// Runs one of the session's own commands (``InviteSession/provisional(_:body:)``,
+    /// ``InviteSession/accept(body:)``, ``InviteSession/reject(_:reason:headers:)``) on the
+    /// stored session, without the copy ``perform(_:_:)`` makes: those commands check their
+    /// preconditions before they change anything, so one that throws leaves the session as it
+    /// was. A command that could throw after a change must go through ``perform(_:_:)``.
+    package mutating func performInPlace(_ key: SessionKey, _ body: (inout InviteSession) throws(SessionError) -> [InviteSession.Action]) throws(SessionError) -> [Output] {
+        guard let slot = slot(key) else { return [] }
+        let actions = try body(&slot.session)
+        return wrap(key, actions, slot)
     }
 
     /// Tells the manager which client transaction carries a request a session sent, so its
@@ -127,10 +139,10 @@ public struct SessionManager: Sendable {
         guard let method = m.method else { return [] }
         if let callID = m.callID, let toTag = m.toTag {
             let key = SessionKey(callID: callID, localTag: toTag)
-            guard sessions[key] != nil else {
+            guard let slot = slot(key) else {
                 return [.respond(SIPMessage(responseTo: m, statusCode: 481), in: tx)]
             }
-            return feed(key, .request(m, transaction: tx))
+            return wrap(key, slot.session.handle(.request(m, transaction: tx)), slot)
         }
         guard method == .invite else { return [.request(m, transaction: tx)] }
         guard acceptsCalls else { return [.respond(SIPMessage(responseTo: m, statusCode: 480, toTag: String(rng.next(), radix: 36)), in: tx)] }
@@ -138,9 +150,10 @@ public struct SessionManager: Sendable {
         let key = SessionKey(callID: s.callID, localTag: s.localTag)
         let actions = s.start()
         byInviteTransaction[tx] = key
-        sessions[key] = Slot(s, inviteTransaction: tx)
+        let slot = Slot(s, inviteTransaction: tx)
+        sessions[key] = slot
         let refused = s.isTerminated
-        return wrap(key, actions) + (refused ? [] : [.incomingCall(key, m)])
+        return wrap(key, actions, slot) + (refused ? [] : [.incomingCall(key, m)])
     }
 
     /// A CANCEL matched to the INVITE server transaction `invite`.
@@ -179,7 +192,7 @@ public struct SessionManager: Sendable {
     private mutating func feed(_ key: SessionKey, _ input: InviteSession.Input) -> [Output] {
         guard let slot = slot(key) else { return [] }
         let actions = slot.session.handle(input)
-        return wrap(key, actions)
+        return wrap(key, actions, slot)
     }
 
     /// The box of a session, ready to be mutated: copied first when another copy of the
@@ -193,8 +206,10 @@ public struct SessionManager: Sendable {
         return sessions.values[i]
     }
 
-    private mutating func wrap(_ key: SessionKey, _ actions: [InviteSession.Action]) -> [Output] {
-        if let slot = sessions[key], slot.session.isTerminated {
+    /// The session's actions as outputs; a session that ended leaves the table. `slot` is the
+    /// session's box in the table (found by the caller: no second look-up by key).
+    private mutating func wrap(_ key: SessionKey, _ actions: [InviteSession.Action], _ slot: Slot) -> [Output] {
+        if slot.session.isTerminated {
             sessions[key] = nil
             if let tx = slot.inviteTransaction { byInviteTransaction[tx] = nil }
         }

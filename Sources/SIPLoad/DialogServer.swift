@@ -86,7 +86,10 @@ public final class DialogServer: Sendable {
 
     struct State: ~Copyable {
         var manager: SessionManager
-        var timers: [TimerKey: TimerService.Handle] = [:]
+        /// Running session timers: the service's handle and the number the timer's callback
+        /// carries, so a callback that lost a race with a restart or cancel is ignored.
+        var timers: [TimerKey: (handle: TimerService.Handle, serial: UInt64)] = [:]
+        var timerSerial: UInt64 = 0
         var stats = Statistics()
         var closed = false
     }
@@ -172,7 +175,7 @@ public final class DialogServer: Sendable {
         let handles = state.withLock { s -> [TimerService.Handle] in
             s.closed = true
             defer { s.timers.removeAll() }
-            return Array(s.timers.values)
+            return s.timers.values.map { $0.handle }
         }
         for h in handles { endpoint.timerService.cancel(h) }
         endpoint.close()
@@ -225,9 +228,9 @@ public final class DialogServer: Sendable {
         carryOut(work)
     }
 
-    private func timerFired(_ tk: TimerKey, _ handle: TimerService.Handle) {
+    private func timerFired(_ tk: TimerKey, _ serial: UInt64) {
         let work = state.withLock { s -> [Work] in
-            guard !s.closed, s.timers[tk] == handle else { return [] }
+            guard !s.closed, s.timers[tk]?.serial == serial else { return [] }
             s.timers[tk] = nil
             var work: [Work] = []
             process(s.manager.timerFired(tk.key, tk.timer), &s, &work)
@@ -264,7 +267,7 @@ public final class DialogServer: Sendable {
         let answer: SessionBody
         switch handlers.incoming(key, offer) {
         case .refuse(let code, let headers):
-            let out = (try? s.manager.perform(key) { x throws(SessionError) in try x.reject(code, headers: headers) }) ?? []
+            let out = (try? s.manager.performInPlace(key) { x throws(SessionError) in try x.reject(code, headers: headers) }) ?? []
             process(out, &s, &work)
             return
         case .accept(let body, let then):
@@ -272,9 +275,9 @@ public final class DialogServer: Sendable {
             if let then { work.append(.run(then)) }
         }
         if ringing {
-            process((try? s.manager.perform(key) { x throws(SessionError) in try x.provisional(180) }) ?? [], &s, &work)
+            process((try? s.manager.performInPlace(key) { x throws(SessionError) in try x.provisional(180) }) ?? [], &s, &work)
         }
-        let out = (try? s.manager.perform(key) { x throws(SessionError) in try x.accept(body: answer) }) ?? []
+        let out = (try? s.manager.performInPlace(key) { x throws(SessionError) in try x.accept(body: answer) }) ?? []
         if !out.isEmpty { s.stats.answered += 1 }
         process(out, &s, &work)
     }
@@ -299,16 +302,13 @@ public final class DialogServer: Sendable {
             work.append(.respond(m, tx))
         case .startTimer(let t, let after):
             let tk = TimerKey(key: key, timer: t)
-            if let old = s.timers[tk] { endpoint.timerService.cancel(old) }
-            let handle = HandleBox()
-            let h = endpoint.timerService.schedule(after: after) { [weak self] in
-                guard let self, let h = handle.value else { return }
-                self.timerFired(tk, h)
-            }
-            handle.value = h
-            s.timers[tk] = h
+            if let old = s.timers[tk] { endpoint.timerService.cancel(old.handle) }
+            s.timerSerial &+= 1
+            let serial = s.timerSerial
+            let h = endpoint.timerService.schedule(after: after) { [weak self] in self?.timerFired(tk, serial) }
+            s.timers[tk] = (h, serial)
         case .cancelTimer(let t):
-            if let h = s.timers.removeValue(forKey: TimerKey(key: key, timer: t)) { endpoint.timerService.cancel(h) }
+            if let h = s.timers.removeValue(forKey: TimerKey(key: key, timer: t)) { endpoint.timerService.cancel(h.handle) }
         case .event(let e):
             switch e {
             case .stateChanged(.confirmed):
@@ -322,7 +322,7 @@ public final class DialogServer: Sendable {
                 default: s.stats.otherEnds += 1
                 }
                 for t in SessionTimer.allCases {
-                    if let h = s.timers.removeValue(forKey: TimerKey(key: key, timer: t)) { endpoint.timerService.cancel(h) }
+                    if let h = s.timers.removeValue(forKey: TimerKey(key: key, timer: t)) { endpoint.timerService.cancel(h.handle) }
                 }
                 let ended = handlers.ended
                 work.append(.run { ended(key, reason) })
@@ -411,14 +411,5 @@ private final class ServerBox: Sendable {
     var server: DialogServer? {
         get { ref.withLock { $0.server } }
         set { ref.withLock { $0.server = newValue } }
-    }
-}
-
-/// A timer's own handle, known once `schedule` has returned (the closure is made before).
-private final class HandleBox: Sendable {
-    private let h = Mutex<TimerService.Handle?>(nil)
-    var value: TimerService.Handle? {
-        get { h.withLock { $0 } }
-        set { h.withLock { $0 = newValue } }
     }
 }

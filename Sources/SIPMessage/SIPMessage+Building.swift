@@ -39,7 +39,17 @@ extension SIPMessage {
 
     /// Checks that a header value can be written on one line.
     static func checkValue(_ value: String) throws(SIPParseError) {
-        for (k, b) in value.utf8.enumerated() where b == 0x0D || b == 0x0A || b == 0 {
+        // One pass over the contiguous UTF-8 (an enumerated `utf8` view cost more than the
+        // rest of building a header line).
+        var text = value
+        let bad = text.withUTF8 { bytes -> Int? in
+            for k in bytes.indices {
+                let b = bytes[k]
+                if b <= 0x0D, b == 0x0D || b == 0x0A || b == 0 { return k }
+            }
+            return nil
+        }
+        if let k = bad {
             throw SIPParseError(offset: k, rule: .headerValue, detail: "a header value cannot hold CR, LF or NUL")
         }
     }
@@ -156,36 +166,77 @@ extension SIPMessage {
     /// canonical form with a Content-Length matching the body.
     public func serialized() -> [UInt8] {
         if let r = pristineRange { return Array(storage[r]) }
-        var out: [UInt8] = []
-        out.reserveCapacity(storage.count + 64)
+        // Two passes over the header index: the exact length, then one copy of each piece
+        // into an array of that size (appending piece by piece cost several times more).
+        let sip20 = "SIP/2.0"
+        var total = 2
         switch startIndex {
         case .request(let m, let uri, let v):
-            out.append(contentsOf: m.token.utf8); out.append(0x20)
-            out.append(contentsOf: storage[uri]); out.append(0x20)
-            out.append(contentsOf: v.description.utf8)
+            total += m.token.utf8.count + 1 + uri.count + 1 + (v == .sip20 ? sip20.utf8.count : v.description.utf8.count)
         case .response(let v, let c, let reason):
-            out.append(contentsOf: v.description.utf8); out.append(0x20)
-            out.append(contentsOf: String(c).utf8); out.append(0x20)
-            out.append(contentsOf: storage[reason])
+            total += (v == .sip20 ? sip20.utf8.count : v.description.utf8.count) + 1 + SIPMessage.decimalCount(c) + 1 + reason.count
         }
-        out.append(0x0D); out.append(0x0A)
+        let lengthName = KnownHeader.contentLength.canonicalName
+        let lengthLine = lengthName.utf8.count + 2 + SIPMessage.decimalCount(bodyRange.count) + 2
         var wroteLength = false
         for e in entries {
             if e.known == KnownHeader.contentLength.rawValue {
-                if wroteLength { continue }
+                if !wroteLength { total += lengthLine }
                 wroteLength = true
-                out.append(contentsOf: "Content-Length: \(bodyRange.count)\r\n".utf8)
                 continue
             }
-            if let k = KnownHeader(rawValue: e.known) { out.append(contentsOf: k.canonicalName.utf8) } else { out.append(contentsOf: storage[e.nameRange]) }
-            out.append(0x3A); out.append(0x20)
-            out.append(contentsOf: storage[e.valueRange])
-            out.append(0x0D); out.append(0x0A)
+            let name = KnownHeader(rawValue: e.known).map { $0.canonicalName.utf8.count } ?? Int(e.nameEnd - e.nameStart)
+            total += name + 2 + Int(e.valueEnd - e.valueStart) + 2
         }
-        if !wroteLength { out.append(contentsOf: "Content-Length: \(bodyRange.count)\r\n".utf8) }
-        out.append(0x0D); out.append(0x0A)
-        out.append(contentsOf: storage[bodyRange])
-        return out
+        if !wroteLength { total += lengthLine }
+        total += 2 + bodyRange.count
+        return storage.withUnsafeBufferPointer { src in
+            [UInt8](unsafeUninitializedCapacity: total) { out, count in
+                var w = ByteWriter(out.baseAddress!)
+                switch startIndex {
+                case .request(let m, let uri, let v):
+                    w.put(m.token); w.put(0x20)
+                    w.put(src, uri); w.put(0x20)
+                    w.put(v == .sip20 ? sip20 : v.description)
+                case .response(let v, let c, let reason):
+                    w.put(v == .sip20 ? sip20 : v.description); w.put(0x20)
+                    w.putDecimal(c); w.put(0x20)
+                    w.put(src, reason)
+                }
+                w.put(0x0D); w.put(0x0A)
+                var wroteLength = false
+                func lengthHeader(_ w: inout ByteWriter) {
+                    w.put(lengthName); w.put(0x3A); w.put(0x20)
+                    w.putDecimal(bodyRange.count); w.put(0x0D); w.put(0x0A)
+                }
+                for e in entries {
+                    if e.known == KnownHeader.contentLength.rawValue {
+                        if !wroteLength { lengthHeader(&w) }
+                        wroteLength = true
+                        continue
+                    }
+                    if let k = KnownHeader(rawValue: e.known) { w.put(k.canonicalName) } else { w.put(src, e.nameRange) }
+                    w.put(0x3A); w.put(0x20)
+                    w.put(src, e.valueRange)
+                    w.put(0x0D); w.put(0x0A)
+                }
+                if !wroteLength { lengthHeader(&w) }
+                w.put(0x0D); w.put(0x0A)
+                w.put(src, bodyRange)
+                assert(w.count == total, "serialized length")
+                count = w.count
+            }
+        }
+    }
+
+    /// The number of characters of `n` in decimal (a minus sign counted).
+    static func decimalCount(_ n: Int) -> Int { (n < 0 ? 1 : 0) + digitCount(n.magnitude) }
+
+    /// The number of decimal digits of `v`.
+    static func digitCount(_ v: UInt) -> Int {
+        var v = v, digits = 1
+        while v >= 10 { v /= 10; digits += 1 }
+        return digits
     }
 
     /// The canonical form even for an unmodified parsed message (canonical header names,
@@ -268,5 +319,47 @@ extension SIPMessage {
             default: return "Global Failure"
             }
         }
+    }
+}
+
+/// Writes bytes into memory sized beforehand (``SIPMessage/serialized()``).
+struct ByteWriter {
+    let base: UnsafeMutablePointer<UInt8>
+    var count = 0
+
+    init(_ base: UnsafeMutablePointer<UInt8>) { self.base = base }
+
+    mutating func put(_ b: UInt8) {
+        base[count] = b
+        count += 1
+    }
+
+    mutating func put(_ src: UnsafeBufferPointer<UInt8>, _ r: Range<Int>) {
+        guard !r.isEmpty else { return }
+        (base + count).update(from: src.baseAddress! + r.lowerBound, count: r.count)
+        count += r.count
+    }
+
+    mutating func put(_ s: String) {
+        var s = s
+        s.withUTF8 { u in
+            guard let p = u.baseAddress, u.count > 0 else { return }
+            (base + count).update(from: p, count: u.count)
+            count += u.count
+        }
+    }
+
+    /// `n` in decimal.
+    mutating func putDecimal(_ n: Int) {
+        if n < 0 { put(UInt8(ascii: "-")) }
+        var v = n.magnitude
+        let digits = SIPMessage.digitCount(v)
+        var i = count + digits - 1
+        repeat {
+            base[i] = UInt8(truncatingIfNeeded: v % 10) + 0x30
+            v /= 10
+            i -= 1
+        } while v > 0
+        count += digits
     }
 }

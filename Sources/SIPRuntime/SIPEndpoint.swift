@@ -126,7 +126,9 @@ public final class SIPEndpoint: Sendable {
     struct Core {
         var layer: TransactionLayer<SIPPeer>
         var clientHandlers: [TransactionID: ClientHandler] = [:]
-        var timers: [TimerKey: TimerService.Handle] = [:]
+        /// The running timers of each transaction that has any (one entry per transaction, so
+        /// ending it is one removal).
+        var timers: [TransactionID: RunningTimers] = [:]
         var stats = EndpointStatistics()
         /// Client transactions waiting on a connection being opened in the background, so a
         /// failed connect fails them (RFC 3261 §8.1.3.1).
@@ -140,6 +142,15 @@ public final class SIPEndpoint: Sendable {
         /// ``udpSentLimit``), so an ICMP error for a destination fails those still waiting on it.
         var udpSent: [(address: SocketAddress, id: TransactionID)] = []
         var udpSentNext = 0
+
+        /// Forgets a transaction's timer (and the transaction's entry with its last one);
+        /// returns its handle, nil when it was not running.
+        mutating func forgetTimer(_ id: TransactionID, _ t: TransactionTimer) -> TimerService.Handle? {
+            guard let i = timers.index(forKey: id) else { return nil }
+            let h = timers.values[i].remove(t)
+            if timers.values[i].isEmpty { timers.remove(at: i) }
+            return h
+        }
     }
 
     /// Client transactions over UDP remembered for ICMP errors (older ones wait for their timer).
@@ -494,7 +505,7 @@ public final class SIPEndpoint: Sendable {
 
     private func timerFired(_ key: TimerKey) {
         let outputs = core.withLock { c -> [Work] in
-            guard c.timers.removeValue(forKey: key) != nil else { return [] }
+            guard c.forgetTimer(key.id, key.timer) != nil else { return [] }
             let out = c.layer.timerFired(key.id, key.timer)
             if key.timer == .A || key.timer == .E || key.timer == .G {
                 c.stats.retransmissionsSent += out.reduce(0) { if case .send = $1 { return $0 + 1 } else { return $0 } }
@@ -514,10 +525,10 @@ public final class SIPEndpoint: Sendable {
             switch o {
             case .startTimer(let id, let t, let d):
                 let key = TimerKey(id: id, timer: t)
-                if let old = c.timers[key] { timerService.cancel(old) }
-                c.timers[key] = timerService.schedule(after: d) { [weak self] in self?.timerFired(key) }
+                let h = timerService.schedule(after: d) { [weak self] in self?.timerFired(key) }
+                if let old = c.timers[id, default: RunningTimers()].set(t, h) { timerService.cancel(old) }
             case .cancelTimer(let id, let t):
-                if let h = c.timers.removeValue(forKey: TimerKey(id: id, timer: t)) { timerService.cancel(h) }
+                if let h = c.forgetTimer(id, t) { timerService.cancel(h) }
             case .terminated(let id):
                 if !c.connecting.isEmpty {
                     for (conn, var ids) in c.connecting where ids.contains(id) {
@@ -525,9 +536,7 @@ public final class SIPEndpoint: Sendable {
                         c.connecting[conn] = ids.isEmpty ? nil : ids
                     }
                 }
-                for t in TransactionTimer.allCases {
-                    if let h = c.timers.removeValue(forKey: TimerKey(id: id, timer: t)) { timerService.cancel(h) }
-                }
+                c.timers.removeValue(forKey: id)?.forEach { timerService.cancel($0) }
                 c.clientHandlers[id] = nil
             case .timeout(let id, let timer):
                 c.stats.timeouts += 1
@@ -704,6 +713,59 @@ extension SIPEndpoint {
             countSendError()
             return false
         }
+    }
+}
+
+/// The timer-service handles of one transaction's running timers, inline: at most three run at
+/// once (an INVITE server's 100 Trying, G and H), so arming one allocates nothing; more would
+/// go to `more`.
+struct RunningTimers {
+    struct Entry { var timer: TransactionTimer; var handle: TimerService.Handle }
+    var slots = InlineArray<4, Entry?>(repeating: nil)
+    var more: [Entry] = []
+
+    var isEmpty: Bool {
+        for i in slots.indices where slots[i] != nil { return false }
+        return more.isEmpty
+    }
+
+    /// Notes `handle` for `timer`; returns the handle it replaces.
+    mutating func set(_ timer: TransactionTimer, _ handle: TimerService.Handle) -> TimerService.Handle? {
+        var free: Int?
+        for i in slots.indices {
+            if let e = slots[i] {
+                if e.timer == timer {
+                    slots[i] = Entry(timer: timer, handle: handle)
+                    return e.handle
+                }
+            } else if free == nil {
+                free = i
+            }
+        }
+        if let j = more.firstIndex(where: { $0.timer == timer }) {
+            defer { more[j].handle = handle }
+            return more[j].handle
+        }
+        if let i = free { slots[i] = Entry(timer: timer, handle: handle) } else { more.append(Entry(timer: timer, handle: handle)) }
+        return nil
+    }
+
+    /// Forgets `timer`; returns its handle, nil when it was not running.
+    mutating func remove(_ timer: TransactionTimer) -> TimerService.Handle? {
+        for i in slots.indices {
+            if let e = slots[i], e.timer == timer {
+                slots[i] = nil
+                return e.handle
+            }
+        }
+        if let j = more.firstIndex(where: { $0.timer == timer }) { return more.remove(at: j).handle }
+        return nil
+    }
+
+    /// Every handle.
+    func forEach(_ body: (TimerService.Handle) -> Void) {
+        for i in slots.indices { if let e = slots[i] { body(e.handle) } }
+        for e in more { body(e.handle) }
     }
 }
 

@@ -136,6 +136,41 @@ struct SerializationTests {
         #expect(try SIPMessage(bytes: r.serialized()).reasonPhrase == "badreason")
     }
 
+    @Test func builtMessageWritesEachPieceOnceWithTheBodyLength() throws {
+        // An extension header keeps its spelling, the first Content-Length line is written
+        // where it stands with the body's real length, a second one is dropped.
+        var r = SIPMessage(statusCode: 486, reasonPhrase: "Busy Here")
+        try r.append("X-Long-Extension-Name", "a b")
+        try r.append(.contentLength, "99")
+        try r.append(.subject, "s")
+        try r.append(.contentLength, "7")
+        #expect(String(decoding: r.serialized(), as: UTF8.self) == "SIP/2.0 486 Busy Here\r\nX-Long-Extension-Name: a b\r\nContent-Length: 0\r\nSubject: s\r\n\r\n")
+        r.setBody(Array(repeating: UInt8(ascii: "x"), count: 1234))
+        let text = String(decoding: r.serialized(), as: UTF8.self)
+        #expect(text.hasPrefix("SIP/2.0 486 Busy Here\r\nX-Long-Extension-Name: a b\r\nContent-Length: 1234\r\nSubject: s\r\n"))
+        #expect(text.hasSuffix("\r\n\r\n" + String(repeating: "x", count: 1234)))
+        #expect(try SIPMessage(bytes: r.serialized()).contentLength == 1234)
+        // A message without Content-Length gets one at the end of its headers.
+        var m = try SIPMessage(method: .options, uri: try SIPURI("sip:a@b.example"))
+        try m.append(.callID, "x")
+        #expect(String(decoding: m.serialized(), as: UTF8.self) == "OPTIONS sip:a@b.example SIP/2.0\r\nCall-ID: x\r\nContent-Length: 0\r\n\r\n")
+    }
+
+    @Test func headerValueCheckNamesTheOffendingByte() throws {
+        var m = SIPMessage(statusCode: 200)
+        for (value, offset) in [("abc\u{0}", 3), ("\r", 0), ("é\nx", 2)] {
+            do {
+                try m.append(.subject, value)
+                Issue.record("\(value.debugDescription) was accepted")
+            } catch {
+                #expect(error.rule == .headerValue)
+                #expect(error.offset == offset)
+            }
+        }
+        try m.append(.subject, "tab\tand é are fine")
+        #expect(m[.subject] == "tab\tand é are fine")
+    }
+
     @Test func bodyChangeUpdatesContentLength() throws {
         var m = try SIPMessage(bytes: try fixture("notify-sipfrag.sip"))
         m.setBody(Array("SIP/2.0 180 Ringing\r\n".utf8))

@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 import SIPMessage
 import SIPTransport
+import SIPTransaction
 import SIPDialog
 import SwitchboardTestSupport
 @testable import SIPRuntime
@@ -90,5 +91,49 @@ struct DialogServerLoopbackTests {
         while server.statistics.liveDialogs > 0 && clock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
         let st = server.statistics
         #expect(st.invites == 1 && st.confirmed == 1 && st.remoteHangups == 1 && st.liveDialogs == 0)
+    }
+
+    @Test("a 2xx never ACKed is retransmitted on the session's timer, then the call ends with a BYE", .timeLimit(.minutes(1)))
+    func unacknowledgedAnswerEndsWithBye() async throws {
+        // Short timers: the 2xx goes again after T1, the ACK wait ends after 64·T1 (1.28 s).
+        let fast = TransactionTimers(t1: .milliseconds(20), t2: .milliseconds(80), t4: .milliseconds(100))
+        let server = try DialogServer(configuration: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))], timers: fast),
+                                      ringing: false) { _ in UserAgentLoopbackTests.answer }
+        defer { server.close() }
+        let byes = Atomic<Int>(0)
+        let box = Mutex<SIPEndpoint?>(nil)
+        let client = try SIPEndpoint(configuration: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))], timers: fast)) { e in
+            guard case .request(let r) = e, r.message.method == .bye else { return }
+            byes.add(1, ordering: .relaxed)
+            box.withLock { $0 }?.respond(SIPMessage(responseTo: r.message, statusCode: 200), to: r.transaction)
+        }
+        box.withLock { $0 = client }
+        defer { client.close() }
+        let me = client.localAddresses[0].address
+        let port = server.endpoint.localAddresses[0].address.port
+        var invite = try SIPMessage(method: .invite, uri: try SIPURI("sip:switchboard@127.0.0.1:\(port)"))
+        try invite.append(.via, "SIP/2.0/UDP 127.0.0.1:\(me.port);branch=\(TransactionLayer<SIPPeer>.newBranch());rport")
+        try invite.append(.maxForwards, "70")
+        try invite.append(.from, "<sip:alice@127.0.0.1>;tag=a1")
+        try invite.append(.to, "<sip:switchboard@127.0.0.1>")
+        try invite.append(.callID, "no-ack-\(UInt32.random(in: 1...UInt32.max))@127.0.0.1")
+        try invite.append(.cseq, "1 INVITE")
+        try invite.append(.contact, "<sip:alice@127.0.0.1:\(me.port)>")
+        invite.setBody(UserAgentLoopbackTests.offer.bytes, contentType: UserAgentLoopbackTests.offer.contentType)
+        let finals = Atomic<Int>(0)
+        client.sendRequest(invite, to: SIPPeer(transport: .udp, address: try SocketAddress(ip: "127.0.0.1", port: port))) { e in
+            if case .final(let r) = e, r.statusCode == 200 { finals.add(1, ordering: .relaxed) }
+        }
+        // Never ACKed: the session's timers retransmit the 2xx, then give up with a BYE.
+        let clock = ContinuousClock(), deadline = clock.now + .seconds(10)
+        while (server.statistics.ackTimeouts == 0 || byes.load(ordering: .relaxed) == 0) && clock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        let st = server.statistics
+        #expect(st.invites == 1 && st.answered == 1 && st.confirmed == 0 && st.ackTimeouts == 1)
+        #expect(byes.load(ordering: .relaxed) == 1)
+        #expect(finals.load(ordering: .relaxed) >= 2)
+        while server.statistics.liveDialogs > 0 && clock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(server.statistics.liveDialogs == 0)
     }
 }

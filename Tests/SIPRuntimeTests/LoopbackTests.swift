@@ -149,4 +149,27 @@ struct LoopbackTests {
         #expect(weakToken == nil)
         #expect(timers.pendingCount == 0)
     }
+
+    @Test func runningTimersKeepOneHandlePerTimer() {
+        let h = (0..<8).map { TimerService.Handle(id: UInt64($0)) }
+        var r = RunningTimers()
+        #expect(r.isEmpty)
+        #expect(r.set(.trying, h[0]) == nil)
+        #expect(r.set(.G, h[1]) == nil)
+        #expect(r.set(.H, h[2]) == nil)
+        // Restarting a timer hands back the handle it replaces, in place.
+        #expect(r.set(.G, h[3]) == h[1])
+        #expect(r.remove(.trying) == h[0])
+        #expect(r.remove(.trying) == nil)
+        // More timers than the inline slots still keep each one.
+        for (t, i) in [(TransactionTimer.A, 4), (.B, 5), (.D, 6), (.L, 7)] { #expect(r.set(t, h[i]) == nil) }
+        var all: [UInt64] = []
+        r.forEach { all.append($0.id) }
+        #expect(all.sorted() == [2, 3, 4, 5, 6, 7])
+        #expect(r.set(.L, h[0]) == h[7])
+        for t in [TransactionTimer.G, .H, .A, .B, .D] { #expect(r.remove(t) != nil) }
+        #expect(!r.isEmpty)
+        #expect(r.remove(.L) == h[0])
+        #expect(r.isEmpty)
+    }
 }
