@@ -140,7 +140,7 @@ let package = Package(
         .testTarget(name: "SIPRuntimeTests", dependencies: ["SwitchboardTestSupport", "SIPRuntime", "SIPProxy", "SIPLoad", "SIPTransaction", "SIPTransport", "SIPMessage", "SIPDialog", "SIPAuth", "NetworkIO"]),
         .testTarget(name: "SIPSimulationTests", dependencies: ["SIPSimulation", "SIPTransaction", "SIPMessage", "SIPDialog", "SIPAuth"]),
         .testTarget(name: "NetworkIOTests", dependencies: ["NetworkIO"]),
-        .testTarget(name: "SIPTransportTests", dependencies: ["SIPTransport", "SIPMessage", "NetworkIO"]),
+        .testTarget(name: "SIPTransportTests", dependencies: ["SIPTransport", "SIPMessage", "NetworkIO", "SwitchboardTestSupport"]),
         .testTarget(name: "SIPResolverTests", dependencies: ["SwitchboardTestSupport", "SIPResolver", "SIPMessage", "NetworkIO"]),
         .testTarget(name: "SIPAuthTests", dependencies: ["SwitchboardTestSupport", "SIPAuth", "SIPMessage"]),
         .testTarget(name: "PacketCaptureTests", dependencies: ["SwitchboardTestSupport", "PacketCapture", "SIPMessage", "NetworkIO"]),

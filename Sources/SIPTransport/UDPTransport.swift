@@ -62,6 +62,10 @@ public struct UDPTransportStatistics: Sendable, Hashable {
     public var bytesSent = 0
     /// ICMP errors read for datagrams we sent (destination unreachable).
     public var unreachable = 0
+    /// Datagrams dropped on our own host (the kernel's queue full, `ENOBUFS`/`EAGAIN`, or a
+    /// local firewall drop reported through `IP_RECVERR`): lost like any datagram on the way,
+    /// so the send does not fail; the transaction's retransmissions stand in for it.
+    public var droppedLocally = 0
 
     /// Creates zeroed counters.
     public init() {}
@@ -104,6 +108,13 @@ public final class UDPTransport: Sendable {
     public var kind: TransportKind { .udp }
     /// A snapshot of the counters.
     public var statistics: UDPTransportStatistics { core.statistics.withLock { $0 } }
+
+    /// Whether a `sendto` error means our own host dropped the datagram (a full queue or an
+    /// output filter) rather than that the transport cannot send: `ENOBUFS`, `EAGAIN`/`EWOULDBLOCK`
+    /// and `EPERM` (netfilter's verdict on an output rule).
+    public static func isLocalDrop(_ code: Int32) -> Bool {
+        code == ENOBUFS || code == EAGAIN || code == EWOULDBLOCK || code == EPERM
+    }
     /// Whether ``close()`` has been called.
     public var isClosed: Bool { core.state.withLock { $0.closed } }
 
@@ -246,6 +257,7 @@ final class UDPCore: TransportLoopCore {
     /// How many times a send failed by other datagrams' ICMP errors is tried again.
     static let refusalRetries = 64
 
+
     func send(_ bytes: [UInt8], to destination: SocketAddress) throws(TransportError) {
         try check(bytes.count, destination)
         try beginSend()
@@ -272,6 +284,13 @@ final class UDPCore: TransportLoopCore {
             }
         }
         while sent < 0 && code == EINTR { (sent, code) = attempt() }
+        if sent < 0 && UDPTransport.isLocalDrop(code) {
+            // UDP is unreliable (RFC 3261 §18.1.1): a datagram our own host dropped is a lost
+            // datagram, not a failed transport. Failing the send would end the transaction
+            // (§17.1.4, §17.2.4) — and a call — for what a retransmission repairs.
+            statistics.withLock { $0.droppedLocally += 1 }
+            return
+        }
         guard sent >= 0 else {
             let error = SystemCallError(call: "sendto", code: code)
             statistics.withLock { $0.sendErrors += 1 }
@@ -465,5 +484,6 @@ extension UDPTransportStatistics {
         sendErrors &+= d.sendErrors
         bytesSent &+= d.bytesSent
         unreachable &+= d.unreachable
+        droppedLocally &+= d.droppedLocally
     }
 }
