@@ -230,9 +230,11 @@ enum ProxySuite {
                             reference: "RFC 3261 §16.3 item 4; RFC 5393 §4.2", purposeNote: unverified, role: .proxy) { s in
             var call = ProxyCall(s)
             call.invite()
-            guard let (fwd, fwdIndex, hop) = await call.forwarded(.invite) else {
+            // (No tuple pattern in the binding: Swift 6.3's optimizer crashes on this closure with one.)
+            guard let forwarded = await call.forwarded(.invite) else {
                 return .failed("the DUT did not forward the INVITE to \(call.calleeURI) (RFC 3261 §16.6)")
             }
+            let fwd = forwarded.0, fwdIndex = forwarded.1, hop = forwarded.2
             // The runner, as the next proxy (a 100 first, §16.2), routes the request back to the
             // DUT: its Via on top, Max-Forwards one less, the Request-URI unchanged.
             call.answer(fwd, from: hop, code: 100)
@@ -248,7 +250,8 @@ enum ProxySuite {
             }
             var loopFinal: SIPMessage?
             var forwardedAgain = false
-            if let (m, i) = first {
+            if let hit = first {
+                let m = hit.0, i = hit.1
                 if m.isRequest {
                     // Forwarded again: the callee refuses it, and the refusal comes back to the loop hop.
                     forwardedAgain = true
@@ -258,24 +261,31 @@ enum ProxySuite {
                     loopFinal = m
                 }
             }
+            // Plain values from here on (Swift 6.3's optimizer crashed on this closure's further
+            // uses of the optional message).
+            let loopStatus: Int? = loopFinal.flatMap { $0.statusCode }
+            let loopToTag: String? = loopFinal.flatMap { $0.toTag }
             // Unwind: each hop's final response ACKed, the first forward answered as the loop hop was.
-            if let loopFinal { s.send(call.draft("ACK", branch: loopBranch, toTag: loopFinal.toTag).text(s)) }
-            call.answer(fwd, from: hop, code: loopFinal?.statusCode.flatMap { $0 >= 300 ? $0 : nil } ?? 500)
+            if loopStatus != nil { s.send(call.draft("ACK", branch: loopBranch, toTag: loopToTag).text(s)) }
+            call.answer(fwd, from: hop, code: loopStatus.flatMap { $0 >= 300 ? $0 : nil } ?? 500)
             if let f = await relayedFinal(s, branch: call.inviteBranch, method: .invite, excluding: [loopBranch]) { call.ackFailure(f) }
-            if loopFinal?.statusCode == 482 && !forwardedAgain { return .passed }
+            if loopStatus == 482 && !forwardedAgain { return .passed }
             if forwardedAgain {
                 return .inconclusive("the DUT forwarded the looped INVITE again (it does not detect loops; RFC 3261 §16.3 item 4 makes detection a MAY and Max-Forwards bounds the loop)")
             }
-            return .failed("the looped INVITE got \(loopFinal?.statusCode.map(String.init) ?? "no final response") and was not forwarded again (RFC 3261 §16.3 item 4: 482 expected when a loop is detected)")
+            return .failed("the looped INVITE got \(loopStatus.map(String.init) ?? "no final response") and was not forwarded again (RFC 3261 §16.3 item 4: 482 expected when a loop is detected)")
         },
         ConformanceTestCase(name: "cancel", etsiPurpose: nil,
                             summary: "a CANCEL after the callee's 180 is answered 200 by the proxy and sent on to the callee on the forwarded INVITE's branch; the callee's 487 comes back",
                             reference: "RFC 3261 §16.10, §9.1", purposeNote: unverified, role: .proxy) { s in
             var call = ProxyCall(s)
             call.invite()
-            guard let (fwd, fwdIndex, hop) = await call.forwarded(.invite) else {
+            // (Plain values rather than tuple patterns and optional chains on messages: Swift
+            // 6.3's optimizer crashed on this closure with them.)
+            guard let forwarded = await call.forwarded(.invite) else {
                 return .failed("the DUT did not forward the INVITE to \(call.calleeURI) (RFC 3261 §16.6)")
             }
+            let fwd = forwarded.0, fwdIndex = forwarded.1, hop = forwarded.2
             call.answer(fwd, from: hop, code: 180)
             guard await s.response(branch: call.inviteBranch, method: .invite, { $0 == 180 }) != nil else {
                 call.answer(fwd, from: hop, code: 500)
@@ -285,23 +295,25 @@ enum ProxySuite {
             var cancel = call.draft("CANCEL", branch: call.inviteBranch)
             cancel.extra = []
             s.send(cancel.text(s))
-            let cancelled = await s.finalResponse(branch: call.inviteBranch, method: .cancel)
+            let cancelStatus: Int? = await s.finalResponse(branch: call.inviteBranch, method: .cancel).flatMap { $0.statusCode }
             let forwardedCancel = await call.forwarded(.cancel, after: fwdIndex + 1)
-            if let (c, _, cHop) = forwardedCancel { call.answer(c, from: cHop, code: 200) }
+            if let fc = forwardedCancel { call.answer(fc.0, from: fc.2, code: 200) }
             call.answer(fwd, from: hop, code: 487)
             let final = await s.finalResponse(branch: call.inviteBranch, method: .invite)
             if let final { call.ackFailure(final) }
-            guard let cancelled, cancelled.statusCode == 200 else {
-                return .failed("the CANCEL was answered \(cancelled?.statusCode.map(String.init) ?? "nothing"), 200 expected from the proxy (RFC 3261 §16.10)")
+            let finalStatus: Int? = final.flatMap { $0.statusCode }
+            guard cancelStatus == 200 else {
+                return .failed("the CANCEL was answered \(cancelStatus.map(String.init) ?? "nothing"), 200 expected from the proxy (RFC 3261 §16.10)")
             }
-            guard let (c, _, _) = forwardedCancel else {
+            guard let fc = forwardedCancel else {
                 return .failed("the CANCEL was not sent on to the callee (RFC 3261 §16.10: the proxy cancels its pending client transactions)")
             }
+            let c = fc.0
             guard branches(c).first == branches(fwd).first, (try? c.cseq().sequence) == (try? fwd.cseq().sequence) else {
                 return .failed("the CANCEL sent on has Via branch \(branches(c).first ?? "-"), the forwarded INVITE's is \(branches(fwd).first ?? "-") (RFC 3261 §9.1: same branch and CSeq number)")
             }
-            guard let final else { return .failed("the callee's 487 was not relayed back (RFC 3261 §16.7)") }
-            guard final.statusCode == 487 else { return .failed("the caller got \(final.statusCode ?? 0) for the cancelled INVITE, 487 expected") }
+            guard let finalStatus else { return .failed("the callee's 487 was not relayed back (RFC 3261 §16.7)") }
+            guard finalStatus == 487 else { return .failed("the caller got \(finalStatus) for the cancelled INVITE, 487 expected") }
             _ = await call.forwarded(.ack, timeout: .seconds(1))
             return .passed
         },
