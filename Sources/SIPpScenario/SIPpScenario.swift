@@ -559,19 +559,8 @@ struct ScenarioBuilder {
             }
             throw err(a, .missingAttribute("command or int_cmd"))
         case "sample":
-            var allowed: Set<String> = ["assign_to", "distribution"]
-            switch a["distribution"] ?? "" {
-            case "fixed": allowed.insert("value")
-            case "uniform": allowed.formUnion(["min", "max"])
-            case "normal", "lognormal": allowed.formUnion(["mean", "stdev"])
-            case "exponential": allowed.insert("mean")
-            case "weibull": allowed.formUnion(["lambda", "k"])
-            case "pareto": allowed.formUnion(["k", "x_m"])
-            case "gamma": allowed.formUnion(["k", "theta"])
-            case "negbin": allowed.formUnion(["n", "p"])
-            default: _ = try distribution(a)
-            }
-            try only(a, allowed)
+            guard let parameters = Self.distributionParameters(a["distribution"] ?? "") else { _ = try distribution(a); throw err(a, .unsupportedElement(a.name)) }
+            try only(a, parameters.union(["assign_to", "distribution"]))
             return .sample(assignTo: try required(a, "assign_to"), try distribution(a))
         case "todouble", "gettimeofday", "setdest", "verifyauth", "lookup", "insert", "replace", "urldecode", "urlencode", "warning", "error", "trim", "index", "rtp_echo", "jump_if":
             throw err(a, .unsupportedElement(a.name))
@@ -615,19 +604,28 @@ struct ScenarioBuilder {
         commands.append(SIPpCommand(kind: .recv(r), next: next, test: test, chance: chance, actions: try actions(e), startRTD: rtdName(e, "start_rtd"), rtd: rtdName(e, "rtd"), line: e.line))
     }
 
+    /// The parameters (attribute names, as SIPp spells them) of a `distribution` of `<pause>`
+    /// and `sample`; nil for a name SIPp does not have.
+    static func distributionParameters(_ name: String) -> Set<String>? {
+        switch name {
+        case "fixed": return ["value"]
+        case "uniform": return ["min", "max"]
+        case "normal", "lognormal": return ["mean", "stdev"]
+        case "exponential": return ["mean"]
+        case "weibull": return ["lambda", "k"]
+        case "pareto": return ["k", "x_m"]
+        case "gamma": return ["k", "theta"]
+        case "negbin": return ["n", "p"]
+        default: return nil
+        }
+    }
+
     mutating func pause(_ e: XMLElement) throws(SIPpScenarioError) {
         // <timewait> is a pause (SIPp keeps the call for it, then ends it as the scenario does).
         var allowed: Set<String> = ["milliseconds", "variable", "distribution", "sanity_check", "next", "test", "chance", "crlf", "rtd", "start_rtd"]
-        switch e["distribution"] ?? "" {
-        case "fixed": allowed.insert("value")
-        case "uniform": allowed.formUnion(["min", "max"])
-        case "normal", "lognormal": allowed.formUnion(["mean", "stdev"])
-        case "exponential": allowed.insert("mean")
-        case "weibull": allowed.formUnion(["lambda", "k"])
-        case "pareto": allowed.formUnion(["k", "x_m"])
-        case "gamma": allowed.formUnion(["k", "theta"])
-        case "negbin": allowed.formUnion(["n", "p"])
-        default: if e["distribution"] != nil { _ = try distribution(e) }
+        if let d = e["distribution"] {
+            guard let parameters = Self.distributionParameters(d) else { _ = try distribution(e); throw err(e, .unsupportedElement(e.name)) }
+            allowed.formUnion(parameters)
         }
         try only(e, allowed)
         let (next, test, chance) = try common(e)
