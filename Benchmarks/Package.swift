@@ -31,6 +31,11 @@ let package = Package(
             switchboard("MediaRuntime"), switchboard("Media"), switchboard("MediaCodecs"), switchboard("SDP"), switchboard("SRTP"),
             switchboard("RTP"), switchboard("CSocket"),
         ]),
+        // Our own caller: a Phone placing concurrent G.711 calls with a tone; run through scripts/bench-phone.
+        .executableTarget(name: "PhoneLoad", dependencies: [
+            switchboard("Switchboard"), switchboard("SIPRuntime"), switchboard("SIPMessage"), switchboard("MediaRuntime"),
+            switchboard("NetworkIO"), switchboard("SDP"),
+        ]),
     ],
     swiftLanguageModes: [.v6]
 )
