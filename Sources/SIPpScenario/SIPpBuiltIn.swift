@@ -13,6 +13,18 @@ public enum SIPpBuiltIn {
         }
     }
 
+    /// The PCMU description both sides send (the offer of `uac`, the answer of `uas`), indented
+    /// as the messages are.
+    static let sdp = """
+          v=0
+          o=switchboard [pid] [call_number] IN IP[media_ip_type] [media_ip]
+          s=switchboard
+          c=IN IP[media_ip_type] [media_ip]
+          t=0 0
+          m=audio [media_port] RTP/AVP 0
+          a=rtpmap:0 PCMU/8000
+    """
+
     /// INVITE with an SDP offer (retransmitted over UDP), optional 100/180/183, 200, ACK, the
     /// `-d` pause, BYE, 200.
     static let uac = """
@@ -33,13 +45,7 @@ public enum SIPpBuiltIn {
           Content-Type: application/sdp
           Content-Length: [len]
 
-          v=0
-          o=switchboard [pid] [call_number] IN IP[media_ip_type] [media_ip]
-          s=switchboard
-          c=IN IP[media_ip_type] [media_ip]
-          t=0 0
-          m=audio [media_port] RTP/AVP 0
-          a=rtpmap:0 PCMU/8000
+    \(sdp)
         ]]>
       </send>
       <recv response="100" optional="true"/>
@@ -108,13 +114,7 @@ public enum SIPpBuiltIn {
           Content-Type: application/sdp
           Content-Length: [len]
 
-          v=0
-          o=switchboard [pid] [call_number] IN IP[media_ip_type] [media_ip]
-          s=switchboard
-          c=IN IP[media_ip_type] [media_ip]
-          t=0 0
-          m=audio [media_port] RTP/AVP 0
-          a=rtpmap:0 PCMU/8000
+    \(sdp)
         ]]>
       </send>
       <recv request="ACK" optional="true" rtd="true"/>
