@@ -40,6 +40,17 @@ final class Lines: Sendable {
 @Suite("SIPp scenarios against SIPp", .serialized, .enabled(if: SIPpTool.available || TestPaths.isCI, "sipp (Debian sip-tester) is not installed"),
        .requires("sipp (Debian sip-tester)", { SIPpTool.available }))
 struct SIPpVerdictTests {
+    /// The device the verdict tests run against: our transaction-level answering server on
+    /// 127.0.0.1 (any port), 200 to every INVITE. Closing the endpoint ends it.
+    static func answeringDevice() throws -> SIPEndpoint {
+        let box = Mutex<AnsweringServer?>(nil)
+        let endpoint = try SIPEndpoint(configuration: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))])) { e in box.withLock { $0 }?.handle(e) }
+        let server = AnsweringServer(answerCode: 200, contact: "sip:dut@127.0.0.1:\(endpoint.localAddresses[0].address.port)")
+        server.attach(endpoint)
+        box.withLock { $0 = server }
+        return endpoint
+    }
+
     /// Waits (at most 5 s) until a callee has bound its UDP port on 127.0.0.1.
     static func waitUntilBound(_ port: UInt16) async {
         let clock = ContinuousClock(), deadline = clock.now + .seconds(5)
@@ -211,13 +222,9 @@ struct SIPpVerdictTests {
     @Test(.timeLimit(.minutes(1)), arguments: [("uac_expect_486", Int32(1)), ("uac_check_header", 1), ("uac_recv_timeout", 1), ("uac_actions", 0),
                                                      ("uac_random", 0), ("uac_stop_call", 1)])
     func sameVerdictAsSIPp(_ fixture: String, _ expected: Int32) async throws {
-        let box = Mutex<AnsweringServer?>(nil)
-        let endpoint = try SIPEndpoint(configuration: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))])) { e in box.withLock { $0 }?.handle(e) }
+        let endpoint = try Self.answeringDevice()
         defer { endpoint.close() }
         let dut = endpoint.localAddresses[0].address.port
-        let server = AnsweringServer(answerCode: 200, contact: "sip:dut@127.0.0.1:\(dut)")
-        server.attach(endpoint)
-        box.withLock { $0 = server }
         let inf = temporaryFile("SEQUENTIAL\nbob;alice\ncarol;dave\n")
         defer { try? FileManager.default.removeItem(atPath: inf) }
         let common = ["127.0.0.1:\(dut)", "-sf", TestPathsForSIPp.fixture(fixture), "-i", "127.0.0.1", "-m", "2", "-r", "20",
@@ -240,13 +247,9 @@ struct SIPpVerdictTests {
     /// (with its BYE) and starts no other, 0. `-m 3 -r 2`: the next call would start 0.5 s later.
     @Test(.timeLimit(.minutes(1)), arguments: [("stop_now", Int32(97)), ("stop_gracefully", 0)])
     func internalCommandsAsSIPp(_ command: String, _ expected: Int32) async throws {
-        let box = Mutex<AnsweringServer?>(nil)
-        let endpoint = try SIPEndpoint(configuration: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))])) { e in box.withLock { $0 }?.handle(e) }
+        let endpoint = try Self.answeringDevice()
         defer { endpoint.close() }
         let dut = endpoint.localAddresses[0].address.port
-        let server = AnsweringServer(answerCode: 200, contact: "sip:dut@127.0.0.1:\(dut)")
-        server.attach(endpoint)
-        box.withLock { $0 = server }
         let template = try String(contentsOfFile: TestPathsForSIPp.fixture("uac_stop"), encoding: .utf8)
         let scenario = temporaryFile(template.replacingOccurrences(of: "STOP_COMMAND", with: command))
         defer { try? FileManager.default.removeItem(atPath: scenario) }
@@ -315,13 +318,9 @@ struct SIPpVerdictTests {
     /// its reason) and `<scenario>_<pid>_messages.log` (every message both ways).
     @Test(.timeLimit(.minutes(1)))
     func traceFilesAreWritten() async throws {
-        let box = Mutex<AnsweringServer?>(nil)
-        let endpoint = try SIPEndpoint(configuration: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))])) { e in box.withLock { $0 }?.handle(e) }
+        let endpoint = try Self.answeringDevice()
         defer { endpoint.close() }
         let dut = endpoint.localAddresses[0].address.port
-        let server = AnsweringServer(answerCode: 200, contact: "sip:dut@127.0.0.1:\(dut)")
-        server.attach(endpoint)
-        box.withLock { $0 = server }
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("sbsipp-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
