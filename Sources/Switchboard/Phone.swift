@@ -168,7 +168,7 @@ public final class Phone: Sendable {
 
     public func close() {
         redirection.close()
-        networkWatcher.withLock { w in w?.stop(); w = nil }
+        stopWatchingNetwork()
         networkChanges.finish()
         arrivals.finish()
         endings.finish()
