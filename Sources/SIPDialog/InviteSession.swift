@@ -52,6 +52,10 @@ public struct InviteSession: Sendable {
         /// A CANCEL for the INVITE (the transaction layer matched it), in its own transaction.
         case cancel(SIPMessage, transaction: TransactionID)
         case timerFired(SessionTimer)
+        /// A server transaction of ours ended without us ending it: its transport failed
+        /// (RFC 3261 §17.2.4), or Timer H fired. Only the session's INVITE server transaction
+        /// matters: an INVITE we can no longer answer ends the call.
+        case serverTransactionFailed(TransactionID, timeout: Bool)
     }
 
     public let role: Role
@@ -460,7 +464,34 @@ public struct InviteSession: Sendable {
         case .ack(let a): return handleAck(a)
         case .cancel(let c, let tx): return handleCancel(c, transaction: tx)
         case .timerFired(let t): return timerFired(t)
+        case .serverTransactionFailed(let id, let timeout): return serverTransactionFailed(id, timeout: timeout)
         }
+    }
+
+    /// The INVITE server transaction is gone. Unanswered, the INVITE can no longer get a final
+    /// response: the call ends (`transportError`) instead of waiting for an answer nobody could
+    /// send. Answered with a 2xx whose ACK has not come, the 2xx can no longer be carried
+    /// (RFC 6026 §7.1 hands its retransmission to us, over this transaction): as when the ACK
+    /// never comes (RFC 3261 §13.3.1.4), the session ends with a BYE — sent in a new client
+    /// transaction, which may find a route the failed one lost (§18.2.2: a new connection).
+    private mutating func serverTransactionFailed(_ id: TransactionID, timeout: Bool) -> [Action] {
+        guard !state.isTerminated, let si = serverInvite, si.transaction == id else { return [] }
+        guard let final = si.final else {
+            serverInvite = nil
+            unackedReliable = nil
+            queuedFinal = nil
+            if si.isInitial {
+                return cancelAllTimers() + [set(.terminated(.transportError))]
+            }
+            // A re-INVITE we can no longer answer: the dialog stays as it was before it.
+            if case .remote(.invite) = offer { offer = .none }
+            return []
+        }
+        guard (200..<300).contains(final.statusCode ?? 0), !timeout else { return [] }
+        serverInvite = nil
+        byeAfterAck = false
+        return [.cancelTimer(.retransmit2xx), .cancelTimer(.ackTimeout)] + cancelSessionTimers()
+            + sendInDialog(.bye, body: nil) + [set(.terminated(.transportError))]
     }
 
     // MARK: - UAS start

@@ -182,6 +182,13 @@ public struct SessionManager: Sendable {
         return feed(t.key, .requestFailed(t.method, cseq: t.cseq, timeout: timeout))
     }
 
+    /// A server transaction ended on a transport error or Timer H: the session whose INVITE it
+    /// carried hears of it (an unanswered INVITE that can no longer be answered ends its call).
+    public mutating func serverTransactionFailed(_ id: TransactionID, timeout: Bool) -> [Output] {
+        guard let key = byInviteTransaction[id] else { return [] }
+        return feed(key, .serverTransactionFailed(id, timeout: timeout))
+    }
+
     /// A session timer fired.
     public mutating func timerFired(_ key: SessionKey, _ timer: SessionTimer) -> [Output] {
         feed(key, .timerFired(timer))

@@ -649,8 +649,9 @@ public final class SIPEndpoint: Sendable {
     /// How many failed connection ids are remembered for transactions noted late.
     static let recentFailureLimit = 1024
 
-    /// Notes that client transaction `id` waits on connection `conn`; if that connection's
-    /// connect already failed, the transaction fails now instead of waiting for Timer B.
+    /// Notes that transaction `id` waits on connection `conn` (a client transaction's request or a
+    /// server transaction's response sent on a new connection); if that connection's connect
+    /// already failed, the transaction fails now instead of waiting for Timer B or for nothing.
     fileprivate func noteConnecting(_ conn: ConnectionID, _ id: TransactionID) {
         let outputs = core.withLock { c -> [Work] in
             if c.recentlyFailed.contains(conn) { return scheduleTimers(c.layer.transportFailed(id), &c) }
@@ -682,7 +683,9 @@ public final class SIPEndpoint: Sendable {
             }
             let c = try t.send(bytes, to: peer.address)
             mirrorSent(bytes, .tcp, on: c, to: peer.address, time: time)
-            if let id = transaction, m.isRequest { noteConnecting(c, id) }
+            // A request's client transaction, or a response's server transaction (§18.2.2: the
+            // response went on a new connection; if that connect fails, the transaction does).
+            if let id = transaction { noteConnecting(c, id) }
             return true
         } catch {
             core.withLock { $0.stats.sendErrors += 1 }
@@ -707,7 +710,7 @@ extension SIPEndpoint {
         do {
             let c = try t.send(bytes, to: peer.address, serverName: peer.serverName)
             mirrorSent(bytes, .tls, on: c, to: peer.address, time: time)
-            if let id = transaction, m.isRequest { noteConnecting(c, id) }
+            if let id = transaction { noteConnecting(c, id) }
             return true
         } catch {
             countSendError()

@@ -606,7 +606,9 @@ public final class SIPUserAgent: Sendable {
         case .strayResponse(let m, let peer):
             if tracing { continuation.yield(.trace(m, outgoing: false, peer: peer)) }
             apply(state.withLock { $0.manager.response(m) })
-        case .serverTransactionFailed, .malformed:
+        case .serverTransactionFailed(let id, let timer):
+            apply(state.withLock { $0.manager.serverTransactionFailed(id, timeout: timer != nil) })
+        case .malformed:
             break
         }
     }

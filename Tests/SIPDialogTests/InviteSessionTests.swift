@@ -225,6 +225,42 @@ struct InviteSessionTests {
         #expect(s.state == .terminated(.noAck))
     }
 
+    @Test("an INVITE server transaction that fails before the answer ends the call (transportError), not left ringing")
+    func unansweredInviteTransportFailure() throws {
+        var s = InviteSession(incoming: Self.incomingInvite(), transaction: Self.tx, configuration: Self.config, seed: 6)
+        _ = s.start()
+        _ = try s.provisional(180)
+        #expect(s.state == .early)
+        // Another transaction's failure is not ours.
+        #expect(s.handle(.serverTransactionFailed(TransactionID(rawValue: 99), timeout: false)).isEmpty)
+        #expect(s.state == .early)
+        let out = s.handle(.serverTransactionFailed(Self.tx, timeout: false))
+        #expect(s.state == .terminated(.transportError))
+        #expect(Self.responses(out).isEmpty && Self.sent(out).isEmpty, "nothing can be sent for an INVITE whose transaction is gone")
+        #expect(Self.events(out).contains { if case .stateChanged(.terminated(.transportError)) = $0 { return true } else { return false } })
+        // The application's answer that comes afterwards is refused, not sent.
+        #expect(throws: SessionError.self) { _ = try s.accept(body: Self.answer) }
+    }
+
+    @Test("a 2xx whose transaction fails before the ACK: the session ends with BYE; after Timer H nothing changes")
+    func answeredInviteTransportFailure() throws {
+        var s = InviteSession(incoming: Self.incomingInvite(), transaction: Self.tx, configuration: Self.config, seed: 7)
+        _ = s.start()
+        _ = try s.accept(body: Self.answer)
+        #expect(s.state == .connecting)
+        let out = s.handle(.serverTransactionFailed(Self.tx, timeout: false))
+        #expect(Self.sent(out).map(\.method) == [.bye])
+        #expect(out.contains { if case .cancelTimer(.retransmit2xx) = $0 { return true } else { return false } })
+        #expect(s.state == .terminated(.transportError))
+        // A refused INVITE (non-2xx, already over) is not touched again by Timer H.
+        var r = InviteSession(incoming: Self.incomingInvite(), transaction: Self.tx, configuration: Self.config, seed: 8)
+        _ = r.start()
+        _ = try r.reject(486)
+        let before = r.state
+        #expect(r.handle(.serverTransactionFailed(Self.tx, timeout: true)).isEmpty)
+        #expect(r.state == before)
+    }
+
     /// A UAS session answered and ACKed.
     static func confirmedUAS() -> InviteSession {
         var s = InviteSession(incoming: incomingInvite(), transaction: tx, configuration: config, seed: 4)

@@ -1,3 +1,4 @@
+import SwitchboardTestSupport
 import Glibc
 import NetworkIO
 import SIPMessage
