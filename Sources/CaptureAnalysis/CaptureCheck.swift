@@ -462,7 +462,8 @@ private struct Pass {
     // MARK: Offer and answer
 
     /// RFC 3264 through RFC 3261 §13.2.1: an offer in the INVITE is answered in the first
-    /// response with SDP, an offer in the 2xx in the ACK; an UPDATE's offer in its 2xx.
+    /// response with SDP, an offer in the 2xx in the ACK, an offer in a reliable 1xx (RFC 3262
+    /// §5) in its PRACK; an UPDATE's offer in its 2xx.
     mutating func offerAnswer() {
         var done: Set<String> = []
         for (i, x) in info.enumerated() {
@@ -488,8 +489,12 @@ private struct Pass {
                 continue
             }
             guard method == .invite, !x.hasBody else { continue }
-            // No offer in the INVITE: the first reliable response carries it, the ACK the answer.
-            if responses.contains(where: { info[$0].code! < 200 && info[$0].sdp != nil && ms[$0].message[.rseq] != nil }) { continue }
+            // No offer in the INVITE: the first reliable response carries it — a reliable 1xx
+            // (RFC 3262 §5: answered in its PRACK) or the 2xx (answered in the ACK).
+            if let rel = responses.first(where: { info[$0].code! < 200 && info[$0].sdp != nil && ms[$0].message[.rseq] != nil }) {
+                reliableProvisionalOffer(at: rel, invite: cseq.sequence)
+                continue
+            }
             guard let ok = responses.first(where: { (200...299).contains(info[$0].code!) }) else { continue }
             // Neither carrying a session description is a call without media (load tests): no exchange to judge.
             guard let offer = info[ok].sdp else { continue }
@@ -500,6 +505,24 @@ private struct Pass {
             }
             judge(answer: answer, at: ack, offer: offer, offerIndex: ok)
         }
+    }
+
+    /// RFC 3262 §5: the offer of a reliable provisional response (the INVITE had none) is answered
+    /// in the PRACK that acknowledges it (its RAck names the response's RSeq and the INVITE's
+    /// CSeq). A PRACK that never came is not judged here.
+    mutating func reliableProvisionalOffer(at rel: Int, invite cseq: UInt32) {
+        guard let offer = info[rel].sdp, let rseq = (try? ms[rel].message.rseq()) ?? nil else { return }
+        guard let prack = ms.indices.first(where: { j in
+            guard j > rel, info[j].method == .prack, ms[j].source == ms[rel].destination,
+                  let rack = (try? ms[j].message.rack()) ?? nil else { return false }
+            return rack.rseq == rseq && rack.cseq == cseq && rack.method == .invite
+        }) else { return }
+        guard let answer = info[prack].sdp else {
+            add(.offerAnswer, prack, ms[prack].source,
+                "the PRACK carries no answer to the offer of the reliable \(info[rel].code!) (RSeq \(rseq); the INVITE had none)")
+            return
+        }
+        judge(answer: answer, at: prack, offer: offer, offerIndex: rel)
     }
 
     mutating func judge(answer: SessionDescription, at index: Int, offer: SessionDescription, offerIndex: Int) {

@@ -339,6 +339,34 @@ struct CaptureCheckTests {
         expectOnly(missing.check(), .offerAnswer, party: Self.a, frame: 3)
     }
 
+    @Test func anOfferInAReliableProvisionalIsAnsweredInItsPRACK() {
+        // RFC 3262 §5: INVITE without SDP, the offer in a reliable 183, the answer in the PRACK.
+        let bare = Self.request("INVITE", 1, branch: "z9hG4bK-i1", toTag: nil, extra: ["Supported: 100rel"])
+        let progress = Self.response(183, to: bare, extra: ["Require: 100rel", "RSeq: 7"], body: Self.offer)
+        func call(prackBody: String?, rack: String = "7 1 INVITE") -> Script {
+            var s = Script()
+            s.ab(0, bare)
+            s.ba(0.05, progress)
+            let prack = Self.request("PRACK", 2, branch: "z9hG4bK-p2", extra: ["RAck: \(rack)"], body: prackBody)
+            s.ab(0.06, prack)
+            s.ba(0.07, Self.response(200, to: prack))
+            s.ba(0.3, Self.response(200, to: bare))
+            s.ab(0.31, Self.ack)
+            return s
+        }
+        #expect(call(prackBody: Self.answer).check().isEmpty, "\(call(prackBody: Self.answer).check())")
+        // The PRACK without the answer.
+        let missing = call(prackBody: nil).check()
+        expectOnly(missing, .offerAnswer, party: Self.a, frame: 3)
+        #expect(missing.first?.detail.contains("PRACK carries no answer") == true, "\(missing)")
+        // An answer that does not answer the offer (two m-lines for one).
+        let wrong = call(prackBody: Self.sdp(port: 6000, formats: "0", media: 2)).check()
+        expectOnly(wrong, .offerAnswer, party: Self.a, frame: 3)
+        #expect(wrong.first?.detail.contains("m-lines") == true, "\(wrong)")
+        // A PRACK for another reliable response (RAck names RSeq 8) is not the one that answers.
+        #expect(call(prackBody: nil, rack: "8 1 INVITE").check().isEmpty)
+    }
+
     @Test func anUpdatesOfferIsAnsweredInIts2xx() {
         var s = Self.cleanCall(upToBye: false)
         let update = Self.request("UPDATE", 2, branch: "z9hG4bK-u2", body: Self.offer)
