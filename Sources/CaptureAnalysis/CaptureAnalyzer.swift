@@ -246,6 +246,15 @@ public struct CaptureAnalyzer: Sendable {
     private var mediaCounter = MediaCounter()
     private var redirectOrder: [String] = []
     private static let maxRedirects = 4096
+    /// For the check across Call-IDs: a 3xx Contact target (user@host:port) → the Call-ID of the
+    /// 3xx, when it came and to whom (the party expected to follow it); and per Call-ID the
+    /// targets its redirect chain tried, the call's own first. Both bounded, oldest dropped first.
+    private var redirectedBy: [String: (callID: String, time: CaptureTimestamp, party: CaptureEndpoint)] = [:]
+    private var redirectedOrder: [String] = []
+    private var chains: [String: [String]] = [:]
+    private var chainOrder: [String] = []
+    /// Targets one redirect chain remembers.
+    private static let maxChainTargets = 32
 
     /// The RTP stream analysis, when asked for (fed by ``add(_:)-(CapturedDatagram)`` with
     /// datagrams that carry their payloads, and by the SDP of the calls).
@@ -298,6 +307,9 @@ public struct CaptureAnalyzer: Sendable {
             liveCalls[i].mediaRefs.append(mediaCounter.add(stream))
         }
         if rtp != nil { for stream in announced { rtp!.announce(stream, callID: liveCalls[i].callID) } }
+        if !retransmission && checks, let loop = followRedirects(liveCalls[i].callID, captured) {
+            liveCalls[i].crossFindings.append(loop)
+        }
         if !retransmission && details {
             let callID = liveCalls[i].callID
             for other in links(of: callID, m) where !liveCalls[i].linked.contains(other) {
@@ -461,6 +473,9 @@ public struct CaptureAnalyzer: Sendable {
         var call = liveCalls[i].finished()
         if checks {
             call.findings = checker.check(callID: call.callID, messages: liveCalls[i].checked, captureEnd: end)
+            if !liveCalls[i].crossFindings.isEmpty {
+                call.findings = (call.findings + liveCalls[i].crossFindings).sorted { ($0.frameNumber, $0.rule.id) < ($1.frameNumber, $1.rule.id) }
+            }
             call.uncheckedMessages = liveCalls[i].unchecked
             call.story = CaptureCheck.story(of: liveCalls[i].checked, linked: liveCalls[i].inStory || !liveCalls[i].linked.isEmpty)
         }
@@ -501,6 +516,67 @@ public struct CaptureAnalyzer: Sendable {
         return (try? NameAddress(v))?.uri
     }
 
+    /// `user@host:port` of a URI (host lower-cased; port 0 when absent): how redirect targets,
+    /// Refer-To targets and Request-URIs are compared.
+    static func target(_ uri: URI) -> String {
+        guard case .sip(let u) = uri else { return uri.description }
+        return "\(u.user ?? "")@\(u.host.description.lowercased()):\(u.port ?? 0)"
+    }
+
+    /// RFC 3261 §8.1.3.4 across Call-IDs: a party that follows a 3xx with a new Call-ID (RFC 3261
+    /// allows it) starts a new call; the per-call check cannot see a loop through such calls. A 3xx
+    /// to INVITE remembers its Contacts; the first initial INVITE of a call, sent by the party that
+    /// got such a 3xx within 64·T1 to one of its Contacts, continues that call's chain, and a target
+    /// the chain already tried is a loop (the finding belongs to the new call).
+    private mutating func followRedirects(_ callID: String, _ captured: CapturedSIPMessage) -> CaptureCheck.Finding? {
+        let m = captured.message
+        if let code = m.statusCode, (300...399).contains(code), (try? m.cseq())?.method == .invite,
+           let contacts = try? m.contact()?.addresses {
+            for c in contacts {
+                let key = CaptureAnalyzer.target(c.uri)
+                if redirectedBy.updateValue((callID, captured.timestamp, captured.destination), forKey: key) == nil { redirectedOrder.append(key) }
+            }
+            if redirectedOrder.count > CaptureAnalyzer.maxRedirects {
+                let drop = redirectedOrder.count - CaptureAnalyzer.maxRedirects
+                for k in redirectedOrder.prefix(drop) { redirectedBy.removeValue(forKey: k) }
+                redirectedOrder.removeFirst(drop)
+            }
+            return nil
+        }
+        guard m.method == .invite, m.toTag == nil, let uri = try? m.requestURI() else { return nil }
+        let target = CaptureAnalyzer.target(uri)
+        if var tried = chains[callID] {
+            // A later INVITE of the same call (the per-call check judges it): the chain grows.
+            if !tried.contains(target), tried.count < CaptureAnalyzer.maxChainTargets {
+                tried.append(target)
+                chains[callID] = tried
+            }
+            return nil
+        }
+        var tried: [String] = []
+        var finding: CaptureCheck.Finding?
+        if let by = redirectedBy[target], by.callID != callID, by.party == captured.source,
+           Double(captured.timestamp.totalNanoseconds - by.time.totalNanoseconds) / 1e9 <= checker.patience,
+           let before = chains[by.callID] {
+            if before.contains(target) {
+                finding = CaptureCheck.Finding(
+                    callID: callID, rule: .redirectLoop, frameNumber: captured.frameNumber, time: captured.timestamp, party: captured.source,
+                    detail: "after a 3xx in call \(by.callID), \(captured.source) sent a new INVITE (new Call-ID) to \(target) again: "
+                        + "that target was already tried in the redirect chain (\(before.joined(separator: " → ")))")
+            }
+            tried = Array(before.suffix(CaptureAnalyzer.maxChainTargets - 1))
+        }
+        tried.append(target)
+        chains[callID] = tried
+        chainOrder.append(callID)
+        if chainOrder.count > CaptureAnalyzer.maxRedirects {
+            let drop = chainOrder.count - CaptureAnalyzer.maxRedirects
+            for k in chainOrder.prefix(drop) { chains.removeValue(forKey: k) }
+            chainOrder.removeFirst(drop)
+        }
+        return finding
+    }
+
     /// Ties Call-IDs together: Replaces (header or in Refer-To), and an initial INVITE sent to a
     /// URI that a 3xx of another Call-ID redirected to, or that a REFER of another Call-ID named
     /// in Refer-To (blind transfer: the transferee's new call), or whose Referred-By names the
@@ -511,10 +587,7 @@ public struct CaptureAnalyzer: Sendable {
         func add(_ other: String) {
             if other != callID, !found.contains(other) { found.append(other) }
         }
-        func target(_ uri: URI) -> String {
-            guard case .sip(let u) = uri else { return uri.description }
-            return "\(u.user ?? "")@\(u.host.description.lowercased()):\(u.port ?? 0)"
-        }
+        func target(_ uri: URI) -> String { CaptureAnalyzer.target(uri) }
         func remember(_ uri: URI) { remember(key: target(uri)) }
         func remember(key: String) {
             if redirects.updateValue(callID, forKey: key) == nil { redirectOrder.append(key) }
@@ -687,6 +760,8 @@ private struct LiveCall: Sendable {
     var byeTime: CaptureTimestamp?
     var rtp: [CaptureAnalyzer.RTPAddress] = []
     var linked: [String] = []
+    /// Findings the analysis made across Call-IDs (a redirect loop through new calls).
+    var crossFindings: [CaptureCheck.Finding] = []
     var arrows: [CaptureAnalyzer.Arrow] = []
     var dialogs = DialogTracker()
     /// The messages the rule check replays (only when the analysis checks), and how many more

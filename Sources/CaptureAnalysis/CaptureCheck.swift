@@ -583,8 +583,7 @@ private struct Pass {
     /// `user@host:port` of a Request-URI (host lower-cased), what a 3xx chain compares.
     static func target(_ m: SIPMessage) -> String? {
         guard let uri = try? m.requestURI() else { return nil }
-        guard case .sip(let u) = uri else { return uri.description }
-        return "\(u.user ?? "")@\(u.host.description.lowercased()):\(u.port ?? 0)"
+        return CaptureAnalyzer.target(uri)
     }
 
     /// A party that follows a 3xx to a target it already tried in the call loops.

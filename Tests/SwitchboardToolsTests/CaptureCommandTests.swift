@@ -278,9 +278,9 @@ struct SyntheticCapture {
         """
     }
 
-    func analysis(keepCalls: Bool = true, settleSeconds: Int64 = 32) throws -> CaptureAnalyzer {
+    func analysis(keepCalls: Bool = true, settleSeconds: Int64 = 32, check: Bool = false) throws -> CaptureAnalyzer {
         let reader = try SIPCaptureReader(bytes: bytes)
-        var a = CaptureAnalyzer(keepCalls: keepCalls)
+        var a = CaptureAnalyzer(keepCalls: keepCalls, check: check)
         a.settleSeconds = settleSeconds
         while let e = try reader.next() {
             if case .message(let m) = e { a.add(m) } else { a.noteAnomaly() }
@@ -293,6 +293,44 @@ struct SyntheticCapture {
 @Suite("switchboard capture: analysis")
 struct CaptureCommandAnalysisTests {
     typealias S = SyntheticCapture
+
+    /// Redirections followed with a new Call-ID each (RFC 3261 §8.1.3.4 allows it): P to x → 302 y,
+    /// Q to y → 302 x, R to x again. The per-call check sees one INVITE a call; the analysis
+    /// follows the chain across Call-IDs and finds the loop in R.
+    @Test func aRedirectLoopAcrossCallIDs() throws {
+        func invite(_ callID: String, to user: String) -> String {
+            S.request("INVITE", callID: callID, cseq: 1, branch: "z9hG4bK\(callID)")
+                .replacingOccurrences(of: "INVITE sip:bob@10.0.0.2", with: "INVITE sip:\(user)@10.0.0.2")
+        }
+        func redirect(_ callID: String, to user: String) -> String {
+            S.response(302, "Moved Temporarily", callID: callID, cseq: 1, method: "INVITE", branch: "z9hG4bK\(callID)",
+                       extra: "Contact: <sip:\(user)@10.0.0.2>\n")
+        }
+        func ack(_ callID: String) -> String { S.request("ACK", callID: callID, cseq: 1, branch: "z9hG4bK\(callID)", toTag: "b") }
+        func capture(thirdAt: Int, thirdFrom: UInt8) -> SyntheticCapture {
+            var c = SyntheticCapture()
+            c.add(invite("P", to: "x"), at: 0, from: 1, to: 2)
+            c.add(redirect("P", to: "y"), at: 10, from: 2, to: 1)
+            c.add(ack("P"), at: 20, from: 1, to: 2)
+            c.add(invite("Q", to: "y"), at: 100, from: 1, to: 2)
+            c.add(redirect("Q", to: "x"), at: 110, from: 2, to: 1)
+            c.add(ack("Q"), at: 120, from: 1, to: 2)
+            c.add(invite("R", to: "x"), at: thirdAt, from: thirdFrom, to: 2)
+            return c
+        }
+        let a = try capture(thirdAt: 200, thirdFrom: 1).analysis(check: true)
+        let byID = Dictionary(uniqueKeysWithValues: a.calls.map { ($0.callID, $0) })
+        #expect(byID["P"]?.findings.isEmpty == true && byID["Q"]?.findings.isEmpty == true, "\(a.calls.map(\.findings))")
+        let loop = try #require(byID["R"]?.findings.first)
+        #expect(byID["R"]?.findings.count == 1)
+        #expect(loop.rule == .redirectLoop && loop.frameNumber == 7 && loop.party.description == "10.0.0.1:5060", "\(loop)")
+        #expect(loop.detail.contains("x@10.0.0.2:0 → y@10.0.0.2:0"), "\(loop.detail)")
+        // Not the party the 3xx went to, or long after it (past 64·T1): a new call, no loop.
+        for (at, from) in [(200, UInt8(3)), (60_000, UInt8(1))] {
+            let b = try capture(thirdAt: at, thirdFrom: from).analysis(check: true)
+            #expect(b.calls.allSatisfy { $0.findings.isEmpty }, "\(at) \(from): \(b.calls.map(\.findings))")
+        }
+    }
 
     @Test func retransmissionsCancelRejectAndLinks() throws {
         var c = SyntheticCapture()
