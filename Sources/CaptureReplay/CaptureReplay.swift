@@ -17,7 +17,7 @@ public struct CaptureReplayOptions: Sendable {
     /// Request-URI and To of the replayed call's first request.
     public var target: SIPURI
     /// Our UDP address (port 0: any); `nil`: the address the system routes to the device from,
-    /// any port.
+    /// any port. The callee's side needs one with a port: the device calls it.
     public var local: SocketAddress?
     /// RFC 3261 T1 (retransmission start, 64·T1 the transaction timeout).
     public var t1: Duration = .milliseconds(500)
@@ -25,6 +25,8 @@ public struct CaptureReplayOptions: Sendable {
     public var t2: Duration = .seconds(4)
     /// How long a request the capture had from the other party (a BYE, a re-INVITE) is waited for.
     public var requestTimeout: Duration = .seconds(10)
+    /// The callee's side: how long the device's INVITE is waited for (at ``local``).
+    public var callWait: Duration = .seconds(30)
     /// Pauses between the party's messages are replayed as captured, up to this long.
     public var maxPause: Duration = .seconds(10)
     /// After the last step, how long late messages (retransmissions, extra requests) are awaited.
@@ -42,8 +44,10 @@ public enum CaptureReplayError: Error, Sendable, CustomStringConvertible {
     case side(CaptureSideError)
     /// The target URI's host is not an IP address (the replay resolves no names).
     case targetNotAnAddress(String)
-    /// The party does not start the call (a callee's side needs the device to call us).
+    /// The party neither starts the call nor answers its INVITE.
     case partyDoesNotStart(String)
+    /// The callee's side is replayed without an address (IP and port) for the device to call.
+    case listenAddressNeeded
     /// The socket could not be opened.
     case socket(String)
 
@@ -51,7 +55,8 @@ public enum CaptureReplayError: Error, Sendable, CustomStringConvertible {
         switch self {
         case .side(let e): return "\(e)"
         case .targetNotAnAddress(let s): return "--to \(s): the host must be an IP address"
-        case .partyDoesNotStart(let s): return "\(s) does not start the call: only the side that sends the first request can be replayed against a device (export the other side with --sipp-scenario and run it with sipp)"
+        case .partyDoesNotStart(let s): return "\(s) neither sends the call's first request nor answers its INVITE: there is no side of it to replay"
+        case .listenAddressNeeded: return "the callee's side waits for the device to call: give the address to listen on (--listen IP:PORT, a port other than 0)"
         case .socket(let s): return "socket: \(s)"
         }
     }
@@ -61,6 +66,12 @@ public enum CaptureReplayError: Error, Sendable, CustomStringConvertible {
 /// fresh Call-ID, tags, branches, CSeq numbers, Contact and SDP addresses, acting as a UA
 /// (retransmissions on RFC 3261's timers, the ACK of a 2xx built from the live dialog, the ACK
 /// of a non-2xx by the transaction), and the device's answers matched to the captured ones.
+///
+/// The caller's side calls the device. The callee's side waits at ``CaptureReplayOptions/local``
+/// for the device to call (the user makes it dial that address), takes the Call-ID, tags,
+/// Contact and Record-Route of its INVITE, and answers as the capture did (its 2xx retransmitted
+/// until the ACK), sending the callee's own requests (a BYE) in that dialog; the device's INVITE
+/// counts as "step 0", so a call that never comes is a difference too.
 public enum CaptureReplay {
     /// What differs between the capture and the live answers.
     public struct Difference: Sendable, Hashable, CustomStringConvertible {
@@ -142,7 +153,12 @@ public enum CaptureReplay {
         let me: CaptureEndpoint
         do { me = try call.endpoint(of: party) } catch { throw .side(error) }
         let relevant = call.messages.filter { $0.source == me || $0.destination == me }
-        guard let first = relevant.first, first.source == me, first.message.isRequest else { throw .partyDoesNotStart(me.description) }
+        guard let first = relevant.first else { throw .partyDoesNotStart(me.description) }
+        let starts = first.source == me && first.message.isRequest
+        let answers = first.destination == me && first.message.method == .invite && first.message.toTag == nil
+            && relevant.contains { $0.source == me }
+        guard starts || answers else { throw .partyDoesNotStart(me.description) }
+        if answers { guard let l = options.local, l.port != 0 else { throw .listenAddressNeeded } }
         let host = options.target.host
         guard case let h = host.description.trimmingBrackets, let ip = IPAddress(h) else { throw .targetNotAnAddress(options.target.description) }
         let device = SocketAddress(ip, port: options.target.port ?? 5060)

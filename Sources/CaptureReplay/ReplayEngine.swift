@@ -32,17 +32,24 @@ final class Engine {
         var finalToTag: String?
     }
 
-    /// A request of the device and our answer to it.
+    /// A request of the device and our answer to it (a 2xx to INVITE retransmitted over UDP until
+    /// the ACK, RFC 3261 §13.3.1.4).
     struct ServerRequest {
         var message: SIPMessage
         var source: SocketAddress
+        /// Our last response (sent again when the request is retransmitted).
         var answer: [UInt8]?
+        /// Whether that response was final.
+        var answered = false
+        var nextSend: ContinuousClock.Instant?
+        var interval: Duration = .zero
+        var deadline: ContinuousClock.Instant?
     }
 
     let options: CaptureReplayOptions
     let me: CaptureEndpoint
     let capturedCallID: String
-    let device: SocketAddress
+    var device: SocketAddress
     let transport: UDPTransport
     let inbox: Inbox
     let local: SocketAddress
@@ -52,8 +59,17 @@ final class Engine {
     /// The party's messages (steps) and what the capture had from the other party after each.
     let partyMessages: [CapturedSIPMessage]
     let capturedAnswers: [[CapturedSIPMessage]]
+    /// The callee's side: the other party's messages before the party's first (the INVITE that
+    /// the device must send us), and the device's live ones before our first step.
+    let calleeSide: Bool
+    let preamble: [CapturedSIPMessage]
+    var liveBefore: [InboundMessage] = []
+    /// The callee's side: the device's INVITE came, and its Call-ID, tags and route set are ours.
+    var adopted = false
+    /// The callee's side: To of our in-dialog requests (the INVITE's From, with its tag).
+    var dialogTo: String?
 
-    let callID: String
+    var callID: String
     let cseqOffset: Int64
     let myTag: String
     let capturedMyTag: String?
@@ -87,17 +103,21 @@ final class Engine {
             throw .socket("\(bindTo): \(error)")
         }
         local = transport.localAddress
-        var party: [CapturedSIPMessage] = [], answers: [[CapturedSIPMessage]] = []
+        var party: [CapturedSIPMessage] = [], answers: [[CapturedSIPMessage]] = [], before: [CapturedSIPMessage] = []
         for m in relevant {
             if m.source == me {
                 party.append(m)
                 answers.append([])
             } else if !answers.isEmpty {
                 answers[answers.count - 1].append(m)
+            } else {
+                before.append(m)
             }
         }
         partyMessages = party
         capturedAnswers = answers
+        preamble = before
+        calleeSide = !before.isEmpty
         live = Array(repeating: [], count: party.count)
         sent = Array(repeating: false, count: party.count)
         callID = "replay-\(Self.token(16))@\(local.ipString)"
@@ -122,6 +142,14 @@ final class Engine {
     // MARK: Running
 
     func run() async {
+        if calleeSide {
+            // Wait to be called: the device's INVITE gives the dialog its Call-ID and tags.
+            current = -1
+            await pump(until: clock.now + options.callWait) { $0.adopted }
+            guard adopted else { return }
+            await pump(until: clock.now + options.linger) { $0.satisfiedBefore() }
+            current = 0
+        }
         var previousSend: ContinuousClock.Instant?
         for (i, p) in partyMessages.enumerated() {
             if i > 0, let prev = previousSend {
@@ -148,6 +176,18 @@ final class Engine {
         }
     }
 
+    /// Whether the requests the capture had from the device before the party's first message
+    /// have come (the INVITE, and a retransmission or a CANCEL only if captured).
+    func satisfiedBefore() -> Bool {
+        var used = Set<Int>()
+        for q in preamble where q.message.isRequest {
+            let want = Self.label(q.message)
+            guard let k = liveBefore.indices.first(where: { !used.contains($0) && Self.label(liveBefore[$0].message) == want }) else { return false }
+            used.insert(k)
+        }
+        return true
+    }
+
     /// Whether every captured answer of step `i` has come live, or cannot come any more.
     func satisfied(step i: Int, since start: ContinuousClock.Instant) -> Bool {
         var used = Set<Int>()
@@ -171,6 +211,10 @@ final class Engine {
     // MARK: Receiving
 
     func receive(_ m: InboundMessage) {
+        if calleeSide && !adopted {
+            guard m.message.method == .invite, m.message.toTag == nil, m.message.callID != nil else { return }
+            adopt(m)
+        }
         guard m.message.callID == callID else { return }
         options.logger.debug("replay received \(Self.label(m.message)) from \(m.source)")
         if m.message.isRequest { receiveRequest(m) } else { receiveResponse(m) }
@@ -195,7 +239,7 @@ final class Engine {
             clients[i].nextSend = nil
             clients[i].finalToTag = m.message.toTag
         }
-        live[current].append(m)
+        appendLive(m)
         if clients[i].method == .invite, let tag = m.message.toTag, code < 300 {
             if peerTag == nil || code >= 200 { peerTag = tag }
             if let contact = try? m.message.contact(), case .addresses(let a) = contact, let first = a.first {
@@ -217,6 +261,26 @@ final class Engine {
         }
     }
 
+    /// The callee's side: the device's INVITE; its Call-ID, From tag, Contact and Record-Route
+    /// (in order: we are the UAS, RFC 3261 §12.1.1) make the dialog the replayed side then uses.
+    func adopt(_ m: InboundMessage) {
+        adopted = true
+        callID = m.message.callID ?? callID
+        device = m.source
+        peerTag = m.message.fromTag
+        dialogTo = m.message[.from]
+        if let contact = try? m.message.contact(), case .addresses(let a) = contact, let first = a.first {
+            remoteTarget = first.uri.description
+        }
+        routeSet = m.message.values(.recordRoute).flatMap { $0.split(separator: ",").map { String($0).trimmed } }
+        options.logger.debug("replay called by \(m.source), Call-ID \(callID)")
+    }
+
+    /// A live message of the device, filed under the step it followed (before the first: the preamble).
+    func appendLive(_ m: InboundMessage) {
+        if current < 0 { liveBefore.append(m) } else { live[current].append(m) }
+    }
+
     func receiveRequest(_ m: InboundMessage) {
         let branch = m.message.topViaBranch
         let cseq = try? m.message.cseq()
@@ -226,16 +290,29 @@ final class Engine {
             return
         }
         if m.message.method == .ack {
-            // An ACK retransmitted with the same branch is not new.
+            // The ACK ends our 2xx's retransmissions; one retransmitted with the same branch is not new.
+            for i in servers.indices where servers[i].message.method == .invite && (try? servers[i].message.cseq().sequence) == cseq?.sequence {
+                servers[i].nextSend = nil
+            }
             if servers.contains(where: { $0.message.method == .ack && $0.message.topViaBranch == branch }) { return }
         }
         if peerTag == nil { peerTag = m.message.fromTag }
         servers.append(ServerRequest(message: m.message, source: m.source))
-        live[current].append(m)
+        appendLive(m)
     }
 
     func runTimers() {
         let now = clock.now
+        for i in servers.indices {
+            guard let next = servers[i].nextSend, let answer = servers[i].answer else { continue }
+            if let d = servers[i].deadline, now >= d {
+                servers[i].nextSend = nil
+            } else if now >= next {
+                send(answer, to: servers[i].source)
+                servers[i].interval = min(servers[i].interval * 2, options.t2)
+                servers[i].nextSend = now + servers[i].interval
+            }
+        }
         for i in clients.indices where clients[i].final == nil && !clients[i].timedOut {
             if now >= clients[i].deadline {
                 clients[i].timedOut = true
@@ -287,7 +364,7 @@ final class Engine {
             let uri = inDialog ? remoteTarget : options.target.description
             let branch = "z9hG4bK" + Self.token(16)
             let from = Self.retag(text.value("from") ?? "<sip:replay@\(local)>", to: myTag)
-            let to = "<\(options.target)>" + (inDialog ? peerTag.map { ";tag=\($0)" } ?? "" : "")
+            let to = inDialog && dialogTo != nil ? dialogTo! : "<\(options.target)>" + (inDialog ? peerTag.map { ";tag=\($0)" } ?? "" : "")
             let liveCSeq = Int64(cseq.sequence) + cseqOffset
             let routes = inDialog ? routeSet : []
             var lines = ["\(method) \(uri) SIP/2.0", "Via: SIP/2.0/UDP \(local);rport;branch=\(branch)"]
@@ -342,7 +419,7 @@ final class Engine {
     /// answered yet).
     func answer(_ p: CapturedSIPMessage, _ text: SIPTextMessage) -> Bool {
         guard let cseq = try? p.message.cseq(),
-              let i = servers.firstIndex(where: { $0.answer == nil && $0.message.method == cseq.method && $0.message.method != .ack }) else { return false }
+              let i = servers.firstIndex(where: { !$0.answered && $0.message.method == cseq.method && $0.message.method != .ack }) else { return false }
         let request = servers[i].message
         var lines = [text.startLine]
         lines += request.values(.via).map { "Via: \($0)" }
@@ -350,6 +427,9 @@ final class Engine {
         let to = request[.to] ?? ""
         lines.append("To: \(request.toTag == nil && (p.message.statusCode ?? 0) > 100 ? to + ";tag=\(myTag)" : to)")
         lines += ["Call-ID: \(callID)", "CSeq: \(request[.cseq] ?? "")"]
+        let code = p.message.statusCode ?? 0
+        // RFC 3261 §12.1.1: a response that makes a dialog (1xx with a tag, 2xx) echoes Record-Route.
+        if request.method == .invite, code > 100, code < 300 { lines += request.values(.recordRoute).map { "Record-Route: \($0)" } }
         for (name, value) in text.headers {
             switch SIPTextMessage.canonical(name) {
             case "via", "from", "to", "call-id", "cseq", "content-length", "record-route": continue
@@ -359,6 +439,13 @@ final class Engine {
         }
         let bytes = Self.serialize(lines, body: rewriteSDP(text))
         servers[i].answer = bytes
+        servers[i].answered = code >= 200
+        if request.method == .invite, (200..<300).contains(code) {
+            let now = clock.now
+            servers[i].interval = options.t1
+            servers[i].nextSend = now + options.t1
+            servers[i].deadline = now + options.t1 * 64
+        }
         send(bytes, to: servers[i].source)
         return true
     }
@@ -368,12 +455,13 @@ final class Engine {
         for i in clients.indices where clients[i].method == .invite && clients[i].ack == nil && (clients[i].final ?? 0) / 100 == 2 {
             sendAck2xx(i, body: "", contentType: nil)
         }
-        for i in servers.indices where servers[i].answer == nil && servers[i].message.method != .ack {
+        for i in servers.indices where !servers[i].answered && servers[i].message.method != .ack {
             let r = servers[i].message
             var lines = ["SIP/2.0 200 OK"] + r.values(.via).map { "Via: \($0)" }
             lines += ["From: \(r[.from] ?? "")", "To: \(r[.to] ?? "")\(r.toTag == nil ? ";tag=\(myTag)" : "")", "Call-ID: \(callID)", "CSeq: \(r[.cseq] ?? "")"]
             let bytes = Self.serialize(lines, body: "")
             servers[i].answer = bytes
+            servers[i].answered = true
             send(bytes, to: servers[i].source)
         }
     }
@@ -449,6 +537,9 @@ final class Engine {
         var differences: [Difference] = []
         // (step, message) of both sides; the captured responses to a request not sent are not expected.
         var expected: [(step: Int, message: SIPMessage)] = [], got: [(step: Int, message: SIPMessage)] = []
+        // Before the first step (the callee's side): what the device had to send to start the call.
+        expected += preamble.map { (-1, $0.message) }
+        got += liveBefore.map { (-1, $0.message) }
         for i in partyMessages.indices {
             steps.append(CaptureReplay.Step(sent: Self.label(partyMessages[i].message), wasSent: sent[i],
                                             captured: capturedAnswers[i].map { Self.label($0.message) }, live: live[i].map { Self.label($0.message) }))

@@ -119,11 +119,14 @@ struct Capture: AsyncParsableCommand {
     @Option(name: .long, help: "With --sipp-scenario: the party whose side is written: caller, callee or HOST:PORT.")
     var party: String = "caller"
 
-    @Option(name: .long, help: ArgumentHelp("Re-send this party's side of a call (--call) to a live device (--to) over UDP with a fresh Call-ID, tags, branches, CSeq, Contact and SDP addresses, and list where the device's answers differ from the captured ones (exit 1 when they do): caller or HOST:PORT of the party that starts the call.", valueName: "party"))
+    @Option(name: .long, help: ArgumentHelp("Re-send this party's side of a call (--call) to a live device (--to) over UDP with a fresh Call-ID, tags, branches, CSeq, Contact and SDP addresses, and list where the device's answers differ from the captured ones (exit 1 when they do): caller, callee or HOST:PORT. The callee's side waits at --listen for the device to call.", valueName: "party"))
     var replay: String?
 
     @Option(name: .long, help: "With --replay: the device's SIP URI (an IP address as host, e.g. sip:bob@192.0.2.1:5060).")
     var to: String?
+
+    @Option(name: .long, help: ArgumentHelp("With --replay: our UDP address, IP:PORT (default: the address routed to the device, any port); the callee's side needs it: the device calls there.", valueName: "address"))
+    var listen: String?
 
     @Flag(name: .long, help: "Replay each call through the transaction, dialog, REFER and offer/answer rules and list every rule a party broke (frame, time, party, RFC section); exit 1 when any was.")
     var check = false
@@ -147,6 +150,7 @@ struct Capture: AsyncParsableCommand {
         if callID != nil && !ladder { throw ValidationError("a Call-ID is only taken with --ladder") }
         if call != nil && html == nil && sippScenario == nil && replay == nil { throw ValidationError("--call is only taken with --html, --sipp-scenario and --replay") }
         if (replay == nil) != (to == nil) { throw ValidationError("--replay and --to go together") }
+        if listen != nil && replay == nil { throw ValidationError("--listen is only taken with --replay") }
         if replay != nil && (calls || ladder || html != nil || streams.wanted || check || collector.hep != nil || sippScenario != nil) {
             throw ValidationError("--replay is exclusive with the views (--calls, --ladder, --html, --rtp, --audio, --check), --hep and --sipp-scenario")
         }
@@ -165,7 +169,7 @@ struct Capture: AsyncParsableCommand {
     func run() async throws {
         if let address = try collector.address() { return try exportHEP(to: address) }
         if let party = replay, let to {
-            let r = await CaptureSideCommand.replay(path: file, call: call, party: party, target: to, json: output.json)
+            let r = await CaptureSideCommand.replay(path: file, call: call, party: party, target: to, listen: listen, json: output.json)
             print(r.text, terminator: "")
             if r.exitCode != 0 { throw ExitCode(r.exitCode) }
             return

@@ -2,6 +2,7 @@ import PacketCapture
 import CaptureAnalysis
 import CaptureReplay
 import SIPMessage
+import NetworkIO
 
 /// `switchboard capture FILE --sipp-scenario OUT.xml`: one party's side of a captured call
 /// written as a SIPp scenario (``SIPpScenarioExport``).
@@ -41,18 +42,25 @@ extension CaptureSideCommand {
     /// `target` (``CaptureReplay``) and renders the steps and differences as text or JSON.
     /// Exit status: 0 without differences, 1 with, 64 for a bad party or target, 65 when the
     /// capture cannot be read, 69 when the socket cannot be opened.
-    public static func replay(path: String, call: String?, party: String, target: String, json: Bool,
+    /// `listen` (`IP:PORT`) is our UDP address: where the device calls when the callee's side is
+    /// replayed.
+    public static func replay(path: String, call: String?, party: String, target: String, listen: String? = nil, json: Bool,
                               configure: (inout CaptureReplayOptions) -> Void = { _ in }) async -> Outcome {
         let side: CaptureParty
         let uri: SIPURI
         do { side = try CaptureParty(parsing: party) } catch { return Outcome(text: "--replay: \(error)\n", exitCode: 64) }
         do { uri = try SIPURI(target) } catch { return Outcome(text: "--to \(target): \(error)\n", exitCode: 64) }
+        var local: SocketAddress?
+        if let listen {
+            do { local = try SocketAddress(listen) } catch { return Outcome(text: "--listen \(listen): \(error)\n", exitCode: 64) }
+        }
         let captured: CapturedCall
         do { captured = try CapturedCall.load(path: path, call: call) } catch {
             if case .file = error { return Outcome(text: "\(path): \(error)\n", exitCode: 65) }
             return Outcome(text: "\(path): \(error)\n", exitCode: 64)
         }
         var options = CaptureReplayOptions(target: uri)
+        options.local = local
         configure(&options)
         let report: CaptureReplay.Report
         do { report = try await CaptureReplay.run(captured, party: side, options: options) } catch {

@@ -279,8 +279,51 @@ struct CaptureSideTests {
         #expect(r.text.contains("step 4: BYE (not sent)") && r.text.contains("step 2: PRACK (not sent)"), "\(r.text)")
         #expect(!r.text.contains("200 BYE did not come"), "\(r.text)")
 
+        // The callee's side needs an address for the device to call.
         let json = await CaptureSideCommand.replay(path: path, call: nil, party: "callee", target: "sip:bob@127.0.0.1:\(port)", json: true)
-        #expect(json.exitCode == 64, "\(json.text)")
+        #expect(json.exitCode == 64 && json.text.contains("--listen"), "\(json.text)")
         #expect(await CaptureSideCommand.replay(path: path, call: nil, party: "caller", target: "sip:bob@example.com", json: true).exitCode == 64)
+    }
+
+    /// The callee's side replayed: it waits at its address, our phone (the device) calls it, and
+    /// the replay answers as the captured callee did (reliable 180, 200 to the PRACK, the 200 with
+    /// the SDP answer retransmitted until the ACK, 200 to the BYE): no difference. With nobody
+    /// calling, the INVITE is the difference ("step 0").
+    @Test(.timeLimit(.minutes(2)))
+    func replayingTheCalleeAnswersTheDevicesCall() async throws {
+        let path = try await Self.capturedCall()
+        defer { unlink(path) }
+        let call = try CapturedCall.load(path: path)
+        let port = Self.freePort()
+        var o = CaptureReplayOptions(target: try SIPURI("sip:alice@127.0.0.1"))
+        o.local = try SocketAddress(ip: "127.0.0.1", port: port)
+        o.linger = .milliseconds(300)
+        o.requestTimeout = .seconds(3)
+        o.callWait = .seconds(10)
+        let options = o
+        let replay = Task { try await CaptureReplay.run(call, party: .callee, options: options) }
+        let bound = ContinuousClock.now + .seconds(5)
+        while !udpPortIsBound(port), ContinuousClock.now < bound { try await Task.sleep(for: .milliseconds(10)) }
+        let alice = try Self.phone("alice")
+        defer { alice.close() }
+        let out = await alice.dial(try SIPURI("sip:bob@127.0.0.1:\(port)"))
+        try await out.waitUntil(timeout: .seconds(5)) { $0.isEstablished }
+        try await Task.sleep(for: .milliseconds(300))
+        await out.hangUp(timeout: .seconds(5))
+        let r = try await replay.value
+        #expect(r.differences.isEmpty, "\(r.differences) \(r.steps)")
+        #expect(r.steps.allSatisfy { $0.wasSent }, "\(r.steps)")
+        let sent = r.steps.map(\.sent)
+        #expect(sent.contains("200 INVITE") && sent.contains("200 BYE") && sent.contains("200 PRACK") && sent.last == "200 BYE", "\(sent)")
+        #expect(r.steps.flatMap(\.live).contains("ACK") && r.steps.flatMap(\.live).contains("BYE"), "\(r.steps)")
+        #expect(r.callID != call.callID && r.local.port == port)
+
+        // Nobody calls: the INVITE did not come, and nothing of the side could be sent.
+        var quiet = options
+        quiet.local = try SocketAddress(ip: "127.0.0.1", port: Self.freePort())
+        quiet.callWait = .milliseconds(300)
+        let none = try await CaptureReplay.run(call, party: .callee, options: quiet)
+        #expect(none.differences.first?.description == "step 0: INVITE did not come (the capture has it)", "\(none.differences)")
+        #expect(none.steps.allSatisfy { !$0.wasSent })
     }
 }
