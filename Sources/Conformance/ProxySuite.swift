@@ -50,6 +50,25 @@ struct ProxyCall {
         return (m, i, session.entries[i].source ?? session.target)
     }
 
+    /// Sends the INVITE (Max-Forwards 70) and waits for the DUT to forward it to the callee
+    /// (as ``forwarded(_:after:timeout:)``); when it does not, the test fails with ``notForwarded``.
+    mutating func inviteForwarded() async -> (SIPMessage, Int, SocketAddress)? {
+        invite()
+        return await forwarded(.invite)
+    }
+
+    /// The verdict when the DUT did not forward the INVITE.
+    var notForwarded: ScenarioOutcome { .failed("the DUT did not forward the INVITE to \(calleeURI) (RFC 3261 §16.6)") }
+
+    /// Checks the forwarded INVITE `fwd` (``ProxySuite/forwardingProblem(_:sentBranch:sentMaxForwards:)``);
+    /// a faulty one is refused 500 by the callee, the caller's ACK sent, and the failure returned.
+    func refuseIfMisforwarded(_ fwd: SIPMessage, from hop: SocketAddress) async -> ScenarioOutcome? {
+        guard let problem = ProxySuite.forwardingProblem(fwd, sentBranch: inviteBranch, sentMaxForwards: 70) else { return nil }
+        answer(fwd, from: hop, code: 500)
+        if let f = await session.finalResponse(branch: inviteBranch, method: .invite) { ackFailure(f) }
+        return .failed(problem)
+    }
+
     /// The callee's response `code` to a forwarded request, sent back to the hop it came from:
     /// a dialog-establishing answer echoes the request's Record-Route (§12.1.1) and names the
     /// callee as Contact.
@@ -128,15 +147,8 @@ enum ProxySuite {
     /// An INVITE through the DUT answered `code` by the callee: the forward and the relay checked.
     static func refusedCall(_ s: ConformanceSession, code: Int) async -> ScenarioOutcome {
         var call = ProxyCall(s)
-        call.invite()
-        guard let (fwd, _, hop) = await call.forwarded(.invite) else {
-            return .failed("the DUT did not forward the INVITE to \(call.calleeURI) (RFC 3261 §16.6)")
-        }
-        if let problem = forwardingProblem(fwd, sentBranch: call.inviteBranch, sentMaxForwards: 70) {
-            call.answer(fwd, from: hop, code: 500)
-            if let f = await s.finalResponse(branch: call.inviteBranch, method: .invite) { call.ackFailure(f) }
-            return .failed(problem)
-        }
+        guard let (fwd, _, hop) = await call.inviteForwarded() else { return call.notForwarded }
+        if let refused = await call.refuseIfMisforwarded(fwd, from: hop) { return refused }
         call.answer(fwd, from: hop, code: code)
         guard let final = await relayedFinal(s, branch: call.inviteBranch, method: .invite) else {
             return .failed("the callee's \(code) was not relayed back to the caller (RFC 3261 §16.7 item 10)")
@@ -182,15 +194,8 @@ enum ProxySuite {
                             summary: "a record-routing proxy puts its Record-Route in the forwarded INVITE and relays it in the 2xx; the ACK and BYE sent with that route reach the callee through it",
                             reference: "RFC 3261 §16.6 item 4, §16.12, §12.1.2", purposeNote: unverified, role: .proxy) { s in
             var call = ProxyCall(s)
-            call.invite()
-            guard let (fwd, fwdIndex, hop) = await call.forwarded(.invite) else {
-                return .failed("the DUT did not forward the INVITE to \(call.calleeURI) (RFC 3261 §16.6)")
-            }
-            if let problem = forwardingProblem(fwd, sentBranch: call.inviteBranch, sentMaxForwards: 70) {
-                call.answer(fwd, from: hop, code: 500)
-                if let f = await s.finalResponse(branch: call.inviteBranch, method: .invite) { call.ackFailure(f) }
-                return .failed(problem)
-            }
+            guard let (fwd, fwdIndex, hop) = await call.inviteForwarded() else { return call.notForwarded }
+            if let refused = await call.refuseIfMisforwarded(fwd, from: hop) { return refused }
             let recordRouted = !fwd.valueBytes(.recordRoute).isEmpty
             call.answer(fwd, from: hop, code: 200)
             guard let ok = await s.finalResponse(branch: call.inviteBranch, method: .invite), ok.statusCode == 200 else {
@@ -229,11 +234,8 @@ enum ProxySuite {
                             summary: "an INVITE the DUT forwarded, sent back to it unchanged (same Request-URI, its own Via inside), is refused 482 Loop Detected; forwarded again: inconclusive (loop detection is a MAY, Max-Forwards bounds loops)",
                             reference: "RFC 3261 §16.3 item 4; RFC 5393 §4.2", purposeNote: unverified, role: .proxy) { s in
             var call = ProxyCall(s)
-            call.invite()
             // (No tuple pattern in the binding: Swift 6.3's optimizer crashes on this closure with one.)
-            guard let forwarded = await call.forwarded(.invite) else {
-                return .failed("the DUT did not forward the INVITE to \(call.calleeURI) (RFC 3261 §16.6)")
-            }
+            guard let forwarded = await call.inviteForwarded() else { return call.notForwarded }
             let fwd = forwarded.0, fwdIndex = forwarded.1, hop = forwarded.2
             // The runner, as the next proxy (a 100 first, §16.2), routes the request back to the
             // DUT: its Via on top, Max-Forwards one less, the Request-URI unchanged.
@@ -279,12 +281,9 @@ enum ProxySuite {
                             summary: "a CANCEL after the callee's 180 is answered 200 by the proxy and sent on to the callee on the forwarded INVITE's branch; the callee's 487 comes back",
                             reference: "RFC 3261 §16.10, §9.1", purposeNote: unverified, role: .proxy) { s in
             var call = ProxyCall(s)
-            call.invite()
             // (Plain values rather than tuple patterns and optional chains on messages: Swift
             // 6.3's optimizer crashed on this closure with them.)
-            guard let forwarded = await call.forwarded(.invite) else {
-                return .failed("the DUT did not forward the INVITE to \(call.calleeURI) (RFC 3261 §16.6)")
-            }
+            guard let forwarded = await call.inviteForwarded() else { return call.notForwarded }
             let fwd = forwarded.0, fwdIndex = forwarded.1, hop = forwarded.2
             call.answer(fwd, from: hop, code: 180)
             guard await s.response(branch: call.inviteBranch, method: .invite, { $0 == 180 }) != nil else {

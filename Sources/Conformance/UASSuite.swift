@@ -89,6 +89,16 @@ struct PlacedCall {
         session.send(d.text(session))
     }
 
+    /// Sends `method` outside any dialog (a new branch, no To tag), after `adjust` has changed
+    /// what a test breaks on purpose; returns its branch.
+    func requestOutsideDialog(_ method: String, _ adjust: (inout RequestDraft) -> Void = { _ in }) -> String {
+        let branch = session.branch()
+        var d = draft(method, branch: branch, inDialog: false)
+        adjust(&d)
+        session.send(d.text(session))
+        return branch
+    }
+
     /// Sends a request in the dialog with the next CSeq; returns its branch.
     mutating func request(_ method: String, body: String = "") -> String {
         cseq += 1
@@ -238,9 +248,7 @@ public enum ConformanceSuites {
         ConformanceTestCase(name: "options", etsiPurpose: nil,
                             summary: "OPTIONS outside a dialog is answered 200 (as an INVITE would be)",
                             reference: "RFC 3261 §11.2", purposeNote: unverified, role: .uac) { s in
-            let call = PlacedCall(s)
-            let b = s.branch()
-            s.send(call.draft("OPTIONS", branch: b, inDialog: false).text(s))
+            let b = PlacedCall(s).requestOutsideDialog("OPTIONS")
             guard let r = await s.finalResponse(branch: b, method: .options) else { return .failed("no final response to OPTIONS ") }
             guard r.statusCode == 200 else { return .failed("OPTIONS answered \(r.statusCode ?? 0), 200 expected") }
             return .passed
@@ -258,9 +266,7 @@ public enum ConformanceSuites {
         ConformanceTestCase(name: "unknown-method", etsiPurpose: nil,
                             summary: "a request with a method the DUT does not know is answered 501 (or 405), with Allow when 405",
                             reference: "RFC 3261 §8.2.1, §21.5.2", purposeNote: unverified, role: .uac) { s in
-            let call = PlacedCall(s)
-            let b = s.branch()
-            s.send(call.draft("FOOBAR", branch: b, inDialog: false).text(s))
+            let b = PlacedCall(s).requestOutsideDialog("FOOBAR")
             guard let r = await s.finalResponse(branch: b, method: .extension("FOOBAR")) else {
                 return .failed("no final response to an unknown method ")
             }
@@ -273,11 +279,7 @@ public enum ConformanceSuites {
         ConformanceTestCase(name: "max-forwards-zero", etsiPurpose: nil,
                             summary: "OPTIONS with Max-Forwards 0 addressed to the DUT itself is answered (a UAS is its final recipient), not dropped",
                             reference: "RFC 3261 §8.2, §16.3 item 2", purposeNote: unverified, role: .uac) { s in
-            let call = PlacedCall(s)
-            let b = s.branch()
-            var d = call.draft("OPTIONS", branch: b, inDialog: false)
-            d.maxForwards = 0
-            s.send(d.text(s))
+            let b = PlacedCall(s).requestOutsideDialog("OPTIONS") { $0.maxForwards = 0 }
             guard let r = await s.finalResponse(branch: b, method: .options) else { return .failed("no final response to OPTIONS with Max-Forwards 0") }
             switch r.statusCode ?? 0 {
             case 200...299: return .passed
@@ -291,15 +293,11 @@ public enum ConformanceSuites {
             let call = PlacedCall(s)
             // Liveness before and after: a well-formed OPTIONS.
             func alive() async -> Bool {
-                let b = s.branch()
-                s.send(call.draft("OPTIONS", branch: b, inDialog: false).text(s))
+                let b = call.requestOutsideDialog("OPTIONS")
                 return await s.finalResponse(branch: b, method: .options) != nil
             }
             guard await alive() else { return .inconclusive("the DUT does not answer OPTIONS, so its liveness cannot be checked") }
-            let b = s.branch()
-            var d = call.draft("OPTIONS", branch: b, inDialog: false)
-            d.omit = ["call-id"]
-            s.send(d.text(s))
+            let b = call.requestOutsideDialog("OPTIONS") { $0.omit = ["call-id"] }
             let bad = await s.waitFor(timeout: .seconds(1)) { m in !m.isRequest && m.topViaBranch == b && (m.statusCode ?? 0) >= 200 }?.0
             guard await alive() else { return .failed("the DUT no longer answers OPTIONS after a request without Call-ID") }
             if let bad, bad.statusCode != 400 { return .failed("a request without Call-ID was answered \(bad.statusCode ?? 0), 400 expected") }

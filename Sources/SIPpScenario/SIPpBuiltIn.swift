@@ -25,6 +25,35 @@ public enum SIPpBuiltIn {
           a=rtpmap:0 PCMU/8000
     """
 
+    /// A request of the caller to `[service]`: its start line and the headers all of them carry,
+    /// `to` as the To line; indented as the messages are.
+    static func callerRequest(_ method: String, to: String) -> String {
+        """
+              \(method) sip:[service]@[remote_ip]:[remote_port] SIP/2.0
+              Via: SIP/2.0/[transport] [local_ip]:[local_port];branch=[branch]
+              Max-Forwards: 70
+              From: <sip:switchboard@[local_ip]:[local_port]>;tag=sb[pid]-[call_number]
+              \(to)
+              Call-ID: [call_id]
+              CSeq: [cseq] \(method)
+              Contact: <sip:switchboard@[local_ip]:[local_port];transport=[transport]>
+        """
+    }
+
+    /// A response of the callee to the request it last received: the status line, the
+    /// request's headers echoed (`to` as the To line) and the callee's Contact.
+    static func calleeResponse(_ status: String, to: String) -> String {
+        """
+              SIP/2.0 \(status)
+              [last_Via:]
+              [last_From:]
+              \(to)
+              [last_Call-ID:]
+              [last_CSeq:]
+              Contact: <sip:[service]@[local_ip]:[local_port];transport=[transport]>
+        """
+    }
+
     /// INVITE with an SDP offer (retransmitted over UDP), optional 100/180/183, 200, ACK, the
     /// `-d` pause, BYE, 200.
     static let uac = """
@@ -33,14 +62,7 @@ public enum SIPpBuiltIn {
     <scenario name="Switchboard basic UAC">
       <send retrans="500">
         <![CDATA[
-          INVITE sip:[service]@[remote_ip]:[remote_port] SIP/2.0
-          Via: SIP/2.0/[transport] [local_ip]:[local_port];branch=[branch]
-          Max-Forwards: 70
-          From: <sip:switchboard@[local_ip]:[local_port]>;tag=sb[pid]-[call_number]
-          To: <sip:[service]@[remote_ip]:[remote_port]>
-          Call-ID: [call_id]
-          CSeq: [cseq] INVITE
-          Contact: <sip:switchboard@[local_ip]:[local_port];transport=[transport]>
+    \(callerRequest("INVITE", to: "To: <sip:[service]@[remote_ip]:[remote_port]>"))
           Subject: switchboard sipp uac
           Content-Type: application/sdp
           Content-Length: [len]
@@ -54,28 +76,14 @@ public enum SIPpBuiltIn {
       <recv response="200" rtd="true"/>
       <send>
         <![CDATA[
-          ACK sip:[service]@[remote_ip]:[remote_port] SIP/2.0
-          Via: SIP/2.0/[transport] [local_ip]:[local_port];branch=[branch]
-          Max-Forwards: 70
-          From: <sip:switchboard@[local_ip]:[local_port]>;tag=sb[pid]-[call_number]
-          [last_To:]
-          Call-ID: [call_id]
-          CSeq: [cseq] ACK
-          Contact: <sip:switchboard@[local_ip]:[local_port];transport=[transport]>
+    \(callerRequest("ACK", to: "[last_To:]"))
           Content-Length: 0
         ]]>
       </send>
       <pause/>
       <send retrans="500">
         <![CDATA[
-          BYE sip:[service]@[remote_ip]:[remote_port] SIP/2.0
-          Via: SIP/2.0/[transport] [local_ip]:[local_port];branch=[branch]
-          Max-Forwards: 70
-          From: <sip:switchboard@[local_ip]:[local_port]>;tag=sb[pid]-[call_number]
-          [last_To:]
-          Call-ID: [call_id]
-          CSeq: [cseq] BYE
-          Contact: <sip:switchboard@[local_ip]:[local_port];transport=[transport]>
+    \(callerRequest("BYE", to: "[last_To:]"))
           Content-Length: 0
         ]]>
       </send>
@@ -92,25 +100,13 @@ public enum SIPpBuiltIn {
       <recv request="INVITE"/>
       <send>
         <![CDATA[
-          SIP/2.0 180 Ringing
-          [last_Via:]
-          [last_From:]
-          [last_To:];tag=sb[pid]-[call_number]
-          [last_Call-ID:]
-          [last_CSeq:]
-          Contact: <sip:[service]@[local_ip]:[local_port];transport=[transport]>
+    \(calleeResponse("180 Ringing", to: "[last_To:];tag=sb[pid]-[call_number]"))
           Content-Length: 0
         ]]>
       </send>
       <send retrans="500">
         <![CDATA[
-          SIP/2.0 200 OK
-          [last_Via:]
-          [last_From:]
-          [last_To:];tag=sb[pid]-[call_number]
-          [last_Call-ID:]
-          [last_CSeq:]
-          Contact: <sip:[service]@[local_ip]:[local_port];transport=[transport]>
+    \(calleeResponse("200 OK", to: "[last_To:];tag=sb[pid]-[call_number]"))
           Content-Type: application/sdp
           Content-Length: [len]
 
@@ -121,13 +117,7 @@ public enum SIPpBuiltIn {
       <recv request="BYE"/>
       <send>
         <![CDATA[
-          SIP/2.0 200 OK
-          [last_Via:]
-          [last_From:]
-          [last_To:]
-          [last_Call-ID:]
-          [last_CSeq:]
-          Contact: <sip:[service]@[local_ip]:[local_port];transport=[transport]>
+    \(calleeResponse("200 OK", to: "[last_To:]"))
           Content-Length: 0
         ]]>
       </send>

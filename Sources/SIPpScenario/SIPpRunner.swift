@@ -527,20 +527,21 @@ public final class SIPpRunner: Sendable {
         finish(&s, id)
     }
 
-    /// After a nop or a send: its response-time measure, its actions, then the next command;
-    /// false when an action failed the call.
-    private func afterCommand(_ c: SIPpCommand, _ call: inout Call, id: String, now: ContinuousClock.Instant, _ s: inout RunState,
-                        _ out: inout [Outgoing]) -> Bool {
+    /// After a command (a nop or a send, or the recv at `index` that matched `message`): its
+    /// response-time measure, its actions, then the next command; false when an action failed
+    /// or stopped the call.
+    private func afterCommand(_ c: SIPpCommand, at index: Int, received message: SIPMessage? = nil, _ call: inout Call, id: String,
+                              now: ContinuousClock.Instant, _ s: inout RunState, _ out: inout [Outgoing]) -> Bool {
         rtd(&call, c, now, &s)
         var jumped: Int?
         var stop: SIPpInternalCommand?
-        if let why = execute(c.actions, &call, &s, message: nil, jump: &jumped, stop: &stop) {
+        if let why = execute(c.actions, &call, &s, message: message, jump: &jumped, stop: &stop) {
             store(&s, id, call)
             fail(&s, id, why, &out)
             return false
         }
-        if stopped(stop, &call, id: id, onReceive: false, &s, &out) { return false }
-        call.index = jumped ?? nextIndex(after: c, call.index, call, &s)
+        if stopped(stop, &call, id: id, onReceive: message != nil, &s, &out) { return false }
+        call.index = jumped ?? nextIndex(after: c, index, call, &s)
         store(&s, id, call)
         return true
     }
@@ -580,7 +581,7 @@ public final class SIPpRunner: Sendable {
                 call.index = nextIndex(after: c, call.index, call, &s)
                 store(&s, id, call)
             case .nop:
-                guard afterCommand(c, &call, id: id, now: now, &s, &out) else { return }
+                guard afterCommand(c, at: call.index, &call, id: id, now: now, &s, &out) else { return }
             case .send(let template, let retransmit):
                 let method = template.method
                 if let method, method != "ACK", method != "CANCEL" { call.requests += 1 }
@@ -602,7 +603,7 @@ public final class SIPpRunner: Sendable {
                     call.callID = cid
                     id = cid
                 }
-                guard afterCommand(c, &call, id: id, now: now, &s, &out) else { return }
+                guard afterCommand(c, at: call.index, &call, id: id, now: now, &s, &out) else { return }
             }
         }
     }
@@ -737,17 +738,7 @@ public final class SIPpRunner: Sendable {
                 return String(v.prefix { $0 != ";" })
             }
         }
-        rtd(&call, c, now, &s)
-        var jumped: Int?
-        var stop: SIPpInternalCommand?
-        if let why = execute(c.actions, &call, &s, message: m, jump: &jumped, stop: &stop) {
-            store(&s, id, call)
-            fail(&s, id, why, &out)
-            return
-        }
-        if stopped(stop, &call, id: id, onReceive: true, &s, &out) { return }
-        call.index = jumped ?? nextIndex(after: c, k, call, &s)
-        store(&s, id, call)
+        guard afterCommand(c, at: k, received: m, &call, id: id, now: now, &s, &out) else { return }
         step(&s, id, now: now, &out)
     }
 

@@ -57,8 +57,17 @@ struct LocalAddressOption: ParsableArguments {
     func point() throws -> SIPEndpoint.ListenPoint { try ListenSpec.parse(listen) }
 }
 
-/// `--duration`, shared by `answer` and `proxy`: they run until a signal, or this long.
+/// `--listen` for the servers (`serve`, `proxy`): the listen points, as many as given.
+struct ListenPointsOption: ParsableArguments {
+    @Option(name: .long, help: "Where to listen: udp:HOST:PORT, tcp:… or (serve, with --cert and --key) tls:… (repeatable).")
+    var listen: [String] = ["udp:127.0.0.1:5060"]
+
+    /// The listen points `--listen` names.
+    func points() throws -> [SIPEndpoint.ListenPoint] { try listen.map(ListenSpec.parse) }
+}
+
+/// `--duration`, shared by `answer`, `serve` and `proxy`: they run until a signal, or this long.
 struct StopAfterOption: ParsableArguments {
-    @Option(name: .long, help: "Stop after this many seconds.")
+    @Option(name: .long, help: "Stop after this many seconds (default: run until SIGINT/SIGTERM).")
     var duration: Double?
 }

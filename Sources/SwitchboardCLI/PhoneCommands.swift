@@ -67,20 +67,50 @@ struct TransferOptions: ParsableArguments {
     }
 }
 
-/// The account options shared by `call` and `answer`.
-struct AccountOptions: ParsableArguments {
-    @Option(name: .long, help: "Authentication user name for 401/407 challenges (default: our AOR's user).")
+/// `--user` and `--password`, shared by `call`, `answer` and `register`: the digest credentials.
+struct CredentialOptions: ParsableArguments {
+    @Option(name: .long, help: "Authentication user name for 401/407 challenges (default: the address of record's user).")
     var user: String?
 
     @Option(name: .long, help: "Password for 401/407 challenges.")
     var password: String?
 
-    @Option(name: .long, help: "Register with this registrar (e.g. sip:127.0.0.1:5080) first, and unregister at the end.")
-    var register: String?
+    /// The user name to authenticate as for the address of record `identity`.
+    func username(for identity: SIPURI) -> String { user ?? identity.user ?? "" }
 
     /// The digest credentials for `identity`, when a password was given.
     func credentials(for identity: SIPURI) -> DigestClient? {
-        password.map { DigestClient(username: user ?? identity.user ?? "", password: $0) }
+        password.map { DigestClient(username: username(for: identity), password: $0) }
+    }
+}
+
+/// The account options shared by `call` and `answer`.
+struct AccountOptions: ParsableArguments {
+    @OptionGroup var login: CredentialOptions
+
+    @Option(name: .long, help: "Register with this registrar (e.g. sip:127.0.0.1:5080) first, and unregister at the end.")
+    var register: String?
+}
+
+/// Everything `call` and `answer` share after their own options: the account, the media, the
+/// transfer, logging, tracing and the traffic mirror, and the user agent they configure.
+struct PhoneOptions: ParsableArguments {
+    @OptionGroup var account: AccountOptions
+    @OptionGroup var media: MediaOptions
+    @OptionGroup var transfer: TransferOptions
+    @OptionGroup var logging: LoggingOptions
+    @OptionGroup var tracing: TraceOptions
+    @OptionGroup var capture: CaptureOptions
+
+    /// The user agent of a phone listening on `point` as `identity`: its credentials, logger
+    /// (`label`) and traffic mirror (`mirror`, from ``CaptureOptions/sink()``).
+    func agent(_ point: SIPEndpoint.ListenPoint, identity: SIPURI, outboundProxy: SIPURI? = nil, label: String,
+               mirror: TrafficMirror?) -> SIPUserAgent.Configuration {
+        var config = SIPUserAgent.Configuration(endpoint: .init(listen: [point]), identity: identity, credentials: account.login.credentials(for: identity),
+                                                outboundProxy: outboundProxy, transport: point.transport)
+        config.logger = logging.logger(label)
+        config.endpoint.capture = mirror
+        return config
     }
 }
 
@@ -204,33 +234,24 @@ struct Call: AsyncParsableCommand {
 
     enum RedirectAnswer: String, ExpressibleByArgument { case follow, reject }
 
-    @OptionGroup var account: AccountOptions
-    @OptionGroup var media: MediaOptions
-    @OptionGroup var transfer: TransferOptions
-    @OptionGroup var logging: LoggingOptions
-    @OptionGroup var tracing: TraceOptions
-    @OptionGroup var capture: CaptureOptions
+    @OptionGroup var common: PhoneOptions
 
     func run() async throws {
         let targetURI = try SIPURI(target)
         let identity = try SIPURI(from ?? "sip:switchboard@\(targetURI.host)")
         let point = try local.point()
-        let creds = account.credentials(for: identity)
-        var config = SIPUserAgent.Configuration(endpoint: .init(listen: [point]), identity: identity, credentials: creds,
-                                                outboundProxy: try proxy.map { try SIPURI($0) }, transport: point.transport)
-        config.logger = logging.logger("switchboard.call")
-        let mirror = try capture.sink()
+        let mirror = try common.capture.sink()
         defer { mirror?.close() }
-        config.endpoint.capture = mirror
+        var config = common.agent(point, identity: identity, outboundProxy: try proxy.map { try SIPURI($0) }, label: "switchboard.call", mirror: mirror)
         config.redirects = RedirectPolicy(mode: redirects == .follow ? .follow : .fail)
         let say = stamped(.now)
         let host = point.address.ipString
-        let accepts = transfer.refer == .accept
-        let phone = try Phone(name: "call", configuration: config, media: try media.phoneMedia(host: host),
-                              referDecision: { _, _ in accepts }, report: { say(String($0.dropFirst(6))) }, trace: tracing.traceLines())
+        let accepts = common.transfer.refer == .accept
+        let phone = try Phone(name: "call", configuration: config, media: try common.media.phoneMedia(host: host),
+                              referDecision: { _, _ in accepts }, report: { say(String($0.dropFirst(6))) }, trace: common.tracing.traceLines())
         defer { phone.close() }
         say("from \(identity) on \(phone.agent.endpoint.localAddresses[0])")
-        if let r = account.register {
+        if let r = common.account.register {
             let registrar = try SIPURI(r)
             do throws(RegistrationError) {
                 try await phone.register(with: registrar, expires: 600, timeout: .seconds(40))
@@ -258,11 +279,11 @@ struct Call: AsyncParsableCommand {
             throw ExitCode(1)
         }
         if call !== placed { say("the call was replaced by the call \(call.sipCallID)") }
-        if let digits = media.dtmf {
+        if let digits = common.media.dtmf {
             do { try await call.sendDigits(digits) } catch { say("DTMF not sent: \(error)") }
         }
-        if transfer.wanted {
-            let outcome = try await transfer.run(phone, call, say: say)
+        if common.transfer.wanted {
+            let outcome = try await common.transfer.run(phone, call, say: say)
             // A transfer that did not succeed leaves the call with us: hang it up and say so.
             await call.hangUp(timeout: .seconds(5))
             guard outcome?.isSuccess == true else { throw ExitCode(1) }
@@ -287,7 +308,7 @@ struct Call: AsyncParsableCommand {
         // most 2 s are given to its answer), never holding the command for Timer F.
         let endedBefore = call.state.isEnded
         await call.hangUp(timeout: .seconds(2))
-        if account.register != nil {
+        if common.account.register != nil {
             await phone.unregister(timeout: .seconds(40))
         }
         switch call.state {
@@ -369,15 +390,10 @@ struct Answer: AsyncParsableCommand {
                                             valueName: "fault"))
     var misbehave: Misbehaviour?
 
-    @OptionGroup var account: AccountOptions
-    @OptionGroup var media: MediaOptions
-    @OptionGroup var transfer: TransferOptions
-    @OptionGroup var logging: LoggingOptions
-    @OptionGroup var tracing: TraceOptions
-    @OptionGroup var capture: CaptureOptions
+    @OptionGroup var common: PhoneOptions
 
     func phoneMedia(host: String) throws -> PhoneMediaOptions? {
-        guard var options = try media.phoneMedia(host: host) else {
+        guard var options = try common.media.phoneMedia(host: host) else {
             if earlyMedia != nil { throw ValidationError("--early-media needs media (not --no-media)") }
             return nil
         }
@@ -387,7 +403,7 @@ struct Answer: AsyncParsableCommand {
         }
         if let f = earlyTone {
             guard earlyMedia != nil else { throw ValidationError("--early-tone needs --early-media") }
-            guard !media.echo else { throw ValidationError("--early-tone cannot be combined with --echo") }
+            guard !common.media.echo else { throw ValidationError("--early-tone cannot be combined with --echo") }
             options.earlyInput = .tone(frequency: f)
         }
         return options
@@ -397,30 +413,27 @@ struct Answer: AsyncParsableCommand {
         let point = try ListenSpec.parse(listen)
         let host = point.address.ipString
         let identity = try SIPURI(aor ?? "sip:switchboard@\(host)")
-        let creds = account.credentials(for: identity)
-        var config = SIPUserAgent.Configuration(endpoint: .init(listen: [point]), identity: identity, credentials: creds, transport: point.transport)
-        config.logger = logging.logger("switchboard.answer")
-        config.endpoint.outboundRewrite = misbehave?.rewriter()
-        let mirror = try capture.sink()
+        let mirror = try common.capture.sink()
         defer { mirror?.close() }
-        config.endpoint.capture = mirror
+        var config = common.agent(point, identity: identity, label: "switchboard.answer", mirror: mirror)
+        config.endpoint.outboundRewrite = misbehave?.rewriter()
         let say = stamped(.now)
-        let accepts = transfer.refer == .accept
+        let accepts = common.transfer.refer == .accept
         let phone = try Phone(name: "answer", configuration: config, autoAnswer: .milliseconds(Int64(ring)),
                               media: try phoneMedia(host: host),
                               forwardTo: try (forwardTo ?? "").split(separator: ",").map { try SIPURI(String($0)) },
                               forwardHistory: forwardHistory.history,
                               referDecision: { _, _ in accepts },
-                              report: { say(String($0.dropFirst(8))) }, trace: tracing.traceLines())
+                              report: { say(String($0.dropFirst(8))) }, trace: common.tracing.traceLines())
         defer { phone.close() }
         // Subscribed before the first call can come, and only when something is to be done per
         // call: a phone that just answers costs the command nothing per call.
         let options = self
-        let wanted = media.dtmf != nil || transfer.wanted || hangupAfter != nil
+        let wanted = common.media.dtmf != nil || common.transfer.wanted || hangupAfter != nil
         let arrivals = wanted ? phone.incomingCallStream : nil
         let endings = count != nil ? phone.endedCallStream : nil
         say("listening on \(phone.agent.endpoint.localAddresses[0]) as \(identity)")
-        if let r = account.register {
+        if let r = common.account.register {
             await phone.agent.register(registrar: try SIPURI(r), expires: 600)
         }
         let stop = StopSignal()
@@ -469,14 +482,14 @@ struct Answer: AsyncParsableCommand {
 
     /// Digits, a transfer, a hang-up after a while: what the options ask of an answered call.
     func act(on call: Switchboard.Call, _ phone: Phone, say: @escaping @Sendable (String) -> Void) async {
-        if let digits = media.dtmf {
+        if let digits = common.media.dtmf {
             do { try await call.sendDigits(digits) } catch { say("DTMF not sent: \(error)") }
         }
         await withTaskGroup(of: Void.self) { group in
-            if transfer.wanted {
+            if common.transfer.wanted {
                 // Each answered call is transferred once (we are the transferor).
                 group.addTask {
-                    let outcome = try? await transfer.run(phone, call, say: say)
+                    let outcome = try? await common.transfer.run(phone, call, say: say)
                     say("transfer of \(call.sipCallID): \(outcome.map { "\($0)" } ?? "not done")")
                 }
             }
@@ -502,8 +515,7 @@ struct Proxy: AsyncParsableCommand {
         discussion: "Runs until SIGINT/SIGTERM or --duration; prints a line a second when something happened."
     )
 
-    @Option(name: .long, help: "Where to listen: udp:HOST:PORT or tcp:… (repeatable).")
-    var listen: [String] = ["udp:127.0.0.1:5060"]
+    @OptionGroup var listen: ListenPointsOption
 
     @Option(name: .long, help: "The registrar's domain (REGISTER Request-URI and AOR host).")
     var domain: String = "switchboard.test"
@@ -534,7 +546,7 @@ struct Proxy: AsyncParsableCommand {
             table[parts[0]] = parts[1]
         }
         let box = Mutex<ProxyServer?>(nil)
-        var endpointConfig = SIPEndpoint.Configuration(listen: try listen.map(ListenSpec.parse), logger: logger)
+        var endpointConfig = SIPEndpoint.Configuration(listen: try listen.points(), logger: logger)
         endpointConfig.outboundRewrite = misbehave?.rewriter()
         let endpoint = try SIPEndpoint(configuration: endpointConfig) { e in box.withLock { $0 }?.handle(e) }
         defer { endpoint.close() }

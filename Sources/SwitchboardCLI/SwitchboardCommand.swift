@@ -226,14 +226,12 @@ struct Serve: AsyncParsableCommand {
         discussion: "Prints one line per second (calls/s, retransmissions, errors) and a summary on SIGINT/SIGTERM."
     )
 
-    @Option(name: .long, help: "Where to listen: udp:HOST:PORT (repeatable).")
-    var listen: [String] = ["udp:127.0.0.1:5060"]
+    @OptionGroup var listen: ListenPointsOption
 
     @Option(name: .long, help: "The final response to INVITE.")
     var answer: Int = 200
 
-    @Option(name: .long, help: "Stop after this many seconds (default: run until SIGINT/SIGTERM).")
-    var duration: Int?
+    @OptionGroup var stopAfter: StopAfterOption
 
     @Option(name: .long, help: "For tls: listen points, the certificate chain (PEM file).")
     var cert: String?
@@ -255,7 +253,7 @@ struct Serve: AsyncParsableCommand {
 
     func run() async throws {
         guard (200...699).contains(answer) else { throw ValidationError("--answer must be a final status code (200-699)") }
-        let points = try listen.map(ListenSpec.parse)
+        let points = try listen.points()
         if points.contains(where: { if case .tls = $0 { return true } else { return false } }), cert == nil || key == nil {
             throw ValidationError("a tls: listen point needs --cert and --key")
         }
@@ -313,7 +311,7 @@ struct Serve: AsyncParsableCommand {
                 print(line(previous, elapsed))
                 previous = snapshot()
             }
-            if let d = duration, elapsed >= d { break }
+            if let d = stopAfter.duration, Double(elapsed) >= d { break }
         }
     }
 }
@@ -434,11 +432,7 @@ struct Register: AsyncParsableCommand {
     @Argument(help: "The address of record, e.g. sip:alice@127.0.0.1:5080 (its host:port is the registrar).")
     var aor: String
 
-    @Option(name: .long, help: "Authentication user name (default: the AOR's user).")
-    var user: String?
-
-    @Option(name: .long, help: "Password.")
-    var password: String = ""
+    @OptionGroup var login: CredentialOptions
 
     @Option(name: .long, help: "Requested binding lifetime in seconds.")
     var expires: UInt32 = 600
@@ -456,7 +450,7 @@ struct Register: AsyncParsableCommand {
         let point = try local.point()
         let peer = SIPPeer(transport: point.transport, address: try SocketAddress(ip: uri.host.address, port: uri.port ?? 5060))
         let session = try RegisterSession(listen: point, peer: peer, registrar: registrar, addressOfRecord: uri,
-                                          username: user ?? uri.user ?? "", password: password, expires: expires,
+                                          username: login.username(for: uri), password: login.password ?? "", expires: expires,
                                           logger: logging.logger("switchboard.register")) { state in
             print(state.label)
         }
