@@ -1,5 +1,6 @@
 import Foundation
 import PacketCapture
+import Media
 import SwitchboardTestSupport
 import Testing
 
@@ -51,7 +52,7 @@ struct LossyNamespace {
     }
 }
 
-/// Calls between baresip and our phone (`switchboard answer`, run as a program inside the
+/// Calls between baresip or linphonec and our phone (`switchboard answer`, run as a program inside the
 /// namespace) with about 5% of the datagrams lost, recorded there by tshark (dumpcap) on `lo`,
 /// plain RTP and SDES-SRTP: `capture --rtp` (its JSON too) agrees with `tshark -z rtp,streams`
 /// on the same file, both directions show loss, and the SRTP streams, decrypted with the keys of
@@ -60,11 +61,11 @@ struct LossyNamespace {
 /// 200 never on the wire and never retransmitted (the dropped first send fails with ENOBUFS, see
 /// ``LossyNamespace``, and the transaction ends on that transport error): an artefact of the
 /// emulated loss, not what these media statistics are about.
-@Suite("Captures of baresip calls with loss", .serialized,
-       .enabled(if: (LossyNamespace.available && Baresip.available && Tshark.available) || TestPaths.isCI,
-                "root, ip, nft, baresip or tshark missing: lossy captures skipped"),
-       .requires("root, ip (iproute2), nft (nftables), baresip and tshark",
-                 { LossyNamespace.available && Baresip.available && Tshark.available }))
+@Suite("Captures of baresip and linphonec calls with loss", .serialized,
+       .enabled(if: (LossyNamespace.available && Baresip.available && Linphone.available && Tshark.available) || TestPaths.isCI,
+                "root, ip, nft, baresip, linphonec or tshark missing: lossy captures skipped"),
+       .requires("root, ip (iproute2), nft (nftables), baresip, linphonec and tshark",
+                 { LossyNamespace.available && Baresip.available && Linphone.available && Tshark.available }))
 struct LossyCaptureTests {
     /// The `switchboard` program built beside the test bundle.
     static var switchboard: String? {
@@ -72,9 +73,13 @@ struct LossyCaptureTests {
         return ExternalTool.find([dir + "/switchboard", TestPaths.repoRoot + "/.build/debug/switchboard"])
     }
 
+    /// The peer that calls our phone.
+    enum Peer { case baresip, linphonec }
+
     /// Records a call in a fresh lossy namespace: our phone answers on 127.0.0.1:5090 and hangs
-    /// up after 6 s; baresip (PCMU, ausine) dials it.
-    static func record(to file: String, srtp: Bool) async throws -> String {
+    /// up after 6 s; baresip (PCMU, ausine) or linphonec (its first codec, opus; a 1 kHz WAV
+    /// played once its streams run: without a sound card it sends next to nothing else) dials it.
+    static func record(to file: String, srtp: Bool, peer: Peer = .baresip) async throws -> String {
         let bin = try #require(Self.switchboard, "the switchboard program is not built")
         let ns = LossyNamespace()
         defer { ns.delete() }
@@ -97,26 +102,44 @@ struct LossyCaptureTests {
                                                                           "--srtp", srtp ? "mandatory" : "off", "--rtp-ports", "30000-30099",
                                                                           "--tone", "1000"]),
                                             timeout: 25, mergeErrors: true)
-        let rundir = NSTemporaryDirectory() + "sb-baresip-\(UUID().uuidString)"
+        let rundir = NSTemporaryDirectory() + "sb-\(peer)-\(UUID().uuidString)"
         defer { try? FileManager.default.removeItem(atPath: rundir) }
-        let options = "answermode=auto;audio_codecs=pcmu" + (srtp ? ";mediaenc=srtp-mand" : "")
-        try await ns.exec([TestPaths.repoRoot + "/scripts/peers/baresip-start", "5070", "5072", rundir, options])
-        try await Task.sleep(for: .milliseconds(300))  // our phone listens by now
-        try await ns.exec([TestPaths.repoRoot + "/scripts/peers/baresip-ctl", "5072", "dial sip:switchboard@127.0.0.1:5090", "--wait", "0.5"])
+        var peerLog: () -> String = { Baresip.log(rundir) }
+        switch peer {
+        case .baresip:
+            let options = "answermode=auto;audio_codecs=pcmu" + (srtp ? ";mediaenc=srtp-mand" : "")
+            try await ns.exec([TestPaths.repoRoot + "/scripts/peers/baresip-start", "5070", "5072", rundir, options])
+            try await Task.sleep(for: .milliseconds(300))  // our phone listens by now
+            try await ns.exec([TestPaths.repoRoot + "/scripts/peers/baresip-ctl", "5072", "dial sip:switchboard@127.0.0.1:5090", "--wait", "0.5"])
+        case .linphonec:
+            // Its background processes keep the start script's stderr: run it with files, not pipes.
+            try await Baresip.run(LossyNamespace.ip, ns.command([TestPaths.repoRoot + "/scripts/peers/linphone-start", "5070", rundir, "auto"]
+                                                                + (srtp ? ["srtp"] : [])), timeout: .seconds(30))
+            let l = Linphone.Instance(pid: 0, sipPort: 5070, rundir: rundir)
+            peerLog = { Linphone.events(l) }
+            let wav = rundir + "/tone.wav"
+            let samples = (0..<128_000).map { Int16(8000 * sin(2 * Double.pi * 1000 * Double($0) / 16000)) }
+            try WAVFile(sampleRate: 16000, samples: .pcm16(samples)).write(path: wav)
+            try Linphone.send(l, "soundcard use files")
+            try await Task.sleep(for: .milliseconds(300))  // our phone listens by now
+            try Linphone.send(l, "call sip:switchboard@127.0.0.1:5090")
+            #expect(await Linphone.waitFor(l, "Media streams established"), "\(Linphone.events(l))")
+            try Linphone.send(l, "play \(wav)")
+        }
         let phone = await answer
         try await Task.sleep(for: .milliseconds(300))
         kill(tshark.processIdentifier, SIGINT)
         for _ in 0..<100 where tshark.isRunning { try await Task.sleep(for: .milliseconds(50)) }
-        return phone.output + "\n" + Baresip.log(rundir)
+        return phone.output + "\n" + peerLog()
     }
 
-    @Test("plain RTP: every figure agrees with tshark, loss seen both ways", .timeLimit(.minutes(1)))
-    func plain() async throws {
+    @Test("plain RTP: every figure agrees with tshark, loss seen both ways", .timeLimit(.minutes(1)), arguments: [Peer.baresip, .linphonec])
+    func plain(_ peer: Peer) async throws {
         let dir = NSTemporaryDirectory() + "sb-lossy-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let file = dir + "/call.pcapng"
-        let log = try await Self.record(to: file, srtp: false)
+        let log = try await Self.record(to: file, srtp: false, peer: peer)
         let report = try await CaptureRTPTests.compare(file)
         let streams = try #require(report.analysis.rtp?.streams, "\(log)")
         #expect(streams.count == 2, "\(log)")
@@ -131,13 +154,14 @@ struct LossyCaptureTests {
         }
     }
 
-    @Test("SDES-SRTP: decrypted with the SDP's keys, packets and loss as tshark reads them from the headers", .timeLimit(.minutes(1)))
-    func srtp() async throws {
+    @Test("SDES-SRTP: decrypted with the SDP's keys, packets and loss as tshark reads them from the headers", .timeLimit(.minutes(1)),
+          arguments: [Peer.baresip, .linphonec])
+    func srtp(_ peer: Peer) async throws {
         let dir = NSTemporaryDirectory() + "sb-lossy-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let file = dir + "/call.pcapng"
-        let log = try await Self.record(to: file, srtp: true)
+        let log = try await Self.record(to: file, srtp: true, peer: peer)
         let report = CaptureCommand.run(path: file, view: .rtp)
         #expect(report.error == nil)
         let streams = try #require(report.analysis.rtp?.streams, "\(log)")
