@@ -141,6 +141,7 @@ public struct ConformanceRunner: Sendable {
         var checker = RuleChecker(t1: Self.seconds(session.t1), t2: Self.seconds(session.t2), checks2xxRetransmissions: true)
         // Timer A runs over unreliable transports only (RFC 3261 §17.1.1.2).
         checker.checksInviteRetransmissions = transport == .udp
+        checker.absentDialogs = session.absentDialogs
         let findings = checker.check(records, end: end)
         var verdict: ConformanceVerdict, reason: String?
         switch outcome {
