@@ -291,7 +291,8 @@ public final class ConformanceSession: Sendable {
         guard let method = request.method, method != .ack else { return }
         // As UAS (or as the callee behind a proxy) the scenario answers INVITEs (and CANCELs of them) itself.
         if role != .uac || scenarioAnswersInvites.load(ordering: .acquiring), method == .invite || method == .cancel { return }
-        var r = SIPMessage(responseTo: request, statusCode: 200, toTag: request.toTag == nil ? token() : nil)
+        // A REFER is accepted 202 (RFC 3515 §2.4.2); the scenario sends the NOTIFYs it owes.
+        var r = SIPMessage(responseTo: request, statusCode: method == .refer ? 202 : 200, toTag: request.toTag == nil ? token() : nil)
         try? r.append(.contact, "<sip:conform@\(hostPort)\(uriTransport)>")
         try? r.append(.contentLength, "0")
         sendRaw(r.serialized(), on: connection, to: source)

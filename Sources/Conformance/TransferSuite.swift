@@ -333,3 +333,74 @@ enum TransferSuite {
         },
     ]
 }
+
+extension TransferSuite {
+    /// Sends a NOTIFY of the DUT's REFER in the call the DUT placed to the runner (the runner
+    /// is its callee): sipfrag `status`, Subscription-State `state`; its final response.
+    static func notify(_ call: ReceivedCall, cseq: UInt32, status: Int, state: String) async -> SIPMessage? {
+        let s = call.session
+        let b = s.branch()
+        var uri = s.targetURI.description
+        if case .addresses(let list)? = (try? call.invite.contact()) ?? nil, let first = list.first { uri = first.uri.description }
+        let body = SIPFragStatus(statusCode: status).description + "\r\n"
+        let text = ["NOTIFY \(uri) SIP/2.0", "Via: SIP/2.0/\(s.viaTransport) \(s.hostPort);branch=\(b);rport", "Max-Forwards: 70",
+                    "From: \(call.invite[.to] ?? "<sip:conform@\(s.hostPort)>");tag=\(call.toTag)", "To: \(call.invite[.from] ?? "")",
+                    "Call-ID: \(call.callID)", "CSeq: \(cseq) NOTIFY", "Contact: <sip:conform@\(s.hostPort)\(s.uriTransport)>",
+                    "Event: refer", "Subscription-State: \(state)", "Content-Type: message/sipfrag",
+                    "Content-Length: \(body.utf8.count)"].joined(separator: "\r\n") + "\r\n\r\n" + body
+        s.sendRaw(Array(text.utf8), to: call.source)
+        return await s.finalResponse(branch: b, method: .notify)
+    }
+
+    /// The DUT calls the runner and transfers the call (blind): the runner answers, answers a
+    /// hold re-INVITE if one comes, takes the REFER (202, the session's answer), reports 100
+    /// then 200 in NOTIFYs, and the DUT must end the call with BYE.
+    static func transferor(_ s: ConformanceSession) async -> ScenarioOutcome {
+        guard let call = await ReceivedCall.next(s) else { return .failed("no INVITE from the DUT within \(s.responseTimeout)") }
+        call.send(call.response(180))
+        guard let (_, acked) = await call.sendUntilAcknowledged(call.response(200, answer: true)) else { return .failed("the DUT never acknowledged the 200") }
+        // Up to 8 s for the REFER (a transferor holds the call first, RFC 5589 §6).
+        var after = acked + 1
+        var referMessage: SIPMessage?
+        let deadline = s.elapsed + s.responseTimeout + .seconds(8)
+        while referMessage == nil, s.elapsed < deadline {
+            guard let (m, i) = await s.waitFor(after: after, timeout: deadline - s.elapsed, { m in
+                m.callID == call.callID && (m.method == .refer || m.method == .bye || (m.method == .invite && m.toTag != nil))
+            }) else { break }
+            after = i + 1
+            switch m.method {
+            case .refer?: referMessage = m
+            case .bye?: return .inconclusive("the DUT ended the call without transferring it (drive it to transfer: switchboard call --transfer-to URI)")
+            default:
+                let again = ReceivedCall(session: s, invite: m, index: i, source: s.entries[i].source ?? s.target, toTag: call.toTag, time: s.entries[i].time)
+                guard await again.sendUntilAcknowledged(again.response(200, answer: true)) != nil else { return .failed("the DUT never acknowledged the 200 to its re-INVITE") }
+            }
+        }
+        guard let refer = referMessage else { return .inconclusive("no REFER from the DUT in its call (drive it to transfer: switchboard call --transfer-to URI)") }
+        var problems: [String] = []
+        if ((try? refer.referTo()) ?? nil) == nil { problems.append("the REFER's Refer-To is missing or does not parse (RFC 3515 §2.4.1)") }
+        guard let trying = await notify(call, cseq: 1, status: 100, state: "active;expires=60"), (200...299).contains(trying.statusCode ?? 0) else {
+            return .failed("the DUT did not answer 2xx the NOTIFY (100 Trying) of its REFER's subscription (RFC 3515 §2.4.4, RFC 6665 §4.1.3)")
+        }
+        // The BYE may follow the 2xx to the final NOTIFY at once: looked for from here.
+        let mark = s.entries.count
+        guard let done = await notify(call, cseq: 2, status: 200, state: "terminated;reason=noresource"), (200...299).contains(done.statusCode ?? 0) else {
+            return .failed("the DUT did not answer 2xx the final NOTIFY (200 OK) of its REFER's subscription")
+        }
+        let id = call.callID
+        if await s.waitFor(after: mark, timeout: s.responseTimeout, { $0.method == .bye && $0.callID == id }) == nil {
+            _ = await hangUp(call)
+            problems.append("the DUT did not end its call with BYE after the NOTIFY reported the transfer's success (RFC 5589 §6)")
+        }
+        return problems.isEmpty ? .passed : .failed(problems.joined(separator: "; "))
+    }
+
+    /// `transfer-uac`: the DUT calls the runner (listening at TARGET) and transfers the call.
+    static let uacTests: [ConformanceTestCase] = [
+        ConformanceTestCase(name: "transferor-blind", etsiPurpose: nil,
+                            summary: "the DUT calls the runner and transfers the call: its REFER (one Refer-To) is accepted 202, it answers the NOTIFYs (sipfrag 100, then 200 with the subscription terminated) 2xx, then ends the call with BYE",
+                            reference: "RFC 3515 §2.4.1, §2.4.4; RFC 6665 §4.1.3; RFC 5589 §6", purposeNote: note, role: .uas) { s in
+            await transferor(s)
+        },
+    ]
+}

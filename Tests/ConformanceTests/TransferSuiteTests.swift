@@ -126,4 +126,42 @@ struct TransferSuiteTests {
         #expect(verdicts == [.inconclusive, .inconclusive, .pass, .pass], "\(Self.describe(report))")
         #expect(report.results.allSatisfy { $0.findings.isEmpty }, "\(Self.describe(report))")
     }
+
+    /// Our calling phone as transferor (what `switchboard call --transfer-to` does): it calls
+    /// `target`, holds the call and transfers it to carol (the call is hung up on success);
+    /// then waits for the call's end.
+    static func transferOnce(_ phone: Phone, to target: SIPURI) async throws -> Bool {
+        let call = await phone.dial(target)
+        guard (try? await call.waitUntil("answer", timeout: .seconds(8)) { $0.isEstablished })?.isEstablished == true else { return false }
+        try? await call.setHeld(true)
+        let outcome = try? await call.transfer(to: try SIPURI("sip:carol@127.0.0.1:5999"), notifyTimeout: .seconds(8))
+        _ = try? await call.waitUntil("end", timeout: .seconds(8)) { $0.isEnded }
+        return outcome?.isSuccess == true
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func theTransferorSuiteAgainstOurCallingPhone() async throws {
+        let phone = try UACSuiteTests.callingPhone()
+        defer { phone.close() }
+        let target = try SIPURI("sip:conform@127.0.0.1:\(try UACSuiteTests.freePort())")
+        let runner = ConformanceRunner(target: target, responseTimeout: .seconds(2))
+        async let pending = runner.run(suite: "transfer-uac")
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(try await Self.transferOnce(phone, to: target))
+        let report = try await pending
+        #expect(report.allPassed && report.results.allSatisfy { $0.findings.isEmpty }, "\(Self.describe(report))")
+        let messages = report.results[0].messages
+        #expect(messages.contains { $0.direction == .received && $0.summary.hasPrefix("REFER") })
+        #expect(messages.filter { $0.direction == .sent && $0.summary.hasPrefix("NOTIFY") }.count == 2)
+        // A transferor whose BYE is lost (dropped on the way out) fails, naming the missing BYE.
+        let mute = try UACSuiteTests.callingPhone { $0.method == .bye ? nil : $0 }
+        defer { mute.close() }
+        let runner2 = ConformanceRunner(target: target, responseTimeout: .seconds(2))
+        async let again = runner2.run(suite: "transfer-uac")
+        try await Task.sleep(for: .milliseconds(100))
+        _ = try await Self.transferOnce(mute, to: target)
+        let kept = try await again
+        #expect(kept.results.map(\.verdict) == [.fail], "\(Self.describe(kept))")
+        #expect(kept.results[0].reason?.contains("BYE") == true, "\(Self.describe(kept))")
+    }
 }
