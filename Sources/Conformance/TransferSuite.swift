@@ -5,7 +5,7 @@ import SIPMessage
 /// REFERred to a target the runner also plays) and as transfer target (it receives an INVITE
 /// with Replaces).
 enum TransferSuite {
-    static let note = "no ETSI TS 102 027-2 identifier: that document covers RFC 3261 only; REFER and Replaces are outside it"
+    static let note = "no ETSI TS 102 027-2 identifier: its purposes are written against RFC 3261; none matching a REFER or Replaces test could be confirmed"
 
     /// Sends a REFER in `call` with these Refer-To values (and Referred-By when given); its branch.
     static func refer(_ call: inout PlacedCall, referTo: [String], referredBy: String? = nil) -> String {
