@@ -119,7 +119,8 @@ public struct RuleChecker: Sendable {
                 reportedCopy.insert("refer|" + txKey)
                 add(.referToCount, i, "a REFER with \(n) Refer-To values was accepted \(code); it must be refused (400)")
             }
-            if (200...299).contains(code), cseq.method == .invite, let due = replacesDue.removeValue(forKey: key(m.topViaBranch, .invite)) {
+            if (200...299).contains(code), cseq.method == .invite, let due = replacesDue.removeValue(forKey: key(m.topViaBranch, .invite)),
+               DialogBook.claimsReplaces(request: request, response: m) {
                 add(.replacesDialog, i, "the INVITE with Replaces was answered \(code): \(due)")
             }
             // Inside a dialog: the To tag of the response is the request's.
@@ -387,6 +388,14 @@ struct DialogBook {
         if (200...299).contains(code), d.phase == .early { d.phase = .confirmed }
         if code >= 300, d.phase == .early { d.phase = .terminated }
         dialogs[k] = d
+    }
+
+    /// Whether the DUT is bound by RFC 3891 in this exchange: the INVITE required `replaces`, or
+    /// the DUT's answer lists it as supported. Otherwise a UA that does not implement the
+    /// extension ignores the header (RFC 3261 §8.2.2.3) and answers the INVITE as a new call.
+    static func claimsReplaces(request: SIPMessage, response: SIPMessage) -> Bool {
+        let tags = ((try? request.require()) ?? []) + ((try? response.supported()) ?? []) + ((try? response.require()) ?? [])
+        return tags.contains { $0.lowercased() == "replaces" }
     }
 
     /// What an INVITE of the runner's with Replaces must get instead of a 2xx, or `nil` when a

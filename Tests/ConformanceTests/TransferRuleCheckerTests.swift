@@ -158,7 +158,7 @@ struct TransferRuleCheckerTests {
             CSeq: 2 BYE
             Content-Length: 0
             """)
-        let r = Self.invite("cr", tag: "fr", branch: "z9hG4bK-r", extra: ["Replaces: \(replaces)"])
+        let r = Self.invite("cr", tag: "fr", branch: "z9hG4bK-r", extra: ["Replaces: \(replaces)", "Require: replaces"])
         let exchange: [(Bool, SIPMessage)] = [
             (true, i1), (false, Self.ok(200, i1)), (true, i2), (false, Self.ok(180, i2, tag: "et")),
             (true, i3), (false, Self.ok(200, i3, tag: "t3")), (true, bye3), (false, Self.ok(200, bye3, tag: "t3")),
@@ -166,5 +166,14 @@ struct TransferRuleCheckerTests {
         ]
         // ACKs are left out: the checker's ACK rules look at the DUT's ACKs only.
         #expect(rules(exchange, absent: absent) == expected, "\(name)")
+        // Without Require: replaces, a DUT that does not list it in Supported may not implement
+        // RFC 3891 (it then ignores the header): its 2xx says nothing; one that lists it is bound.
+        let plain = Self.invite("cr", tag: "fr", branch: "z9hG4bK-r", extra: ["Replaces: \(replaces)"])
+        var silent = exchange.dropLast(2) + [(true, plain), (false, Self.ok(code, plain, tag: "rt"))]
+        #expect(rules(Array(silent), absent: absent) == [], "\(name) without Require")
+        var claiming = Self.ok(code, plain, tag: "rt")
+        try! claiming.append(.supported, "replaces")
+        silent = exchange.dropLast(2) + [(true, plain), (false, try! SIPMessage(bytes: claiming.serialized()))]
+        #expect(rules(Array(silent), absent: absent) == expected, "\(name) with Supported: replaces")
     }
 }
