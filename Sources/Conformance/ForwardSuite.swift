@@ -4,7 +4,7 @@ import SIPMessage
 /// the `forward-uas` suite (the runner calls the DUT, which forwards the call with a 3xx:
 /// RFC 3261 §21.3, RFC 5806 Diversion, RFC 7044 History-Info).
 enum ForwardSuite {
-    static let note = "no ETSI TS 102 027-2 identifier: the redirection purposes could not be read in full to confirm a match"
+    static let note = "no ETSI TS 102 027-2 identifier: none confirmed; purposes citing RFC 3261 §8.1.3.4 were not looked up in the catalogue (candidates for a later session)"
 
     /// The DUT's new INVITE (a new transaction, not a copy of `original`) to `user` at the
     /// runner, received after message `after`.
