@@ -164,4 +164,9 @@ struct TransferSuiteTests {
         #expect(kept.results.map(\.verdict) == [.fail], "\(Self.describe(kept))")
         #expect(kept.results[0].reason?.contains("BYE") == true, "\(Self.describe(kept))")
     }
+
+    @Test func theTransferSuiteIsRefusedOverTCPUpFront() async throws {
+        let runner = ConformanceRunner(target: try SIPURI("sip:dut@127.0.0.1:9"), transport: .tcp)
+        await #expect(throws: ConformanceError.suiteTransport(suite: "transfer", .tcp)) { try await runner.run(suite: "transfer") }
+    }
 }
