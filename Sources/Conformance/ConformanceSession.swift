@@ -290,11 +290,19 @@ public final class ConformanceSession: Sendable {
     private func answer(_ request: SIPMessage, on connection: ConnectionID?, from source: SocketAddress) {
         guard let method = request.method, method != .ack else { return }
         // As UAS (or as the callee behind a proxy) the scenario answers INVITEs (and CANCELs of them) itself.
-        if role != .uac || scenarioAnswersInvites.load(ordering: .acquiring), method == .invite || method == .cancel { return }
+        // A test playing a transfer target answers the DUT's new calls itself; a re-INVITE in a
+        // call (a transferee holding it) still gets the session's 200.
+        let scenarioAnswers = scenarioAnswersInvites.load(ordering: .acquiring) && (method == .cancel || request.toTag == nil)
+        if role != .uac || scenarioAnswers, method == .invite || method == .cancel { return }
         // A REFER is accepted 202 (RFC 3515 §2.4.2); the scenario sends the NOTIFYs it owes.
         var r = SIPMessage(responseTo: request, statusCode: method == .refer ? 202 : 200, toTag: request.toTag == nil ? token() : nil)
         try? r.append(.contact, "<sip:conform@\(hostPort)\(uriTransport)>")
-        try? r.append(.contentLength, "0")
+        // A re-INVITE's offer gets an answer (its first audio format), as offer/answer requires.
+        if method == .invite, let sdp = ReceivedCall.answer(self, to: request) {
+            r.setBody(Array(sdp.utf8), contentType: .sdp)
+        } else {
+            try? r.append(.contentLength, "0")
+        }
         sendRaw(r.serialized(), on: connection, to: source)
     }
 

@@ -293,6 +293,17 @@ enum TransferSuite {
         var new = PlacedCall(s)
         let r = await new.establish(extra: ["Replaces: \(old.callID);to-tag=\(tag);from-tag=\(old.fromTag)"])
         if let r, (200...299).contains(r.statusCode ?? 0) { _ = await new.hangUp() }
+        // Whether the ringing call was answered before the DUT answered the INVITE with Replaces
+        // (then the dialog it named was no longer early, and replacing it was allowed).
+        let entries = s.entries
+        func firstFinal(_ branch: String, _ codes: ClosedRange<Int>) -> Int? {
+            entries.firstIndex { e in
+                guard e.direction == .received, let m = e.message, !m.isRequest else { return false }
+                return m.topViaBranch == branch && (try? m.cseq().method) == .invite && codes.contains(m.statusCode ?? 0)
+            }
+        }
+        let oldAnswered = firstFinal(old.inviteBranch, 200...299), replacesAnswered = firstFinal(new.inviteBranch, 200...699)
+        let answeredFirst = oldAnswered.map { o in replacesAnswered.map { o < $0 } ?? true } ?? false
         // The ringing call: cancelled (or hung up when its 2xx crossed), and it must still exist.
         old.cancel()
         if let f = await s.finalResponse(branch: old.inviteBranch, method: .invite) {
@@ -300,6 +311,9 @@ enum TransferSuite {
         }
         guard let r else { return .failed("no final response to the INVITE with Replaces") }
         if (200...299).contains(r.statusCode ?? 0), !claimsReplaces(r) { return ignored(r.statusCode ?? 0) }
+        if answeredFirst, r.statusCode != 481 {
+            return .inconclusive("the DUT answered the ringing call before it answered the INVITE with Replaces (\(r.statusCode ?? 0)): the dialog it named was no longer early")
+        }
         guard r.statusCode == 481 else {
             return .failed("the INVITE with Replaces naming an early dialog the DUT did not initiate was answered \(r.statusCode ?? 0), 481 is due (RFC 3891 §3)")
         }

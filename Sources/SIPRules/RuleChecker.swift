@@ -67,7 +67,7 @@ public struct RuleChecker: Sendable {
         // The INVITE dialogs of the exchange as the DUT holds them, and what an INVITE of ours
         // with Replaces was due (RFC 3891 §3), by its (branch, method) key.
         var dialogs = DialogBook()
-        var replacesDue: [String: String] = [:]
+        var replacesDue: [String: SIPMessage] = [:]
 
         for (i, r) in records.enumerated() {
             guard let m = r.message else {
@@ -75,8 +75,8 @@ public struct RuleChecker: Sendable {
                 continue
             }
             let cseq = try? m.cseq()
-            if r.sent, m.method == .invite, m.toTag == nil, let due = dialogs.replacesRefusal(for: m, absent: absentDialogs) {
-                replacesDue[key(m.topViaBranch, .invite)] = due
+            if r.sent, m.method == .invite, m.toTag == nil, dialogs.replacesRefusal(for: m, absent: absentDialogs) != nil {
+                replacesDue[key(m.topViaBranch, .invite)] = m
             }
             dialogs.note(m, sent: r.sent)
             if !r.sent {
@@ -119,7 +119,10 @@ public struct RuleChecker: Sendable {
                 reportedCopy.insert("refer|" + txKey)
                 add(.referToCount, i, "a REFER with \(n) Refer-To values was accepted \(code); it must be refused (400)")
             }
-            if (200...299).contains(code), cseq.method == .invite, let due = replacesDue.removeValue(forKey: key(m.topViaBranch, .invite)),
+            // Judged as the dialog stood both when the INVITE left and when its 2xx came (a 2xx
+            // of the ringing call crossing the INVITE confirmed it meanwhile: no finding).
+            if (200...299).contains(code), cseq.method == .invite, let invite = replacesDue.removeValue(forKey: key(m.topViaBranch, .invite)),
+               let due = dialogs.replacesRefusal(for: invite, absent: absentDialogs),
                DialogBook.claimsReplaces(request: request, response: m) {
                 add(.replacesDialog, i, "the INVITE with Replaces was answered \(code): \(due)")
             }
