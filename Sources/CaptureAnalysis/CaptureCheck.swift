@@ -228,6 +228,18 @@ private struct Pass {
         contacts()
         referNotify()
         redirectLoops()
+        messageRules()
+    }
+
+    /// The rules a single message shows (``MessageRules``): a NOTIFY without Subscription-State
+    /// or, for a REFER, without a sipfrag status line; a REFER without exactly one Refer-To.
+    mutating func messageRules() {
+        for i in ms.indices {
+            for p in MessageRules.notifyProblems(ms[i].message) { add(p.rule, i, ms[i].source, p.detail) }
+            if let n = MessageRules.referToCount(ms[i].message), n != 1 {
+                add(.referToCount, i, ms[i].source, "the REFER carries \(n) Refer-To values; exactly one is due")
+            }
+        }
     }
 
     // MARK: Transactions

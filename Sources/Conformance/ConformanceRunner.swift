@@ -70,6 +70,8 @@ public struct ConformanceRunner: Sendable {
         // Behind a proxy the callee's answers go back on the hop the request came from: the
         // runner does that over UDP only in this version.
         if suite == "proxy", transport != .udp { throw .suiteTransport(suite: suite, transport) }
+        // The transfer target's answers go to the DUT's source address: UDP only in this version.
+        if suite == "transfer", transport != .udp { throw .suiteTransport(suite: suite, transport) }
         let address: SocketAddress
         do { address = try SocketAddress(ip: target.host.address, port: target.port ?? 5060) } catch { throw .badTarget(target.description) }
         // When the runner plays UAS (the `uac` suite) the target is its own listening address:
@@ -141,6 +143,7 @@ public struct ConformanceRunner: Sendable {
         var checker = RuleChecker(t1: Self.seconds(session.t1), t2: Self.seconds(session.t2), checks2xxRetransmissions: true)
         // Timer A runs over unreliable transports only (RFC 3261 §17.1.1.2).
         checker.checksInviteRetransmissions = transport == .udp
+        checker.absentDialogs = session.absentDialogs
         let findings = checker.check(records, end: end)
         var verdict: ConformanceVerdict, reason: String?
         switch outcome {

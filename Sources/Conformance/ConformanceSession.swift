@@ -84,6 +84,15 @@ public final class ConformanceSession: Sendable {
     var incomingCall: String? {
         state.withLock { $0.entries.first { $0.direction == .received && $0.message?.method == .invite && $0.message?.toTag == nil }?.message?.callID }
     }
+    private let scenarioAnswersInvites = Atomic<Bool>(false)
+    /// From now on the scenario answers the DUT's INVITEs (and CANCELs) itself, as a runner
+    /// playing a transfer target does, instead of the session's plain 200.
+    func answerInvitesInScenario() { scenarioAnswersInvites.store(true, ordering: .releasing) }
+    private let absent = Mutex<Set<String>>([])
+    /// Call-IDs the test made up: the DUT has no dialog of them (``RuleChecker/absentDialogs``).
+    var absentDialogs: Set<String> { absent.withLock { $0 } }
+    /// Records that `callID` names no dialog the DUT can have (the test made it up).
+    func declareAbsent(callID: String) { absent.withLock { _ = $0.insert(callID) } }
     private let expectedUsers = Mutex<Set<String>>([])
     /// Makes a new call to `sip:user@…` (a retry at a Contact the test gave) part of this test.
     func expect(requestUser user: String) { expectedUsers.withLock { _ = $0.insert(user) } }
@@ -281,10 +290,19 @@ public final class ConformanceSession: Sendable {
     private func answer(_ request: SIPMessage, on connection: ConnectionID?, from source: SocketAddress) {
         guard let method = request.method, method != .ack else { return }
         // As UAS (or as the callee behind a proxy) the scenario answers INVITEs (and CANCELs of them) itself.
-        if role != .uac, method == .invite || method == .cancel { return }
-        var r = SIPMessage(responseTo: request, statusCode: 200, toTag: request.toTag == nil ? token() : nil)
+        // A test playing a transfer target answers the DUT's new calls itself; a re-INVITE in a
+        // call (a transferee holding it) still gets the session's 200.
+        let scenarioAnswers = scenarioAnswersInvites.load(ordering: .acquiring) && (method == .cancel || request.toTag == nil)
+        if role != .uac || scenarioAnswers, method == .invite || method == .cancel { return }
+        // A REFER is accepted 202 (RFC 3515 §2.4.2); the scenario sends the NOTIFYs it owes.
+        var r = SIPMessage(responseTo: request, statusCode: method == .refer ? 202 : 200, toTag: request.toTag == nil ? token() : nil)
         try? r.append(.contact, "<sip:conform@\(hostPort)\(uriTransport)>")
-        try? r.append(.contentLength, "0")
+        // A re-INVITE's offer gets an answer (its first audio format), as offer/answer requires.
+        if method == .invite, let sdp = ReceivedCall.answer(self, to: request) {
+            r.setBody(Array(sdp.utf8), contentType: .sdp)
+        } else {
+            try? r.append(.contentLength, "0")
+        }
         sendRaw(r.serialized(), on: connection, to: source)
     }
 

@@ -18,12 +18,23 @@ public enum Misbehaviour: String, Sendable, CaseIterable {
     /// A registrar's 2xx to REGISTER lists the bindings without their `expires` parameters
     /// (breaks RFC 3261 §10.3 step 8).
     case noExpiresInRegister2xx = "no-expires-in-register-2xx"
+    /// The NOTIFYs of an accepted REFER's subscription are never sent (breaks RFC 3515 §2.4.4).
+    case noNotifyAfterRefer = "no-notify-after-refer"
+    /// The NOTIFYs of a REFER's subscription carry their status line as `text/plain`, not
+    /// `message/sipfrag` (breaks RFC 3515 §2.4.5).
+    case referWithoutSipfrag = "refer-without-sipfrag"
+    /// NOTIFYs are sent without Subscription-State (breaks RFC 6665 §4.2.2).
+    case notifyWithoutSubscriptionState = "notify-without-subscription-state"
+    /// A 3xx is sent without its Contacts (breaks RFC 3261 §21.3; `answer --forward-to`).
+    case noContactIn3xx = "no-contact-in-3xx"
 
     /// The suite whose tests catch this fault: `uas` (a phone answering) or `registrar`.
     public var suite: String {
         switch self {
         case .noContactIn2xx, .wrongToTag, .no2xxRetransmission: return "uas"
         case .noExpiresInRegister2xx: return "registrar"
+        case .noNotifyAfterRefer, .referWithoutSipfrag, .notifyWithoutSubscriptionState: return "transfer"
+        case .noContactIn3xx: return "forward-uas"
         }
     }
 
@@ -34,6 +45,10 @@ public enum Misbehaviour: String, Sendable, CaseIterable {
         case .wrongToTag: return .dialogTagStable
         case .no2xxRetransmission: return .retransmit2xx
         case .noExpiresInRegister2xx: return .registerContactExpires
+        case .noNotifyAfterRefer: return .referNotify
+        case .referWithoutSipfrag: return .referNotifySipfrag
+        case .notifyWithoutSubscriptionState: return .notifySubscriptionState
+        case .noContactIn3xx: return .contactIn3xx
         }
     }
 
@@ -74,6 +89,8 @@ public enum Misbehaviour: String, Sendable, CaseIterable {
                 let first = sent.withLock { $0.insert("\(callID) \(cseq.sequence)").inserted }
                 return first ? m : nil
             }
+        case .noNotifyAfterRefer, .referWithoutSipfrag, .notifyWithoutSubscriptionState, .noContactIn3xx:
+            return Self.transferRewrite(self)
         case .noExpiresInRegister2xx:
             return { m in
                 guard !m.isRequest, (200...299).contains(m.statusCode ?? 0), (try? m.cseq().method) == .register,
@@ -85,6 +102,32 @@ public enum Misbehaviour: String, Sendable, CaseIterable {
                     try? out.append(.contact, c)
                 }
                 return out
+            }
+        }
+    }
+
+    /// The rewrites of the transfer and redirection faults.
+    static func transferRewrite(_ fault: Misbehaviour) -> @Sendable (SIPMessage) -> SIPMessage? {
+        { m in
+            let referNotify = m.method == .notify && ((try? m.event()) ?? nil)?.package.lowercased() == "refer"
+            switch fault {
+            case .noNotifyAfterRefer: return referNotify ? nil : m
+            case .referWithoutSipfrag:
+                guard referNotify else { return m }
+                var out = m
+                out.setBody(Array(m.body), contentType: MediaType(type: "text", subtype: "plain"))
+                return out
+            case .notifyWithoutSubscriptionState:
+                guard m.method == .notify else { return m }
+                var out = m
+                out.remove(.subscriptionState)
+                return out
+            case .noContactIn3xx:
+                guard !m.isRequest, (300...399).contains(m.statusCode ?? 0) else { return m }
+                var out = m
+                out.remove(.contact)
+                return out
+            default: return m
             }
         }
     }

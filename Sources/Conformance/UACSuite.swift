@@ -41,15 +41,26 @@ struct ReceivedCall {
     /// An SDP answer to the INVITE's offer: its first audio format, on a port nothing listens on
     /// (the suite checks signalling; no media flows). `nil` when the INVITE carries no offer.
     static func answer(_ s: ConformanceSession, to invite: SIPMessage) -> String? {
-        let offer = String(decoding: invite.body, as: UTF8.self)
-        guard let mLine = offer.split(whereSeparator: { $0 == "\r" || $0 == "\n" }).first(where: { $0.hasPrefix("m=audio ") }) else { return nil }
-        let fields = mLine.split(separator: " ")
-        guard fields.count >= 4 else { return nil }
-        let format = fields[3]
-        let rtpmap = offer.split(whereSeparator: { $0 == "\r" || $0 == "\n" }).first { $0.hasPrefix("a=rtpmap:\(format) ") }
+        // "\r\n" is one Character in Swift: lines are split on newlines as such.
+        let lines = String(decoding: invite.body, as: UTF8.self).split(whereSeparator: \.isNewline)
+        let mLines = lines.filter { $0.hasPrefix("m=") }
+        guard let audio = mLines.first(where: { $0.hasPrefix("m=audio ") }) else { return nil }
         let ip = s.local.ipString, family = s.local.isIPv6 ? "IP6" : "IP4"
-        return "v=0\r\no=conform 1 1 IN \(family) \(ip)\r\ns=-\r\nc=IN \(family) \(ip)\r\nt=0 0\r\n"
-            + "m=audio 49180 \(fields[2]) \(format)\r\n" + (rtpmap.map { "\($0)\r\n" } ?? "") + "a=sendrecv\r\n"
+        var out = "v=0\r\no=conform 1 1 IN \(family) \(ip)\r\ns=-\r\nc=IN \(family) \(ip)\r\nt=0 0\r\n"
+        // One m-line per offered stream, in order (RFC 3264 §6): the first audio stream accepted
+        // with its first format, every other stream rejected (port 0).
+        for m in mLines {
+            let fields = m.split(separator: " ")
+            guard fields.count >= 4 else { return nil }
+            if m == audio {
+                let format = fields[3]
+                let rtpmap = lines.first { $0.hasPrefix("a=rtpmap:\(format) ") }
+                out += "m=audio 49180 \(fields[2]) \(format)\r\n" + (rtpmap.map { "\($0)\r\n" } ?? "") + "a=sendrecv\r\n"
+            } else {
+                out += "\(fields[0]) 0 \(fields[2]) \(fields[3...].joined(separator: " "))\r\n"
+            }
+        }
+        return out
     }
 
     /// Waits for the DUT's ACK in this call received after message `after`.

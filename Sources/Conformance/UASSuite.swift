@@ -141,7 +141,8 @@ struct PlacedCall {
 public enum ConformanceSuites {
     /// Every suite by name.
     public static let all: [String: [ConformanceTestCase]] = ["uas": uas, "uac": uac, "registrar": registrar, "parser": ParserSuite.tests, "auth": auth,
-                                                                 "proxy": ProxySuite.tests]
+                                                                 "proxy": ProxySuite.tests, "transfer": TransferSuite.tests, "transfer-uac": TransferSuite.uacTests,
+                                                                 "forward": ForwardSuite.uacTests, "forward-uas": ForwardSuite.uasTests]
 
     /// The suites' names, sorted.
     public static var names: [String] { all.keys.sorted() }
@@ -154,6 +155,10 @@ public enum ConformanceSuites {
         case "registrar": return "the runner registers at the DUT (a registrar, TARGET = the address of record): bindings, expires, wildcard, Min-Expires, CSeq order, digest challenge, nonce reuse"
         case "auth": return "the runner registers at the DUT (a registrar) with --user/--password: MD5, SHA-256, qop=auth with nc counting, a forged nonce refused"
         case "proxy": return "the runner calls itself through the DUT (a proxy at TARGET): Max-Forwards, Via, 483, Record-Route and in-dialog routing, loop 482, CANCEL, 4xx/6xx relayed back"
+        case "transfer": return "the runner calls the DUT and plays the other parties of a transfer: the DUT as transferee (REFER blind and attended, NOTIFYs, refusals) and as transfer target (INVITE with Replaces)"
+        case "transfer-uac": return "the DUT calls the runner (listening at TARGET) and transfers the call: REFER, the NOTIFYs answered, the call ended with BYE"
+        case "forward": return "the DUT calls the runner (listening at TARGET), which redirects it with 302: ACK, Contacts in q order, no Contact, a redirect loop"
+        case "forward-uas": return "the runner calls the DUT, set to forward: a 3xx with Contact(s), its Diversion / History-Info well formed"
         case "parser": return "the RFC 4475 and RFC 5118 torture messages (read from --corpus) sent to the DUT: it answers or drops each, and still answers OPTIONS after it (UDP)"
         default: return ""
         }

@@ -61,10 +61,23 @@ extension ConformanceRule {
     /// A registrar's 2xx to REGISTER gives each binding's expiration interval.
     public static let registerContactExpires = ConformanceRule(id: "register-contact-expires", reference: "RFC 3261 §10.3 step 8",
         requirement: "every Contact of a registrar's 2xx to REGISTER carries an expires parameter: the interval the registrar chose for that binding")
+    /// A NOTIFY says what became of the subscription.
+    public static let notifySubscriptionState = ConformanceRule(id: "notify-subscription-state", reference: "RFC 6665 §4.2.2, §4.1.3; RFC 3515 §2.4.5",
+        requirement: "every NOTIFY carries a Subscription-State header field (active, pending or terminated)")
+    /// The NOTIFYs of a REFER's subscription carry the referred request's status as sipfrag.
+    public static let referNotifySipfrag = ConformanceRule(id: "refer-notify-sipfrag", reference: "RFC 3515 §2.4.5",
+        requirement: "a NOTIFY of a REFER's implicit subscription (Event: refer) has a message/sipfrag body starting with a SIP/2.0 status line")
+    /// A REFER names one target.
+    public static let referToCount = ConformanceRule(id: "refer-to-count", reference: "RFC 3515 §2.4.1",
+        requirement: "a REFER carries exactly one Refer-To value; a REFER with none or several is refused (400), not accepted")
+    /// An INVITE with Replaces replaces only a dialog the recipient may give up.
+    public static let replacesDialog = ConformanceRule(id: "replaces-dialog", reference: "RFC 3891 §3",
+        requirement: "an INVITE whose Replaces names no dialog of the recipient, or an early dialog the recipient did not initiate, is refused 481; one with early-only naming a confirmed dialog 486; one naming a dialog already ended is declined (603), never answered 2xx")
     /// Every rule the checker reports, in the order of the list above.
     public static let all: [ConformanceRule] = [.contactIn2xx, .dialogTagStable, .cseqIncreases, .retransmit2xx, .viaBranch, .recordRouteEchoed,
                                                 .responseCopiesRequest, .mandatoryHeaders, .wellFormed, .ack2xx, .ackNon2xx, .inviteRetransmission,
-                                                .registerContactExpires]
+                                                .registerContactExpires, .notifySubscriptionState, .referNotifySipfrag, .referToCount,
+                                                .replacesDialog, .contactIn3xx]
 }
 
 /// A rule broken by the DUT, at a message of the exchange.
@@ -124,5 +137,6 @@ extension ConformanceRule {
     public static let captureCheck: [ConformanceRule] = [
         .inviteRetransmission, .nonInviteRetransmission, .retransmit2xx, .retransmitNon2xx, .ack2xx, .ackNon2xx, .requestAfterBye, .unknownDialog,
         .dialogTagStable, .dialogTags, .cseqIncreases, .offerAnswer, .contactIn2xx, .contactIn3xx, .referNotify, .redirectLoop,
+        .notifySubscriptionState, .referNotifySipfrag, .referToCount,
     ]
 }

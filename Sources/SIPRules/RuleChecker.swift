@@ -16,6 +16,10 @@ public struct RuleChecker: Sendable {
     /// UDP only, as a reliable transport retransmits nothing.
     public var checksInviteRetransmissions: Bool
 
+    /// Call-IDs the runner knows the DUT has no dialog of (it made them up for the test): an
+    /// INVITE whose Replaces names one must be refused 481 (RFC 3891 §3).
+    public var absentDialogs: Set<String> = []
+
     /// A checker expecting `t1` and `t2` (seconds) of the DUT.
     public init(t1: Double = 0.5, t2: Double = 4, checks2xxRetransmissions: Bool = true, checksInviteRetransmissions: Bool = true) {
         self.t1 = t1
@@ -60,6 +64,10 @@ public struct RuleChecker: Sendable {
         var dutBranches: [String: String] = [:]   // branch → "METHOD CSeq"
         var dutCSeq: [String: UInt32] = [:]
         var reportedCopy: Set<String> = []
+        // The INVITE dialogs of the exchange as the DUT holds them, and what an INVITE of ours
+        // with Replaces was due (RFC 3891 §3), by its (branch, method) key.
+        var dialogs = DialogBook()
+        var replacesDue: [String: SIPMessage] = [:]
 
         for (i, r) in records.enumerated() {
             guard let m = r.message else {
@@ -67,6 +75,14 @@ public struct RuleChecker: Sendable {
                 continue
             }
             let cseq = try? m.cseq()
+            if r.sent, m.method == .invite, m.toTag == nil, dialogs.replacesRefusal(for: m, absent: absentDialogs) != nil {
+                replacesDue[key(m.topViaBranch, .invite)] = m
+            }
+            dialogs.note(m, sent: r.sent)
+            if !r.sent {
+                for p in MessageRules.notifyProblems(m) { add(p.rule, i, p.detail) }
+                if let n = MessageRules.referToCount(m), n != 1 { add(.referToCount, i, "the DUT's REFER carries \(n) Refer-To values; exactly one is due") }
+            }
             if !r.sent {
                 var needed: [SIPHeaderName] = [.to, .from, .cseq, .callID, .via]
                 if m.isRequest { needed.append(.maxForwards) }
@@ -94,6 +110,21 @@ public struct RuleChecker: Sendable {
             if !reportedCopy.contains(txKey), let problem = copyProblem(request: request, response: m) {
                 reportedCopy.insert(txKey)
                 add(.responseCopiesRequest, i, problem)
+            }
+            if MessageRules.redirectNeedsContact(code), m.values(.contact).isEmpty, !reportedCopy.contains("3xx|" + txKey) {
+                reportedCopy.insert("3xx|" + txKey)
+                add(.contactIn3xx, i, "the \(code) to the \(cseq.method.token) has no Contact header field: it redirects nowhere")
+            }
+            if (200...299).contains(code), let n = MessageRules.referToCount(request), n != 1, !reportedCopy.contains("refer|" + txKey) {
+                reportedCopy.insert("refer|" + txKey)
+                add(.referToCount, i, "a REFER with \(n) Refer-To values was accepted \(code); it must be refused (400)")
+            }
+            // Judged as the dialog stood both when the INVITE left and when its 2xx came (a 2xx
+            // of the ringing call crossing the INVITE confirmed it meanwhile: no finding).
+            if (200...299).contains(code), cseq.method == .invite, let invite = replacesDue.removeValue(forKey: key(m.topViaBranch, .invite)),
+               let due = dialogs.replacesRefusal(for: invite, absent: absentDialogs),
+               DialogBook.claimsReplaces(request: request, response: m) {
+                add(.replacesDialog, i, "the INVITE with Replaces was answered \(code): \(due)")
             }
             // Inside a dialog: the To tag of the response is the request's.
             if let requestTag = request.toTag, m.toTag != requestTag {
@@ -323,3 +354,69 @@ public struct RuleChecker: Sendable {
     }
 }
 
+
+/// The INVITE dialogs an exchange shows, as the DUT holds them: who initiated each, and whether
+/// it is early, confirmed or over, so that an INVITE with Replaces can be judged against RFC 3891 §3.
+struct DialogBook {
+    enum Phase { case early, confirmed, terminated }
+    struct Dialog { var initiatedByDUT: Bool; var phase: Phase }
+    /// By "Call-ID|DUT's tag|runner's tag".
+    var dialogs: [String: Dialog] = [:]
+    /// The DUT's dialog-creating INVITEs, by Call-ID and CSeq: its From tag.
+    var dutInvites: [String: String] = [:]
+
+    static func key(_ callID: String, dut: String, runner: String) -> String { "\(callID)|\(dut)|\(runner)" }
+
+    /// Follows a message of the exchange (`sent`: the runner's).
+    mutating func note(_ m: SIPMessage, sent: Bool) {
+        guard let callID = m.callID, let cseq = try? m.cseq() else { return }
+        if m.isRequest {
+            if !sent, m.method == .invite, m.toTag == nil, let tag = m.fromTag { dutInvites["\(callID)|\(cseq.sequence)"] = tag }
+            if m.method == .bye, let from = m.fromTag, let to = m.toTag {
+                let k = sent ? Self.key(callID, dut: to, runner: from) : Self.key(callID, dut: from, runner: to)
+                dialogs[k]?.phase = .terminated
+            }
+            return
+        }
+        guard cseq.method == .invite, let code = m.statusCode, code > 100, let from = m.fromTag, let to = m.toTag else { return }
+        let k: String, byDUT: Bool
+        if sent {
+            // Our answer to the DUT's INVITE: the DUT's tag is its From tag.
+            guard dutInvites["\(callID)|\(cseq.sequence)"] == from else { return }
+            k = Self.key(callID, dut: from, runner: to); byDUT = true
+        } else {
+            k = Self.key(callID, dut: to, runner: from); byDUT = false
+        }
+        var d = dialogs[k] ?? Dialog(initiatedByDUT: byDUT, phase: .early)
+        if (200...299).contains(code), d.phase == .early { d.phase = .confirmed }
+        if code >= 300, d.phase == .early { d.phase = .terminated }
+        dialogs[k] = d
+    }
+
+    /// Whether the DUT is bound by RFC 3891 in this exchange: the INVITE required `replaces`, or
+    /// the DUT's answer lists it as supported. Otherwise a UA that does not implement the
+    /// extension ignores the header (RFC 3261 §8.2.2.3) and answers the INVITE as a new call.
+    static func claimsReplaces(request: SIPMessage, response: SIPMessage) -> Bool {
+        let tags = ((try? request.require()) ?? []) + ((try? response.supported()) ?? []) + ((try? response.require()) ?? [])
+        return tags.contains { $0.lowercased() == "replaces" }
+    }
+
+    /// What an INVITE of the runner's with Replaces must get instead of a 2xx, or `nil` when a
+    /// 2xx may do (or the exchange does not tell).
+    func replacesRefusal(for invite: SIPMessage, absent: Set<String>) -> String? {
+        guard !invite.values(.replaces).isEmpty, let r = (try? invite.replaces()) ?? nil else { return nil }
+        guard let d = dialogs[Self.key(r.callID, dut: r.toTag, runner: r.fromTag)] else {
+            return absent.contains(r.callID) ? "it names the dialog \(r.callID), which the DUT does not have (481 is due)" : nil
+        }
+        switch d.phase {
+        case .early where !d.initiatedByDUT:
+            return "it names an early dialog the DUT did not initiate (481 is due, and that dialog left alone)"
+        case .confirmed where r.earlyOnly:
+            return "it carries early-only and names a confirmed dialog (486 is due)"
+        case .terminated:
+            return "it names a dialog that has already ended (603 is due)"
+        default:
+            return nil
+        }
+    }
+}

@@ -27,7 +27,8 @@ struct CaptureCheckTests {
     static func parse(_ lines: [String], body: String?) -> SIPMessage {
         var text = lines.joined(separator: "\r\n") + "\r\n"
         if let body {
-            text += "Content-Type: application/sdp\r\nContent-Length: \(body.utf8.count)\r\n\r\n" + body
+            let typed = lines.contains { $0.lowercased().hasPrefix("content-type:") }
+            text += (typed ? "" : "Content-Type: application/sdp\r\n") + "Content-Length: \(body.utf8.count)\r\n\r\n" + body
         } else {
             text += "Content-Length: 0\r\n\r\n"
         }
@@ -261,7 +262,8 @@ struct CaptureCheckTests {
         // A NOTIFY of a REFER subscription is another usage of the dialog: allowed.
         var n = Self.cleanCall()
         let notify = Self.request("NOTIFY", 1, branch: "z9hG4bK-nb", toTag: "bt", fromCallee: true,
-                                  extra: ["Event: refer", "Subscription-State: terminated;reason=noresource"])
+                                  extra: ["Event: refer", "Subscription-State: terminated;reason=noresource", "Content-Type: message/sipfrag"],
+                                  body: "SIP/2.0 200 OK\r\n")
         n.ba(11, notify)
         n.ab(11.01, Self.response(200, to: notify, tag: "at"))
         #expect(n.check().isEmpty, "\(n.check())")
@@ -401,14 +403,16 @@ struct CaptureCheckTests {
         s.ab(2, refer)
         s.ba(2.01, Self.response(202, to: refer))
         let trying = Self.request("NOTIFY", 1, branch: "z9hG4bK-n1", fromCallee: true,
-                                  extra: ["Event: refer", "Subscription-State: active;expires=60"])
+                                  extra: ["Event: refer", "Subscription-State: active;expires=60", "Content-Type: message/sipfrag"],
+                                  body: "SIP/2.0 100 Trying\r\n")
         s.ba(2.1, trying)
         s.ab(2.11, Self.response(200, to: trying, tag: "at"))
         expectOnly(s.check(), .referNotify, party: Self.b, frame: 7)
         // Cut short (the transfer may still be ringing): nothing.
         #expect(s.check(end: 10).isEmpty)
         let done = Self.request("NOTIFY", 2, branch: "z9hG4bK-n2", fromCallee: true,
-                                extra: ["Event: refer", "Subscription-State: terminated;reason=noresource"])
+                                extra: ["Event: refer", "Subscription-State: terminated;reason=noresource", "Content-Type: message/sipfrag"],
+                                body: "SIP/2.0 200 OK\r\n")
         s.ba(5, done)
         s.ab(5.01, Self.response(200, to: done, tag: "at"))
         #expect(s.check().isEmpty, "\(s.check())")

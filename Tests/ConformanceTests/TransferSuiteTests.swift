@@ -1,0 +1,172 @@
+import Foundation
+import Testing
+import SIPMessage
+import SIPRuntime
+import SIPTransport
+import NetworkIO
+import Switchboard
+import SwitchboardTestSupport
+@testable import Conformance
+
+/// The `transfer`, `forward` and `forward-uas` suites over UDP on 127.0.0.1 against our own
+/// phone (what `switchboard answer` and `switchboard call` run), clean, set to refuse, and with
+/// each transfer and redirection fault.
+@Suite("Conformance transfer and forward suites", .serialized)
+struct TransferSuiteTests {
+    /// An answering phone like `switchboard answer`'s (rings 300 ms), with `fault`, accepting
+    /// REFERs or not, forwarding to `forwardTo` when given.
+    static func phone(_ fault: Misbehaviour? = nil, accepts: Bool = true, forwardTo: [SIPURI] = []) throws -> Phone {
+        var endpoint = SIPEndpoint.Configuration(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))])
+        endpoint.outboundRewrite = fault?.rewriter()
+        let config = SIPUserAgent.Configuration(endpoint: endpoint, identity: try SIPURI("sip:dut@127.0.0.1"), transport: .udp)
+        return try Phone(name: "dut", configuration: config, autoAnswer: .milliseconds(300), forwardTo: forwardTo,
+                         referDecision: { _, _ in accepts })
+    }
+
+    static func run(_ suite: String, against phone: Phone, only: Set<String>? = nil) async throws -> ConformanceReport {
+        let port = phone.agent.endpoint.localAddresses[0].address.port
+        let runner = ConformanceRunner(target: try SIPURI("sip:dut@127.0.0.1:\(port)"), testTimeLimit: .seconds(20), responseTimeout: .seconds(2))
+        return try await runner.run(suite: suite, only: only)
+    }
+
+    static func describe(_ r: ConformanceReport) -> String { ConformanceRunTests.describe(r) + "\n" + UACSuiteTests.ladder(r) }
+
+    static let accepting: Set<String> = ["blind-transferee", "attended-transferee", "refer-answered"]
+
+    @Test(.timeLimit(.minutes(1)))
+    func theTransferSuitePassesAgainstOurPhone() async throws {
+        let phone = try Self.phone()
+        defer { phone.close() }
+        let report = try await Self.run("transfer", against: phone)
+        #expect(report.results.map(\.name) == TransferSuite.tests.map(\.name))
+        #expect(report.allPassed, "\(Self.describe(report))")
+        #expect(report.results.allSatisfy { $0.findings.isEmpty }, "\(Self.describe(report))")
+        // The blind transfer: the DUT's INVITE to the target carried Referred-By, and NOTIFYs came.
+        let blind = try #require(report.results.first { $0.name == "blind-transferee" })
+        #expect(blind.messages.contains { $0.direction == .received && $0.summary.hasPrefix("INVITE sip:target-") && $0.text.contains("Referred-By:") })
+        #expect(blind.messages.filter { $0.direction == .received && $0.summary.hasPrefix("NOTIFY") }.count >= 2)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aPhoneThatRefusesREFERIsInconclusiveWhereAcceptanceIsTested() async throws {
+        let phone = try Self.phone(accepts: false)
+        defer { phone.close() }
+        let report = try await Self.run("transfer", against: phone, only: Self.accepting)
+        let verdicts = Dictionary(uniqueKeysWithValues: report.results.map { ($0.name, $0.verdict) })
+        #expect(verdicts == ["blind-transferee": .inconclusive, "attended-transferee": .inconclusive, "refer-answered": .pass], "\(Self.describe(report))")
+        #expect(report.results.first { $0.name == "blind-transferee" }?.reason?.contains("603") == true)
+    }
+
+    @Test(.timeLimit(.minutes(1)), arguments: Misbehaviour.allCases.filter { $0.suite == "transfer" })
+    func eachTransferFaultFailsTheTransfersNamingItsRule(_ fault: Misbehaviour) async throws {
+        let phone = try Self.phone(fault)
+        defer { phone.close() }
+        let report = try await Self.run("transfer", against: phone)
+        let failed = Set(report.results.filter { $0.verdict != .pass }.map(\.name))
+        #expect(failed == Self.accepting, "\(Self.describe(report))")
+        let rules = Set(report.results.flatMap(\.findings).map(\.rule))
+        switch fault {
+        case .noNotifyAfterRefer:
+            // No rule of the checker sees a message that never came: the scenario names §2.4.4.
+            #expect(rules.isEmpty, "\(Self.describe(report))")
+            for r in report.results where r.verdict == .fail { #expect(r.reason?.contains("NOTIFY") == true, "\(r.name): \(r.reason ?? "")") }
+        default:
+            #expect(rules == [fault.brokenRule], "\(Self.describe(report))")
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func theForwardUASSuiteAgainstOurForwardingPhone() async throws {
+        let targets = [try SIPURI("sip:alice@127.0.0.1:5999"), try SIPURI("sip:bob@127.0.0.1:5998")]
+        let clean = try Self.phone(forwardTo: targets)
+        defer { clean.close() }
+        let report = try await Self.run("forward-uas", against: clean)
+        #expect(report.allPassed && report.results.allSatisfy { $0.findings.isEmpty }, "\(Self.describe(report))")
+        let faulty = try Self.phone(.noContactIn3xx, forwardTo: targets)
+        defer { faulty.close() }
+        let bad = try await Self.run("forward-uas", against: faulty)
+        #expect(bad.results.map(\.verdict) == [.fail], "\(Self.describe(bad))")
+        #expect(Set(bad.results.flatMap(\.findings).map(\.rule)) == [.contactIn3xx])
+        // A phone that answers instead of forwarding: inconclusive.
+        let answering = try Self.phone()
+        defer { answering.close() }
+        #expect(try await Self.run("forward-uas", against: answering).results.map(\.verdict) == [.inconclusive])
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func theForwardSuitePassesAgainstOurCallingPhone() async throws {
+        let phone = try UACSuiteTests.callingPhone()
+        defer { phone.close() }
+        let port = try UACSuiteTests.freePort()
+        let target = try SIPURI("sip:conform@127.0.0.1:\(port)")
+        let runner = ConformanceRunner(target: target, responseTimeout: .seconds(3))
+        async let pending = runner.run(suite: "forward")
+        try await Task.sleep(for: .milliseconds(100))
+        await UACSuiteTests.drive(phone, to: target, count: ForwardSuite.uacTests.count, talk: .milliseconds(300))
+        let report = try await pending
+        #expect(report.results.map(\.name) == ForwardSuite.uacTests.map(\.name))
+        #expect(report.allPassed, "\(Self.describe(report))")
+        #expect(report.results.allSatisfy { $0.findings.isEmpty }, "\(Self.describe(report))")
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aPhoneThatDoesNotFollowRedirectsIsInconclusiveWhereRecursionIsTested() async throws {
+        let endpoint = SIPEndpoint.Configuration(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))])
+        var config = SIPUserAgent.Configuration(endpoint: endpoint, identity: try SIPURI("sip:dut@127.0.0.1"), transport: .udp)
+        config.redirects.mode = .fail
+        let phone = try Phone(name: "dut", configuration: config)
+        defer { phone.close() }
+        let target = try SIPURI("sip:conform@127.0.0.1:\(try UACSuiteTests.freePort())")
+        let runner = ConformanceRunner(target: target, responseTimeout: .seconds(2))
+        async let pending = runner.run(suite: "forward")
+        try await Task.sleep(for: .milliseconds(100))
+        await UACSuiteTests.drive(phone, to: target, count: ForwardSuite.uacTests.count, talk: .milliseconds(300))
+        let report = try await pending
+        let verdicts = report.results.map(\.verdict)
+        #expect(verdicts == [.inconclusive, .inconclusive, .pass, .pass], "\(Self.describe(report))")
+        #expect(report.results.allSatisfy { $0.findings.isEmpty }, "\(Self.describe(report))")
+    }
+
+    /// Our calling phone as transferor (what `switchboard call --transfer-to` does): it calls
+    /// `target`, holds the call and transfers it to carol (the call is hung up on success);
+    /// then waits for the call's end.
+    static func transferOnce(_ phone: Phone, to target: SIPURI) async throws -> Bool {
+        let call = await phone.dial(target)
+        guard (try? await call.waitUntil("answer", timeout: .seconds(8)) { $0.isEstablished })?.isEstablished == true else { return false }
+        try? await call.setHeld(true)
+        let outcome = try? await call.transfer(to: try SIPURI("sip:carol@127.0.0.1:5999"), notifyTimeout: .seconds(8))
+        _ = try? await call.waitUntil("end", timeout: .seconds(8)) { $0.isEnded }
+        return outcome?.isSuccess == true
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func theTransferorSuiteAgainstOurCallingPhone() async throws {
+        let phone = try UACSuiteTests.callingPhone()
+        defer { phone.close() }
+        let target = try SIPURI("sip:conform@127.0.0.1:\(try UACSuiteTests.freePort())")
+        let runner = ConformanceRunner(target: target, responseTimeout: .seconds(2))
+        async let pending = runner.run(suite: "transfer-uac")
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(try await Self.transferOnce(phone, to: target))
+        let report = try await pending
+        #expect(report.allPassed && report.results.allSatisfy { $0.findings.isEmpty }, "\(Self.describe(report))")
+        let messages = report.results[0].messages
+        #expect(messages.contains { $0.direction == .received && $0.summary.hasPrefix("REFER") })
+        #expect(messages.filter { $0.direction == .sent && $0.summary.hasPrefix("NOTIFY") }.count == 2)
+        // A transferor whose BYE is lost (dropped on the way out) fails, naming the missing BYE.
+        let mute = try UACSuiteTests.callingPhone { $0.method == .bye ? nil : $0 }
+        defer { mute.close() }
+        let runner2 = ConformanceRunner(target: target, responseTimeout: .seconds(2))
+        async let again = runner2.run(suite: "transfer-uac")
+        try await Task.sleep(for: .milliseconds(100))
+        _ = try await Self.transferOnce(mute, to: target)
+        let kept = try await again
+        #expect(kept.results.map(\.verdict) == [.fail], "\(Self.describe(kept))")
+        #expect(kept.results[0].reason?.contains("BYE") == true, "\(Self.describe(kept))")
+    }
+
+    @Test func theTransferSuiteIsRefusedOverTCPUpFront() async throws {
+        let runner = ConformanceRunner(target: try SIPURI("sip:dut@127.0.0.1:9"), transport: .tcp)
+        await #expect(throws: ConformanceError.suiteTransport(suite: "transfer", .tcp)) { try await runner.run(suite: "transfer") }
+    }
+}
