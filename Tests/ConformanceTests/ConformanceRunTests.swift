@@ -103,6 +103,27 @@ struct ConformanceRunTests {
         #expect(page.components(separatedBy: "<g class=\"arrow").count - 1 >= 2 * expected.count)
     }
 
+    /// With early media (`switchboard answer --early-media 1`) our phone's reliable 183 carries
+    /// the SDP answer, so its 200 waits for the PRACK (RFC 3262 §3): the 183 is sent again at T1
+    /// while the runner holds the PRACK back, and the call completes after it.
+    @Test(.timeLimit(.minutes(1)))
+    func aReliable183WithSDPIsRetransmittedUntilItsPRACK() async throws {
+        let any = try SocketAddress(ip: "127.0.0.1", port: 0)
+        let config = SIPUserAgent.Configuration(endpoint: .init(listen: [.udp(any)]), identity: try SIPURI("sip:dut@127.0.0.1"), transport: .udp)
+        var media = PhoneMediaOptions()
+        media.earlyMedia = .seconds(1)
+        let phone = try Phone(name: "dut", configuration: config, autoAnswer: .milliseconds(300), media: media)
+        defer { phone.close() }
+        let runner = ConformanceRunner(target: try SIPURI("sip:dut@127.0.0.1:\(phone.agent.endpoint.localAddresses[0].address.port)"), responseTimeout: .seconds(3))
+        let report = try await runner.run(suite: "uas", only: ["100rel-prack"])
+        let result = try #require(report.results.first)
+        #expect(result.verdict == .pass && result.findings.isEmpty, "\(Self.describe(report))")
+        let summaries = result.messages.map(\.summary)
+        let prack = try #require(summaries.firstIndex { $0.hasPrefix("PRACK") }, "\(summaries)")
+        #expect(summaries[..<prack].filter { $0.hasPrefix("183") }.count >= 2, "\(summaries)")
+        #expect(summaries[..<prack].allSatisfy { !$0.hasPrefix("200 OK (INVITE)") }, "\(summaries)")
+    }
+
     static let sipp: String? = ["/usr/bin/sipp", "/usr/local/bin/sipp"].first { FileManager.default.isExecutableFile(atPath: $0) }
 
     /// SIPp's built-in uas is a scenario, not a user agent: it answers one INVITE → 180, 200
