@@ -13,7 +13,7 @@ import Darwin
 public struct ConformanceRunner: Sendable {
     /// The DUT's URI (`sip:user@127.0.0.1:5060`): its host must be an IP address.
     public var target: SIPURI
-    /// The transport to the DUT (udp, tcp; tls for the uas suite).
+    /// The transport to the DUT (udp, tcp; tls for the uas and uac suites).
     public var transport: ConformanceTransport
     /// The longest a test may take (a DUT that never answers cannot stall the run).
     public var testTimeLimit: Duration
@@ -29,7 +29,9 @@ public struct ConformanceRunner: Sendable {
     /// and `rfc5118/{valid,invalid}/<name>` (the layout of the project's shared corpora).
     public var corpus: String?
     /// Over TLS: whom the runner trusts (``TLSConfiguration/trustedCertificates``; empty: the
-    /// system's store), or ``TLSConfiguration/verifyPeer`` off for a self-signed DUT.
+    /// system's store), or ``TLSConfiguration/verifyPeer`` off for a self-signed DUT; for the
+    /// `uac` suite also the runner's own certificate and key (``TLSConfiguration/certificateChain``,
+    /// ``TLSConfiguration/privateKey``), which the DUT's connections are handshaken with.
     public var tls: TLSConfiguration
 
     /// A runner against `target`.
@@ -55,8 +57,9 @@ public struct ConformanceRunner: Sendable {
     /// with each result as it finishes (index from 1, count).
     public func run(suite: String, only: Set<String>? = nil,
                     progress: @Sendable (Int, Int, ConformanceTestResult) -> Void = { _, _, _ in }) async throws(ConformanceError) -> ConformanceReport {
-        // Over TLS: the uas suite (the runner connects to the DUT) in this version.
-        if transport == .tls, suite != "uas" { throw .suiteTransport(suite: suite, transport) }
+        // Over TLS: the uas suite (the runner connects to the DUT) and the uac suite (the DUT
+        // connects to the runner, which needs a certificate) in this version.
+        if transport == .tls, suite != "uas", suite != "uac" { throw .suiteTransport(suite: suite, transport) }
         var tests = try Self.tests(of: suite)
         if let only { tests = tests.filter { only.contains($0.name) } }
         if suite == "parser" {
@@ -67,9 +70,9 @@ public struct ConformanceRunner: Sendable {
                 guard let path = ParserSuite.path(of: t.name), access(corpus + "/" + path, R_OK) == 0 else { throw .corpusMissing(corpus + "/" + (ParserSuite.path(of: t.name) ?? t.name)) }
             }
         }
-        // Behind a proxy the callee's answers go back on the hop the request came from: the
-        // runner does that over UDP only in this version.
-        if suite == "proxy", transport != .udp { throw .suiteTransport(suite: suite, transport) }
+        // Behind a proxy the callee's answers go back on the hop the request came from (over
+        // TCP, on the connection it came on); TLS is not in this version.
+        if suite == "proxy", transport == .tls { throw .suiteTransport(suite: suite, transport) }
         // The transfer target's answers go to the DUT's source address: UDP only in this version.
         if suite == "transfer", transport != .udp { throw .suiteTransport(suite: suite, transport) }
         let address: SocketAddress
@@ -78,8 +81,8 @@ public struct ConformanceRunner: Sendable {
         // the DUT calls it, one call per test, on one socket for the whole run.
         var listener: ConformanceListener?
         if tests.contains(where: { $0.role == .uas }) {
-            guard transport == .udp else { throw .suiteTransport(suite: suite, transport) }
-            listener = try ConformanceListener(address: address)
+            if transport == .tls, tls.certificateChain == nil || tls.privateKey == nil { throw .certificateMissing }
+            listener = try ConformanceListener(address: address, transport: transport, tls: tls)
         }
         defer { listener?.close() }
         var results: [ConformanceTestResult] = []

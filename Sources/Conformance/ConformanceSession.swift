@@ -15,8 +15,10 @@ public enum ConformanceError: Error, Sendable, Equatable, CustomStringConvertibl
     case unknownSuite(String)
     /// The runner's socket could not be opened.
     case socket(String)
-    /// The suite runs over other transports only (the `uac` suite: UDP; TLS: the `uas` suite).
+    /// The suite runs over other transports only (TLS: the `uas` and `uac` suites).
     case suiteTransport(suite: String, ConformanceTransport)
+    /// The `uac` suite over TLS listens with a certificate of its own, which was not given.
+    case certificateMissing
     /// The `parser` suite's messages (RFC 4475 and RFC 5118) are not in the corpus folder given.
     case corpusMissing(String)
 
@@ -27,8 +29,10 @@ public enum ConformanceError: Error, Sendable, Equatable, CustomStringConvertibl
         case .unknownSuite(let s): return "no suite named \(s) (switchboard conform --list names them)"
         case .socket(let s): return "cannot open the runner's socket: \(s)"
         case .suiteTransport(let suite, let t):
-            let takes = suite == "registrar" || suite == "auth" ? "udp and tcp" : suite == "uas" ? "udp, tcp and tls" : "udp only"
+            let takes = suite == "registrar" || suite == "auth" || suite == "proxy" ? "udp and tcp" : suite == "uas" || suite == "uac" ? "udp, tcp and tls" : "udp only"
             return "the \(suite) suite does not run over \(t.rawValue) yet (\(takes) in this version)"
+        case .certificateMissing:
+            return "the uac suite over tls listens for the DUT's connections: give the runner a certificate and its key (--tls-cert FILE --tls-key FILE)"
         case .corpusMissing(let p): return "the parser suite reads the RFC 4475 and RFC 5118 messages from a corpus folder (rfc4475/…, rfc5118/…): \(p) is missing (give --corpus DIR)"
         }
     }
@@ -69,6 +73,9 @@ public final class ConformanceSession: Sendable {
     private struct State: Sendable {
         var entries: [Entry] = []
         var counter: UInt64 = 0
+        /// Over TCP and TLS: the connection each peer's latest message came on (what goes back
+        /// to that peer goes on it, RFC 3261 §18.2.2).
+        var connections: [SocketAddress: ConnectionID] = [:]
     }
 
     /// Where every datagram of the run is recorded (pcapng), when asked.
@@ -178,15 +185,15 @@ public final class ConformanceSession: Sendable {
         self.responseTimeout = responseTimeout
         self.capture = capture
         self.targetURI = targetURI
-        self.transport = .udp
+        self.transport = listener.transport
         self.t1 = t1
         self.t2 = t2
         role = .uas
         self.listener = listener
         nonce = UInt64.random(in: 0..<UInt64.max)
-        local = listener.socket.localAddress
+        local = listener.localAddress
         target = local
-        socket.withLock { $0 = .udp(listener.socket) }
+        socket.withLock { $0 = listener.socket }
         // The test starts when the first message held for it arrived.
         start = min(listener.earliestHeld ?? .now, .now)
         for held in listener.attach(self) { received(held.event, at: held.at) }
@@ -238,12 +245,17 @@ public final class ConformanceSession: Sendable {
         do { entry.message = try SIPMessage(bytes: bytes) } catch { entry.parseError = "\(error)" }
         state.withLock { $0.entries.append(entry) }
         record(bytes, from: local, to: peer ?? target)
+        // Over TCP and TLS what goes to a peer goes on the connection its latest message came on,
+        // else on a connection to it (opened, or the one open already).
+        let known = connection ?? state.withLock { $0.connections[peer ?? target] }
         switch socket.withLock({ $0 }) {
         case .udp(let t): try? t.send(bytes, to: peer ?? target)
         case .tcp(let t):
-            if let connection { try? t.send(bytes, on: connection) } else { _ = try? t.send(bytes, to: target) }
+            if let known, (try? t.send(bytes, on: known)) != nil { break }
+            _ = try? t.send(bytes, to: peer ?? target)
         case .tls(let t):
-            if let connection { try? t.send(bytes, on: connection) } else { _ = try? t.send(bytes, to: target) }
+            if let known, (try? t.send(bytes, on: known)) != nil { break }
+            _ = try? t.send(bytes, to: peer ?? target)
         case nil: break
         }
     }
@@ -263,7 +275,10 @@ public final class ConformanceSession: Sendable {
         case .message(let inbound):
             let m = inbound.message
             record(m.serialized(), from: inbound.source, to: local)
-            state.withLock { $0.entries.append(Entry(direction: .received, time: now, bytes: m.serialized(), message: m, source: inbound.source)) }
+            state.withLock {
+                $0.entries.append(Entry(direction: .received, time: now, bytes: m.serialized(), message: m, source: inbound.source))
+                if let c = inbound.connection { $0.connections[inbound.source] = c }
+            }
             if m.isRequest { answer(m, on: inbound.connection, from: inbound.source) }
         case .malformed(let bytes, let source, let error):
             record(bytes, from: source, to: local)
@@ -333,6 +348,13 @@ public final class ConformanceSession: Sendable {
         }?.0
     }
 
+    /// The final response to `branch`/`method` with its index in the exchange.
+    func finalResponseAt(branch: String, method: SIPMethod, timeout: Duration? = nil) async -> (SIPMessage, Int)? {
+        await waitFor(timeout: timeout ?? responseTimeout) { m in
+            !m.isRequest && (m.statusCode ?? 0) >= 200 && m.topViaBranch == branch && (try? m.cseq().method) == method
+        }
+    }
+
     /// Waits for any response (provisional or final) to `branch`/`method` satisfying `predicate`.
     func response(branch: String, method: SIPMethod, timeout: Duration? = nil, _ predicate: @escaping (Int) -> Bool) async -> SIPMessage? {
         await waitFor(timeout: timeout ?? responseTimeout) { m in
@@ -365,7 +387,11 @@ public final class ConformanceSession: Sendable {
 /// once the current test has its call, or once its scenario is over (its session only collects
 /// late copies then), is held with what follows in it for the next test, with arrival times.
 final class ConformanceListener: Sendable {
-    let socket: UDPTransport
+    let socket: ConformanceSession.Socket
+    /// The transport it listens on.
+    let transport: ConformanceTransport
+    /// Where it listens.
+    let localAddress: SocketAddress
     struct Held: Sendable {
         var event: TransportEvent
         var at: MonotonicClock.Instant
@@ -379,11 +405,27 @@ final class ConformanceListener: Sendable {
     /// At most this many messages are held between two tests (a DUT cannot grow the list).
     static let holdLimit = 256
 
-    /// Listens on `address` (UDP).
-    init(address: SocketAddress) throws(ConformanceError) {
+    /// Listens on `address` over `transport` (TLS: with the certificate in `tls`, which the
+    /// DUT's connections are handshaken with).
+    init(address: SocketAddress, transport: ConformanceTransport = .udp, tls: TLSConfiguration = .init()) throws(ConformanceError) {
         let holder = Mutex<ConformanceListener?>(nil)
+        self.transport = transport
+        let handler: @Sendable (TransportEvent) -> Void = { event in holder.withLock { $0 }?.dispatch(event) }
         do {
-            socket = try UDPTransport(bindingTo: address) { event in holder.withLock { $0 }?.dispatch(event) }
+            switch transport {
+            case .udp:
+                let t = try UDPTransport(bindingTo: address, handler: handler)
+                socket = .udp(t)
+                localAddress = t.localAddress
+            case .tcp:
+                let t = try TCPTransport(listeningOn: address, handler: handler)
+                socket = .tcp(t)
+                localAddress = t.localAddress
+            case .tls:
+                let t = try TLSTransport(listeningOn: address, configuration: tls, handler: handler)
+                socket = .tls(t)
+                localAddress = t.localAddress
+            }
         } catch {
             throw .socket("\(error)")
         }

@@ -27,11 +27,25 @@ public enum Misbehaviour: String, Sendable, CaseIterable {
     case notifyWithoutSubscriptionState = "notify-without-subscription-state"
     /// A 3xx is sent without its Contacts (breaks RFC 3261 §21.3; `answer --forward-to`).
     case noContactIn3xx = "no-contact-in-3xx"
+    /// A 500 to an INVITE is sent without its Retry-After (breaks RFC 3261 §14.2 when the INVITE
+    /// came while an earlier one was pending).
+    case noRetryAfterIn500 = "no-retry-after-in-500"
+    /// A 420 is sent without its Unsupported (breaks RFC 3261 §8.2.2.3).
+    case noUnsupportedIn420 = "no-unsupported-in-420"
+    /// A 422 is sent without its Min-SE (breaks RFC 4028 §6, §9).
+    case noMinSEIn422 = "no-min-se-in-422"
+    /// Provisional responses to INVITE lose their Require: 100rel and RSeq, so a reliable 18x
+    /// goes out as an unreliable one (breaks RFC 3262 §3 when the INVITE required 100rel).
+    case unreliableProvisional = "unreliable-provisional"
+    /// The Session-Expires of a 2xx to INVITE or UPDATE loses its refresher parameter (breaks
+    /// RFC 4028 §9).
+    case noSessionExpiresRefresher = "no-session-expires-refresher"
 
     /// The suite whose tests catch this fault: `uas` (a phone answering) or `registrar`.
     public var suite: String {
         switch self {
-        case .noContactIn2xx, .wrongToTag, .no2xxRetransmission: return "uas"
+        case .noContactIn2xx, .wrongToTag, .no2xxRetransmission, .noRetryAfterIn500, .noUnsupportedIn420, .noMinSEIn422, .unreliableProvisional,
+             .noSessionExpiresRefresher: return "uas"
         case .noExpiresInRegister2xx: return "registrar"
         case .noNotifyAfterRefer, .referWithoutSipfrag, .notifyWithoutSubscriptionState: return "transfer"
         case .noContactIn3xx: return "forward-uas"
@@ -49,6 +63,11 @@ public enum Misbehaviour: String, Sendable, CaseIterable {
         case .referWithoutSipfrag: return .referNotifySipfrag
         case .notifyWithoutSubscriptionState: return .notifySubscriptionState
         case .noContactIn3xx: return .contactIn3xx
+        case .noRetryAfterIn500: return .retryAfterIn500
+        case .noUnsupportedIn420: return .unsupportedIn420
+        case .noMinSEIn422: return .minSEIn422
+        case .unreliableProvisional: return .reliableProvisional
+        case .noSessionExpiresRefresher: return .sessionExpiresRefresher
         }
     }
 
@@ -103,6 +122,35 @@ public enum Misbehaviour: String, Sendable, CaseIterable {
                 }
                 return out
             }
+        case .noRetryAfterIn500: return Self.removing(.retryAfter, from: 500)
+        case .noUnsupportedIn420: return Self.removing(.unsupported, from: 420)
+        case .noMinSEIn422: return Self.removing(.minSE, from: 422)
+        case .unreliableProvisional:
+            return { m in
+                guard !m.isRequest, (101...199).contains(m.statusCode ?? 0), (try? m.cseq().method) == .invite else { return m }
+                var out = m
+                out.remove(.rseq)
+                out.remove(.require)
+                return out
+            }
+        case .noSessionExpiresRefresher:
+            return { m in
+                guard !m.isRequest, (200...299).contains(m.statusCode ?? 0), let method = try? m.cseq().method, method == .invite || method == .update,
+                      let se = try? m.sessionExpires() else { return m }
+                var out = m
+                try? out.set(.sessionExpires, String(se.seconds))
+                return out
+            }
+        }
+    }
+
+    /// A rewrite removing `header` from the responses `code` to any request.
+    static func removing(_ header: SIPHeaderName, from code: Int) -> @Sendable (SIPMessage) -> SIPMessage? {
+        { m in
+            guard !m.isRequest, m.statusCode == code else { return m }
+            var out = m
+            out.remove(header)
+            return out
         }
     }
 

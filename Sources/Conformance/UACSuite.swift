@@ -27,9 +27,9 @@ struct ReceivedCall {
     /// The response `code` to the INVITE, as bytes (the same bytes serve its retransmissions).
     func response(_ code: Int, extra: [(SIPHeaderName, String)] = [], answer: Bool = false) -> [UInt8] {
         var r = SIPMessage(responseTo: invite, statusCode: code, toTag: code == 100 ? nil : toTag)
-        if (101...299).contains(code) { try? r.append(.contact, "<sip:conform@\(session.hostPort)>") }
+        if (101...299).contains(code) { try? r.append(.contact, "<sip:conform@\(session.hostPort)\(session.uriTransport)>") }
         for (name, value) in extra { try? r.append(name, value) }
-        if answer, (200...299).contains(code), let sdp = Self.answer(session, to: invite) {
+        if answer, (101...299).contains(code), let sdp = Self.answer(session, to: invite) {
             r.setBody(Array(sdp.utf8), contentType: .sdp)
         }
         return r.serialized()
@@ -40,13 +40,13 @@ struct ReceivedCall {
 
     /// An SDP answer to the INVITE's offer: its first audio format, on a port nothing listens on
     /// (the suite checks signalling; no media flows). `nil` when the INVITE carries no offer.
-    static func answer(_ s: ConformanceSession, to invite: SIPMessage) -> String? {
+    static func answer(_ s: ConformanceSession, to invite: SIPMessage, version: Int = 1) -> String? {
         // "\r\n" is one Character in Swift: lines are split on newlines as such.
         let lines = String(decoding: invite.body, as: UTF8.self).split(whereSeparator: \.isNewline)
         let mLines = lines.filter { $0.hasPrefix("m=") }
         guard let audio = mLines.first(where: { $0.hasPrefix("m=audio ") }) else { return nil }
         let ip = s.local.ipString, family = s.local.isIPv6 ? "IP6" : "IP4"
-        var out = "v=0\r\no=conform 1 1 IN \(family) \(ip)\r\ns=-\r\nc=IN \(family) \(ip)\r\nt=0 0\r\n"
+        var out = "v=0\r\no=conform 1 \(version) IN \(family) \(ip)\r\ns=-\r\nc=IN \(family) \(ip)\r\nt=0 0\r\n"
         // One m-line per offered stream, in order (RFC 3264 §6): the first audio stream accepted
         // with its first format, every other stream rejected (port 0).
         for m in mLines {
@@ -84,6 +84,30 @@ struct ReceivedCall {
             gap = min(gap * 2, session.t2)
         }
         return nil
+    }
+
+    /// Sends `bytes` at T1, doubling, until a request of this call satisfying `predicate` arrives
+    /// or the session's response timeout passes (a reliable provisional until its PRACK, RFC
+    /// 3262 §3); returns that request and its index.
+    func sendUntil(_ bytes: [UInt8], _ predicate: @escaping (SIPMessage) -> Bool) async -> (SIPMessage, Int)? {
+        let from = session.entries.count - 1
+        send(bytes)
+        var gap = session.t1, waited = Duration.zero
+        while waited < session.responseTimeout {
+            let slice = min(gap, session.responseTimeout - waited)
+            if let hit = await session.waitFor(after: from + 1, timeout: slice, { $0.callID == callID && predicate($0) }) { return hit }
+            waited += slice
+            guard waited < session.responseTimeout else { break }
+            send(bytes)
+            gap = min(gap * 2, session.t2)
+        }
+        return nil
+    }
+
+    /// Refuses the call 486 (acknowledged) because the test cannot run with it, and says why.
+    func decline(_ why: String) async -> ScenarioOutcome {
+        _ = await sendUntilAcknowledged(response(486))
+        return .inconclusive(why)
     }
 
     /// Waits for the DUT to end the answered call with a BYE (the session answers it 200).
@@ -158,7 +182,7 @@ extension ConformanceSuites {
             let mark = s.entries.count - 1
             call.send(call.response(100))
             // A retry is answered even when the 302 was not ACKed (the DUT's call ends cleanly).
-            let acknowledged = await call.sendUntilAcknowledged(call.response(302, extra: [(.contact, "<sip:\(user)@\(s.hostPort)>")])) != nil
+            let acknowledged = await call.sendUntilAcknowledged(call.response(302, extra: [(.contact, "<sip:\(user)@\(s.hostPort)\(s.uriTransport)>")])) != nil
             let unacknowledged = ScenarioOutcome.failed("the DUT never acknowledged the 302")
             guard let (m, i) = await s.waitFor(after: mark, timeout: acknowledged ? s.responseTimeout : .zero, { $0.method == .invite && $0.toTag == nil && s.expects($0) }) else {
                 return acknowledged ? .inconclusive("the DUT did not retry at the 302's Contact (RFC 3261 §8.1.3.4 leaves recursion to the UAC)") : unacknowledged
@@ -169,6 +193,59 @@ extension ConformanceSuites {
             }
             guard await retry.sendUntilAcknowledged(retry.response(486)) != nil else { return .failed("the DUT never acknowledged the 486 to its retry") }
             return acknowledged ? .passed : unacknowledged
+        },
+        ConformanceTestCase(name: "100rel-prack", etsiPurpose: nil,
+                            summary: "a DUT whose INVITE lists 100rel in Supported (or Require) gets a reliable 183 with the SDP answer (Require: 100rel, RSeq), retransmitted until its PRACK; the PRACK must carry RAck with that RSeq and the INVITE's CSeq; then 200, ACK, BYE. No 100rel in the INVITE: inconclusive",
+                            reference: "RFC 3262 §4 (\"The UAC MUST send a PRACK\" for a reliable provisional; its RAck carries the response's RSeq and the CSeq number and method of the request), §7.2, §5",
+                            purposeNote: noETSIForUAC, role: .uas) { s in
+            guard let call = await ReceivedCall.next(s) else { return .failed("no INVITE from the DUT within \(s.responseTimeout)") }
+            let tags = (((try? call.invite.supported()) ?? []) + ((try? call.invite.require()) ?? [])).map { $0.lowercased() }
+            guard tags.contains("100rel") else { return await call.decline("the DUT's INVITE does not list 100rel in Supported or Require") }
+            let rseq = UInt32.random(in: 1...0x7FFF_0000)
+            let inviteCSeq = (try? call.invite.cseq().sequence) ?? 0
+            call.send(call.response(100))
+            let reliable = call.response(183, extra: [(.require, "100rel"), (.rseq, "\(rseq)")], answer: true)
+            guard let (prack, _) = await call.sendUntil(reliable, { $0.method == .prack }) else {
+                _ = await call.sendUntilAcknowledged(call.response(486))
+                return .failed("no PRACK for the reliable 183 (RFC 3262 §4)")
+            }
+            await s.pause(.milliseconds(50))
+            guard await call.sendUntilAcknowledged(call.response(200)) != nil else { return .failed("the DUT never acknowledged the 200") }
+            _ = await call.bye(timeout: s.responseTimeout + .seconds(4))
+            guard let rack = try? prack.rack() else { return .failed("the PRACK has no (readable) RAck") }
+            guard rack.rseq == rseq, rack.cseq == inviteCSeq, rack.method == .invite else {
+                return .failed("the PRACK's RAck is \(rack); \(rseq) \(inviteCSeq) INVITE was due (RFC 3262 §7.2)")
+            }
+            guard prack.toTag == call.toTag else { return .failed("the PRACK does not carry the early dialog's To tag \(call.toTag)") }
+            return .passed
+        },
+        ConformanceTestCase(name: "session-timer-422", etsiPurpose: nil,
+                            summary: "a DUT whose INVITE carries Session-Expires gets 422 with a Min-SE twice that; it ACKs the 422 and retries as a new transaction (same Call-ID, higher CSeq, new branch) with Session-Expires and Min-SE at least the 422's Min-SE; answered 200, ACK, BYE. No Session-Expires: inconclusive; no retry: inconclusive",
+                            reference: "RFC 4028 §7.4 (after a 422 the UAC may retry with Session-Expires at least the Min-SE given; the retry carries that Min-SE), §6; RFC 3261 §8.1.3.5, §17.1.1.3",
+                            purposeNote: noETSIForUAC, role: .uas) { s in
+            guard let call = await ReceivedCall.next(s) else { return .failed("no INVITE from the DUT within \(s.responseTimeout)") }
+            guard let se = try? call.invite.sessionExpires() else {
+                return await call.decline("the DUT's INVITE carries no Session-Expires (a 422 answers only one, RFC 4028 §9)")
+            }
+            let minimum = se.seconds > UInt32.max / 2 ? UInt32.max : se.seconds * 2
+            let inviteCSeq = (try? call.invite.cseq().sequence) ?? 0
+            call.send(call.response(100))
+            let mark = s.entries.count - 1
+            guard await call.sendUntilAcknowledged(call.response(422, extra: [(.minSE, "\(minimum)")])) != nil else {
+                return .failed("the DUT never acknowledged the 422")
+            }
+            guard let (m, i) = await s.waitFor(after: mark, timeout: s.responseTimeout, { $0.method == .invite && $0.toTag == nil && $0.callID == call.callID && $0.topViaBranch != call.branch }) else {
+                return .inconclusive("the DUT did not retry after the 422 (RFC 4028 §7.4 leaves it to the UAC)")
+            }
+            let retry = ReceivedCall(session: s, invite: m, index: i, source: s.entries[i].source ?? s.target, toTag: s.token(), time: s.entries[i].time)
+            guard await retry.sendUntilAcknowledged(retry.response(200, answer: true)) != nil else { return .failed("the DUT never acknowledged the 200 to its retry") }
+            _ = await retry.bye(timeout: s.responseTimeout + .seconds(4))
+            let retryCSeq = (try? m.cseq().sequence) ?? 0
+            guard retryCSeq > inviteCSeq else { return .failed("the retry carries CSeq \(retryCSeq), not above the refused INVITE's \(inviteCSeq) (RFC 3261 §8.1.3.5)") }
+            guard let asked = try? m.sessionExpires(), asked.seconds >= minimum else {
+                return .failed("the retry asks Session-Expires \((try? m.sessionExpires())?.description ?? "none"), below the 422's Min-SE \(minimum) (RFC 4028 §7.4)")
+            }
+            return .passed   // the rule checker judges the Min-SE and the ACK of the 422
         },
     ]
 }

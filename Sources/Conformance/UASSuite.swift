@@ -44,6 +44,8 @@ struct PlacedCall {
     let fromTag: String
     var cseq: UInt32 = 1
     var inviteBranch = ""
+    /// The CSeq number of the call's latest INVITE outside the dialog (its CANCEL's).
+    var inviteCSeq: UInt32 = 1
     var remoteTag: String?
     var extra: [String] = []
 
@@ -64,29 +66,41 @@ struct PlacedCall {
                      toTag: inDialog ? remoteTag : nil, cseq: cseq, extra: method == "ACK" ? [] : extra)
     }
 
-    /// Sends the INVITE (with an SDP offer).
-    mutating func invite(extra: [String] = []) {
+    /// Sends the INVITE (with an SDP offer); `headers` go on this INVITE only, `extra` on every
+    /// later request of the call too.
+    mutating func invite(extra: [String] = [], headers: [String] = []) {
         self.extra = extra
         inviteBranch = session.branch()
+        inviteCSeq = cseq
         var d = draft("INVITE", branch: inviteBranch, inDialog: false)
+        d.extra += headers
         d.body = Self.offer(session)
         d.contentType = "application/sdp"
         session.send(d.text(session))
     }
 
-    /// The ACK for a 2xx (its own transaction: a new branch).
-    func ack2xx(_ response: SIPMessage) {
+    /// The ACK for a 2xx (its own transaction: a new branch), carrying `body` (an SDP answer to
+    /// an offer in the 2xx) when given.
+    func ack2xx(_ response: SIPMessage, body: String = "") {
         var d = draft("ACK", branch: session.branch(), inDialog: true)
+        d.toTag = response.toTag
+        d.cseq = (try? response.cseq().sequence) ?? cseq
+        if !body.isEmpty { d.body = body; d.contentType = "application/sdp" }
+        session.send(d.text(session))
+    }
+
+    /// The ACK for a non-2xx final response (in the INVITE's transaction: its branch and CSeq
+    /// number, RFC 3261 §17.1.1.3); `branch` for an INVITE other than the first.
+    func ackFailure(_ response: SIPMessage, branch: String? = nil) {
+        var d = draft("ACK", branch: branch ?? inviteBranch, inDialog: false)
         d.toTag = response.toTag
         d.cseq = (try? response.cseq().sequence) ?? cseq
         session.send(d.text(session))
     }
 
-    /// The ACK for a non-2xx final response (same branch as the INVITE, RFC 3261 §17.1.1.3).
-    func ackFailure(_ response: SIPMessage) {
-        var d = draft("ACK", branch: inviteBranch, inDialog: false)
-        d.toTag = response.toTag
-        session.send(d.text(session))
+    /// ACKs a final response to the INVITE sent with `branch` (2xx or not).
+    func acknowledge(_ response: SIPMessage, branch: String, body: String = "") {
+        if (200...299).contains(response.statusCode ?? 0) { ack2xx(response, body: body) } else { ackFailure(response, branch: branch) }
     }
 
     /// Sends `method` outside any dialog (a new branch, no To tag), after `adjust` has changed
@@ -99,11 +113,13 @@ struct PlacedCall {
         return branch
     }
 
-    /// Sends a request in the dialog with the next CSeq; returns its branch.
-    mutating func request(_ method: String, body: String = "") -> String {
+    /// Sends a request in the dialog with the next CSeq; returns its branch. `headers` go on
+    /// this request only.
+    mutating func request(_ method: String, body: String = "", headers: [String] = []) -> String {
         cseq += 1
         let branch = session.branch()
         var d = draft(method, branch: branch, inDialog: true)
+        d.extra += headers
         if !body.isEmpty { d.body = body; d.contentType = "application/sdp" }
         session.send(d.text(session))
         return branch
@@ -112,13 +128,14 @@ struct PlacedCall {
     /// Sends CANCEL for the INVITE (same branch and CSeq number, RFC 3261 §9.1).
     func cancel() {
         var d = draft("CANCEL", branch: inviteBranch, inDialog: false)
+        d.cseq = inviteCSeq
         d.extra = []
         session.send(d.text(session))
     }
 
     /// Places a call and waits for its final response; ACKs it (2xx or not). Returns it.
-    mutating func establish(extra: [String] = [], ackDelay: Duration = .zero) async -> SIPMessage? {
-        invite(extra: extra)
+    mutating func establish(extra: [String] = [], headers: [String] = [], ackDelay: Duration = .zero) async -> SIPMessage? {
+        invite(extra: extra, headers: headers)
         guard let final = await session.finalResponse(branch: inviteBranch, method: .invite) else { return nil }
         if (200...299).contains(final.statusCode ?? 0) {
             remoteTag = final.toTag
@@ -150,8 +167,8 @@ public enum ConformanceSuites {
     /// What a suite is for, one line.
     public static func summary(_ suite: String) -> String {
         switch suite {
-        case "uas": return "the runner calls the DUT (a phone or any UAS): call set-up and release, re-INVITE, CANCEL, OPTIONS, odd requests"
-        case "uac": return "the DUT calls the runner (listening at TARGET): ACK of 2xx and non-2xx, INVITE retransmission, 2xx retransmission"
+        case "uas": return "the runner calls the DUT (a phone or any UAS): call set-up and release, re-INVITE, CANCEL, OPTIONS, odd requests, a second INVITE while one is pending (500), UPDATE and its 491, 100rel/PRACK, session timers (422, refresher), 420"
+        case "uac": return "the DUT calls the runner (listening at TARGET): ACK of 2xx and non-2xx, INVITE retransmission, 2xx retransmission, 3xx, PRACK of a reliable 183, retry after 422"
         case "registrar": return "the runner registers at the DUT (a registrar, TARGET = the address of record): bindings, expires, wildcard, Min-Expires, CSeq order, digest challenge, nonce reuse"
         case "auth": return "the runner registers at the DUT (a registrar) with --user/--password: MD5, SHA-256, qop=auth with nc counting, a forged nonce refused"
         case "proxy": return "the runner calls itself through the DUT (a proxy at TARGET): Max-Forwards, Via, 483, Record-Route and in-dialog routing, loop 482, CANCEL, 4xx/6xx relayed back"
@@ -308,5 +325,5 @@ public enum ConformanceSuites {
             if let bad, bad.statusCode != 400 { return .failed("a request without Call-ID was answered \(bad.statusCode ?? 0), 400 expected") }
             return .passed
         },
-    ]
+    ] + uasExtensions
 }

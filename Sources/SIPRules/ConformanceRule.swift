@@ -73,11 +73,33 @@ extension ConformanceRule {
     /// An INVITE with Replaces replaces only a dialog the recipient may give up.
     public static let replacesDialog = ConformanceRule(id: "replaces-dialog", reference: "RFC 3891 §3",
         requirement: "an INVITE whose Replaces names no dialog of the recipient, or an early dialog the recipient did not initiate, is refused 481; one with early-only naming a confirmed dialog 486; one naming a dialog already ended is declined (603), never answered 2xx")
+    /// A 420 names the extensions the UAS does not understand.
+    public static let unsupportedIn420 = ConformanceRule(id: "unsupported-in-420", reference: "RFC 3261 §8.2.2.3",
+        requirement: "a 420 (Bad Extension) carries an Unsupported header field listing the option tags of the request's Require that the UAS does not understand")
+    /// A second INVITE while the first is pending: 500 with Retry-After.
+    public static let retryAfterIn500 = ConformanceRule(id: "retry-after-in-500", reference: "RFC 3261 §14.2",
+        requirement: "a UAS answering 500 to an INVITE that arrived before it sent the final response to an earlier INVITE (lower CSeq) of the same dialog includes Retry-After, 0 to 10 seconds")
+    /// A reliable provisional response carries Require: 100rel and RSeq.
+    public static let reliableProvisional = ConformanceRule(id: "reliable-provisional", reference: "RFC 3262 §3, §7.1",
+        requirement: "a provisional response (101-199) to an INVITE whose Require lists 100rel is sent reliably: Require: 100rel and an RSeq header field")
+    /// A 422 gives the server's minimum session interval.
+    public static let minSEIn422 = ConformanceRule(id: "min-se-in-422", reference: "RFC 4028 §6, §9",
+        requirement: "a 422 (Session Interval Too Small) carries a Min-SE header field with the minimum interval, above the Session-Expires of the request")
+    /// A 2xx with Session-Expires says who refreshes.
+    public static let sessionExpiresRefresher = ConformanceRule(id: "session-expires-refresher", reference: "RFC 4028 §9",
+        requirement: "a 2xx to INVITE or UPDATE carrying Session-Expires has a refresher parameter (uac or uas); uac only when the request's Supported or Require listed timer, and then with Require: timer in the 2xx")
+    /// A PRACK acknowledges a reliable provisional response that was sent.
+    public static let prackRAck = ConformanceRule(id: "prack-rack", reference: "RFC 3262 §7.2, §4",
+        requirement: "a PRACK carries an RAck naming the RSeq, CSeq number and method of a reliable provisional response the UAC received in that dialog")
+    /// After a 422 the UAC's retry asks for at least the Min-SE it was given.
+    public static let sessionExpiresAfter422 = ConformanceRule(id: "session-expires-after-422", reference: "RFC 4028 §7.4",
+        requirement: "an INVITE retried after a 422 carries Session-Expires at least the 422's Min-SE, and a Min-SE header field not below it")
     /// Every rule the checker reports, in the order of the list above.
     public static let all: [ConformanceRule] = [.contactIn2xx, .dialogTagStable, .cseqIncreases, .retransmit2xx, .viaBranch, .recordRouteEchoed,
                                                 .responseCopiesRequest, .mandatoryHeaders, .wellFormed, .ack2xx, .ackNon2xx, .inviteRetransmission,
                                                 .registerContactExpires, .notifySubscriptionState, .referNotifySipfrag, .referToCount,
-                                                .replacesDialog, .contactIn3xx]
+                                                .replacesDialog, .contactIn3xx, .unsupportedIn420, .retryAfterIn500, .reliableProvisional, .minSEIn422,
+                                                .sessionExpiresRefresher, .prackRAck, .sessionExpiresAfter422]
 }
 
 /// A rule broken by the DUT, at a message of the exchange.

@@ -68,6 +68,10 @@ public struct RuleChecker: Sendable {
         // with Replaces was due (RFC 3891 §3), by its (branch, method) key.
         var dialogs = DialogBook()
         var replacesDue: [String: SIPMessage] = [:]
+        // Our INVITEs per Call-ID: CSeq number → whether the DUT's final response to it came
+        // (RFC 3261 §14.2), and the extension findings already made (copies repeat them).
+        var pendingInvites: [String: [UInt32: Bool]] = [:]
+        var reportedExtension: Set<String> = []
 
         for (i, r) in records.enumerated() {
             guard let m = r.message else {
@@ -97,6 +101,9 @@ public struct RuleChecker: Sendable {
             }
             if r.sent {
                 if m.isRequest { requests[key(m.topViaBranch, cseq?.method)] = m }
+                if m.method == .invite, let callID = m.callID, let n = cseq?.sequence, pendingInvites[callID]?[n] == nil {
+                    pendingInvites[callID, default: [:]][n] = false
+                }
                 continue
             }
             if m.isRequest {
@@ -125,6 +132,10 @@ public struct RuleChecker: Sendable {
                let due = dialogs.replacesRefusal(for: invite, absent: absentDialogs),
                DialogBook.claimsReplaces(request: request, response: m) {
                 add(.replacesDialog, i, "the INVITE with Replaces was answered \(code): \(due)")
+            }
+            for f in extensionFindings(request: request, response: m, cseq: cseq, index: i, pendingInvites: &pendingInvites)
+            where reportedExtension.insert("\(f.rule.id)|\(f.detail)").inserted {
+                findings.append(f)
             }
             // Inside a dialog: the To tag of the response is the request's.
             if let requestTag = request.toTag, m.toTag != requestTag {
@@ -180,6 +191,68 @@ public struct RuleChecker: Sendable {
         return findings
     }
 
+    /// The extensions' rules for a response of the DUT to our `request`: 420 (RFC 3261
+    /// §8.2.2.3), 500 to an INVITE while an earlier one is pending (§14.2), reliable
+    /// provisionals (RFC 3262), 422 and Session-Expires (RFC 4028).
+    func extensionFindings(request: SIPMessage, response m: SIPMessage, cseq: CSeq, index i: Int,
+                           pendingInvites: inout [String: [UInt32: Bool]]) -> [ConformanceFinding] {
+        var out: [ConformanceFinding] = []
+        func add(_ rule: ConformanceRule, _ detail: String) { out.append(ConformanceFinding(rule: rule, messageIndex: i, detail: detail)) }
+        let code = m.statusCode ?? 0
+        let require = ((try? request.require()) ?? []).map { $0.lowercased() }
+        let supported = ((try? request.supported()) ?? []).map { $0.lowercased() }
+        let responseRequire = ((try? m.require()) ?? []).map { $0.lowercased() }
+        if code == 420 {
+            let listed = Set(((try? m.unsupported()) ?? []).map { $0.lowercased() })
+            if listed.isEmpty {
+                add(.unsupportedIn420, "the 420 to the \(cseq.method.token) has no Unsupported header field" + (require.isEmpty ? "" : " (its Require listed \(require.joined(separator: ", ")))"))
+            } else if !require.isEmpty, listed.isDisjoint(with: require) {
+                add(.unsupportedIn420, "the 420 lists \(listed.sorted().joined(separator: ", ")) as unsupported, none of the request's Require \(require.joined(separator: ", "))")
+            }
+        }
+        if code == 422 {
+            let asked = (try? request.sessionExpires())?.seconds
+            if let minimum = try? m.minSE() {
+                if let asked, minimum <= asked {
+                    add(.minSEIn422, "the 422 gives Min-SE \(minimum), not above the request's Session-Expires \(asked)")
+                }
+            } else {
+                add(.minSEIn422, "the 422 has no (readable) Min-SE header field")
+            }
+        }
+        if cseq.method == .invite, let callID = m.callID {
+            if code >= 200, pendingInvites[callID]?[cseq.sequence] == false {
+                if code == 500, let earlier = pendingInvites[callID]?.filter({ $0.key < cseq.sequence && !$0.value }).keys.min() {
+                    if let after = try? m.retryAfter() {
+                        if after.seconds > 10 { add(.retryAfterIn500, "the 500 to INVITE CSeq \(cseq.sequence) (INVITE CSeq \(earlier) still pending) has Retry-After \(after.seconds); 0 to 10 s was due") }
+                    } else {
+                        add(.retryAfterIn500, "the 500 to INVITE CSeq \(cseq.sequence), sent while INVITE CSeq \(earlier) had no final response, has no (readable) Retry-After")
+                    }
+                }
+                pendingInvites[callID]?[cseq.sequence] = true
+            }
+            if (101...199).contains(code), require.contains("100rel") || responseRequire.contains("100rel") {
+                if !responseRequire.contains("100rel") {
+                    add(.reliableProvisional, "the \(code) to an INVITE requiring 100rel is sent unreliably (no Require: 100rel)")
+                } else if (try? m.rseq()) == nil {
+                    add(.reliableProvisional, "the \(code) carries Require: 100rel but no (readable) RSeq")
+                }
+            }
+        }
+        if cseq.method == .invite || cseq.method == .update, (200...299).contains(code), let se = try? m.sessionExpires() {
+            let timer = (require + supported).contains("timer")
+            switch se.refresher {
+            case "uas": break
+            case "uac":
+                if !timer { add(.sessionExpiresRefresher, "the \(code)'s Session-Expires \(se) makes the UAC refresh, but the request listed no timer in Supported or Require") }
+                else if !responseRequire.contains("timer") { add(.sessionExpiresRefresher, "the \(code)'s Session-Expires \(se) makes the UAC refresh without Require: timer in the \(code)") }
+            default:
+                add(.sessionExpiresRefresher, "the \(code)'s Session-Expires \(se) has no refresher parameter (uac or uas)")
+            }
+        }
+        return out
+    }
+
     /// The DUT as UAC (the runner answered its INVITEs): its ACKs and its INVITE retransmissions.
     func uacFindings(_ records: [Record], end: Double) -> [ConformanceFinding] {
         var out: [ConformanceFinding] = []
@@ -192,9 +265,38 @@ public struct RuleChecker: Sendable {
         var invites: [String: Invite] = [:], order: [String] = []
         var responses: [String: [Sent]] = [:]
         var acks: [Ack] = []
+        // The reliable provisionals we sent per Call-ID ("RSeq CSeq"), and the Min-SE of the
+        // 422s we sent (with the refused INVITE's CSeq number).
+        var reliable: [String: Set<String>] = [:]
+        var refused422: [String: (minimum: UInt32, sequence: UInt32)] = [:]
+        var reported: Set<String> = []
         for (i, r) in records.enumerated() {
             guard let m = r.message, let cseq = try? m.cseq(), let callID = m.callID else { continue }
             let key = "\(callID)|\(cseq.sequence)"
+            if r.sent, !m.isRequest, cseq.method == .invite {
+                if (101...199).contains(m.statusCode ?? 0), let rseq = try? m.rseq() { reliable[callID, default: []].insert("\(rseq) \(cseq.sequence)") }
+                if m.statusCode == 422, let minimum = try? m.minSE() { refused422[callID] = (max(minimum, refused422[callID]?.minimum ?? 0), cseq.sequence) }
+            }
+            if !r.sent, m.method == .prack, reported.insert("prack \(callID) \(cseq.sequence)").inserted {
+                if let rack = try? m.rack() {
+                    if rack.method != .invite || !(reliable[callID]?.contains("\(rack.rseq) \(rack.cseq)") ?? false) {
+                        let sent = (reliable[callID] ?? []).sorted().map { "RSeq \($0.split(separator: " ")[0]) of INVITE CSeq \($0.split(separator: " ")[1])" }
+                        add(.prackRAck, i, "the PRACK's RAck \(rack) names no reliable provisional response of this call (sent: \(sent.isEmpty ? "none" : sent.joined(separator: ", ")))")
+                    }
+                } else {
+                    add(.prackRAck, i, "the PRACK has no (readable) RAck header field")
+                }
+            }
+            if !r.sent, m.method == .invite, m.toTag == nil, let refused = refused422[callID], cseq.sequence > refused.sequence,
+               reported.insert("422 \(callID) \(cseq.sequence)").inserted {
+                let asked = (try? m.sessionExpires())?.seconds
+                let floor = try? m.minSE()
+                if asked == nil || asked! < refused.minimum {
+                    add(.sessionExpiresAfter422, i, "the INVITE retried after a 422 with Min-SE \(refused.minimum) asks Session-Expires \(asked.map(String.init) ?? "none")")
+                } else if floor == nil || floor! < refused.minimum {
+                    add(.sessionExpiresAfter422, i, "the INVITE retried after a 422 with Min-SE \(refused.minimum) carries Min-SE \(floor.map(String.init) ?? "none")")
+                }
+            }
             if !r.sent, m.method == .invite {
                 let branch = m.topViaBranch ?? ""
                 if invites[key] == nil { invites[key] = Invite(index: i, branch: branch); order.append(key) }

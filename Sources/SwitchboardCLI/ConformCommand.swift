@@ -24,7 +24,7 @@ struct Conform: AsyncParsableCommand {
     @Argument(help: "The device under test, a SIP URI with an IP address: sip:user@127.0.0.1:5060.")
     var target: String?
 
-    @Option(name: .long, help: "Transport to the device: udp, tcp or tls (tls: the uas suite).")
+    @Option(name: .long, help: "Transport to the device: udp, tcp or tls (tls: the uas and uac suites).")
     var transport: ConformanceTransport = .udp
 
     @Option(name: .customLong("tls-ca"), help: "For tls: the CA certificate (PEM file) the device's certificate must chain to (default: the system's store).")
@@ -32,6 +32,12 @@ struct Conform: AsyncParsableCommand {
 
     @Flag(name: .customLong("tls-insecure"), help: "For tls: do not verify the device's certificate (a self-signed test certificate).")
     var tlsInsecure = false
+
+    @Option(name: .customLong("tls-cert"), help: "For tls with the uac suite: the certificate chain (PEM file) the runner listens with.")
+    var tlsCert: String?
+
+    @Option(name: .customLong("tls-key"), help: "With --tls-cert: its private key (PEM file).")
+    var tlsKey: String?
 
     @Option(name: .long, help: "Run only these tests (comma-separated names).")
     var only: String?
@@ -77,7 +83,9 @@ struct Conform: AsyncParsableCommand {
         guard (user == nil) == (password == nil) else { throw ValidationError("--user and --password go together") }
         let credentials = user.map { DigestCredentials(username: $0, password: password ?? "") }
         let folder = corpus ?? ProcessInfo.processInfo.environment["SWITCHBOARD_CORPORA"]
-        let tls = TLSConfiguration(trustedCertificates: tlsCA.map { [.file($0)] } ?? [], verifyPeer: !tlsInsecure)
+        guard (tlsCert == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
+        let tls = TLSConfiguration(certificateChain: tlsCert.map { .file($0) }, privateKey: tlsKey.map { .file($0) },
+                                   trustedCertificates: tlsCA.map { [.file($0)] } ?? [], verifyPeer: !tlsInsecure)
         let runner = ConformanceRunner(target: uri, transport: transport, responseTimeout: .milliseconds(Int64(timeout * 1000)), capture: capture,
                                        credentials: credentials, corpus: folder, tls: tls)
         let quiet = json

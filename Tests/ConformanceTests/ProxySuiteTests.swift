@@ -12,9 +12,10 @@ import NetworkIO
 @Suite("Conformance proxy suite", .serialized)
 struct ProxySuiteTests {
     /// Our proxy on a free port, its outgoing messages passed through `rewrite`.
-    static func proxy(recordRoute: Bool = true, _ rewrite: (@Sendable (SIPMessage) -> SIPMessage?)? = nil) throws -> (SIPEndpoint, ProxyServer) {
+    static func proxy(recordRoute: Bool = true, tcp: Bool = false, _ rewrite: (@Sendable (SIPMessage) -> SIPMessage?)? = nil) throws -> (SIPEndpoint, ProxyServer) {
         let box = Mutex<ProxyServer?>(nil)
-        var config = SIPEndpoint.Configuration(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))])
+        let any = try SocketAddress(ip: "127.0.0.1", port: 0)
+        var config = SIPEndpoint.Configuration(listen: [tcp ? .tcp(any) : .udp(any)])
         config.outboundRewrite = rewrite
         let endpoint = try SIPEndpoint(configuration: config) { e in box.withLock { $0 }?.handle(e) }
         let proxy = ProxyServer(configuration: .init(domain: "switchboard.test", users: [:], recordRoute: recordRoute))
@@ -23,9 +24,9 @@ struct ProxySuiteTests {
         return (endpoint, proxy)
     }
 
-    static func run(_ endpoint: SIPEndpoint, only: Set<String>? = nil) async throws -> ConformanceReport {
+    static func run(_ endpoint: SIPEndpoint, only: Set<String>? = nil, transport: ConformanceTransport = .udp) async throws -> ConformanceReport {
         let port = endpoint.localAddresses[0].address.port
-        let runner = ConformanceRunner(target: try SIPURI("sip:proxy@127.0.0.1:\(port)"), responseTimeout: .seconds(2))
+        let runner = ConformanceRunner(target: try SIPURI("sip:proxy@127.0.0.1:\(port)"), transport: transport, responseTimeout: .seconds(2))
         return try await runner.run(suite: "proxy", only: only)
     }
 
@@ -41,6 +42,28 @@ struct ProxySuiteTests {
         #expect(report.results.map(\.name) == ["forward-4xx", "forward-6xx", "max-forwards-zero", "record-route", "loop", "cancel"])
         #expect(report.allPassed, "\(Self.describe(report))")
         #expect(proxy.statistics.cancels == 1)
+    }
+
+    /// Over TCP: the runner's caller side connects to the proxy, the proxy connects to the
+    /// runner's callee side (its listening port), and each side answers on the connection the
+    /// request came on.
+    @Test(.timeLimit(.minutes(1)))
+    func theSuitePassesAgainstOurProxyOverTCP() async throws {
+        let (endpoint, proxy) = try Self.proxy(tcp: true)
+        defer { endpoint.close() }
+        let report = try await Self.run(endpoint, transport: .tcp)
+        #expect(report.allPassed, "\(Self.describe(report))")
+        #expect(report.results.allSatisfy { $0.findings.isEmpty }, "\(Self.describe(report))")
+        #expect(proxy.statistics.cancels == 1)
+        // Every request the proxy forwarded came over TCP, with its TCP Via on top.
+        let forwarded = report.results.flatMap(\.messages).filter { $0.direction == .received && $0.summary.hasPrefix("INVITE") }
+        #expect(!forwarded.isEmpty && forwarded.allSatisfy { $0.text.uppercased().contains("VIA: SIP/2.0/TCP") }, "\(forwarded.map(\.text))")
+    }
+
+    /// Over TLS the suite is refused up front (UDP and TCP in this version).
+    @Test func theProxySuiteRefusesTLS() async throws {
+        let runner = ConformanceRunner(target: try SIPURI("sip:proxy@127.0.0.1:5999"), transport: .tls)
+        await #expect(throws: ConformanceError.suiteTransport(suite: "proxy", .tls)) { try await runner.run(suite: "proxy") }
     }
 
     /// Without Record-Route the in-dialog test cannot say anything: inconclusive, naming why.
@@ -96,11 +119,5 @@ struct ProxySuiteTests {
         let result = try #require(report.results.first)
         #expect(result.verdict == .fail)
         #expect(result.reason?.contains("§16.10") == true, "\(Self.describe(report))")
-    }
-
-    /// Over TCP the suite is refused up front (UDP only in this version).
-    @Test func theSuiteRunsOverUDPOnly() async throws {
-        let runner = ConformanceRunner(target: try SIPURI("sip:proxy@127.0.0.1:5999"), transport: .tcp)
-        await #expect(throws: ConformanceError.suiteTransport(suite: "proxy", .tcp)) { try await runner.run(suite: "proxy") }
     }
 }

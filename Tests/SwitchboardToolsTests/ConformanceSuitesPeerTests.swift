@@ -100,12 +100,14 @@ struct ConformanceSuitesPeerTests {
     /// The `proxy` suite against Kamailio as a record-routing proxy (`record_route()` and
     /// `t_relay()` for a Request-URI not its own: the project's configuration with
     /// WITH_PROXY_FORWARD).
+    /// Over UDP, and over TCP (the configuration listens on both; the runner's callee side
+    /// is reached on a connection Kamailio opens to it).
     @Test(.timeLimit(.minutes(1)), .enabled(if: Kamailio.available || TestPaths.isCI, "kamailio is not installed: skipped"),
-          .requires("kamailio", { Kamailio.available }))
-    func theProxySuiteAgainstKamailio() async throws {
+          .requires("kamailio", { Kamailio.available }), arguments: [ConformanceTransport.udp, .tcp])
+    func theProxySuiteAgainstKamailio(_ transport: ConformanceTransport) async throws {
         let (pid, port, _) = try await Kamailio.start(define: "WITH_PROXY_FORWARD")
         defer { Kamailio.stop(pid) }
-        let runner = ConformanceRunner(target: try SIPURI("sip:proxy@127.0.0.1:\(port)"), responseTimeout: .seconds(2))
+        let runner = ConformanceRunner(target: try SIPURI("sip:proxy@127.0.0.1:\(port)"), transport: transport, responseTimeout: .seconds(2))
         let report = try await runner.run(suite: "proxy")
         var expected = Dictionary(uniqueKeysWithValues: (ConformanceSuites.all["proxy"] ?? []).map { ($0.name, ConformanceVerdict.pass) })
         // Its configuration does not detect loops: the looped INVITE is forwarded again.

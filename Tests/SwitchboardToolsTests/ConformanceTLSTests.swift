@@ -64,4 +64,43 @@ struct ConformanceTLSTests {
         // Other suites do not run over TLS yet.
         await #expect(throws: ConformanceError.suiteTransport(suite: "registrar", .tls)) { try await insecure.run(suite: "registrar") }
     }
+
+    /// The `uac` suite over TLS: the runner listens with the test CA's certificate for
+    /// 127.0.0.1, our calling phone (trusting that CA) dials `sips:`… once per test; every
+    /// test passes, and the INVITEs came over TLS.
+    @Test(.timeLimit(.minutes(1)))
+    func theUACSuitePassesOverTLSAgainstOurCallingPhone() async throws {
+        let pki = try TestPKI()
+        defer { pki.remove() }
+        let endpoint = SIPEndpoint.Configuration(listen: [.tls(try SocketAddress(ip: "127.0.0.1", port: 0))],
+                                                 tls: TLSConfiguration(certificateChain: .file(pki.cert), privateKey: .file(pki.key), trustedCertificates: [.file(pki.ca)]))
+        var config = SIPUserAgent.Configuration(endpoint: endpoint, identity: try SIPURI("sip:dut@127.0.0.1"), transport: .tls)
+        config.redirects.mode = .follow
+        let phone = try Phone(name: "dut", configuration: config)
+        defer { phone.close() }
+        let probe = try TCPTransport(listeningOn: try SocketAddress(ip: "127.0.0.1", port: 0)) { _ in }
+        let port = probe.localAddress.port
+        probe.close()
+        let runner = ConformanceRunner(target: try SIPURI("sip:conform@127.0.0.1:\(port)"), transport: .tls, responseTimeout: .seconds(3),
+                                       tls: TLSConfiguration(certificateChain: .file(pki.cert), privateKey: .file(pki.key)))
+        async let running = runner.run(suite: "uac")
+        try await Task.sleep(for: .milliseconds(100))
+        let target = try SIPURI("sip:conform@127.0.0.1:\(port);transport=tls")
+        for _ in 0..<ConformanceSuites.uac.count {
+            let call = await phone.dial(target)
+            let state = try? await call.waitUntil("answer", timeout: .seconds(8)) { $0.isEstablished }
+            if state?.isEstablished == true {
+                try? await Task.sleep(for: .seconds(1))
+                await call.hangUp(timeout: .seconds(4))
+            } else {
+                _ = try? await call.waitUntil("end", timeout: .seconds(8)) { $0.isEnded }
+            }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        let report = try await running
+        #expect(report.transport == .tls)
+        #expect(report.allPassed, "\(Self.describe(report))")
+        let invite = try #require(report.results.first?.messages.first { $0.summary.hasPrefix("INVITE") })
+        #expect(invite.text.contains("SIP/2.0/TLS "), "\(invite.text)")
+    }
 }
