@@ -175,6 +175,9 @@ public final class SIPEndpoint: Sendable {
     private let transportConfiguration: (UDPTransportConfiguration, TCPTransportConfiguration, TLSConfiguration)
     /// The capture sink, and what it needs to know of connections (see ``CaptureTracker``).
     private let capture: (any SIPTrafficSink)?
+    /// Whether ``capture`` is set: tested per message instead of the optional existential,
+    /// whose test copies (and retains) it (~10k instructions a call in `serve --dialogs`).
+    private let capturing: Bool
     private let tracker = Mutex(CaptureTracker())
     /// The configuration's logger, and whether it wants `trace` (read once: the per-message
     /// check costs nothing when tracing is off).
@@ -190,6 +193,7 @@ public final class SIPEndpoint: Sendable {
         core = Mutex(Core(layer: TransactionLayer(timers: configuration.timers)))
         self.handler = EventHandler(handler)
         capture = configuration.capture
+        capturing = configuration.capture != nil
         logger = configuration.logger
         traces = configuration.logger.logLevel <= .trace
         outboundRewrite = configuration.outboundRewrite
@@ -377,7 +381,7 @@ public final class SIPEndpoint: Sendable {
     private func transportEvent(_ event: TransportEvent, kind: TransportKind) {
         switch event {
         case .message(let inbound):
-            if capture != nil { mirrorReceived(inbound) }
+            if capturing { mirrorReceived(inbound) }
             let peer = SIPPeer(transport: inbound.transport, address: inbound.source, connection: inbound.connection)
             if traces { trace("received", inbound.message, peer) }
             var message = inbound.message
@@ -406,7 +410,7 @@ public final class SIPEndpoint: Sendable {
                          metadata: ["sip.peer": "\(kind.viaToken.lowercased()):\(source)", "sip.error": "\(error)"])
             notify(.malformed(source: source, error: error))
         case .connectionOpened(let info):
-            if capture != nil { mirrorOpened(info) }
+            if capturing { mirrorOpened(info) }
         case .connectionClosed(let info, let reason):
             if let capture {
                 tracker.withLock { $0.closed(info.id) }
@@ -627,9 +631,9 @@ public final class SIPEndpoint: Sendable {
             let bytes = m.serialized()
             // The time is taken before sending: the answer may be recorded (by the receiving
             // thread) before this thread records the request, but its time is never earlier.
-            let time = capture == nil ? .zero : SIPTrafficRecord.now()
+            let time = capturing ? SIPTrafficRecord.now() : .zero
             try t.send(bytes, to: destination)
-            if let capture {
+            if capturing, let capture {
                 capture.record(SIPTrafficRecord(direction: .sent, transport: .udp, local: t.localAddress, remote: destination, bytes: bytes,
                                                 time: time))
             }
@@ -668,7 +672,7 @@ public final class SIPEndpoint: Sendable {
             return false
         }
         let bytes = m.serialized()
-        let time = capture == nil ? .zero : SIPTrafficRecord.now()
+        let time = capturing ? SIPTrafficRecord.now() : .zero
         do {
             if let c = peer.connection {
                 do {
@@ -699,7 +703,7 @@ extension SIPEndpoint {
             return false
         }
         let bytes = m.serialized()
-        let time = capture == nil ? .zero : SIPTrafficRecord.now()
+        let time = capturing ? SIPTrafficRecord.now() : .zero
         if let c = peer.connection, (try? t.send(bytes, on: c)) != nil {
             mirrorSent(bytes, .tls, on: c, to: peer.address, time: time)
             return true
@@ -804,7 +808,7 @@ struct CaptureTracker {
 
 extension SIPEndpoint {
     fileprivate func mirrorReceived(_ inbound: InboundMessage) {
-        guard let capture else { return }
+        guard capturing, let capture else { return }
         var local = inbound.local
         if let c = inbound.connection, let known = tracker.withLock({ $0.locals[c] }) { local = known }
         capture.record(SIPTrafficRecord(direction: .received, transport: inbound.transport, local: local, remote: inbound.source,
@@ -812,7 +816,7 @@ extension SIPEndpoint {
     }
 
     fileprivate func mirrorOpened(_ info: ConnectionInfo) {
-        guard let capture else { return }
+        guard capturing, let capture else { return }
         let held = tracker.withLock { t -> [SIPTrafficRecord] in
             t.locals[info.id] = info.local
             return t.waiting.removeValue(forKey: info.id) ?? []
@@ -824,7 +828,7 @@ extension SIPEndpoint {
     }
 
     fileprivate func mirrorSent(_ bytes: [UInt8], _ kind: TransportKind, on connection: ConnectionID, to remote: SocketAddress, time: Duration) {
-        guard let capture else { return }
+        guard capturing, let capture else { return }
         let record = SIPTrafficRecord(direction: .sent, transport: kind, local: remote, remote: remote, bytes: bytes,
                                       connection: connection, time: time)
         let local = tracker.withLock { t -> SocketAddress? in
