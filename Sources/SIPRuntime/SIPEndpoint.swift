@@ -81,7 +81,7 @@ public struct EndpointStatistics: Sendable, Hashable {
 /// The live runtime: real sockets, the wall clock, and the pure ``TransactionLayer`` under one
 /// lock. Transport threads and the timer thread feed events in; the layer's outputs are carried
 /// out after the lock is released (sends, TU callbacks), so a callback may call back in.
-public final class SIPEndpoint: Sendable {
+public final class SIPEndpoint: Sendable, TimerTarget {
     /// Where to listen.
     public enum ListenPoint: Sendable, Hashable {
         case udp(SocketAddress)
@@ -507,6 +507,50 @@ public final class SIPEndpoint: Sendable {
         return v.isEmpty
     }
 
+    /// A transaction timer is due (see ``TimerService/schedule(after:target:_:_:)``).
+    package func timerFired(_ a: UInt64, _ b: UInt64) {
+        guard let t = SIPEndpoint.timer(code: b) else { return }
+        timerFired(TimerKey(id: TransactionID(rawValue: a), timer: t))
+    }
+
+    /// A transaction timer as a number for the timer service, and back.
+    static func code(of t: TransactionTimer) -> UInt64 {
+        switch t {
+        case .A: 0
+        case .B: 1
+        case .D: 2
+        case .E: 3
+        case .F: 4
+        case .G: 5
+        case .H: 6
+        case .I: 7
+        case .J: 8
+        case .K: 9
+        case .L: 10
+        case .M: 11
+        case .trying: 12
+        }
+    }
+
+    static func timer(code: UInt64) -> TransactionTimer? {
+        switch code {
+        case 0: .A
+        case 1: .B
+        case 2: .D
+        case 3: .E
+        case 4: .F
+        case 5: .G
+        case 6: .H
+        case 7: .I
+        case 8: .J
+        case 9: .K
+        case 10: .L
+        case 11: .M
+        case 12: .trying
+        default: nil
+        }
+    }
+
     private func timerFired(_ key: TimerKey) {
         let outputs = core.withLock { c -> [Work] in
             guard c.forgetTimer(key.id, key.timer) != nil else { return [] }
@@ -528,8 +572,9 @@ public final class SIPEndpoint: Sendable {
         for o in outputs {
             switch o {
             case .startTimer(let id, let t, let d):
-                let key = TimerKey(id: id, timer: t)
-                let h = timerService.schedule(after: d) { [weak self] in self?.timerFired(key) }
+                // No callback: the timer service calls back `timerFired(_:_:)` with the
+                // transaction and the timer's code (nothing allocated per timer).
+                let h = timerService.schedule(after: d, target: self, id.rawValue, SIPEndpoint.code(of: t))
                 if let old = c.timers[id, default: RunningTimers()].set(t, h) { timerService.cancel(old) }
             case .cancelTimer(let id, let t):
                 if let h = c.forgetTimer(id, t) { timerService.cancel(h) }
