@@ -43,3 +43,18 @@ bench_build() {
     swift build -c release --package-path "$REPO/Benchmarks" --scratch-path "$scratch" --product "$product" >&2 || return 1
     printf '%s/%s\n' "$(swift build -c release --package-path "$REPO/Benchmarks" --scratch-path "$scratch" --show-bin-path)" "$product"
 }
+
+# free_ports SPAN: prints the first of SPAN consecutive UDP and TCP ports on 127.0.0.1 that
+# nothing is bound to, picked at random between 10000 and 31999 (below Linux's ephemeral range,
+# so SIPp's own `-p 0` sockets do not land there); bounded tries. Benchmarks call it per server
+# so two runs at once, or a port left in use, do not clash.
+free_ports() {
+    local span=${1:-1} base used
+    for _ in $(seq 1 100); do
+        base=$(( 10000 + RANDOM % (22000 - span) ))
+        used=$(ss -Hltuan "( sport >= :$base and sport < :$(( base + span )) )" 2>/dev/null | wc -l)
+        [ "$used" -eq 0 ] && { echo "$base"; return 0; }
+    done
+    echo "free_ports: no $span free consecutive ports found" >&2
+    return 1
+}

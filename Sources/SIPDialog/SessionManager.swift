@@ -75,6 +75,8 @@ public struct SessionManager: Sendable {
     public var keys: [SessionKey] { Array(sessions.keys) }
     public var count: Int { sessions.count }
     public subscript(key: SessionKey) -> InviteSession? { sessions[key]?.session }
+    /// A session's state, read in place (the subscript copies the whole session).
+    public func state(of key: SessionKey) -> SessionState? { sessions[key]?.session.state }
 
     // MARK: Commands
 

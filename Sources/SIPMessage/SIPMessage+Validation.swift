@@ -40,12 +40,35 @@ extension SIPMessage {
         try validateHeaders()
     }
 
+    /// The headers validation counts: the first five must be present, the last seven at most once.
+    private static let checkedOnce: [KnownHeader] = [.via, .from, .to, .callID, .cseq, .maxForwards, .contentType, .expires]
+
     private func validateHeaders() throws(SIPParseError) {
-        for h: KnownHeader in [.via, .from, .to, .callID, .cseq] where firstValueBytes(h) == nil {
-            throw missing(h)
+        // One pass over the header index for the presence and uniqueness checks (instead of one
+        // scan per header); the errors are the same, in the same order: the first missing
+        // header, else the first repeated one at its second line.
+        let order = SIPMessage.checkedOnce
+        var lines = InlineArray<8, UInt8>(repeating: 0)
+        var second = InlineArray<8, UInt32>(repeating: 0)
+        for e in entries {
+            let slot: Int
+            switch e.known {
+            case KnownHeader.via.rawValue: slot = 0
+            case KnownHeader.from.rawValue: slot = 1
+            case KnownHeader.to.rawValue: slot = 2
+            case KnownHeader.callID.rawValue: slot = 3
+            case KnownHeader.cseq.rawValue: slot = 4
+            case KnownHeader.maxForwards.rawValue: slot = 5
+            case KnownHeader.contentType.rawValue: slot = 6
+            case KnownHeader.expires.rawValue: slot = 7
+            default: continue
+            }
+            if lines[slot] == 1 { second[slot] = e.nameStart }
+            if lines[slot] < 2 { lines[slot] += 1 }
         }
-        for h: KnownHeader in [.from, .to, .callID, .cseq, .maxForwards, .contentType, .expires] {
-            _ = try single(h)
+        for slot in 0..<5 where lines[slot] == 0 { throw missing(order[slot]) }
+        for slot in 1..<8 where lines[slot] > 1 {
+            throw SIPParseError(offset: Int(second[slot]), rule: .duplicateHeader, detail: "\(order[slot].canonicalName) appears more than once")
         }
         // Every Via, From and To checked, none kept (no allocation).
         var vias = 0
@@ -60,13 +83,18 @@ extension SIPMessage {
             _ = try NameAddress.parse(v, keep: false)
         }
         if let id = callIDBytes {
-            let at = id.firstIndex(of: UInt8(ascii: "@"))
-            let parts = at.map { [id[..<$0], id[($0 + 1)...]] } ?? [id]
-            for p in parts {
+            // word [ "@" word ], checked in place (no array of the parts).
+            func check(_ p: ArraySlice<UInt8>) throws(SIPParseError) {
                 guard !p.isEmpty else { throw SIPParseError(offset: id.startIndex, rule: .headerStructure, detail: "empty word in Call-ID") }
                 if let bad = p.firstIndex(where: { !ByteClass.test($0, ByteClass.word) }) {
                     throw SIPParseError(offset: bad, rule: .headerStructure, detail: "byte 0x\(String(id[bad], radix: 16)) is not allowed in Call-ID")
                 }
+            }
+            if let at = id.firstIndex(of: UInt8(ascii: "@")) {
+                try check(id[..<at])
+                try check(id[(at + 1)...])
+            } else {
+                try check(id)
             }
         }
         let cs = try cseq()

@@ -81,7 +81,7 @@ public struct EndpointStatistics: Sendable, Hashable {
 /// The live runtime: real sockets, the wall clock, and the pure ``TransactionLayer`` under one
 /// lock. Transport threads and the timer thread feed events in; the layer's outputs are carried
 /// out after the lock is released (sends, TU callbacks), so a callback may call back in.
-public final class SIPEndpoint: Sendable {
+public final class SIPEndpoint: Sendable, TimerTarget {
     /// Where to listen.
     public enum ListenPoint: Sendable, Hashable {
         case udp(SocketAddress)
@@ -175,6 +175,9 @@ public final class SIPEndpoint: Sendable {
     private let transportConfiguration: (UDPTransportConfiguration, TCPTransportConfiguration, TLSConfiguration)
     /// The capture sink, and what it needs to know of connections (see ``CaptureTracker``).
     private let capture: (any SIPTrafficSink)?
+    /// Whether ``capture`` is set: tested per message instead of the optional existential,
+    /// whose test copies (and retains) it (~10k instructions a call in `serve --dialogs`).
+    private let capturing: Bool
     private let tracker = Mutex(CaptureTracker())
     /// The configuration's logger, and whether it wants `trace` (read once: the per-message
     /// check costs nothing when tracing is off).
@@ -190,6 +193,7 @@ public final class SIPEndpoint: Sendable {
         core = Mutex(Core(layer: TransactionLayer(timers: configuration.timers)))
         self.handler = EventHandler(handler)
         capture = configuration.capture
+        capturing = configuration.capture != nil
         logger = configuration.logger
         traces = configuration.logger.logLevel <= .trace
         outboundRewrite = configuration.outboundRewrite
@@ -377,7 +381,7 @@ public final class SIPEndpoint: Sendable {
     private func transportEvent(_ event: TransportEvent, kind: TransportKind) {
         switch event {
         case .message(let inbound):
-            if capture != nil { mirrorReceived(inbound) }
+            if capturing { mirrorReceived(inbound) }
             let peer = SIPPeer(transport: inbound.transport, address: inbound.source, connection: inbound.connection)
             if traces { trace("received", inbound.message, peer) }
             var message = inbound.message
@@ -406,7 +410,7 @@ public final class SIPEndpoint: Sendable {
                          metadata: ["sip.peer": "\(kind.viaToken.lowercased()):\(source)", "sip.error": "\(error)"])
             notify(.malformed(source: source, error: error))
         case .connectionOpened(let info):
-            if capture != nil { mirrorOpened(info) }
+            if capturing { mirrorOpened(info) }
         case .connectionClosed(let info, let reason):
             if let capture {
                 tracker.withLock { $0.closed(info.id) }
@@ -503,6 +507,50 @@ public final class SIPEndpoint: Sendable {
         return v.isEmpty
     }
 
+    /// A transaction timer is due (see ``TimerService/schedule(after:target:_:_:)``).
+    package func timerFired(_ a: UInt64, _ b: UInt64) {
+        guard let t = SIPEndpoint.timer(code: b) else { return }
+        timerFired(TimerKey(id: TransactionID(rawValue: a), timer: t))
+    }
+
+    /// A transaction timer as a number for the timer service, and back.
+    static func code(of t: TransactionTimer) -> UInt64 {
+        switch t {
+        case .A: 0
+        case .B: 1
+        case .D: 2
+        case .E: 3
+        case .F: 4
+        case .G: 5
+        case .H: 6
+        case .I: 7
+        case .J: 8
+        case .K: 9
+        case .L: 10
+        case .M: 11
+        case .trying: 12
+        }
+    }
+
+    static func timer(code: UInt64) -> TransactionTimer? {
+        switch code {
+        case 0: .A
+        case 1: .B
+        case 2: .D
+        case 3: .E
+        case 4: .F
+        case 5: .G
+        case 6: .H
+        case 7: .I
+        case 8: .J
+        case 9: .K
+        case 10: .L
+        case 11: .M
+        case 12: .trying
+        default: nil
+        }
+    }
+
     private func timerFired(_ key: TimerKey) {
         let outputs = core.withLock { c -> [Work] in
             guard c.forgetTimer(key.id, key.timer) != nil else { return [] }
@@ -524,8 +572,9 @@ public final class SIPEndpoint: Sendable {
         for o in outputs {
             switch o {
             case .startTimer(let id, let t, let d):
-                let key = TimerKey(id: id, timer: t)
-                let h = timerService.schedule(after: d) { [weak self] in self?.timerFired(key) }
+                // No callback: the timer service calls back `timerFired(_:_:)` with the
+                // transaction and the timer's code (nothing allocated per timer).
+                let h = timerService.schedule(after: d, target: self, id.rawValue, SIPEndpoint.code(of: t))
                 if let old = c.timers[id, default: RunningTimers()].set(t, h) { timerService.cancel(old) }
             case .cancelTimer(let id, let t):
                 if let h = c.forgetTimer(id, t) { timerService.cancel(h) }
@@ -627,9 +676,9 @@ public final class SIPEndpoint: Sendable {
             let bytes = m.serialized()
             // The time is taken before sending: the answer may be recorded (by the receiving
             // thread) before this thread records the request, but its time is never earlier.
-            let time = capture == nil ? .zero : SIPTrafficRecord.now()
+            let time = capturing ? SIPTrafficRecord.now() : .zero
             try t.send(bytes, to: destination)
-            if let capture {
+            if capturing, let capture {
                 capture.record(SIPTrafficRecord(direction: .sent, transport: .udp, local: t.localAddress, remote: destination, bytes: bytes,
                                                 time: time))
             }
@@ -669,7 +718,7 @@ public final class SIPEndpoint: Sendable {
             return false
         }
         let bytes = m.serialized()
-        let time = capture == nil ? .zero : SIPTrafficRecord.now()
+        let time = capturing ? SIPTrafficRecord.now() : .zero
         do {
             if let c = peer.connection {
                 do {
@@ -702,7 +751,7 @@ extension SIPEndpoint {
             return false
         }
         let bytes = m.serialized()
-        let time = capture == nil ? .zero : SIPTrafficRecord.now()
+        let time = capturing ? SIPTrafficRecord.now() : .zero
         if let c = peer.connection, (try? t.send(bytes, on: c)) != nil {
             mirrorSent(bytes, .tls, on: c, to: peer.address, time: time)
             return true
@@ -807,7 +856,7 @@ struct CaptureTracker {
 
 extension SIPEndpoint {
     fileprivate func mirrorReceived(_ inbound: InboundMessage) {
-        guard let capture else { return }
+        guard capturing, let capture else { return }
         var local = inbound.local
         if let c = inbound.connection, let known = tracker.withLock({ $0.locals[c] }) { local = known }
         capture.record(SIPTrafficRecord(direction: .received, transport: inbound.transport, local: local, remote: inbound.source,
@@ -815,7 +864,7 @@ extension SIPEndpoint {
     }
 
     fileprivate func mirrorOpened(_ info: ConnectionInfo) {
-        guard let capture else { return }
+        guard capturing, let capture else { return }
         let held = tracker.withLock { t -> [SIPTrafficRecord] in
             t.locals[info.id] = info.local
             return t.waiting.removeValue(forKey: info.id) ?? []
@@ -827,7 +876,7 @@ extension SIPEndpoint {
     }
 
     fileprivate func mirrorSent(_ bytes: [UInt8], _ kind: TransportKind, on connection: ConnectionID, to remote: SocketAddress, time: Duration) {
-        guard let capture else { return }
+        guard capturing, let capture else { return }
         let record = SIPTrafficRecord(direction: .sent, transport: kind, local: remote, remote: remote, bytes: bytes,
                                       connection: connection, time: time)
         let local = tracker.withLock { t -> SocketAddress? in

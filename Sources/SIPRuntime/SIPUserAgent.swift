@@ -269,6 +269,12 @@ public final class SIPUserAgent: Sendable {
         await onQueue { self.state.withLock { $0.manager[key] } }
     }
 
+    /// A session's state (its ``InviteSession/state``), read in place without copying the
+    /// session as ``session(_:)`` does; `nil` when there is no such session.
+    public func sessionState(_ key: SessionKey) async -> SessionState? {
+        await onQueue { self.state.withLock { $0.manager.state(of: key) } }
+    }
+
     /// The number of live sessions.
     public var sessionCount: Int { state.withLock { $0.manager.count } }
 
@@ -557,7 +563,8 @@ public final class SIPUserAgent: Sendable {
     // MARK: Internals
 
     private func onQueue<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
-        await withCheckedContinuation { (c: CheckedContinuation<T, Never>) in
+        // Unchecked: the queue runs every item exactly once (no allocation for the check).
+        await withUnsafeContinuation { (c: UnsafeContinuation<T, Never>) in
             queue.async { c.resume(returning: body()) }
         }
     }

@@ -8,11 +8,20 @@ import Glibc
 import Darwin
 #endif
 
+/// Something a timer can call without a callback: ``TimerService/schedule(after:target:_:_:)``
+/// stores a weak reference to it and two numbers instead of a closure, so arming a timer
+/// allocates nothing (the runtime's transaction and session timers, several a call).
+package protocol TimerTarget: AnyObject, Sendable {
+    /// The timer armed with `a` and `b` is due (on the timer thread).
+    func timerFired(_ a: UInt64, _ b: UInt64)
+}
+
 /// Runs callbacks at future times on one thread, from a binary heap: cheap enough for the tens
 /// of thousands of transaction timers a busy server keeps. The heap holds only deadlines and
 /// ids (plain integers, nothing to retain while it is reordered); the callbacks sit in a table
 /// by id, so cancelling is one removal that also frees the callback at once, and a cancelled
-/// id is skipped when it comes up.
+/// id is skipped when it comes up. The runtime's own timers are not callbacks but a weak
+/// ``TimerTarget`` and two numbers, held in the table as they are (no allocation per timer).
 ///
 /// Timers are batched: the thread sleeps until the earliest deadline rounded up to the next
 /// ``resolution`` step, then runs everything due, so timers that fall due close together cost
@@ -25,9 +34,22 @@ import Darwin
 public final class TimerService: Sendable {
     public struct Handle: Hashable, Sendable { let id: UInt64 }
 
+    /// What a timer runs.
+    enum Action: Sendable {
+        case callback(@Sendable () -> Void)
+        case target(WeakTimerTarget, UInt64, UInt64)
+
+        func run() {
+            switch self {
+            case .callback(let f): f()
+            case .target(let t, let a, let b): t.target?.timerFired(a, b)
+            }
+        }
+    }
+
     struct State {
         var heap = DeadlineHeap<UInt64>()
-        var actions: [UInt64: @Sendable () -> Void] = [:]
+        var actions: [UInt64: Action] = [:]
         var nextID: UInt64 = 1
         var running = true
     }
@@ -61,6 +83,17 @@ public final class TimerService: Sendable {
     /// Runs `action` after `delay` on the timer thread.
     @discardableResult
     public func schedule(after delay: Duration, _ action: @escaping @Sendable () -> Void) -> Handle {
+        insert(.callback(action), after: delay)
+    }
+
+    /// Calls `target.timerFired(a, b)` after `delay` on the timer thread, unless the target is
+    /// gone by then (it is held weakly). Nothing is allocated for the timer.
+    @discardableResult
+    package func schedule(after delay: Duration, target: any TimerTarget, _ a: UInt64, _ b: UInt64) -> Handle {
+        insert(.target(WeakTimerTarget(target), a, b), after: delay)
+    }
+
+    private func insert(_ action: Action, after delay: Duration) -> Handle {
         let deadline = MonotonicClock.now.sinceOrigin + max(delay, .zero)
         let (id, first) = state.withLock { s -> (UInt64, Bool) in
             let id = s.nextID
@@ -83,7 +116,7 @@ public final class TimerService: Sendable {
     /// Stops the thread; pending timers never fire.
     public func shutdown() {
         // The callbacks come out of the lock and are released outside it (as in cancel).
-        let (wasRunning, _) = state.withLock { s -> (Bool, [UInt64: @Sendable () -> Void]) in
+        let (wasRunning, _) = state.withLock { s -> (Bool, [UInt64: Action]) in
             defer { s.running = false; s.heap.removeAll(); s.actions = [:] }
             return (s.running, s.actions)
         }
@@ -103,7 +136,7 @@ public final class TimerService: Sendable {
     }
 
     private func loop() {
-        var due: [@Sendable () -> Void] = []
+        var due: [Action] = []
         while true {
             let (running, next) = state.withLock { s -> (Bool, Duration?) in
                 guard s.running else { return (false, nil) }
@@ -115,7 +148,7 @@ public final class TimerService: Sendable {
             }
             guard running else { return }
             if !due.isEmpty {
-                for a in due { a() }
+                for a in due { a.run() }
                 due.removeAll(keepingCapacity: true)
                 continue
             }
@@ -126,6 +159,12 @@ public final class TimerService: Sendable {
             }
         }
     }
+}
+
+/// A weak reference to a ``TimerTarget``, for a timer's entry.
+struct WeakTimerTarget: Sendable {
+    weak var target: (any TimerTarget)?
+    init(_ target: any TimerTarget) { self.target = target }
 }
 
 /// A pthread mutex and a condition variable on CLOCK_MONOTONIC. pthread objects are made for

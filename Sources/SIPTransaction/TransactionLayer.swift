@@ -191,22 +191,21 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
     /// Routes a message received from `source` over a transport that is `reliable` or not.
     @inlinable public mutating func receive(_ message: SIPMessage, from source: Address, reliable: Bool) -> [Output] {
         if message.isRequest { return receiveRequest(message, from: source, reliable: reliable) }
-        guard let key = ClientKey(response: message), let id = clientIndex[key], var e = entries[id] else {
+        guard let key = ClientKey(response: message), let id = clientIndex[key], let i = entries.index(forKey: id) else {
             _counters.strayResponses += 1
             return [.strayResponse(message, from: source)]
         }
-        guard let actions = e.machine.handle(client: .response(message), server: nil) else { return [] }
+        // The machine is fed where it lies in the table (no copy of the entry and write-back).
+        guard let actions = entries.values[i].machine.handle(client: .response(message), server: nil) else { return [] }
         if actions.isEmpty { _counters.retransmissionsAbsorbed += 1 }
-        entries[id] = e
         return outputs(for: id, actions)
     }
 
     @inlinable mutating func receiveRequest(_ request: SIPMessage, from source: Address, reliable: Bool) -> [Output] {
         guard let method = request.method, let key = ServerKey(request: request) else { return [] }
-        if let id = serverIndex[key], var e = entries[id] {
+        if let id = serverIndex[key], let i = entries.index(forKey: id) {
             // A retransmission, or the ACK for a non-2xx (or 2xx, RFC 6026) response.
-            guard let actions = e.machine.handle(client: nil, server: .request(request)) else { return [] }
-            entries[id] = e
+            guard let actions = entries.values[i].machine.handle(client: nil, server: .request(request)) else { return [] }
             if actions.isEmpty || actions.allSatisfy({ if case .transmit = $0 { return true } else { return false } }) {
                 _counters.retransmissionsAbsorbed += 1
             }
@@ -274,23 +273,24 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
     /// Feeds `client` or `server` to the transaction's machine, whichever its side takes, and
     /// turns what it asks for into outputs.
     @inlinable mutating func feed(_ id: TransactionID, client: ClientTransactionInput?, server: ServerTransactionInput?) -> [Output] {
-        guard var e = entries[id], let actions = e.machine.handle(client: client, server: server) else { return [] }
-        entries[id] = e
+        guard let i = entries.index(forKey: id), let actions = entries.values[i].machine.handle(client: client, server: server) else { return [] }
         return outputs(for: id, actions)
     }
 
     @inlinable mutating func outputs(for id: TransactionID, _ actions: [TransactionAction], source: Address? = nil) -> [Output] {
-        guard let e = entries[id] else { return [] }
+        // Only the peer is read (not a copy of the whole entry).
+        guard let i = entries.index(forKey: id) else { return [] }
+        let peer = entries.values[i].peer
         var out: [Output] = []
         out.reserveCapacity(actions.count)
         for a in actions {
             switch a {
-            case .transmit(let m): out.append(.send(m, to: e.peer, transaction: id))
+            case .transmit(let m): out.append(.send(m, to: peer, transaction: id))
             case .startTimer(let t, let d): out.append(.startTimer(id, t, after: d))
             case .cancelTimer(let t): out.append(.cancelTimer(id, t))
             case .deliverResponse(let m): out.append(.response(m, transaction: id))
             case .deliverRequest(let m):
-                if m.method == .ack { out.append(.ack(m, from: source ?? e.peer)) } else { out.append(.request(m, from: source ?? e.peer, transaction: id)) }
+                if m.method == .ack { out.append(.ack(m, from: source ?? peer)) } else { out.append(.request(m, from: source ?? peer, transaction: id)) }
             case .timeout(let t): out.append(.timeout(id, t))
             case .transportError: out.append(.transportError(id))
             case .terminated:

@@ -680,7 +680,7 @@ public final class Phone: Sendable {
             case .remoteOffer(let b, let method):
                 // Answer re-INVITEs and UPDATEs (and a 2xx offer to our offerless INVITE); the
                 // initial INVITE's offer is answered when the call is accepted.
-                guard await agent.session(key)?.state != .incoming else { break }
+                guard await agent.sessionState(key) != .incoming else { break }
                 report("\(name): peer offers \(PhoneSDP.direction(of: b)) in \(method.token)")
                 switch answer(key, offer: b) {
                 case .success(let a):

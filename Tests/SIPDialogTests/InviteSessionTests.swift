@@ -316,6 +316,11 @@ struct InviteSessionTests {
         let o2 = m.request(inv, transaction: TransactionID(rawValue: 2))
         #expect(o2.contains { if case .incomingCall = $0 { return true } else { return false } })
         #expect(m.count == 1)
+        // The state read in place is the session's.
+        let key = try #require(m.keys.first)
+        #expect(m.state(of: key) == .incoming)
+        #expect(m.state(of: key) == m[key]?.state)
+        #expect(m.state(of: SessionKey(callID: "other", localTag: "x")) == nil)
         var cancel = try SIPMessage(method: .cancel, uri: try SIPURI("sip:alice@192.0.2.1"))
         try cancel.append(.via, "SIP/2.0/UDP 192.0.2.2;branch=z9hG4bKabc")
         try cancel.append(.from, "<sip:bob@b.example>;tag=bt")

@@ -219,4 +219,29 @@ struct HeaderValueTests {
         let e = expectParseError(.unsupportedVersion) { try v("OPTIONS sip:c@d SIP/3.0\n\n") }
         #expect(e?.suggestedStatusCode == 505)
     }
+
+    /// Presence and uniqueness are checked in one pass: still the first missing header in the
+    /// order Via, From, To, Call-ID, CSeq, before any repeated one; else the first repeated
+    /// header in the order From, To, Call-ID, CSeq, Max-Forwards, Content-Type, Expires, at the
+    /// offset of its second line.
+    @Test func validationReportsTheFirstMissingThenTheFirstRepeatedHeader() throws {
+        func v(_ s: String) throws { try SIPMessage(bytes: crlf(s)).validate() }
+        let via = "Via: SIP/2.0/UDP h;branch=z9hG4bK1\n", from = "From: <sip:a@b>;tag=1\n", to = "To: <sip:c@d>\n"
+        let id = "Call-ID: x@y\n", cseq = "CSeq: 1 OPTIONS\n"
+        // Missing To and CSeq, repeated Expires: the missing To wins.
+        var e = expectParseError(.missingHeader) { try v("OPTIONS sip:c@d SIP/2.0\n" + via + from + id + "Expires: 1\nExpires: 2\n\n") }
+        #expect(e?.detail.contains("To") == true)
+        // Repeated Expires (first in the message) and CSeq: CSeq comes first in the order.
+        let text = "OPTIONS sip:c@d SIP/2.0\n" + "Expires: 1\nExpires: 2\n" + via + from + to + id + cseq + "CSeq: 2 OPTIONS\n\n"
+        e = expectParseError(.duplicateHeader) { try v(text) }
+        #expect(e?.detail.contains("CSeq") == true)
+        let bytes = crlf(text), needle = Array("CSeq: 2".utf8)
+        let second = try #require((0...(bytes.count - needle.count)).first { Array(bytes[$0..<($0 + needle.count)]) == needle })
+        #expect(e?.offset == second)
+        // Three Max-Forwards lines: reported at the second.
+        e = expectParseError(.duplicateHeader) { try v("OPTIONS sip:c@d SIP/2.0\n" + via + from + to + id + cseq + "Max-Forwards: 1\nMax-Forwards: 2\nMax-Forwards: 3\n\n") }
+        #expect(e?.detail.contains("Max-Forwards") == true)
+        // Two Vias are fine.
+        try v("OPTIONS sip:c@d SIP/2.0\n" + via + via + from + to + id + cseq + "\n")
+    }
 }

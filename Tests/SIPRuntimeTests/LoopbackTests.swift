@@ -150,6 +150,45 @@ struct LoopbackTests {
         #expect(timers.pendingCount == 0)
     }
 
+    @Test(.timeLimit(.minutes(1)))
+    func timerTargetsAreCalledWithTheirNumbersAndHeldWeakly() async throws {
+        final class Target: TimerTarget {
+            let fired = Mutex<[[UInt64]]>([])
+            func timerFired(_ a: UInt64, _ b: UInt64) { fired.withLock { $0.append([a, b]) } }
+        }
+        let timers = TimerService()
+        defer { timers.shutdown() }
+        let target = Target()
+        timers.schedule(after: .milliseconds(20), target: target, 7, 3)
+        timers.schedule(after: .milliseconds(10), target: target, 1, 2)
+        timers.cancel(timers.schedule(after: .milliseconds(15), target: target, 9, 9))
+        // A target gone before its timer is due: the timer does nothing.
+        weak var gone: Target?
+        do {
+            let other = Target()
+            gone = other
+            timers.schedule(after: .milliseconds(5), target: other, 5, 5)
+        }
+        #expect(gone == nil)
+        let clock = ContinuousClock(), deadline = clock.now + .seconds(2)
+        while (target.fired.withLock { $0.count } < 2 || timers.pendingCount > 0) && clock.now < deadline {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        #expect(target.fired.withLock { $0 } == [[1, 2], [7, 3]])
+        #expect(timers.pendingCount == 0)
+    }
+
+    @Test func transactionTimersRoundTripThroughTheirCodes() {
+        var codes = Set<UInt64>()
+        for t in TransactionTimer.allCases {
+            let c = SIPEndpoint.code(of: t)
+            codes.insert(c)
+            #expect(SIPEndpoint.timer(code: c) == t)
+        }
+        #expect(codes.count == TransactionTimer.allCases.count)
+        #expect(SIPEndpoint.timer(code: 1000) == nil)
+    }
+
     @Test func runningTimersKeepOneHandlePerTimer() {
         let h = (0..<8).map { TimerService.Handle(id: UInt64($0)) }
         var r = RunningTimers()
