@@ -2,8 +2,8 @@ import Foundation
 import SIPMessage
 import Synchronization
 
-/// Faults our own UAS or registrar can be told to commit (`switchboard answer --misbehave FAULT`,
-/// `switchboard proxy --misbehave FAULT`), so that
+/// Faults our own UAS, UAC or registrar can be told to commit (`switchboard answer --misbehave FAULT`,
+/// `switchboard call --misbehave FAULT`, `switchboard proxy --misbehave FAULT`), so that
 /// tests can show the conformance runner catching each with the right rule. Each fault is a
 /// rewrite of outgoing messages, installed as `SIPEndpoint.Configuration.outboundRewrite`; the
 /// protocol machines themselves stay correct.
@@ -40,12 +40,25 @@ public enum Misbehaviour: String, Sendable, CaseIterable {
     /// The Session-Expires of a 2xx to INVITE or UPDATE loses its refresher parameter (breaks
     /// RFC 4028 §9).
     case noSessionExpiresRefresher = "no-session-expires-refresher"
+    /// Responses to INVITE that make a dialog (1xx with a tag, 2xx) are sent without the
+    /// request's Record-Route (breaks RFC 3261 §12.1.1).
+    case dropRecordRoute = "drop-record-route"
+    /// A caller: the ACK of a 2xx goes on the INVITE's branch instead of a new one (breaks RFC
+    /// 3261 §13.2.2.4: a 2xx ACK is a transaction of its own).
+    case reuseBranch = "reuse-branch"
+    /// A caller: the ACK of a 2xx is sent once; a retransmitted 2xx is not acknowledged again
+    /// (breaks RFC 3261 §13.2.2.4).
+    case noACKRetransmission = "no-ack-retransmission"
+    /// A caller: a non-2xx final response to INVITE is never acknowledged (breaks RFC 3261 §17.1.1.3).
+    case noACKOfNon2xx = "no-ack-of-non-2xx"
 
-    /// The suite whose tests catch this fault: `uas` (a phone answering) or `registrar`.
+    /// The suite whose tests catch this fault: `uas` (a phone answering), `uac` (a phone
+    /// calling: `switchboard call --misbehave`), `registrar`, `transfer` or `forward-uas`.
     public var suite: String {
         switch self {
         case .noContactIn2xx, .wrongToTag, .no2xxRetransmission, .noRetryAfterIn500, .noUnsupportedIn420, .noMinSEIn422, .unreliableProvisional,
-             .noSessionExpiresRefresher: return "uas"
+             .noSessionExpiresRefresher, .dropRecordRoute: return "uas"
+        case .reuseBranch, .noACKRetransmission, .noACKOfNon2xx: return "uac"
         case .noExpiresInRegister2xx: return "registrar"
         case .noNotifyAfterRefer, .referWithoutSipfrag, .notifyWithoutSubscriptionState: return "transfer"
         case .noContactIn3xx: return "forward-uas"
@@ -68,6 +81,9 @@ public enum Misbehaviour: String, Sendable, CaseIterable {
         case .noMinSEIn422: return .minSEIn422
         case .unreliableProvisional: return .reliableProvisional
         case .noSessionExpiresRefresher: return .sessionExpiresRefresher
+        case .dropRecordRoute: return .recordRouteEchoed
+        case .reuseBranch, .noACKRetransmission: return .ack2xx
+        case .noACKOfNon2xx: return .ackNon2xx
         }
     }
 
@@ -132,6 +148,39 @@ public enum Misbehaviour: String, Sendable, CaseIterable {
                 out.remove(.rseq)
                 out.remove(.require)
                 return out
+            }
+        case .dropRecordRoute:
+            return { m in
+                guard !m.isRequest, (101...299).contains(m.statusCode ?? 0), (try? m.cseq().method) == .invite else { return m }
+                var out = m
+                out.remove(.recordRoute)
+                return out
+            }
+        case .reuseBranch:
+            let branches = Mutex<[String: String]>([:])   // Call-ID → the INVITE's branch
+            return { m in
+                guard let callID = m.callID, let branch = m.topViaBranch else { return m }
+                if m.method == .invite, m.toTag == nil { branches.withLock { $0[callID] = branch } }
+                guard m.method == .ack, let invite = branches.withLock({ $0[callID] }), invite != branch,
+                      let via = m[.via], let range = via.range(of: "branch=\(branch)") else { return m }
+                var out = m
+                try? out.set(.via, via.replacingCharacters(in: range, with: "branch=\(invite)"))
+                return out
+            }
+        case .noACKRetransmission:
+            let acked = Mutex<Set<String>>([])   // Call-ID and CSeq of the ACKs sent
+            return { m in
+                guard m.method == .ack, let callID = m.callID, let cseq = try? m.cseq() else { return m }
+                return acked.withLock { $0.insert("\(callID) \(cseq.sequence)").inserted } ? m : nil
+            }
+        case .noACKOfNon2xx:
+            let branches = Mutex<Set<String>>([])   // the INVITEs' branches
+            return { m in
+                guard let branch = m.topViaBranch else { return m }
+                if m.method == .invite { branches.withLock { _ = $0.insert(branch) } }
+                // The ACK of a non-2xx is the only one on its INVITE's branch (§17.1.1.3).
+                if m.method == .ack, branches.withLock({ $0.contains(branch) }) { return nil }
+                return m
             }
         case .noSessionExpiresRefresher:
             return { m in

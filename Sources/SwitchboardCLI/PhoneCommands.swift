@@ -102,14 +102,19 @@ struct PhoneOptions: ParsableArguments {
     @OptionGroup var tracing: TraceOptions
     @OptionGroup var capture: CaptureOptions
 
+    @Option(name: .long, help: ArgumentHelp("Break an RFC rule on purpose, to test conformance checkers: \(Misbehaviour.allCases.filter { ["uas", "uac", "transfer", "forward-uas"].contains($0.suite) }.map(\.rawValue).joined(separator: ", ")) (the uac ones as a caller, the others as the answering side).",
+                                            valueName: "fault"))
+    var misbehave: Misbehaviour?
+
     /// The user agent of a phone listening on `point` as `identity`: its credentials, logger
-    /// (`label`) and traffic mirror (`mirror`, from ``CaptureOptions/sink()``).
+    /// (`label`), traffic mirror (`mirror`, from ``CaptureOptions/sink()``) and fault (`--misbehave`).
     func agent(_ point: SIPEndpoint.ListenPoint, identity: SIPURI, outboundProxy: SIPURI? = nil, label: String,
                mirror: TrafficMirror?) -> SIPUserAgent.Configuration {
         var config = SIPUserAgent.Configuration(endpoint: .init(listen: [point]), identity: identity, credentials: account.login.credentials(for: identity),
                                                 outboundProxy: outboundProxy, transport: point.transport)
         config.logger = logging.logger(label)
         config.endpoint.capture = mirror
+        config.endpoint.outboundRewrite = misbehave?.rewriter()
         return config
     }
 }
@@ -386,10 +391,6 @@ struct Answer: AsyncParsableCommand {
     @Option(name: .long, help: "With --forward-to: the history the 302 carries: diversion (RFC 5806), history-info (RFC 7044) or both.")
     var forwardHistory: ForwardHistoryOption = .diversion
 
-    @Option(name: .long, help: ArgumentHelp("Break an RFC rule on purpose, to test conformance checkers: \(Misbehaviour.allCases.map(\.rawValue).joined(separator: ", ")).",
-                                            valueName: "fault"))
-    var misbehave: Misbehaviour?
-
     @OptionGroup var common: PhoneOptions
 
     func phoneMedia(host: String) throws -> PhoneMediaOptions? {
@@ -415,8 +416,7 @@ struct Answer: AsyncParsableCommand {
         let identity = try SIPURI(aor ?? "sip:switchboard@\(host)")
         let mirror = try common.capture.sink()
         defer { mirror?.close() }
-        var config = common.agent(point, identity: identity, label: "switchboard.answer", mirror: mirror)
-        config.endpoint.outboundRewrite = misbehave?.rewriter()
+        let config = common.agent(point, identity: identity, label: "switchboard.answer", mirror: mirror)
         let say = stamped(.now)
         let accepts = common.transfer.refer == .accept
         let phone = try Phone(name: "answer", configuration: config, autoAnswer: .milliseconds(Int64(ring)),

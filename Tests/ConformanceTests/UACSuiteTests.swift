@@ -176,35 +176,9 @@ struct UACSuiteTests {
         #expect(Set(report.results.flatMap(\.findings).map(\.rule)) == [.sessionExpiresAfter422], "\(Self.describe(report))")
     }
 
-    /// A phone that sends the ACK for a 2xx on its INVITE's branch (a 2xx ACK is a transaction of
-    /// its own, RFC 3261 §13.2.2.4, and needs a new branch).
-    static func reuseInviteBranchOnACK() -> @Sendable (SIPMessage) -> SIPMessage? {
-        let branches = Mutex<[String: String]>([:])   // Call-ID → the INVITE's branch
-        return { m in
-            guard let callID = m.callID, let branch = m.topViaBranch else { return m }
-            if m.method == .invite, m.toTag == nil { branches.withLock { $0[callID] = branch } }
-            guard m.method == .ack, let invite = branches.withLock({ $0[callID] }), invite != branch,
-                  let via = m[.via], let range = via.range(of: "branch=\(branch)") else { return m }
-            var out = m
-            try? out.set(.via, via.replacingCharacters(in: range, with: "branch=\(invite)"))
-            return out
-        }
-    }
-
-    /// A phone that never sends the ACK for a non-2xx final response.
-    static func dropACKOfNon2xx() -> @Sendable (SIPMessage) -> SIPMessage? {
-        let branches = Mutex<Set<String>>([])   // the INVITEs' branches
-        return { m in
-            guard let branch = m.topViaBranch else { return m }
-            if m.method == .invite { branches.withLock { _ = $0.insert(branch) } }
-            if m.method == .ack, branches.withLock({ $0.contains(branch) }) { return nil }
-            return m
-        }
-    }
-
     @Test(.timeLimit(.minutes(1)))
     func aReusedBranchOnThe2xxACKIsNamed() async throws {
-        let phone = try Self.callingPhone(Self.reuseInviteBranchOnACK())
+        let phone = try Self.callingPhone(Misbehaviour.reuseBranch.rewriter())
         defer { phone.close() }
         let report = try await Self.runAgainst(phone, port: try Self.freePort())
         let findings = report.results.flatMap(\.findings)
@@ -218,7 +192,7 @@ struct UACSuiteTests {
 
     @Test(.timeLimit(.minutes(1)))
     func aMissingACKOfA486IsNamed() async throws {
-        let phone = try Self.callingPhone(Self.dropACKOfNon2xx())
+        let phone = try Self.callingPhone(Misbehaviour.noACKOfNon2xx.rewriter())
         defer { phone.close() }
         let report = try await Self.runAgainst(phone, port: try Self.freePort())
         let findings = report.results.flatMap(\.findings)
@@ -226,6 +200,20 @@ struct UACSuiteTests {
         #expect(findings.allSatisfy { $0.detail.contains(" to the INVITE (CSeq ") && $0.detail.hasSuffix("was never acknowledged") }, "\(Self.describe(report))")
         let failed = Set(report.results.filter { $0.verdict != .pass }.map(\.name))
         #expect(failed == ["ack-non-2xx", "invite-retransmission", "redirect-3xx", "session-timer-422"], "\(Self.describe(report))\n\(Self.ladder(report))")
+    }
+
+    /// `switchboard call --misbehave no-ack-retransmission`: the 2xx retransmitted after the ACK
+    /// is not acknowledged again (RFC 3261 §13.2.2.4).
+    @Test(.timeLimit(.minutes(1)))
+    func aRetransmitted2xxNotAcknowledgedAgainIsNamed() async throws {
+        let phone = try Self.callingPhone(Misbehaviour.noACKRetransmission.rewriter())
+        defer { phone.close() }
+        let report = try await Self.runAgainst(phone, port: try Self.freePort(), only: ["basic-call", "2xx-retransmission-ack"])
+        let findings = report.results.flatMap(\.findings)
+        #expect(Set(findings.map(\.rule)) == [Misbehaviour.noACKRetransmission.brokenRule], "\(Self.describe(report))")
+        #expect(findings.allSatisfy { $0.detail.contains("was not acknowledged again") }, "\(Self.describe(report))")
+        let failed = Set(report.results.filter { $0.verdict != .pass }.map(\.name))
+        #expect(failed == ["2xx-retransmission-ack"], "\(Self.describe(report))\n\(Self.ladder(report))")
     }
 
     /// Runs the uac suite while SIPp's built-in uac (`sipp -sn uac`) calls it: four calls, one at a
