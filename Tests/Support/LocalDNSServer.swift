@@ -235,8 +235,11 @@ public func deadServerAddress() -> SocketAddress {
 
 /// A UDP port of 127.0.0.1 free right now (bound, read, released): for a peer to start on, or,
 /// left alone, an address where nothing answers.
-public func freeUDPPort() -> UInt16 {
-    let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+public func freeUDPPort() -> UInt16 { freeLoopbackPort(Int32(SOCK_DGRAM.rawValue)) }
+
+/// A port of 127.0.0.1 free right now for sockets of `type` (bound, read, released).
+func freeLoopbackPort(_ type: Int32) -> UInt16 {
+    let fd = socket(AF_INET, type | Int32(SOCK_CLOEXEC.rawValue), 0)
     _ = LocalDNSServer.bind(fd, port: 0)
     let port = LocalDNSServer.localPort(fd)
     close(fd)

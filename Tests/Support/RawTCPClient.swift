@@ -105,10 +105,4 @@ public final class RawTCPClient {
 
 /// A TCP port of 127.0.0.1 free right now (bound, read, released): an address where nothing
 /// accepts connections.
-public func freeTCPPort() -> UInt16 {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-    _ = LocalDNSServer.bind(fd, port: 0)
-    let port = LocalDNSServer.localPort(fd)
-    close(fd)
-    return port
-}
+public func freeTCPPort() -> UInt16 { freeLoopbackPort(Int32(SOCK_STREAM.rawValue)) }
