@@ -55,6 +55,40 @@ public final class SIPCaptureReader {
         return true
     }
 
+    /// ``nextEvents(into:)`` with a fast path for RTP: frames that are plain UDP datagrams
+    /// (``CaptureDecoder`` would report them as ``CaptureEvent/datagram(_:)`` of kind
+    /// ``CapturedDatagram/Kind/rtp``) are decoded in place, in capture order, and handed to
+    /// `rtp` as a ``BorrowedDatagram`` — no event, no copy, no allocation — with the decoder's
+    /// counters kept as if it had decoded them. Every other frame (SIP, RTCP, TCP, fragments,
+    /// anything unusual) comes out as events, as from ``nextEvents(into:)``. The fast path is
+    /// taken only when the decoder was made with `datagrams` (and never while IP fragments
+    /// wait for reassembly); otherwise every frame comes as events.
+    public func nextEvents(into events: inout [CaptureEvent], rtp: (BorrowedDatagram) -> Void) throws(CaptureFileError) -> Bool {
+        events.removeAll(keepingCapacity: true)
+        while events.isEmpty {
+            if !finished && decoder.fastPathOpen { scanRTP(rtp) }
+            guard try decodeNext(into: &events) else { return false }
+        }
+        return true
+    }
+
+    /// Hands RTP frames to `rtp` until a frame needs the decoder (or the file ends).
+    private func scanRTP(_ rtp: (BorrowedDatagram) -> Void) {
+        var frames = 0, v6 = 0
+        var first: CaptureTimestamp?
+        _ = reader.scanFrames { h, bytes in
+            guard let u = CaptureDecoder.plainUDP(h.linkType, bytes) else { return false }
+            let payload = UnsafeRawBufferPointer(rebasing: bytes[u.payload])
+            guard BorrowedDatagram.isRTP(payload) else { return false }
+            if frames == 0 { first = h.timestamp }
+            frames += 1
+            if u.v6 { v6 += 1 }
+            rtp(BorrowedDatagram(timestamp: h.timestamp, source: u.source, destination: u.destination, frameNumber: h.number, payload: payload))
+            return true
+        }
+        decoder.countFastPath(frames: frames, v6: v6, first: first)
+    }
+
     /// Appends the events of the next frame to `events` (empty on entry), or, past the last
     /// frame, those ``CaptureDecoder/finish()`` reports; `false` once that has been done.
     private func decodeNext(into events: inout [CaptureEvent]) throws(CaptureFileError) -> Bool {
