@@ -24,10 +24,11 @@ public final class SIPCaptureReader {
         decoder = CaptureDecoder(limits: limits, digests: digests, datagrams: datagrams, payloads: payloads)
     }
 
-    /// Reads a capture held in memory.
-    public init(bytes: [UInt8], limits: CaptureDecoder.Limits = .init()) throws(CaptureFileError) {
+    /// Reads a capture held in memory (the options as for a file).
+    public init(bytes: [UInt8], limits: CaptureDecoder.Limits = .init(), digests: Bool = false, datagrams: Bool = false,
+                payloads: Bool = false) throws(CaptureFileError) {
         reader = try CaptureFileReader(bytes: bytes)
-        decoder = CaptureDecoder(limits: limits)
+        decoder = CaptureDecoder(limits: limits, digests: digests, datagrams: datagrams, payloads: payloads)
     }
 
     /// The decoder's counters so far.
