@@ -175,13 +175,16 @@ struct RTPFastPathTests {
         var counters: CaptureCounters
         var sipMessages: Int
         var error: CaptureFileError?
+        /// The kept payloads (audio export), as text.
+        var payloads: [String]
     }
 
     /// Reads the capture at `path` as `capture --rtp` does, by the fast path or the general one;
     /// also returns the analysis and how many datagrams the fast path took.
-    static func analyze(_ path: String, fast: Bool) throws -> (Outcome, RTPStreamAnalyzer, Int) {
+    /// With `audio`, payloads and timelines are kept too (what `--audio` and `--html` ask for).
+    static func analyze(_ path: String, fast: Bool, audio: Bool = false) throws -> (Outcome, RTPStreamAnalyzer, Int) {
         let reader = try SIPCaptureReader(path: path, datagrams: true, payloads: true)
-        var analysis = CaptureAnalyzer(keepCalls: true, rtp: true)
+        var analysis = CaptureAnalyzer(keepCalls: true, rtp: true, rtpPayloads: audio, rtpTimelines: audio)
         var events: [CaptureEvent] = []
         var lent = 0
         func take(_ e: CaptureEvent) {
@@ -208,7 +211,7 @@ struct RTPFastPathTests {
         let rtp = try #require(analysis.rtp)
         let outcome = Outcome(streams: rtp.streams.map { String(describing: $0) }, calls: rtp.calls, rtcpPackets: rtp.rtcpPackets,
                               unmatchedReportBlocks: rtp.unmatchedReportBlocks, counters: reader.counters, sipMessages: analysis.summary.messages,
-                              error: failure)
+                              error: failure, payloads: rtp.payloads.map { String(describing: $0) })
         return (outcome, rtp, lent)
     }
 
@@ -245,6 +248,12 @@ struct RTPFastPathTests {
         #expect(general.counters.fragments == 2 && general.counters.datagramsReassembled == 1 && general.counters.tcpSegments == 1)
         #expect(general.counters.ipv6Packets == 59)
         #expect(rtp.rtcpPackets == 2)
+        // Payloads kept and timelines drawn: the same again.
+        let (generalAudio, withAudio, _) = try Self.analyze(path, fast: false, audio: true)
+        let (fastAudio, _, _) = try Self.analyze(path, fast: true, audio: true)
+        #expect(fastAudio == generalAudio)
+        #expect(withAudio.payloads.map(\.count) == withAudio.streams.map(\.packets))
+        #expect(withAudio.streams.allSatisfy { !$0.timeline.isEmpty })
     }
 
     @Test("pcapng: the fast path gives every figure the general path gives")
