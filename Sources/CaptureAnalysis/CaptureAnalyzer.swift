@@ -336,6 +336,17 @@ public struct CaptureAnalyzer: Sendable {
         if rtp != nil { rtp!.add(datagram) } else if details { mediaCounter.count(datagram) }
     }
 
+    /// Takes in an RTP datagram lent in place (``SIPCaptureReader/nextEvents(into:rtp:)``): the
+    /// same as ``add(_:)-(CapturedDatagram)`` with its ``BorrowedDatagram/datagram``, without the copy.
+    public mutating func add(_ datagram: BorrowedDatagram) {
+        if rtp != nil {
+            rtp!.add(datagram)
+        } else if details {
+            mediaCounter.count(CapturedDatagram(timestamp: datagram.timestamp, source: datagram.source, destination: datagram.destination,
+                                                frameNumber: datagram.frameNumber, length: datagram.payload.count, kind: .rtp))
+        }
+    }
+
     /// Counts a message in the summary and its call; returns the call's position, whether the
     /// message was a retransmission and whether it counted in its call's transactions.
     private mutating func take(_ d: SIPMessageDigest, time t: CaptureTimestamp, source: CaptureEndpoint) -> (Int, Bool, Bool) {

@@ -364,6 +364,8 @@ public struct RTPStreamAnalyzer: Sendable {
 
     private var states: [StreamState] = []
     private var index: [StreamKey: Int] = [:]
+    /// The IPv4 streams again, by their key packed in two words (the fast path's lookup).
+    private var packedIndex = PackedStreamIndex()
     private var lastKey: StreamKey?
     private var lastIndex = 0
     /// Announced RTP endpoints → (format table position, call).
@@ -467,6 +469,29 @@ public struct RTPStreamAnalyzer: Sendable {
     }
     #endif
 
+    /// Takes in an RTP datagram lent in place by ``SIPCaptureReader/nextEvents(into:rtp:)``:
+    /// the same as ``add(_:)-(CapturedDatagram)`` with its ``BorrowedDatagram/datagram``, but a
+    /// packet of a stream already known is counted from the lent bytes (its stream found by its
+    /// addresses, ports and SSRC packed in two words), with no copy and no allocation. A packet
+    /// that starts a stream or that the heuristic holds, and every packet when SRTP is in play,
+    /// goes the general way (copied).
+    @discardableResult
+    public mutating func add(_ d: BorrowedDatagram) -> Int? {
+        #if canImport(SRTP)
+        if decryption != nil { return add(d.datagram) }
+        #endif
+        guard let h = RTPHeaderView(d.payload) else { return nil }
+        let found: Int?
+        if let packed = PackedStreamIndex.Key(source: d.source, destination: d.destination, ssrc: h.ssrc) {
+            found = packedIndex.find(packed)
+        } else {
+            found = index[StreamKey(source: d.source, destination: d.destination, ssrc: h.ssrc)]
+        }
+        guard let i = found else { return add(d.datagram) }
+        update(i, h, time: d.timestamp, frame: d.frameNumber, payload: h.payload(of: d.payload), opaque: false, payloadCount: h.payloadLength)
+        return i
+    }
+
     // MARK: RTP
 
     private mutating func addRTP(_ d: CapturedDatagram, opaque: Bool = false) -> Int? {
@@ -494,6 +519,7 @@ public struct RTPStreamAnalyzer: Sendable {
         let i = states.count
         states.append(StreamState(key: key, announcement: announcement, firstTime: d.timestamp, firstFrame: d.frameNumber))
         index[key] = i
+        if let packed = PackedStreamIndex.Key(source: key.source, destination: key.destination, ssrc: key.ssrc) { packedIndex.insert(packed, i) }
         if keepPayloads { payloads.append([]) }
         lastKey = key
         lastIndex = i
@@ -516,7 +542,9 @@ public struct RTPStreamAnalyzer: Sendable {
                     states[i].firstTime = c.packets.first?.time ?? d.timestamp
                     states[i].firstFrame = c.packets.first?.frame ?? d.frameNumber
                     for p in c.packets {
-                        update(i, p.header, time: p.time, frame: p.frame, payload: p.payload[...], opaque: p.opaque, payloadCount: p.payloadCount)
+                        p.payload.withUnsafeBytes { b in
+                            update(i, p.header, time: p.time, frame: p.frame, payload: b, opaque: p.opaque, payloadCount: p.payloadCount)
+                        }
                     }
                     update(i, h, d, opaque: opaque)
                     return i
@@ -539,45 +567,28 @@ public struct RTPStreamAnalyzer: Sendable {
     }
 
     private mutating func update(_ i: Int, _ h: RTPHeaderView, _ d: CapturedDatagram, opaque: Bool = false) {
-        let payload = h.payload(of: d.payload)
-        update(i, h, time: d.timestamp, frame: d.frameNumber, payload: opaque ? [] : payload, opaque: opaque, payloadCount: payload.count)
+        d.payload.withUnsafeBytes { b in
+            update(i, h, time: d.timestamp, frame: d.frameNumber, payload: opaque ? RTPHeaderView.empty : h.payload(of: b), opaque: opaque,
+                   payloadCount: h.payloadLength)
+        }
     }
 
     /// The per-packet statistics (see the type's documentation for the rules). An `opaque`
     /// packet (SRTP not decrypted) counts by its header only.
-    private mutating func update(_ i: Int, _ h: RTPHeaderView, time: CaptureTimestamp, frame: Int, payload: ArraySlice<UInt8>, opaque: Bool,
+    private mutating func update(_ i: Int, _ h: RTPHeaderView, time: CaptureTimestamp, frame: Int, payload: UnsafeRawBufferPointer, opaque: Bool,
                                  payloadCount: Int) {
         let pt = h.payloadType
-        let fmt: RTPPayloadFormat
-        if pt == states[i].lastFormat.payloadType && states[i].packets > 0 {
-            fmt = states[i].lastFormat
-        } else {
-            fmt = format(pt, announcement: states[i].announcement) ?? RTPPayloadFormat.unannounced(pt)
+        if pt != states[i].lastFormat.payloadType || states[i].packets == 0 {
+            let fmt = format(pt, announcement: states[i].announcement) ?? RTPPayloadFormat.unannounced(pt)
             states[i].lastFormat = fmt
             states[i].lastIsEvent = fmt.isTelephoneEvent
             states[i].lastIsCN = fmt.isComfortNoise
             if !states[i].formats.contains(where: { $0.payloadType == pt }) { states[i].formats.append(fmt) }
         }
-        states[i].take(h, time: time, frame: frame, format: fmt, payloadCount: payloadCount)
-        if keepsTimelines {
-            let g711 = !opaque && !states[i].lastIsEvent && !states[i].lastIsCN && (pt == 0 || pt == 8)
-            states[i].noteTimeline(time: time, payload: g711 ? payload : [], aLaw: pt == 8, clocked: fmt.clockRate > 0 && !states[i].lastIsEvent)
-        }
-        if opaque {
-            states[i].opaque += 1
-            return
-        }
-        if states[i].lastIsEvent {
-            states[i].noteEvent(payload, timestamp: h.timestamp, time: time)
-        } else if states[i].stillSilent, !states[i].lastIsCN {
-            if fmt.payloadType == 0 || fmt.payloadType == 8 {
-                states[i].checkSilence(payload, aLaw: fmt.payloadType == 8, threshold: silenceThreshold)
-            } else {
-                states[i].stillSilent = false
-                states[i].g711Only = false
-            }
-        }
-        if keepPayloads {
+        // One access to the stream's state for the whole packet.
+        states[i].packet(h, time: time, frame: frame, payload: payload, opaque: opaque, payloadCount: payloadCount, timeline: keepsTimelines,
+                         silenceThreshold: silenceThreshold)
+        if keepPayloads && !opaque {
             payloads[i].append(PayloadPacket(time: time, sequence: states[i].extendedSequence, timestamp: h.timestamp, payloadType: pt,
                                              payload: Array(payload)))
         }
@@ -674,6 +685,78 @@ public struct RTPStreamAnalyzer: Sendable {
     public func stream(_ key: StreamKey) -> Stream? { streams.first { $0.key == key } }
 }
 
+/// Stream positions by IPv4 source, destination and SSRC packed in two words: open addressing
+/// with linear probing in a power-of-two table kept at most half full (no hashing of
+/// endpoint enums, no allocation per lookup).
+struct PackedStreamIndex: Sendable {
+    /// Source and destination addresses; source port, destination port and SSRC.
+    struct Key: Sendable, Equatable {
+        var addresses: UInt64
+        var portsAndSSRC: UInt64
+
+        /// `nil` unless both addresses are IPv4.
+        @inline(__always)
+        init?(source: CaptureEndpoint, destination: CaptureEndpoint, ssrc: UInt32) {
+            guard case .v4(let a) = source.address, case .v4(let b) = destination.address else { return nil }
+            addresses = UInt64(a.value) << 32 | UInt64(b.value)
+            portsAndSSRC = UInt64(source.port) << 48 | UInt64(destination.port) << 32 | UInt64(ssrc)
+        }
+
+        @inline(__always)
+        var hash: UInt64 {
+            let h = (addresses &* 0x9E37_79B9_7F4A_7C15) ^ (portsAndSSRC &* 0xBF58_476D_1CE4_E5B9)
+            return h ^ (h >> 29)
+        }
+    }
+
+    private var keys: [Key] = []
+    /// Position + 1 in the streams; 0 for an empty slot.
+    private var slots: [Int32] = []
+    private var count = 0
+
+    @inline(__always)
+    func find(_ key: Key) -> Int? {
+        let mask = slots.count - 1
+        guard mask > 0 else { return nil }
+        return slots.withUnsafeBufferPointer { s in
+            keys.withUnsafeBufferPointer { k in
+                var j = Int(truncatingIfNeeded: key.hash) & mask
+                while true {
+                    let v = s[j]
+                    if v == 0 { return nil }
+                    if k[j] == key { return Int(v) - 1 }
+                    j = (j + 1) & mask
+                }
+            }
+        }
+    }
+
+    mutating func insert(_ key: Key, _ position: Int) {
+        guard position < Int(Int32.max) else { return }  // past that, found through the dictionary
+        if (count + 1) * 2 > slots.count {
+            let old = zip(keys, slots).filter { $0.1 != 0 }
+            let size = max(64, slots.count * 2)
+            keys = Array(repeating: key, count: size)
+            slots = Array(repeating: 0, count: size)
+            count = 0
+            for (k, v) in old { place(k, v) }
+        }
+        place(key, Int32(position + 1))
+    }
+
+    private mutating func place(_ key: Key, _ value: Int32) {
+        let mask = slots.count - 1
+        var j = Int(truncatingIfNeeded: key.hash) & mask
+        while slots[j] != 0 {
+            if keys[j] == key { slots[j] = value; return }
+            j = (j + 1) & mask
+        }
+        keys[j] = key
+        slots[j] = value
+        count += 1
+    }
+}
+
 /// A stream direction without SSRC (the heuristic's candidates).
 private struct FlowKey: Hashable, Sendable {
     var source: CaptureEndpoint
@@ -707,11 +790,21 @@ struct RTPHeaderView: Sendable {
     var payloadOffset: Int
     var payloadLength: Int
 
+    /// No payload (an opaque packet's).
+    static var empty: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: nil, count: 0) }
+
     /// `nil` unless version 2 with the CSRC list, the extension and the padding inside the datagram.
     init?(_ b: ArraySlice<UInt8>) {
+        guard let h = b.withUnsafeBytes({ RTPHeaderView($0) }) else { return nil }
+        self = h
+    }
+
+    /// The same over bytes in place.
+    @inline(__always)
+    init?(_ b: UnsafeRawBufferPointer) {
         let n = b.count
         guard n >= 12 else { return nil }
-        let s = b.startIndex
+        let s = 0
         let first = b[s]
         guard first >> 6 == 2 else { return nil }
         marker = b[s + 1] & 0x80 != 0
@@ -739,6 +832,10 @@ struct RTPHeaderView: Sendable {
     func payload(of b: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
         let s = b.startIndex + payloadOffset
         return b[s..<(s + payloadLength)]
+    }
+
+    func payload(of b: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(rebasing: b[payloadOffset..<(payloadOffset + payloadLength)])
     }
 }
 
@@ -800,7 +897,35 @@ struct StreamState: Sendable {
     var extendedSequence: Int64 { lastExtended }
     var lastExtended: Int64 = 0
 
-    mutating func take(_ h: RTPHeaderView, time: CaptureTimestamp, frame: Int, format: RTPPayloadFormat, payloadCount: Int) {
+    /// One packet of the stream (its format already noted in ``lastFormat``): the statistics,
+    /// the timeline, and the content (DTMF events, silence), unless `opaque`.
+    @inline(__always)
+    mutating func packet(_ h: RTPHeaderView, time: CaptureTimestamp, frame: Int, payload: UnsafeRawBufferPointer, opaque: Bool, payloadCount: Int,
+                         timeline keepTimeline: Bool, silenceThreshold: Int16) {
+        let pt = h.payloadType
+        let clockRate = lastFormat.clockRate
+        take(h, time: time, frame: frame, clockRate: clockRate, payloadCount: payloadCount)
+        if keepTimeline {
+            let g711 = !opaque && !lastIsEvent && !lastIsCN && (pt == 0 || pt == 8)
+            noteTimeline(time: time, payload: g711 ? payload : RTPHeaderView.empty, aLaw: pt == 8, clocked: clockRate > 0 && !lastIsEvent)
+        }
+        if opaque {
+            self.opaque += 1
+            return
+        }
+        if lastIsEvent {
+            noteEvent(payload, timestamp: h.timestamp, time: time)
+        } else if stillSilent, !lastIsCN {
+            if pt == 0 || pt == 8 {
+                checkSilence(payload, aLaw: pt == 8, threshold: silenceThreshold)
+            } else {
+                stillSilent = false
+                g711Only = false
+            }
+        }
+    }
+
+    mutating func take(_ h: RTPHeaderView, time: CaptureTimestamp, frame: Int, clockRate: Int, payloadCount: Int) {
         payloadBytes += payloadCount
         if h.marker { markers += 1 }
         lastTime = time
@@ -822,7 +947,7 @@ struct StreamState: Sendable {
         previousWasCN = isCN
         // Telephone events keep their start timestamp for the whole event (RFC 4733 §2.5.1.2):
         // no jitter is computed on them (Wireshark gives them no clock rate either).
-        let clock = lastIsEvent ? 0 : format.clockRate
+        let clock = lastIsEvent ? 0 : clockRate
         let delta = arrival - lastArrival
         if clock > 0 {
             let nominal = Double(h.timestamp &- firstRTPTimestamp)
@@ -865,7 +990,7 @@ struct StreamState: Sendable {
 
     /// The packet just taken into its timeline bucket: a packet, the gap it ended, the jitter
     /// after it (`clocked`), and the power of its G.711 samples (`payload`, empty when none).
-    mutating func noteTimeline(time: CaptureTimestamp, payload: ArraySlice<UInt8>, aLaw: Bool, clocked: Bool) {
+    mutating func noteTimeline(time: CaptureTimestamp, payload: UnsafeRawBufferPointer, aLaw: Bool, clocked: Bool) {
         let offset = max(0, time.totalNanoseconds &- firstTime.totalNanoseconds)
         var k = Int(offset / bucketNanoseconds)
         while k >= RTPStreamAnalyzer.maxTimelineBuckets {
@@ -900,9 +1025,9 @@ struct StreamState: Sendable {
     }
 
     /// An RFC 4733 event packet: a new digit when its RTP timestamp is new.
-    mutating func noteEvent(_ payload: ArraySlice<UInt8>, timestamp: UInt32, time: CaptureTimestamp) {
+    mutating func noteEvent(_ payload: UnsafeRawBufferPointer, timestamp: UInt32, time: CaptureTimestamp) {
         guard payload.count >= 4 else { return }
-        let s = payload.startIndex
+        let s = 0
         let event = payload[s], end = payload[s + 1] & 0x80 != 0
         let duration = UInt16(payload[s + 2]) << 8 | UInt16(payload[s + 3])
         if let k = dtmf.indices.last, dtmf[k].rtpTimestamp == timestamp, dtmf[k].event == event {
@@ -916,7 +1041,7 @@ struct StreamState: Sendable {
                                  rtpTimestamp: timestamp))
     }
 
-    mutating func checkSilence(_ payload: ArraySlice<UInt8>, aLaw: Bool, threshold: Int16) {
+    mutating func checkSilence(_ payload: UnsafeRawBufferPointer, aLaw: Bool, threshold: Int16) {
         for c in payload {
             let v = aLaw ? Self.aLaw(c) : Self.muLaw(c)
             if v > threshold || v < -threshold { stillSilent = false; return }

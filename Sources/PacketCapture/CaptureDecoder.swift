@@ -142,6 +142,50 @@ public struct CapturedDatagram: Sendable, Hashable {
     }
 }
 
+/// An RTP datagram handed over in place by ``SIPCaptureReader/nextEvents(into:rtp:)``: the
+/// same facts as a ``CapturedDatagram`` of kind ``CapturedDatagram/Kind/rtp``, with its payload
+/// lent from the reader's buffer rather than held in an event.
+///
+/// Not `Sendable`, and valid only during the call it is handed to: ``payload`` points into the
+/// reader's buffer, which the next read reuses. Copy what must be kept (``datagram``).
+public struct BorrowedDatagram {
+    /// The capture time.
+    public var timestamp: CaptureTimestamp
+    /// Sender.
+    public var source: CaptureEndpoint
+    /// Receiver.
+    public var destination: CaptureEndpoint
+    /// The frame number.
+    public var frameNumber: Int
+    /// The UDP payload, lent for the call.
+    public var payload: UnsafeRawBufferPointer
+
+    /// A datagram lent in place.
+    public init(timestamp: CaptureTimestamp, source: CaptureEndpoint, destination: CaptureEndpoint, frameNumber: Int, payload: UnsafeRawBufferPointer) {
+        self.timestamp = timestamp
+        self.source = source
+        self.destination = destination
+        self.frameNumber = frameNumber
+        self.payload = payload
+    }
+
+    /// The datagram as the general path reports it, its payload copied.
+    public var datagram: CapturedDatagram {
+        let bytes = [UInt8](payload)
+        return CapturedDatagram(timestamp: timestamp, source: source, destination: destination, frameNumber: frameNumber, length: bytes.count,
+                                kind: CapturedDatagram.classify(bytes[...]), payload: bytes[...])
+    }
+
+    /// Whether a UDP payload is one the fast path hands over: what ``CapturedDatagram/classify(_:)``
+    /// calls RTP (version 2, at least 12 bytes, second byte outside 192–223). Its first byte
+    /// (0x80–0xBF) is neither CR, LF nor a token byte, so it can never start a SIP message.
+    @inline(__always)
+    static func isRTP(_ p: UnsafeRawBufferPointer) -> Bool {
+        guard p.count >= 12, p[0] >> 6 == 2 else { return false }
+        return !(192...223).contains(p[1])
+    }
+}
+
 /// A SIP message found in a capture, as its ``SIPMessageDigest`` (what a summary counts).
 public struct CapturedSIPDigest: Sendable {
     /// The capture time of the frame that carried (for TCP: completed) the message.
@@ -281,6 +325,103 @@ public struct CaptureDecoder: Sendable {
         if expired > 0 { anomaly(frame.number, .fragmentTimeout(count: expired)) }
         decodeLink(frame, bytes)
         swap(&out, &events)
+    }
+
+    // MARK: fast path
+
+    /// Where a frame's UDP payload lies, when the frame is a plain UDP datagram: Ethernet
+    /// (with VLAN tags), Linux cooked v1/v2, raw IP or loopback; IPv4 without fragmentation,
+    /// or IPv6 with UDP as its first next header; every length as ``decode(_:into:)`` checks
+    /// it. `nil` for any other frame (which ``decode(_:into:)`` then decodes).
+    struct PlainUDP {
+        var source: CaptureEndpoint
+        var destination: CaptureEndpoint
+        var v6: Bool
+        var payload: Range<Int>
+    }
+
+    /// Whether frames may go by the fast path (``plainUDP(_:_:)``): non-SIP datagrams are
+    /// reported, and no fragment waits for reassembly (whose timeout every frame would check).
+    var fastPathOpen: Bool { datagrams && reassembler.pending.isEmpty }
+
+    @inline(__always)
+    static func plainUDP(_ link: LinkType, _ d: UnsafeRawBufferPointer) -> PlainUDP? {
+        @inline(__always) func be16(_ at: Int) -> UInt16 { UInt16(d[at]) << 8 | UInt16(d[at + 1]) }
+        @inline(__always) func be32(_ at: Int) -> UInt32 { UInt32(bigEndian: d.loadUnaligned(fromByteOffset: at, as: UInt32.self)) }
+        var etherType: UInt16
+        var off: Int
+        switch link {
+        case .raw:
+            guard d.count >= 1 else { return nil }
+            etherType = d[0] >> 4 == 6 ? 0x86DD : d[0] >> 4 == 4 ? 0x0800 : 0
+            off = 0
+        case .ethernet:
+            guard d.count >= 14 else { return nil }
+            etherType = be16(12)
+            off = 14
+            while etherType == 0x8100 || etherType == 0x88A8 || etherType == 0x9100 {
+                guard d.count >= off + 4 else { return nil }
+                etherType = be16(off + 2)
+                off += 4
+            }
+        case .linuxSLL:
+            guard d.count >= 16 else { return nil }
+            etherType = be16(14)
+            off = 16
+        case .linuxSLL2:
+            guard d.count >= 20 else { return nil }
+            etherType = be16(0)
+            off = 20
+        case .ipv4: etherType = 0x0800; off = 0
+        case .ipv6: etherType = 0x86DD; off = 0
+        case .null, .loop:
+            guard d.count >= 4 else { return nil }
+            let be = be32(0), le = be.byteSwapped
+            let family = link == .loop ? be : (be < 0x10000 ? be : le)
+            etherType = family == 2 ? 0x0800 : [10, 24, 28, 30].contains(family) ? 0x86DD : 0
+            off = 4
+        default:
+            return nil
+        }
+        let n = d.count - off
+        let src: IPAddress, dst: IPAddress, udp: Int, udpEnd: Int
+        switch etherType {
+        case 0x0800:
+            guard n >= 20, d[off] >> 4 == 4 else { return nil }
+            let ihl = Int(d[off] & 0x0F) * 4, total = Int(be16(off + 2))
+            guard ihl >= 20, total >= ihl, n >= total, d[off + 9] == 17, be16(off + 6) & 0x3FFF == 0 else { return nil }
+            src = .v4(IPv4Address(be32(off + 12)))
+            dst = .v4(IPv4Address(be32(off + 16)))
+            udp = off + ihl
+            udpEnd = off + total
+        case 0x86DD:
+            guard n >= 40, d[off] >> 4 == 6, d[off + 6] == 17 else { return nil }
+            let length = Int(be16(off + 4))
+            guard length > 0, n >= 40 + length else { return nil }
+            src = .v6(IPv6Address(high: UInt64(be32(off + 8)) << 32 | UInt64(be32(off + 12)), low: UInt64(be32(off + 16)) << 32 | UInt64(be32(off + 20))))
+            dst = .v6(IPv6Address(high: UInt64(be32(off + 24)) << 32 | UInt64(be32(off + 28)), low: UInt64(be32(off + 32)) << 32 | UInt64(be32(off + 36))))
+            udp = off + 40
+            udpEnd = off + 40 + length
+        default:
+            return nil
+        }
+        guard udpEnd - udp >= 8 else { return nil }
+        let len = Int(be16(udp + 4))
+        guard len >= 8, len <= udpEnd - udp else { return nil }
+        return PlainUDP(source: CaptureEndpoint(address: src, port: be16(udp)), destination: CaptureEndpoint(address: dst, port: be16(udp + 2)),
+                        v6: etherType == 0x86DD, payload: (udp + 8)..<(udp + len))
+    }
+
+    /// Counts what the fast path took: `frames` frames, each a UDP datagram carrying no SIP,
+    /// `v6` of them over IPv6; `first` is the first one's time.
+    mutating func countFastPath(frames: Int, v6: Int, first: CaptureTimestamp?) {
+        guard frames > 0 else { return }
+        counters.frames += frames
+        if counters.firstFrameTime == nil { counters.firstFrameTime = first }
+        counters.ipv4Packets += frames - v6
+        counters.ipv6Packets += v6
+        counters.udpDatagrams += frames
+        counters.nonSIPPayloads += frames
     }
 
     /// Ends the capture: skips the holes of TCP streams still waiting for missing bytes and

@@ -6,8 +6,8 @@ import Darwin
 
 /// Reads frames from a classic pcap or a pcapng capture, in chunks.
 ///
-/// Memory is bounded by the block being read (at most ``maxRecordLength`` plus a read chunk),
-/// not by the file size; unknown pcapng blocks are skipped without being buffered. On a
+/// Memory is bounded by the block being read (at most ``maxRecordLength`` plus a mapped window
+/// or a read chunk of a few MiB), not by the file size; unknown pcapng blocks are skipped without being buffered. On a
 /// truncated or corrupt file, every good frame is returned first and then ``nextFrame()``
 /// throws a ``CaptureFileError`` saying where and why (and keeps throwing it).
 ///
@@ -48,10 +48,11 @@ public final class CaptureFileReader {
     /// - Throws: ``CaptureFileError`` when the file cannot be opened or its header is unreadable
     ///   (NetMon files are refused with ``CaptureFileError/Rule/netMonFormat``).
     public convenience init(path: String, maxRecordLength: Int = 16 << 20) throws(CaptureFileError) {
-        guard let f = fopen(path, "rb") else {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
             throw CaptureFileError(offset: 0, record: 0, rule: .io, detail: "cannot open \(path): errno \(errno)")
         }
-        try self.init(input: ByteInput(file: f), maxRecordLength: maxRecordLength)
+        try self.init(input: ByteInput(fd: fd), maxRecordLength: maxRecordLength)
     }
 
     /// Reads a capture held in memory (for tests and synthetic captures).
@@ -117,6 +118,84 @@ public final class CaptureFileReader {
         } catch {
             failure = error
             throw error
+        }
+    }
+
+    /// What ``scanFrames(_:)`` tells of a frame besides its bytes.
+    struct FrameHeader {
+        var number: Int
+        var timestamp: CaptureTimestamp
+        var linkType: LinkType
+        var originalLength: Int
+    }
+
+    /// The fast path: hands the next frames to `body` in place (their bytes lent from the read
+    /// buffer for the call, no ``CaptureFrame`` and no copy), reading more of the file as
+    /// needed, until `body` declines one (returns `false`), or the next record is anything but
+    /// a packet (a classic pcap record, a pcapng enhanced packet block) that follows every rule
+    /// ``nextFrameInPlace()`` checks, or the file ends. Whatever stopped the scan is left for
+    /// ``nextFrameInPlace()``, which returns it or reports its error as usual; frame and record
+    /// numbers run on across both. Returns the number of frames taken.
+    func scanFrames(_ body: (FrameHeader, UnsafeRawBufferPointer) -> Bool) -> Int {
+        guard failure == nil else { return 0 }
+        var taken = 0
+        var frame = frameNumber, record = recordNumber
+        defer { frameNumber = frame; recordNumber = record }
+        let be = bigEndian, nano = nanosecond, link = pcapLinkType, snap = snapLength, limit = maxRecordLength
+        let ifaces = interfaces
+        let classic: Bool
+        switch format {
+        case .pcap: classic = true
+        case .pcapng: classic = false
+        }
+        @inline(__always) func word(_ b: UnsafeRawBufferPointer, _ at: Int) -> UInt32 {
+            let v = b.loadUnaligned(fromByteOffset: at, as: UInt32.self)
+            return be ? UInt32(bigEndian: v) : UInt32(littleEndian: v)
+        }
+        while true {
+            var need = 0
+            var stop = false
+            let consumed = input.withBuffered { b -> Int in
+                var off = 0
+                let n = b.count
+                while true {
+                    if classic {
+                        guard n - off >= 16 else { need = 16; break }
+                        let capLen = Int(word(b, off + 8))
+                        if capLen > limit || (snap > 0 && capLen > snap) { stop = true; break }
+                        guard n - off >= 16 + capLen else { need = 16 + capLen; break }
+                        let frac = Int64(word(b, off + 4))
+                        let header = FrameHeader(number: frame + 1,
+                                                 timestamp: CaptureTimestamp(seconds: Int64(word(b, off)), nanoseconds: nano ? frac : frac * 1000),
+                                                 linkType: link, originalLength: Int(word(b, off + 12)))
+                        guard body(header, UnsafeRawBufferPointer(rebasing: b[(off + 16)..<(off + 16 + capLen)])) else { stop = true; break }
+                        off += 16 + capLen
+                    } else {
+                        guard n - off >= 8 else { need = 8; break }
+                        // Only enhanced packet blocks; the section header's type reads the same in both orders.
+                        guard word(b, off) == 6 else { stop = true; break }
+                        let length = Int(word(b, off + 4))
+                        guard length % 4 == 0, length >= 32, length <= limit + 64 else { stop = true; break }
+                        guard n - off >= length else { need = length; break }
+                        guard Int(word(b, off + length - 4)) == length else { stop = true; break }
+                        let ifIndex = Int(word(b, off + 8))
+                        let capLen = Int(word(b, off + 20))
+                        guard ifIndex < ifaces.count, capLen <= length - 32 else { stop = true; break }
+                        let raw = UInt64(word(b, off + 12)) << 32 | UInt64(word(b, off + 16))
+                        let iface = ifaces[ifIndex]
+                        let header = FrameHeader(number: frame + 1, timestamp: Self.timestamp(raw, unitsPerSecond: iface.unitsPerSecond, offsetSeconds: iface.offsetSeconds),
+                                                 linkType: iface.linkType, originalLength: Int(word(b, off + 24)))
+                        guard body(header, UnsafeRawBufferPointer(rebasing: b[(off + 28)..<(off + 28 + capLen)])) else { stop = true; break }
+                        off += length
+                    }
+                    frame += 1
+                    record += 1
+                    taken += 1
+                }
+                return off
+            }
+            input.skip(consumed)
+            if stop || !input.ensure(need) { return taken }
         }
     }
 
@@ -286,76 +365,183 @@ public final class CaptureFileReader {
     }
 
     private func timestamp(_ raw: UInt64, _ iface: Interface) -> CaptureTimestamp {
-        let ups = iface.unitsPerSecond
+        Self.timestamp(raw, unitsPerSecond: iface.unitsPerSecond, offsetSeconds: iface.offsetSeconds)
+    }
+
+    @inline(__always)
+    private static func timestamp(_ raw: UInt64, unitsPerSecond ups: UInt64, offsetSeconds: Int64) -> CaptureTimestamp {
         let seconds = raw / ups, frac = raw % ups
-        let wide = frac.multipliedFullWidth(by: 1_000_000_000)
-        let nanos = ups.dividingFullWidth(wide).quotient
-        return CaptureTimestamp(seconds: Int64(clamping: seconds) &+ iface.offsetSeconds, nanoseconds: Int64(nanos))
+        let nanos: UInt64
+        if ups == 1_000_000 {
+            nanos = frac * 1000  // the usual microseconds, without a wide division
+        } else {
+            let wide = frac.multipliedFullWidth(by: 1_000_000_000)
+            nanos = ups.dividingFullWidth(wide).quotient
+        }
+        return CaptureTimestamp(seconds: Int64(clamping: seconds) &+ offsetSeconds, nanoseconds: Int64(nanos))
     }
 }
 
-/// A sequential byte source that buffers only what the current record needs.
+/// A sequential byte source that holds only what the current record needs.
+///
+/// A regular file is mapped in memory a window at a time (``window`` bytes, the next one
+/// mapped, the last one unmapped, as the reading moves on), so its bytes are read in place
+/// with no copy and the resident memory stays about one window. Anything that cannot be
+/// mapped (a pipe, a special file, a failed `mmap`) is read with `read(2)` into one buffer
+/// that is reused. A file truncated by another process while a window of it is mapped
+/// raises SIGBUS, as with any mapped file.
+///
+/// The general path's records (``slice(_:_:)``) are copied into a reused array; the fast
+/// path (``withBuffered(_:)``) reads them where they are.
 final class ByteInput {
-    private var file: UnsafeMutablePointer<FILE>?
-    private var buffer: [UInt8]
+    private var fd: Int32 = -1
+    /// The bytes are `base[start ..< end]`; `base` is the mapped window or the read buffer.
+    private var base: UnsafeMutableRawPointer?
     private var start = 0
-    /// File offset of `buffer[start]`.
+    private var end = 0
+    /// File offset of `base[start]`.
     private(set) var offset: Int64 = 0
-    private var eof: Bool
-    private static let chunk = 64 * 1024
+    private var eof = false
+    /// Whether the file is read through mapped windows.
+    private var mapped = false
+    private var windowLength = 0
+    /// The read buffer (when not mapped) and its size.
+    private var buffer: UnsafeMutableRawPointer?
+    private var capacity = 0
+    /// The general path's copy of the current record.
+    private var scratch: [UInt8] = []
+    private static let chunk = 1 << 20
+    private static let window = 4 << 20
 
-    init(file: UnsafeMutablePointer<FILE>) {
-        self.file = file
-        buffer = []
-        eof = false
+    init(fd: Int32) {
+        self.fd = fd
+        var st = stat()
+        mapped = fstat(fd, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG
     }
 
     init(bytes: [UInt8]) {
-        buffer = bytes
+        capacity = max(bytes.count, 1)
+        buffer = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16)
+        bytes.withUnsafeBytes { if let b = $0.baseAddress { buffer!.copyMemory(from: b, byteCount: bytes.count) } }
+        base = buffer
+        end = bytes.count
         eof = true
     }
 
-    deinit { if let f = file { fclose(f) } }
+    deinit {
+        unmap()
+        buffer?.deallocate()
+        if fd >= 0 { _ = close(fd) }
+    }
 
-    var available: Int { buffer.count - start }
+    var available: Int { end - start }
 
     /// Makes at least `n` bytes available if the file holds them.
     func ensure(_ n: Int) -> Bool {
+        if available >= n { return true }
+        if mapped {
+            mapWindow(n)
+            if mapped { return available >= n }
+        }
         while available < n && !eof {
+            let have = available
             if start > 0 {
-                buffer.removeFirst(start)
+                if have > 0 { buffer!.copyMemory(from: buffer! + start, byteCount: have) }
                 start = 0
+                end = have
             }
-            let want = max(Self.chunk, n - available)
-            let old = buffer.count
-            buffer.append(contentsOf: repeatElement(0, count: want))
-            let got = buffer.withUnsafeMutableBufferPointer { p in fread(p.baseAddress! + old, 1, want, file!) }
-            buffer.removeLast(want - got)
-            if got == 0 { eof = true }
+            let room = max(Self.chunk, n)
+            if capacity < room {
+                let bigger = UnsafeMutableRawPointer.allocate(byteCount: room, alignment: 16)
+                if have > 0 { bigger.copyMemory(from: buffer!, byteCount: have) }
+                buffer?.deallocate()
+                buffer = bigger
+                capacity = room
+            }
+            base = buffer
+            var got: Int
+            repeat { got = read(fd, buffer! + end, capacity - end) } while got < 0 && errno == EINTR
+            if got <= 0 { eof = true } else { end += got }
         }
         return available >= n
     }
 
+    /// Maps the window that starts at the page holding ``offset`` and holds `n` bytes from it
+    /// (more, up to ``window``, when the file has them); falls back to reading if `mmap` fails.
+    private func mapWindow(_ n: Int) {
+        unmap()
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return fallBack() }
+        let page = Int64(sysconf(Int32(_SC_PAGESIZE)))
+        let from = offset - offset % page
+        let delta = Int(offset - from)
+        let length = Int(min(Int64(st.st_size) - from, Int64(max(Self.window, delta + n))))
+        guard length > delta else { return }  // the end of the file
+        guard let p = mmap(nil, length, PROT_READ, MAP_PRIVATE, fd, off_t(from)), p != UnsafeMutableRawPointer(bitPattern: -1) else { return fallBack() }
+        _ = madvise(p, length, MADV_SEQUENTIAL)
+        base = p
+        windowLength = length
+        start = delta
+        end = length
+    }
+
+    private func unmap() {
+        if mapped, let b = base, windowLength > 0 { _ = munmap(b, windowLength) }
+        if mapped { base = nil }
+        windowLength = 0
+        start = 0
+        end = 0
+    }
+
+    /// Reads from ``offset`` on with `read(2)`.
+    private func fallBack() {
+        mapped = false
+        if lseek(fd, off_t(offset), SEEK_SET) < 0 { eof = true }
+    }
+
     /// Consumes `n` bytes, reading and dropping past the buffer if needed.
     func skip(_ n: Int) {
-        var left = n
-        let here = min(left, available)
+        let here = min(n, available)
         start += here
         offset += Int64(here)
-        left -= here
+        var left = n - here
+        if left > 0 && mapped {
+            // Past the window: the next one is mapped where the reading goes on.
+            unmap()
+            offset += Int64(left)
+            left = 0
+        }
         while left > 0, ensure(1) {
             let k = min(left, available)
             start += k
             offset += Int64(k)
             left -= k
         }
-        if start == buffer.count { buffer.removeAll(keepingCapacity: true); start = 0 }
+        if start == end && !mapped { start = 0; end = 0 }
     }
 
-    /// The buffered bytes `at ..< at + n` (valid until the next ``ensure(_:)`` or ``skip(_:)``).
-    func slice(_ at: Int, _ n: Int) -> ArraySlice<UInt8> { buffer[(start + at)..<(start + at + n)] }
-    func u16(_ at: Int, bigEndian: Bool) -> UInt16 { buffer.u16(start + at, bigEndian: bigEndian) }
-    func u32(_ at: Int, bigEndian: Bool) -> UInt32 { buffer.u32(start + at, bigEndian: bigEndian) }
+    /// The available bytes, lent to `body` (which must not keep the pointer).
+    func withBuffered<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
+        body(UnsafeRawBufferPointer(start: base.map { UnsafeRawPointer($0 + start) }, count: available))
+    }
+
+    /// A copy of the bytes `at ..< at + n` (valid until the next call; a slice still held then
+    /// keeps its bytes, the array being copied on write).
+    func slice(_ at: Int, _ n: Int) -> ArraySlice<UInt8> {
+        scratch.removeAll(keepingCapacity: true)
+        if n > 0 { scratch.append(contentsOf: UnsafeBufferPointer(start: (base! + start + at).assumingMemoryBound(to: UInt8.self), count: n)) }
+        return scratch[...]
+    }
+
+    func u16(_ at: Int, bigEndian: Bool) -> UInt16 {
+        let v = UnsafeRawPointer(base!).loadUnaligned(fromByteOffset: start + at, as: UInt16.self)
+        return bigEndian ? UInt16(bigEndian: v) : UInt16(littleEndian: v)
+    }
+
+    func u32(_ at: Int, bigEndian: Bool) -> UInt32 {
+        let v = UnsafeRawPointer(base!).loadUnaligned(fromByteOffset: start + at, as: UInt32.self)
+        return bigEndian ? UInt32(bigEndian: v) : UInt32(littleEndian: v)
+    }
 }
 
 /// Integer reads at offsets from the start of the bytes (an array or a slice of one).

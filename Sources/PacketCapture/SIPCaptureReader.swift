@@ -24,10 +24,11 @@ public final class SIPCaptureReader {
         decoder = CaptureDecoder(limits: limits, digests: digests, datagrams: datagrams, payloads: payloads)
     }
 
-    /// Reads a capture held in memory.
-    public init(bytes: [UInt8], limits: CaptureDecoder.Limits = .init()) throws(CaptureFileError) {
+    /// Reads a capture held in memory (the options as for a file).
+    public init(bytes: [UInt8], limits: CaptureDecoder.Limits = .init(), digests: Bool = false, datagrams: Bool = false,
+                payloads: Bool = false) throws(CaptureFileError) {
         reader = try CaptureFileReader(bytes: bytes)
-        decoder = CaptureDecoder(limits: limits)
+        decoder = CaptureDecoder(limits: limits, digests: digests, datagrams: datagrams, payloads: payloads)
     }
 
     /// The decoder's counters so far.
@@ -53,6 +54,40 @@ public final class SIPCaptureReader {
             guard try decodeNext(into: &events) else { return false }
         }
         return true
+    }
+
+    /// ``nextEvents(into:)`` with a fast path for RTP: frames that are plain UDP datagrams
+    /// (``CaptureDecoder`` would report them as ``CaptureEvent/datagram(_:)`` of kind
+    /// ``CapturedDatagram/Kind/rtp``) are decoded in place, in capture order, and handed to
+    /// `rtp` as a ``BorrowedDatagram`` — no event, no copy, no allocation — with the decoder's
+    /// counters kept as if it had decoded them. Every other frame (SIP, RTCP, TCP, fragments,
+    /// anything unusual) comes out as events, as from ``nextEvents(into:)``. The fast path is
+    /// taken only when the decoder was made with `datagrams` (and never while IP fragments
+    /// wait for reassembly); otherwise every frame comes as events.
+    public func nextEvents(into events: inout [CaptureEvent], rtp: (BorrowedDatagram) -> Void) throws(CaptureFileError) -> Bool {
+        events.removeAll(keepingCapacity: true)
+        while events.isEmpty {
+            if !finished && decoder.fastPathOpen { scanRTP(rtp) }
+            guard try decodeNext(into: &events) else { return false }
+        }
+        return true
+    }
+
+    /// Hands RTP frames to `rtp` until a frame needs the decoder (or the file ends).
+    private func scanRTP(_ rtp: (BorrowedDatagram) -> Void) {
+        var frames = 0, v6 = 0
+        var first: CaptureTimestamp?
+        _ = reader.scanFrames { h, bytes in
+            guard let u = CaptureDecoder.plainUDP(h.linkType, bytes) else { return false }
+            let payload = UnsafeRawBufferPointer(rebasing: bytes[u.payload])
+            guard BorrowedDatagram.isRTP(payload) else { return false }
+            if frames == 0 { first = h.timestamp }
+            frames += 1
+            if u.v6 { v6 += 1 }
+            rtp(BorrowedDatagram(timestamp: h.timestamp, source: u.source, destination: u.destination, frameNumber: h.number, payload: payload))
+            return true
+        }
+        decoder.countFastPath(frames: frames, v6: v6, first: first)
     }
 
     /// Appends the events of the next frame to `events` (empty on entry), or, past the last

@@ -109,7 +109,8 @@ public enum CaptureCommand {
         // every access to it checked for exclusivity at run time, once per packet.
         do throws(CaptureFileError) {
             var events: [CaptureEvent] = []
-            while try reader.nextEvents(into: &events) {
+            // RTP datagrams come in place, without an event (the reader's fast path).
+            while try reader.nextEvents(into: &events, rtp: { analysis.add($0) }) {
                 for e in events { take(e, into: &analysis, progress: progress) }
             }
         } catch {
