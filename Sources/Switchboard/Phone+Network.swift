@@ -134,8 +134,10 @@ extension Phone {
                 return o
             }
             if let old {
-                retireMedia(key, old)
+                // Stopped first: its figures are final then (a packet it took between a snapshot
+                // and its stop would be lost from the call's).
                 old.stop()
+                retireMedia(key, old)
             }
         }
         let address = mediaAddress.withLock { $0 } ?? agent.endpoint.localAddresses[0].address.ipString

@@ -301,9 +301,10 @@ public final class Phone: Sendable {
 
     private func stopMedia(_ key: SessionKey) {
         guard let media = mediaSessions.withLock({ $0.removeValue(forKey: key) }) else { return }
+        // Stopped first, so the figures are final (its RTCP BYE and any last packet counted).
+        media.stop()
         let own = media.stats()
         let stats = earlierStatistics.withLock { $0.removeValue(forKey: key) }.map { own.continuing($0) } ?? own
-        media.stop()
         call(for: key)?.note(.mediaActive(false))
         finalStatistics.withLock { $0[key] = stats }
         metrics?.media(stats)
