@@ -425,12 +425,137 @@ extension TransferSuite {
         return problems.isEmpty ? .passed : .failed(problems.joined(separator: "; "))
     }
 
+    /// The user the DUT calls for the consultation of an attended transfer (`sip:consult@` the runner).
+    static let consultUser = "consult"
+
+    /// How to drive a DUT to the attended transfer `transferor-attended` tests.
+    static let driveAttended = "drive it: switchboard call TARGET --consult sip:\(consultUser)@RUNNER, where RUNNER is TARGET's host and port"
+
+    /// What is wrong with the Replaces a transferor's REFER carries for the consultation call
+    /// `consultation` (the runner, as the target, answered it), or nil. RFC 3891 §3 names the
+    /// dialog as its receiver (the target) sees it: to-tag the target's, from-tag the transferor's.
+    static func replacesProblem(_ refer: SIPMessage, consultation: ReceivedCall) -> String? {
+        let dutTag = consultation.invite.fromTag ?? "", targetTag = consultation.toTag
+        let got: Replaces?
+        do throws(SIPParseError) {
+            got = try refer.referToReplaces()
+        } catch {
+            return "the REFER's Refer-To or the Replaces it carries does not parse (byte \(error.offset): \(error.detail))"
+        }
+        guard let got else {
+            return "the REFER's Refer-To carries no Replaces: an attended transfer names the consultation call's dialog in it (RFC 5589 §7, RFC 3891 §3, RFC 3515 §2.1)"
+        }
+        if got.callID != consultation.callID {
+            return "the Replaces names Call-ID \(got.callID), the consultation call is \(consultation.callID) (RFC 5589 §7, RFC 3891 §3)"
+        }
+        if got.toTag == dutTag && got.fromTag == targetTag {
+            return "the Replaces has the consultation call's tags the wrong way round (to-tag \(got.toTag), from-tag \(got.fromTag)): to-tag is the target's (\(targetTag)) and from-tag the transferor's (\(dutTag)), the dialog as the target sees it (RFC 3891 §3)"
+        }
+        if got.toTag != targetTag || got.fromTag != dutTag {
+            return "the Replaces names to-tag \(got.toTag), from-tag \(got.fromTag); the consultation call's are to-tag \(targetTag) (the target's), from-tag \(dutTag) (RFC 3891 §3)"
+        }
+        return nil
+    }
+
+    /// The DUT calls the runner, holds that call, calls `consult@` the runner (the transfer
+    /// target) and transfers the first call to the second (attended, RFC 5589 §7): its REFER's
+    /// Refer-To carries a Replaces naming the consultation dialog (``replacesProblem(_:consultation:)``).
+    /// The runner answers both calls and any re-INVITE, accepts the REFER 202, reports 100 then
+    /// 200 in NOTIFYs; the DUT must end the first call with BYE and, as the target ends the
+    /// replaced consultation call (RFC 5589 §7.1), answer that BYE 2xx (or end it itself).
+    static func attendedTransferor(_ s: ConformanceSession) async -> ScenarioOutcome {
+        s.expect(requestUser: consultUser)
+        guard let call = await ReceivedCall.next(s) else { return .failed("no INVITE from the DUT within \(s.responseTimeout)") }
+        call.send(call.response(180))
+        guard let (_, acked) = await call.sendUntilAcknowledged(call.response(200, answer: true)) else { return .failed("the DUT never acknowledged the 200") }
+        // The consultation call, then the REFER: up to 12 s beyond the response timeout (a
+        // transferor holds the call first and waits for the consultation to be answered).
+        var after = acked + 1
+        var consultation: ReceivedCall?, referMessage: SIPMessage?
+        let deadline = s.elapsed + s.responseTimeout + .seconds(12)
+        while referMessage == nil, s.elapsed < deadline {
+            let a = call.callID, b = consultation?.callID
+            guard let (m, i) = await s.waitFor(after: after, timeout: deadline - s.elapsed, { m in
+                guard m.method == .invite || m.method == .refer || m.method == .bye else { return false }
+                if m.callID == a || (b != nil && m.callID == b) { return true }
+                return b == nil && m.method == .invite && m.toTag == nil && m.requestURIText?.hasPrefix("sip:\(consultUser)@") == true
+            }) else { break }
+            after = i + 1
+            let source = s.entries[i].source ?? s.target
+            switch m.method {
+            case .refer? where m.callID == a: referMessage = m
+            case .refer?:
+                _ = await hangUp(call)
+                return .inconclusive("the DUT sent its REFER in the consultation call (transferring the target to the first party): this test plays the transferee in the first call (RFC 5589 §7)")
+            case .bye?:
+                if let b = consultation, m.callID == a { _ = await hangUp(b) } else { _ = await hangUp(call) }
+                return .inconclusive("the DUT ended \(m.callID == a ? "the call" : "the consultation call") without transferring (\(driveAttended))")
+            default:
+                if m.toTag == nil {
+                    // A copy of an INVITE already taken, or the consultation call.
+                    guard m.callID != a, b == nil else { continue }
+                    let c = ReceivedCall(session: s, invite: m, index: i, source: source, toTag: s.token(), time: s.entries[i].time)
+                    c.send(c.response(180))
+                    guard await c.sendUntilAcknowledged(c.response(200, answer: true)) != nil else {
+                        _ = await hangUp(call)
+                        return .failed("the DUT never acknowledged the consultation call's 200")
+                    }
+                    consultation = c
+                } else {
+                    // A re-INVITE (hold) in either call.
+                    let again = ReceivedCall(session: s, invite: m, index: i, source: source, toTag: m.toTag ?? call.toTag, time: s.entries[i].time)
+                    guard await again.sendUntilAcknowledged(again.response(200, answer: true)) != nil else { return .failed("the DUT never acknowledged the 200 to its re-INVITE") }
+                }
+            }
+        }
+        guard let refer = referMessage else {
+            if let b = consultation { _ = await hangUp(b) }
+            _ = await hangUp(call)
+            return .inconclusive(consultation == nil ? "the DUT placed no consultation call to sip:\(consultUser)@ the runner (\(driveAttended))"
+                                                     : "no REFER from the DUT in its first call after the consultation call was answered (\(driveAttended))")
+        }
+        guard let consult = consultation else {
+            _ = await notify(call, cseq: 1, status: 603, state: "terminated;reason=noresource")
+            _ = await hangUp(call)
+            return .inconclusive("the DUT transferred without a consultation call (blind: transferor-blind tests that)")
+        }
+        var problems: [String] = []
+        if let why = replacesProblem(refer, consultation: consult) { problems.append(why) }
+        guard let trying = await notify(call, cseq: 1, status: 100, state: "active;expires=60"), (200...299).contains(trying.statusCode ?? 0) else {
+            _ = await hangUp(consult)
+            return .failed((problems + ["the DUT did not answer 2xx the NOTIFY (100 Trying) of its REFER's subscription (RFC 3515 §2.4.4)"]).joined(separator: "; "))
+        }
+        let mark = s.entries.count
+        guard let done = await notify(call, cseq: 2, status: 200, state: "terminated;reason=noresource"), (200...299).contains(done.statusCode ?? 0) else {
+            _ = await hangUp(consult)
+            return .failed((problems + ["the DUT did not answer 2xx the final NOTIFY (200 OK) of its REFER's subscription"]).joined(separator: "; "))
+        }
+        let a = call.callID, b = consult.callID
+        if await s.waitFor(after: mark, timeout: s.responseTimeout, { $0.method == .bye && $0.callID == a }) == nil {
+            _ = await hangUp(call)
+            problems.append("the DUT did not end its first call with BYE after the NOTIFY reported the transfer's success (RFC 5589 §7)")
+        }
+        // The target ends the replaced consultation call (RFC 5589 §7.1), unless the DUT did.
+        if s.entries.dropFirst(mark).contains(where: { $0.direction == .received && $0.message?.method == .bye && $0.message?.callID == b }) == false {
+            guard let r = await hangUp(consult), (200...299).contains(r.statusCode ?? 0) else {
+                problems.append("the DUT did not answer 2xx the target's BYE of the replaced consultation call (RFC 5589 §7.1)")
+                return .failed(problems.joined(separator: "; "))
+            }
+        }
+        return problems.isEmpty ? .passed : .failed(problems.joined(separator: "; "))
+    }
+
     /// `transfer-uac`: the DUT calls the runner (listening at TARGET) and transfers the call.
     static let uacTests: [ConformanceTestCase] = [
         ConformanceTestCase(name: "transferor-blind", etsiPurpose: nil,
                             summary: "the DUT calls the runner and transfers the call: its REFER (one Refer-To) is accepted 202, it answers the NOTIFYs (sipfrag 100, then 200 with the subscription terminated) 2xx, then ends the call with BYE",
                             reference: "RFC 3515 §2.4.1, §2.4.4; RFC 6665 §4.1.3; RFC 5589 §6", purposeNote: note, role: .uas) { s in
             await transferor(s)
+        },
+        ConformanceTestCase(name: "transferor-attended", etsiPurpose: nil,
+                            summary: "the DUT calls the runner, holds the call, calls sip:consult@ the runner (answered) and transfers the first call to it: the REFER's Refer-To carries Replaces naming the consultation dialog (its Call-ID, to-tag the target's, from-tag the DUT's); after the NOTIFYs (100, then 200 terminated) the DUT ends the first call with BYE and answers 2xx the target's BYE of the consultation call",
+                            reference: "RFC 5589 §7, §7.1; RFC 3891 §3; RFC 3515 §2.1, §2.4.4", purposeNote: note, role: .uas) { s in
+            await attendedTransferor(s)
         },
     ]
 }

@@ -139,13 +139,73 @@ struct TransferSuiteTests {
         return outcome?.isSuccess == true
     }
 
+    /// Our calling phone as attended transferor (what `switchboard call --consult` does): it
+    /// calls `target`, holds the call, calls `consult@` the runner and, once that is answered,
+    /// transfers the first call to it (REFER with Replaces); then waits for the first call's end.
+    static func transferAttendedOnce(_ phone: Phone, to target: SIPURI) async throws -> Bool {
+        let call = await phone.dial(target)
+        guard (try? await call.waitUntil("answer", timeout: .seconds(8)) { $0.isEstablished })?.isEstablished == true else { return false }
+        try? await call.setHeld(true)
+        let consult = try SIPURI("sip:\(TransferSuite.consultUser)@\(target.host.address):\(target.port ?? 5060)")
+        let consultation = await phone.dial(consult)
+        guard (try? await consultation.waitUntil("consult", timeout: .seconds(8)) { $0.isEstablished })?.isEstablished == true else { return false }
+        let outcome = try? await call.attendedTransfer(to: consultation, notifyTimeout: .seconds(8))
+        _ = try? await call.waitUntil("end", timeout: .seconds(8)) { $0.isEnded }
+        _ = try? await consultation.waitUntil("end", timeout: .seconds(8)) { $0.isEnded }
+        return outcome?.isSuccess == true
+    }
+
+    /// Swaps the to-tag and from-tag of the Replaces in a REFER's Refer-To (a transferor that
+    /// names the consultation dialog from its own side, not the target's).
+    static let swapReplacesTags: @Sendable (SIPMessage) -> SIPMessage? = { m in
+        guard m.method == .refer, let referTo = m[.referTo],
+              let to = referTo.range(of: #"to-tag%3D[^%>;]+"#, options: .regularExpression),
+              let from = referTo.range(of: #"from-tag%3D[^%>;]+"#, options: .regularExpression) else { return m }
+        let toTag = referTo[to].dropFirst("to-tag%3D".count), fromTag = referTo[from].dropFirst("from-tag%3D".count)
+        var swapped = referTo
+        swapped.replaceSubrange(from, with: "from-tag%3D" + toTag)
+        let again = swapped.range(of: #"to-tag%3D[^%>;]+"#, options: .regularExpression)!
+        swapped.replaceSubrange(again, with: "to-tag%3D" + fromTag)
+        var out = m
+        try? out.set(.referTo, swapped)
+        return out
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func theAttendedTransferorTestAgainstOurCallingPhone() async throws {
+        let phone = try UACSuiteTests.callingPhone()
+        defer { phone.close() }
+        let target = try SIPURI("sip:conform@127.0.0.1:\(try UACSuiteTests.freePort())")
+        let runner = ConformanceRunner(target: target, responseTimeout: .seconds(2))
+        async let pending = runner.run(suite: "transfer-uac", only: ["transferor-attended"])
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(try await Self.transferAttendedOnce(phone, to: target))
+        let report = try await pending
+        #expect(report.results.map(\.verdict) == [.pass], "\(Self.describe(report))")
+        #expect(report.results.allSatisfy { $0.findings.isEmpty }, "\(Self.describe(report))")
+        let messages = report.results[0].messages
+        let refer = try #require(messages.first { $0.direction == .received && $0.summary.hasPrefix("REFER") })
+        #expect(refer.text.contains("Replaces="), "\(refer.text)")
+        #expect(messages.contains { $0.direction == .received && $0.summary.hasPrefix("INVITE sip:\(TransferSuite.consultUser)@") })
+        // A transferor naming the consultation dialog with its tags the wrong way round fails, saying so.
+        let swapped = try UACSuiteTests.callingPhone(Self.swapReplacesTags)
+        defer { swapped.close() }
+        let runner2 = ConformanceRunner(target: target, responseTimeout: .seconds(2))
+        async let again = runner2.run(suite: "transfer-uac", only: ["transferor-attended"])
+        try await Task.sleep(for: .milliseconds(100))
+        _ = try await Self.transferAttendedOnce(swapped, to: target)
+        let bad = try await again
+        #expect(bad.results.map(\.verdict) == [.fail], "\(Self.describe(bad))")
+        #expect(bad.results[0].reason?.contains("wrong way round") == true, "\(Self.describe(bad))")
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func theTransferorSuiteAgainstOurCallingPhone() async throws {
         let phone = try UACSuiteTests.callingPhone()
         defer { phone.close() }
         let target = try SIPURI("sip:conform@127.0.0.1:\(try UACSuiteTests.freePort())")
         let runner = ConformanceRunner(target: target, responseTimeout: .seconds(2))
-        async let pending = runner.run(suite: "transfer-uac")
+        async let pending = runner.run(suite: "transfer-uac", only: ["transferor-blind"])
         try await Task.sleep(for: .milliseconds(100))
         #expect(try await Self.transferOnce(phone, to: target))
         let report = try await pending
@@ -157,7 +217,7 @@ struct TransferSuiteTests {
         let mute = try UACSuiteTests.callingPhone { $0.method == .bye ? nil : $0 }
         defer { mute.close() }
         let runner2 = ConformanceRunner(target: target, responseTimeout: .seconds(2))
-        async let again = runner2.run(suite: "transfer-uac")
+        async let again = runner2.run(suite: "transfer-uac", only: ["transferor-blind"])
         try await Task.sleep(for: .milliseconds(100))
         _ = try await Self.transferOnce(mute, to: target)
         let kept = try await again
