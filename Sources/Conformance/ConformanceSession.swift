@@ -29,7 +29,7 @@ public enum ConformanceError: Error, Sendable, Equatable, CustomStringConvertibl
         case .unknownSuite(let s): return "no suite named \(s) (switchboard conform --list names them)"
         case .socket(let s): return "cannot open the runner's socket: \(s)"
         case .suiteTransport(let suite, let t):
-            let takes = suite == "registrar" || suite == "auth" || suite == "proxy" ? "udp and tcp" : suite == "uas" || suite == "uac" ? "udp, tcp and tls" : "udp only"
+            let takes = suite == "registrar" || suite == "auth" || suite == "proxy" || suite == "forward-uas" ? "udp and tcp" : suite == "uas" || suite == "uac" ? "udp, tcp and tls" : "udp only"
             return "the \(suite) suite does not run over \(t.rawValue) yet (\(takes) in this version)"
         case .certificateMissing:
             return "the uac suite over tls listens for the DUT's connections: give the runner a certificate and its key (--tls-cert FILE --tls-key FILE)"
@@ -103,8 +103,14 @@ public final class ConformanceSession: Sendable {
     private let expectedUsers = Mutex<Set<String>>([])
     /// Makes a new call to `sip:user@…` (a retry at a Contact the test gave) part of this test.
     func expect(requestUser user: String) { expectedUsers.withLock { _ = $0.insert(user) } }
-    /// Whether `m` is a request to a user this test expects (see ``expect(requestUser:)``).
+    private let expectedFromTags = Mutex<Set<String>>([])
+    /// Makes a new call from the DUT with this From tag part of this test: a retry after a 3xx
+    /// that keeps the redirected INVITE's From but takes a new Call-ID (RFC 3261 §8.1.3.4 allows it).
+    func expect(fromTag tag: String) { expectedFromTags.withLock { _ = $0.insert(tag) } }
+    /// Whether `m` is a request to a user this test expects (see ``expect(requestUser:)``), or
+    /// one with a From tag it expects (``expect(fromTag:)``).
     func expects(_ m: SIPMessage) -> Bool {
+        if let tag = m.fromTag, expectedFromTags.withLock({ $0.contains(tag) }) { return true }
         guard let uri = m.requestURIText else { return false }
         return expectedUsers.withLock { $0.contains { uri.hasPrefix("sip:\($0)@") } }
     }

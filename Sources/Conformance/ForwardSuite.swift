@@ -29,29 +29,37 @@ enum ForwardSuite {
     }
 
     /// The DUT's call redirected with a 302 listing `contacts` (user, q) at the runner: it must
-    /// ACK the 302, then call the targets in `order` (highest q first); each but the last is
-    /// answered 486, the last 200, and that call is ended.
+    /// ACK the 302, then call the targets, each once (RFC 3261 §8.1.3.4: MUST NOT add a URI to
+    /// the target set twice); each but the last is answered 486 (after which the DUT SHOULD try
+    /// the next), the last 200, and that call is ended. Another order than `order` (highest q
+    /// first) is inconclusive: §8.1.3.4 lets a client try the targets in any order (MAY), q
+    /// order being "a common mechanism", not a requirement.
     static func redirected(_ s: ConformanceSession, contacts: [(String, Double?)], order: [String]) async -> ScenarioOutcome {
         guard let call = await ReceivedCall.next(s) else { return .failed("no INVITE from the DUT within \(s.responseTimeout)") }
+        // The retries: to the Contacts given, under the same Call-ID or a new one (RFC 3261 §8.1.3.4).
         for (u, _) in contacts { s.expect(requestUser: u) }
+        if let tag = call.invite.fromTag { s.expect(fromTag: tag) }
         let mark = s.entries.count - 1
         call.send(call.response(100))
         let list = contacts.map { (u, q) in (SIPHeaderName.contact, "<sip:\(u)@\(s.hostPort)>" + (q.map { ";q=\($0)" } ?? "")) }
         guard await call.sendUntilAcknowledged(call.response(302, extra: list)) != nil else { return .failed("the DUT never acknowledged the 302") }
         var after = mark
-        for (k, user) in order.enumerated() {
+        var called: [String] = []
+        for k in order.indices {
             let last = k == order.count - 1
             guard let next = await retry(s, original: call, after: after, timeout: s.responseTimeout, { uri in
                 contacts.contains { uri.hasPrefix("sip:\($0.0)@") }
             }) else {
                 if k == 0 { return .inconclusive("the DUT did not call the 302's Contact (RFC 3261 §8.1.3.4 leaves recursion to the UAC)") }
-                return .inconclusive("after the 486 from \(order[k - 1]) the DUT did not try the next Contact")
+                return .inconclusive("after the 486 from \(called[k - 1]) the DUT did not try the next Contact (RFC 3261 §8.1.3.4: it SHOULD)")
             }
             after = next.index + 1
-            guard next.invite.requestURIText?.hasPrefix("sip:\(user)@") == true else {
+            let user = contacts.map(\.0).first { next.invite.requestURIText?.hasPrefix("sip:\($0)@") == true } ?? ""
+            if called.contains(user) {
                 next.send(next.response(486))
-                return .failed("the DUT called \(next.invite.requestURIText ?? "?") where \(user) was due: Contacts are tried highest q first (RFC 3261 §8.1.3.4, §16.6 item 1)")
+                return .failed("the DUT called \(user) a second time: a client recursing on 3xx MUST NOT add a URI to the target set more than once (RFC 3261 §8.1.3.4)")
             }
+            called.append(user)
             if let why = retryProblem(next, of: call) { next.send(next.response(486)); return .failed(why) }
             if !last {
                 next.send(next.response(100))
@@ -62,6 +70,9 @@ enum ForwardSuite {
             guard await next.sendUntilAcknowledged(next.response(200, answer: true)) != nil else { return .failed("the DUT never acknowledged the 200 from \(user)") }
             if await next.bye(timeout: s.responseTimeout + .seconds(2)) == nil { _ = await TransferSuite.hangUp(next) }
         }
+        if called != order {
+            return .inconclusive("the DUT tried the Contacts in the order \(called.joined(separator: ", ")), not highest q first (\(order.joined(separator: ", "))): RFC 3261 §8.1.3.4 lets a client try them in any order (MAY); q order is a common mechanism, not a requirement")
+        }
         return .passed
     }
 
@@ -71,13 +82,16 @@ enum ForwardSuite {
         guard let call = await ReceivedCall.next(s) else { return .failed("no INVITE from the DUT within \(s.responseTimeout)") }
         let uri = call.invite.requestURIText ?? s.targetURI.description
         // A retry is recognised by its Call-ID (the listener hands this test every message of
-        // that call); a new Call-ID would be the DUT's next call, held for the next test.
+        // that call) or, under a new Call-ID (RFC 3261 §8.1.3.4: the UAC MAY update it), by
+        // the redirected INVITE's From tag; any other new call is the DUT's next, held for the next test.
+        let tag = call.invite.fromTag
+        if let tag { s.expect(fromTag: tag) }
         let mark = s.entries.count - 1
         call.send(call.response(100))
         let extra: [(SIPHeaderName, String)] = loop ? [(.contact, "<\(uri)>")] : []
         guard await call.sendUntilAcknowledged(call.response(302, extra: extra)) != nil else { return .failed("the DUT never acknowledged the 302") }
         let again = await retry(s, original: call, after: mark, timeout: .milliseconds(1500)) { loop ? $0 == uri : true }
-            .flatMap { $0.callID == call.callID ? $0 : nil }
+            .flatMap { $0.callID == call.callID || (tag != nil && $0.invite.fromTag == tag) ? $0 : nil }
         guard let again else { return .passed }
         again.send(again.response(100))
         _ = await again.sendUntilAcknowledged(again.response(486))
@@ -90,14 +104,14 @@ enum ForwardSuite {
     /// `forward`: the DUT calls the runner (listening at TARGET), which redirects it.
     static let uacTests: [ConformanceTestCase] = [
         ConformanceTestCase(name: "redirect-one-target", etsiPurpose: nil,
-                            summary: "the DUT's INVITE gets 302 with one Contact at the runner: the 302 is ACKed on the INVITE's branch, and a new INVITE (new branch; same Call-ID allowed with a higher CSeq) goes to the Contact, answered 200",
+                            summary: "the DUT's INVITE gets 302 with one Contact at the runner: the 302 is ACKed on the INVITE's branch, and a new INVITE (new branch; the same Call-ID with a higher CSeq, as recommended, or a new Call-ID, as allowed) goes to the Contact, answered 200",
                             reference: "RFC 3261 §8.1.3.4, §17.1.1.3", purposeNote: note, role: .uas) { s in
             let one = "moved-" + s.token()
             return await redirected(s, contacts: [(one, nil)], order: [one])
         },
         ConformanceTestCase(name: "redirect-q-order", etsiPurpose: nil,
-                            summary: "302 listing a q=0.3 Contact before a q=0.9 one: the DUT calls the q=0.9 target first (answered 486), then the q=0.3 one (answered 200)",
-                            reference: "RFC 3261 §8.1.3.4, §16.6 item 1, §20.10", purposeNote: note, role: .uas) { s in
+                            summary: "302 listing a q=0.3 Contact before a q=0.9 one: the DUT calls each once, the first answered 486, the second 200; passes when the q=0.9 target came first, inconclusive in the other order (any order is allowed), fails when a target is called twice",
+                            reference: "RFC 3261 §8.1.3.4, §20.10", purposeNote: note, role: .uas) { s in
             let low = "low-" + s.token(), high = "high-" + s.token()
             return await redirected(s, contacts: [(low, 0.3), (high, 0.9)], order: [high, low])
         },

@@ -15,17 +15,18 @@ import SwitchboardTestSupport
 struct TransferSuiteTests {
     /// An answering phone like `switchboard answer`'s (rings 300 ms), with `fault`, accepting
     /// REFERs or not, forwarding to `forwardTo` when given.
-    static func phone(_ fault: Misbehaviour? = nil, accepts: Bool = true, forwardTo: [SIPURI] = []) throws -> Phone {
-        var endpoint = SIPEndpoint.Configuration(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))])
+    static func phone(_ fault: Misbehaviour? = nil, accepts: Bool = true, forwardTo: [SIPURI] = [], tcp: Bool = false) throws -> Phone {
+        let any = try SocketAddress(ip: "127.0.0.1", port: 0)
+        var endpoint = SIPEndpoint.Configuration(listen: [tcp ? .tcp(any) : .udp(any)])
         endpoint.outboundRewrite = fault?.rewriter()
-        let config = SIPUserAgent.Configuration(endpoint: endpoint, identity: try SIPURI("sip:dut@127.0.0.1"), transport: .udp)
+        let config = SIPUserAgent.Configuration(endpoint: endpoint, identity: try SIPURI("sip:dut@127.0.0.1"), transport: tcp ? .tcp : .udp)
         return try Phone(name: "dut", configuration: config, autoAnswer: .milliseconds(300), forwardTo: forwardTo,
                          referDecision: { _, _ in accepts })
     }
 
-    static func run(_ suite: String, against phone: Phone, only: Set<String>? = nil) async throws -> ConformanceReport {
+    static func run(_ suite: String, against phone: Phone, only: Set<String>? = nil, transport: ConformanceTransport = .udp) async throws -> ConformanceReport {
         let port = phone.agent.endpoint.localAddresses[0].address.port
-        let runner = ConformanceRunner(target: try SIPURI("sip:dut@127.0.0.1:\(port)"), testTimeLimit: .seconds(20), responseTimeout: .seconds(2))
+        let runner = ConformanceRunner(target: try SIPURI("sip:dut@127.0.0.1:\(port)"), transport: transport, testTimeLimit: .seconds(20), responseTimeout: .seconds(2))
         return try await runner.run(suite: suite, only: only)
     }
 
@@ -91,6 +92,22 @@ struct TransferSuiteTests {
         let answering = try Self.phone()
         defer { answering.close() }
         #expect(try await Self.run("forward-uas", against: answering).results.map(\.verdict) == [.inconclusive])
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func theForwardUASSuiteOverTCP() async throws {
+        let targets = [try SIPURI("sip:alice@127.0.0.1:5999;transport=tcp")]
+        let clean = try Self.phone(forwardTo: targets, tcp: true)
+        defer { clean.close() }
+        let report = try await Self.run("forward-uas", against: clean, transport: .tcp)
+        #expect(report.allPassed && report.results.allSatisfy { $0.findings.isEmpty }, "\(Self.describe(report))")
+        // The INVITE went on a connection: its Via says TCP.
+        #expect(report.results[0].messages.contains { $0.direction == .sent && $0.summary.hasPrefix("INVITE") && $0.text.contains("SIP/2.0/TCP") })
+        let faulty = try Self.phone(.noContactIn3xx, forwardTo: targets, tcp: true)
+        defer { faulty.close() }
+        let bad = try await Self.run("forward-uas", against: faulty, transport: .tcp)
+        #expect(bad.results.map(\.verdict) == [.fail], "\(Self.describe(bad))")
+        #expect(Set(bad.results.flatMap(\.findings).map(\.rule)) == [.contactIn3xx])
     }
 
     @Test(.timeLimit(.minutes(1)))
