@@ -4,7 +4,7 @@ import SIPMessage
 /// the `forward-uas` suite (the runner calls the DUT, which forwards the call with a 3xx:
 /// RFC 3261 §21.3, RFC 5806 Diversion, RFC 7044 History-Info).
 enum ForwardSuite {
-    static let note = "no ETSI TS 102 027-2 identifier: none confirmed; purposes citing RFC 3261 §8.1.3.4 were not looked up in the catalogue (candidates for a later session)"
+    static let note = "no ETSI TS 102 027-2 identifier: RFC 3261 §8.1.3.4 and §21.3 are in that document's scope, but no purpose text for a UA recursing on a 3xx or sending one was found to confirm a match"
 
     /// The DUT's new INVITE (a new transaction, not a copy of `original`) to `user` at the
     /// runner, received after message `after`.

@@ -5,7 +5,7 @@ import SIPMessage
 /// REFERred to a target the runner also plays) and as transfer target (it receives an INVITE
 /// with Replaces).
 enum TransferSuite {
-    static let note = "no ETSI TS 102 027-2 identifier: its purposes are written against RFC 3261; none matching a REFER or Replaces test could be confirmed"
+    static let note = "no ETSI TS 102 027-2 identifier: that document's purposes cover RFC 3261 (its scope); REFER (RFC 3515), Replaces (RFC 3891) and Referred-By (RFC 3892) are outside it, and no purpose for them was found"
 
     /// Sends a REFER in `call` with these Refer-To values (and Referred-By when given); its branch.
     static func refer(_ call: inout PlacedCall, referTo: [String], referredBy: String? = nil) -> String {
@@ -102,7 +102,7 @@ enum TransferSuite {
         var problems: [String] = []
         let by = (try? target.invite.referredBy()) ?? nil
         if by?.uri.description != "sip:conform@\(s.hostPort)" {
-            problems.append("the INVITE to the target carries \(by.map { "Referred-By \($0)" } ?? "no Referred-By"); the REFER's is due (RFC 3892 §2.2: the referee copies it into the triggered request)")
+            problems.append("the INVITE to the target carries \(by.map { "Referred-By \($0)" } ?? "no Referred-By"); the REFER's is due (RFC 3892 §2.2: a referee MUST copy any Referred-By header field value into the referenced request without modification)")
         }
         if let r = replaces {
             let got = (try? target.invite.replaces()) ?? nil

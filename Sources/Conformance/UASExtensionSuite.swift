@@ -33,6 +33,9 @@ extension SIPMessage {
 }
 
 extension ConformanceSuites {
+    /// Why the tests of RFC 3262, 3311 and 4028 carry no ETSI identifier.
+    static let outOfETSIScope = "no ETSI TS 102 027-2 identifier: that document's purposes cover RFC 3261 (its scope); this extension (RFC 3262, 3311 or 4028) is outside it"
+
     /// The `uas` suite's tests of the INVITE extensions and of overlapping requests: §14.2's 500,
     /// RFC 3311's 491 and UPDATE, RFC 3262's reliable provisionals, RFC 4028's session timers,
     /// RFC 3261 §8.2.2.3's 420. A DUT without an optional extension makes its test inconclusive.
@@ -93,7 +96,7 @@ extension ConformanceSuites {
         ConformanceTestCase(name: "update-glare-491", etsiPurpose: nil,
                             summary: "a re-INVITE without an offer gets a 2xx carrying the DUT's offer; an UPDATE with an offer of ours, sent as if it crossed that 2xx (before the ACK with the answer), is answered 491",
                             reference: "RFC 3311 §5.2 (\"If an UPDATE is received that contains an offer, and the UAS has generated an offer (in an UPDATE, PRACK or INVITE) to which it has not yet received an answer, the UAS MUST reject the UPDATE with a 491 response\"); RFC 3261 §14.2, §13.3.1",
-                            purposeNote: unverified, role: .uac) { s in
+                            purposeNote: outOfETSIScope, role: .uac) { s in
             var call = PlacedCall(s)
             guard let final = await call.establish(), (200...299).contains(final.statusCode ?? 0) else {
                 return .inconclusive("the call was not established, so there is no dialog to re-INVITE")
@@ -128,7 +131,7 @@ extension ConformanceSuites {
         ConformanceTestCase(name: "100rel-prack", etsiPurpose: nil,
                             summary: "an INVITE with Require: 100rel gets a reliable 18x (Require: 100rel, RSeq) retransmitted while no PRACK comes (or, when the 18x had no SDP, the final response before the PRACK); the PRACK is answered 2xx and the INVITE completes. 420 with Unsupported: 100rel: inconclusive",
                             reference: "RFC 3262 §3 (\"the UAS MUST send any non-100 provisional response reliably\" when the request's Require lists 100rel; a reliable provisional carries Require: 100rel and RSeq and is retransmitted at T1, doubling, until its PRACK), §4, §7.1; RFC 3261 §8.2.2.3",
-                            purposeNote: unverified, role: .uac) { s in
+                            purposeNote: outOfETSIScope, role: .uac) { s in
             var call = PlacedCall(s)
             call.invite(headers: ["Supported: 100rel", "Require: 100rel"])
             let branch = call.inviteBranch
@@ -210,7 +213,7 @@ extension ConformanceSuites {
         ConformanceTestCase(name: "session-timer-too-small", etsiPurpose: nil,
                             summary: "an INVITE with Supported: timer and Session-Expires: 30 (below the 90 s floor) is answered 422 with a Min-SE above 30; the INVITE retried with Session-Expires and Min-SE at that value (same Call-ID, next CSeq) is answered 2xx. 2xx without Session-Expires: inconclusive",
                             reference: "RFC 4028 §9 (a UAS whose minimum exceeds the request's Session-Expires rejects it with 422), §6 (the 422 carries Min-SE), §5 (Min-SE is never below 90 s), §7.4",
-                            purposeNote: unverified, role: .uac) { s in
+                            purposeNote: outOfETSIScope, role: .uac) { s in
             var call = PlacedCall(s)
             call.invite(headers: ["Supported: timer", "Session-Expires: 30"])
             guard let r = await s.finalResponse(branch: call.inviteBranch, method: .invite) else {
@@ -242,7 +245,7 @@ extension ConformanceSuites {
         ConformanceTestCase(name: "session-timer-refresher", etsiPurpose: nil,
                             summary: "an INVITE with Supported: timer and Session-Expires: 1800 gets a 2xx echoing Session-Expires (90…1800 s) with refresher uac or uas (uac with Require: timer). No Session-Expires: inconclusive",
                             reference: "RFC 4028 §9 (the UAS may lower the interval, not below Min-SE, and must say in the refresher parameter who refreshes; Require: timer when that is the UAC)",
-                            purposeNote: unverified, role: .uac) { s in
+                            purposeNote: outOfETSIScope, role: .uac) { s in
             var call = PlacedCall(s)
             guard let final = await call.establish(headers: ["Supported: timer", "Session-Expires: 1800"]) else {
                 return .failed("no final response to the INVITE")
@@ -263,7 +266,7 @@ extension ConformanceSuites {
         ConformanceTestCase(name: "update-offer", etsiPurpose: nil,
                             summary: "an UPDATE with an SDP offer in a confirmed dialog is answered 2xx with an SDP answer. 405/501 is inconclusive, unless the 2xx to the INVITE listed UPDATE in Allow",
                             reference: "RFC 3311 §5.2 (the UAS answers an UPDATE's offer in its 2xx), §5.1; RFC 3261 §20.5",
-                            purposeNote: unverified, role: .uac) { s in
+                            purposeNote: outOfETSIScope, role: .uac) { s in
             var call = PlacedCall(s)
             guard let final = await call.establish(), (200...299).contains(final.statusCode ?? 0) else {
                 return .inconclusive("the call was not established, so there is no dialog to UPDATE")
