@@ -81,21 +81,28 @@ final class NewCallIDCaller: Sendable {
 
 @Suite("Conformance forward suite: a retry under a new Call-ID", .serialized)
 struct ForwardRetryTests {
-    @Test(.timeLimit(.minutes(1)))
-    func aRetryWithANewCallIDIsFollowedAndALoopUnderOneIsCaught() async throws {
+    /// Runs the `forward` tests `only` listening on a free port while `drive` has a
+    /// ``NewCallIDCaller`` call that target (its URI, its address).
+    static func run(_ only: Set<String>, _ drive: (NewCallIDCaller, String, SocketAddress) async throws -> Void) async throws -> ConformanceReport {
         let caller = try NewCallIDCaller()
         defer { caller.close() }
         let port = try UACSuiteTests.freePort()
         let target = "sip:conform@127.0.0.1:\(port)"
         let runner = ConformanceRunner(target: try SIPURI(target), responseTimeout: .seconds(2))
-        async let pending = runner.run(suite: "forward", only: ["redirect-one-target", "redirect-loop"])
+        async let pending = runner.run(suite: "forward", only: only)
         try await Task.sleep(for: .milliseconds(100))
-        let dest = try SocketAddress(ip: "127.0.0.1", port: port)
-        // The redirected call is answered at the Contact; the loop's retry (the same URI) is refused.
-        #expect(await caller.call(target, at: dest) == 200)
-        try await Task.sleep(for: .milliseconds(300))
-        #expect(await caller.call(target, at: dest) == 486)
-        let report = try await pending
+        try await drive(caller, target, try SocketAddress(ip: "127.0.0.1", port: port))
+        return try await pending
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aRetryWithANewCallIDIsFollowedAndALoopUnderOneIsCaught() async throws {
+        let report = try await Self.run(["redirect-one-target", "redirect-loop"]) { caller, target, dest in
+            // The redirected call is answered at the Contact; the loop's retry (the same URI) is refused.
+            #expect(await caller.call(target, at: dest) == 200)
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(await caller.call(target, at: dest) == 486)
+        }
         let verdicts = Dictionary(uniqueKeysWithValues: report.results.map { ($0.name, $0.verdict) })
         #expect(verdicts == ["redirect-one-target": .pass, "redirect-loop": .fail], "\(TransferSuiteTests.describe(report))")
         #expect(report.results.allSatisfy { $0.findings.isEmpty }, "\(TransferSuiteTests.describe(report))")
@@ -110,15 +117,9 @@ struct ForwardRetryTests {
     /// order is a common mechanism. A caller trying the Contacts as listed is not failed for it.
     @Test(.timeLimit(.minutes(1)))
     func contactsTriedInAnotherOrderThanQAreInconclusiveNotFailed() async throws {
-        let caller = try NewCallIDCaller()
-        defer { caller.close() }
-        let port = try UACSuiteTests.freePort()
-        let target = "sip:conform@127.0.0.1:\(port)"
-        let runner = ConformanceRunner(target: try SIPURI(target), responseTimeout: .seconds(2))
-        async let pending = runner.run(suite: "forward", only: ["redirect-q-order"])
-        try await Task.sleep(for: .milliseconds(100))
-        #expect(await caller.call(target, at: try SocketAddress(ip: "127.0.0.1", port: port)) == 200)
-        let report = try await pending
+        let report = try await Self.run(["redirect-q-order"]) { caller, target, dest in
+            #expect(await caller.call(target, at: dest) == 200)
+        }
         #expect(report.results.map(\.verdict) == [.inconclusive], "\(TransferSuiteTests.describe(report))")
         #expect(report.results[0].findings.isEmpty)
         #expect(report.results[0].reason?.contains("any order") == true, "\(report.results[0].reason ?? "")")

@@ -202,16 +202,24 @@ struct TransferSuiteTests {
         return out
     }
 
+    /// Runs the `transfer-uac` test `test` listening at `target` while `drive` has `phone` call
+    /// it and transfer the call; the report and what `drive` returned.
+    static func transferor(_ test: String, at target: SIPURI, _ phone: Phone,
+                           _ drive: (Phone, SIPURI) async throws -> Bool) async throws -> (ConformanceReport, Bool) {
+        let runner = ConformanceRunner(target: target, responseTimeout: .seconds(2))
+        async let pending = runner.run(suite: "transfer-uac", only: [test])
+        try await Task.sleep(for: .milliseconds(100))
+        let done = try await drive(phone, target)
+        return (try await pending, done)
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func theAttendedTransferorTestAgainstOurCallingPhone() async throws {
         let phone = try UACSuiteTests.callingPhone()
         defer { phone.close() }
         let target = try SIPURI("sip:conform@127.0.0.1:\(try UACSuiteTests.freePort())")
-        let runner = ConformanceRunner(target: target, responseTimeout: .seconds(2))
-        async let pending = runner.run(suite: "transfer-uac", only: ["transferor-attended"])
-        try await Task.sleep(for: .milliseconds(100))
-        #expect(try await Self.transferAttendedOnce(phone, to: target))
-        let report = try await pending
+        let (report, transferred) = try await Self.transferor("transferor-attended", at: target, phone, Self.transferAttendedOnce)
+        #expect(transferred)
         #expect(report.results.map(\.verdict) == [.pass], "\(Self.describe(report))")
         #expect(report.results.allSatisfy { $0.findings.isEmpty }, "\(Self.describe(report))")
         let messages = report.results[0].messages
@@ -221,11 +229,7 @@ struct TransferSuiteTests {
         // A transferor naming the consultation dialog with its tags the wrong way round fails, saying so.
         let swapped = try UACSuiteTests.callingPhone(Self.swapReplacesTags)
         defer { swapped.close() }
-        let runner2 = ConformanceRunner(target: target, responseTimeout: .seconds(2))
-        async let again = runner2.run(suite: "transfer-uac", only: ["transferor-attended"])
-        try await Task.sleep(for: .milliseconds(100))
-        _ = try await Self.transferAttendedOnce(swapped, to: target)
-        let bad = try await again
+        let (bad, _) = try await Self.transferor("transferor-attended", at: target, swapped, Self.transferAttendedOnce)
         #expect(bad.results.map(\.verdict) == [.fail], "\(Self.describe(bad))")
         #expect(bad.results[0].reason?.contains("wrong way round") == true, "\(Self.describe(bad))")
     }
@@ -235,11 +239,8 @@ struct TransferSuiteTests {
         let phone = try UACSuiteTests.callingPhone()
         defer { phone.close() }
         let target = try SIPURI("sip:conform@127.0.0.1:\(try UACSuiteTests.freePort())")
-        let runner = ConformanceRunner(target: target, responseTimeout: .seconds(2))
-        async let pending = runner.run(suite: "transfer-uac", only: ["transferor-blind"])
-        try await Task.sleep(for: .milliseconds(100))
-        #expect(try await Self.transferOnce(phone, to: target))
-        let report = try await pending
+        let (report, transferred) = try await Self.transferor("transferor-blind", at: target, phone, Self.transferOnce)
+        #expect(transferred)
         #expect(report.allPassed && report.results.allSatisfy { $0.findings.isEmpty }, "\(Self.describe(report))")
         let messages = report.results[0].messages
         #expect(messages.contains { $0.direction == .received && $0.summary.hasPrefix("REFER") })
@@ -247,11 +248,7 @@ struct TransferSuiteTests {
         // A transferor whose BYE is lost (dropped on the way out) fails, naming the missing BYE.
         let mute = try UACSuiteTests.callingPhone { $0.method == .bye ? nil : $0 }
         defer { mute.close() }
-        let runner2 = ConformanceRunner(target: target, responseTimeout: .seconds(2))
-        async let again = runner2.run(suite: "transfer-uac", only: ["transferor-blind"])
-        try await Task.sleep(for: .milliseconds(100))
-        _ = try await Self.transferOnce(mute, to: target)
-        let kept = try await again
+        let (kept, _) = try await Self.transferor("transferor-blind", at: target, mute, Self.transferOnce)
         #expect(kept.results.map(\.verdict) == [.fail], "\(Self.describe(kept))")
         #expect(kept.results[0].reason?.contains("BYE") == true, "\(Self.describe(kept))")
     }
