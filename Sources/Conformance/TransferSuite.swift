@@ -72,10 +72,7 @@ enum TransferSuite {
     /// DUT accepts the REFER, calls the target with Referred-By (and Replaces), and reports 1xx
     /// then 200 in NOTIFYs; the original call ends with BYE.
     static func transferee(_ s: ConformanceSession, replaces: Replaces?) async -> ScenarioOutcome {
-        var call = PlacedCall(s)
-        guard let final = await call.establish(), (200...299).contains(final.statusCode ?? 0) else {
-            return .inconclusive("the call to the DUT was not established, so there was nothing to transfer")
-        }
+        guard var (call, _) = await PlacedCall.established(s) else { return .inconclusive("the call to the DUT was not established, so there was nothing to transfer") }
         s.answerInvitesInScenario()
         let user = "target-" + s.token()
         let referredBy = "<sip:conform@\(s.hostPort)>"
@@ -137,10 +134,7 @@ enum TransferSuite {
     /// A REFER the DUT refuses must leave the call as it was; one it accepts, to a target that
     /// is busy, ends its subscription with a NOTIFY carrying the failure.
     static func referAnswered(_ s: ConformanceSession) async -> ScenarioOutcome {
-        var call = PlacedCall(s)
-        guard let final = await call.establish(), (200...299).contains(final.statusCode ?? 0) else {
-            return .inconclusive("the call to the DUT was not established, so no REFER could be sent in it")
-        }
+        guard var (call, _) = await PlacedCall.established(s) else { return .inconclusive("the call to the DUT was not established, so no REFER could be sent in it") }
         s.answerInvitesInScenario()
         let user = "busy-" + s.token()
         let mark = s.entries.count
@@ -187,10 +181,7 @@ enum TransferSuite {
 
     /// A REFER with `count` Refer-To values (0 or 2) must be refused 400.
     static func referToCount(_ s: ConformanceSession, count: Int) async -> ScenarioOutcome {
-        var call = PlacedCall(s)
-        guard let final = await call.establish(), (200...299).contains(final.statusCode ?? 0) else {
-            return .inconclusive("the call to the DUT was not established, so no REFER could be sent in it")
-        }
+        guard var (call, _) = await PlacedCall.established(s) else { return .inconclusive("the call to the DUT was not established, so no REFER could be sent in it") }
         s.answerInvitesInScenario()
         let targets = (0..<count).map { "<sip:nobody\($0)-\(s.token())@\(s.hostPort)>" }
         let b = refer(&call, referTo: targets)
@@ -215,8 +206,7 @@ enum TransferSuite {
     /// The DUT as transfer target: an INVITE with Replaces naming the confirmed call the runner
     /// has with it is answered 2xx, and the replaced call is ended by the DUT's BYE.
     static func replacesConfirmed(_ s: ConformanceSession) async -> ScenarioOutcome {
-        var old = PlacedCall(s)
-        guard let final = await old.establish(), (200...299).contains(final.statusCode ?? 0), let tag = old.remoteTag else {
+        guard var (old, _) = await PlacedCall.established(s), let tag = old.remoteTag else {
             return .inconclusive("the first call to the DUT was not established, so there was no dialog to replace")
         }
         let mark = s.entries.count

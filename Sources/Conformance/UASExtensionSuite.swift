@@ -1,6 +1,15 @@
 import SIPMessage
 
 extension PlacedCall {
+    /// Places a call to the DUT and waits for its 2xx: the established call and that 2xx, or
+    /// nil when the DUT answered otherwise or not at all (a test that needs the dialog is then
+    /// inconclusive, saying what for).
+    static func established(_ s: ConformanceSession) async -> (PlacedCall, SIPMessage)? {
+        var call = PlacedCall(s)
+        guard let final = await call.establish(), (200...299).contains(final.statusCode ?? 0) else { return nil }
+        return (call, final)
+    }
+
     /// Ends a call whose INVITE has no final response yet, whatever state it reached: CANCELs
     /// it first when `cancel`, waits for the INVITE's final response, ACKs it and hangs up a 2xx.
     mutating func wrapUp(cancel: Bool) async {
@@ -97,10 +106,7 @@ extension ConformanceSuites {
                             summary: "a re-INVITE without an offer gets a 2xx carrying the DUT's offer; an UPDATE with an offer of ours, sent as if it crossed that 2xx (before the ACK with the answer), is answered 491",
                             reference: "RFC 3311 §5.2 (\"If an UPDATE is received that contains an offer, and the UAS has generated an offer (in an UPDATE, PRACK or INVITE) to which it has not yet received an answer, the UAS MUST reject the UPDATE with a 491 response\"); RFC 3261 §14.2, §13.3.1",
                             purposeNote: outOfETSIScope, role: .uac) { s in
-            var call = PlacedCall(s)
-            guard let final = await call.establish(), (200...299).contains(final.statusCode ?? 0) else {
-                return .inconclusive("the call was not established, so there is no dialog to re-INVITE")
-            }
+            guard var (call, final) = await PlacedCall.established(s) else { return .inconclusive("the call was not established, so there is no dialog to re-INVITE") }
             let b = call.request("INVITE")
             guard let r = await s.finalResponse(branch: b, method: .invite) else {
                 _ = await call.hangUp()
@@ -267,10 +273,7 @@ extension ConformanceSuites {
                             summary: "an UPDATE with an SDP offer in a confirmed dialog is answered 2xx with an SDP answer. 405/501 is inconclusive, unless the 2xx to the INVITE listed UPDATE in Allow",
                             reference: "RFC 3311 §5.2 (the UAS answers an UPDATE's offer in its 2xx), §5.1; RFC 3261 §20.5",
                             purposeNote: outOfETSIScope, role: .uac) { s in
-            var call = PlacedCall(s)
-            guard let final = await call.establish(), (200...299).contains(final.statusCode ?? 0) else {
-                return .inconclusive("the call was not established, so there is no dialog to UPDATE")
-            }
+            guard var (call, final) = await PlacedCall.established(s) else { return .inconclusive("the call was not established, so there is no dialog to UPDATE") }
             let allowsUpdate = ((try? final.allow()) ?? []).contains(.update)
             let u = call.request("UPDATE", body: PlacedCall.offer(s, port: 49174, version: 2))
             let r = await s.finalResponse(branch: u, method: .update)
