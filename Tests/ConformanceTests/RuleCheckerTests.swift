@@ -37,18 +37,21 @@ struct RuleCheckerTests {
         return try! SIPMessage(bytes: r.serialized())
     }
 
-    static func ack(cseq: UInt32 = 1) -> SIPMessage {
+    /// A request of the runner's in the dialog `callID` (its tag `fromTag`, the DUT's `toTag`).
+    static func inDialog(_ method: String, callID: String = "c1", fromTag: String = "ft", toTag: String = "tt", branch: String, cseq: UInt32) -> SIPMessage {
         msg("""
-            ACK sip:dut@127.0.0.1:5090 SIP/2.0
-            Via: SIP/2.0/UDP 127.0.0.1:4000;branch=z9hG4bK-ack\(cseq)
+            \(method) sip:dut@127.0.0.1:5090 SIP/2.0
+            Via: SIP/2.0/UDP 127.0.0.1:4000;branch=\(branch)
             Max-Forwards: 70
-            From: <sip:conform@127.0.0.1:4000>;tag=ft
-            To: <sip:dut@127.0.0.1:5090>;tag=tt
-            Call-ID: c1
-            CSeq: \(cseq) ACK
+            From: <sip:conform@127.0.0.1:4000>;tag=\(fromTag)
+            To: <sip:dut@127.0.0.1:5090>;tag=\(toTag)
+            Call-ID: \(callID)
+            CSeq: \(cseq) \(method)
             Content-Length: 0
             """)
     }
+
+    static func ack(cseq: UInt32 = 1) -> SIPMessage { inDialog("ACK", branch: "z9hG4bK-ack\(cseq)", cseq: cseq) }
 
     static let good200 = response(200, to: invite, extra: ["Contact: <sip:dut@127.0.0.1:5090>", "Record-Route: <sip:rr1@127.0.0.1:4000;lr>"])
 
@@ -120,16 +123,7 @@ struct RuleCheckerTests {
     }
 
     @Test func theToTagOfAnInDialogResponseMustNotChange() {
-        let bye = Self.msg("""
-            BYE sip:dut@127.0.0.1:5090 SIP/2.0
-            Via: SIP/2.0/UDP 127.0.0.1:4000;branch=z9hG4bK-bye
-            Max-Forwards: 70
-            From: <sip:conform@127.0.0.1:4000>;tag=ft
-            To: <sip:dut@127.0.0.1:5090>;tag=tt
-            Call-ID: c1
-            CSeq: 2 BYE
-            Content-Length: 0
-            """)
+        let bye = Self.inDialog("BYE", branch: "z9hG4bK-bye", cseq: 2)
         var ok = SIPMessage(responseTo: bye, statusCode: 200)
         try! ok.set(.to, "<sip:dut@127.0.0.1:5090>;tag=other")
         let f = RuleChecker().check(records([(true, 0, Self.invite), (false, 0.01, Self.good200), (true, 0.02, Self.ack()),

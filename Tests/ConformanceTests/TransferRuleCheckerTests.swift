@@ -107,16 +107,7 @@ struct TransferRuleCheckerTests {
     @Test func aRedirectionWithoutContactIsNamedOnce() {
         let i = Self.invite("c9", tag: "a", branch: "z9hG4bK-i9")
         let bare = Self.ok(302, i)
-        let ack = Self.msg("""
-            ACK sip:dut@127.0.0.1:5090 SIP/2.0
-            Via: SIP/2.0/UDP 127.0.0.1:4000;branch=z9hG4bK-i9
-            Max-Forwards: 70
-            From: <sip:conform@127.0.0.1:4000>;tag=a
-            To: <sip:dut@127.0.0.1:5090>;tag=tt
-            Call-ID: c9
-            CSeq: 1 ACK
-            Content-Length: 0
-            """)
+        let ack = RuleCheckerTests.inDialog("ACK", callID: "c9", fromTag: "a", branch: "z9hG4bK-i9", cseq: 1)
         #expect(rules([(true, i), (false, bare), (false, bare), (true, ack)]) == ["contact-in-3xx"])
         let good = RuleCheckerTests.response(302, to: i, extra: ["Contact: <sip:else@127.0.0.1:5090>"])
         #expect(rules([(true, i), (false, good), (true, ack)]) == [])
@@ -148,16 +139,7 @@ struct TransferRuleCheckerTests {
         let i1 = Self.invite("c1", tag: "ft", branch: "z9hG4bK-1")
         let i2 = Self.invite("c2", tag: "f2", branch: "z9hG4bK-2")
         let i3 = Self.invite("c3", tag: "f3", branch: "z9hG4bK-3")
-        let bye3 = Self.msg("""
-            BYE sip:dut@127.0.0.1:5090 SIP/2.0
-            Via: SIP/2.0/UDP 127.0.0.1:4000;branch=z9hG4bK-b3
-            Max-Forwards: 70
-            From: <sip:conform@127.0.0.1:4000>;tag=f3
-            To: <sip:dut@127.0.0.1:5090>;tag=t3
-            Call-ID: c3
-            CSeq: 2 BYE
-            Content-Length: 0
-            """)
+        let bye3 = RuleCheckerTests.inDialog("BYE", callID: "c3", fromTag: "f3", toTag: "t3", branch: "z9hG4bK-b3", cseq: 2)
         let r = Self.invite("cr", tag: "fr", branch: "z9hG4bK-r", extra: ["Replaces: \(replaces)", "Require: replaces"])
         let exchange: [(Bool, SIPMessage)] = [
             (true, i1), (false, Self.ok(200, i1)), (true, i2), (false, Self.ok(180, i2, tag: "et")),
