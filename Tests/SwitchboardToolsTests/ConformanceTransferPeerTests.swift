@@ -9,6 +9,16 @@ import Conformance
 /// their process group at the end).
 @Suite("Conformance transfer suite against baresip and linphonec", .serialized)
 struct ConformanceTransferPeerTests {
+    /// The `transfer` suite against the peer at `target`: the report, each test's verdict by
+    /// name, and a description of the run for failure messages.
+    static func run(_ target: String) async throws -> (ConformanceReport, [String: ConformanceVerdict], String) {
+        let runner = ConformanceRunner(target: try SIPURI(target), testTimeLimit: .seconds(20), responseTimeout: .seconds(2))
+        let report = try await runner.run(suite: "transfer")
+        let describe = report.results.map { "\($0.name): \($0.verdict) \($0.reason ?? "")" + $0.findings.map { "\n   \($0)" }.joined() }
+            .joined(separator: "\n")
+        return (report, Dictionary(uniqueKeysWithValues: report.results.map { ($0.name, $0.verdict) }), describe)
+    }
+
     /// baresip 1.0 as transferee calls the target without copying Referred-By (and, attended,
     /// without the Refer-To's Replaces), accepts a REFER with two Refer-To values, and does not
     /// implement Replaces (it answers such an INVITE as a new call, not listing replaces in
@@ -18,11 +28,7 @@ struct ConformanceTransferPeerTests {
     func theTransferSuiteAgainstBaresip() async throws {
         let b = try await Baresip.start()
         defer { Baresip.stop(b) }
-        let runner = ConformanceRunner(target: try SIPURI("sip:b@127.0.0.1:\(b.sipPort)"), testTimeLimit: .seconds(20), responseTimeout: .seconds(2))
-        let report = try await runner.run(suite: "transfer")
-        let describe = report.results.map { "\($0.name): \($0.verdict) \($0.reason ?? "")" + $0.findings.map { "\n   \($0)" }.joined() }
-            .joined(separator: "\n")
-        let verdicts = Dictionary(uniqueKeysWithValues: report.results.map { ($0.name, $0.verdict) })
+        let (report, verdicts, describe) = try await Self.run("sip:b@127.0.0.1:\(b.sipPort)")
         #expect(verdicts == ["blind-transferee": .fail, "attended-transferee": .fail, "refer-answered": .pass, "refer-without-refer-to": .pass,
                              "refer-two-refer-to": .fail, "replaces-confirmed": .inconclusive, "replaces-unknown-dialog": .inconclusive,
                              "replaces-early-dialog": .inconclusive], "\(describe)")
@@ -42,11 +48,7 @@ struct ConformanceTransferPeerTests {
     func theTransferSuiteAgainstLinphonec() async throws {
         let l = try await Linphone.start()
         defer { Linphone.stop(l) }
-        let runner = ConformanceRunner(target: try SIPURI("sip:lin@127.0.0.1:\(l.sipPort)"), testTimeLimit: .seconds(20), responseTimeout: .seconds(2))
-        let report = try await runner.run(suite: "transfer")
-        let describe = report.results.map { "\($0.name): \($0.verdict) \($0.reason ?? "")" + $0.findings.map { "\n   \($0)" }.joined() }
-            .joined(separator: "\n")
-        let verdicts = Dictionary(uniqueKeysWithValues: report.results.map { ($0.name, $0.verdict) })
+        let (report, verdicts, describe) = try await Self.run("sip:lin@127.0.0.1:\(l.sipPort)")
         #expect(verdicts == ["blind-transferee": .fail, "attended-transferee": .fail, "refer-answered": .pass, "refer-without-refer-to": .pass,
                              "refer-two-refer-to": .fail, "replaces-confirmed": .pass, "replaces-unknown-dialog": .fail,
                              "replaces-early-dialog": .inconclusive], "\(describe)")
