@@ -58,12 +58,21 @@ struct TransferOptions: ParsableArguments {
             try? await call.setHeld(false, timeout: .seconds(5))
             return .unknown(.noNotify)
         }
+        let outcome: ReferOutcome
         do throws(CallError) {
-            return try await call.attendedTransfer(to: consultation)
+            outcome = try await call.attendedTransfer(to: consultation)
         } catch {
             say("attended transfer: \(error)")
             return .unknown(.noNotify)
         }
+        // On success the target ends the replaced consultation call with a BYE (RFC 5589 §7.1):
+        // it is waited for (5 s at most, else we end that call ourselves), so the command does
+        // not exit with the consultation dialog still open.
+        if outcome.isSuccess, (try? await consultation.waitUntil("replaced", timeout: .seconds(5)) { $0.isEnded }) == nil {
+            say("the target did not end the consultation call: hanging it up")
+            await consultation.hangUp(timeout: .seconds(4))
+        }
+        return outcome
     }
 }
 
