@@ -38,15 +38,16 @@ enum TransferSuite {
     }
 
     /// Ends a call the DUT placed to the runner (the runner is its callee): BYE with the
-    /// dialog's tags, to the DUT's Contact; its final response.
-    static func hangUp(_ call: ReceivedCall) async -> SIPMessage? {
+    /// dialog's tags and CSeq `cseq` (above those of the runner's NOTIFYs in it), to the DUT's
+    /// Contact; its final response.
+    static func hangUp(_ call: ReceivedCall, cseq: UInt32 = 1) async -> SIPMessage? {
         let s = call.session
         let b = s.branch()
         var uri = s.targetURI.description
         if case .addresses(let list)? = (try? call.invite.contact()) ?? nil, let first = list.first { uri = first.uri.description }
         let text = ["BYE \(uri) SIP/2.0", "Via: SIP/2.0/\(s.viaTransport) \(s.hostPort);branch=\(b);rport", "Max-Forwards: 70",
                     "From: \(call.invite[.to] ?? "<sip:conform@\(s.hostPort)>");tag=\(call.toTag)", "To: \(call.invite[.from] ?? "")",
-                    "Call-ID: \(call.callID)", "CSeq: 1 BYE", "Content-Length: 0"].joined(separator: "\r\n") + "\r\n\r\n"
+                    "Call-ID: \(call.callID)", "CSeq: \(cseq) BYE", "Content-Length: 0"].joined(separator: "\r\n") + "\r\n\r\n"
         s.sendRaw(Array(text.utf8), to: call.source)
         return await s.finalResponse(branch: b, method: .bye)
     }
@@ -409,7 +410,7 @@ extension TransferSuite {
         }
         let id = call.callID
         if await s.waitFor(after: mark, timeout: s.responseTimeout, { $0.method == .bye && $0.callID == id }) == nil {
-            _ = await hangUp(call)
+            _ = await hangUp(call, cseq: 3)
             problems.append("the DUT did not end its call with BYE after the NOTIFY reported the transfer's success (RFC 5589 §6)")
         }
         return problems.isEmpty ? .passed : .failed(problems.joined(separator: "; "))
@@ -506,7 +507,7 @@ extension TransferSuite {
         }
         guard let consult = consultation else {
             _ = await notify(call, cseq: 1, status: 603, state: "terminated;reason=noresource")
-            _ = await hangUp(call)
+            _ = await hangUp(call, cseq: 2)
             return .inconclusive("the DUT transferred without a consultation call (blind: transferor-blind tests that)")
         }
         var problems: [String] = []
@@ -522,7 +523,7 @@ extension TransferSuite {
         }
         let a = call.callID, b = consult.callID
         if await s.waitFor(after: mark, timeout: s.responseTimeout, { $0.method == .bye && $0.callID == a }) == nil {
-            _ = await hangUp(call)
+            _ = await hangUp(call, cseq: 3)
             problems.append("the DUT did not end its first call with BYE after the NOTIFY reported the transfer's success (RFC 5589 §7)")
         }
         // The target ends the replaced consultation call (RFC 5589 §7.1), unless the DUT did.
