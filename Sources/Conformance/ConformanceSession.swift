@@ -17,7 +17,7 @@ public enum ConformanceError: Error, Sendable, Equatable, CustomStringConvertibl
     case socket(String)
     /// The suite runs over other transports only (TLS: the `uas` and `uac` suites).
     case suiteTransport(suite: String, ConformanceTransport)
-    /// The `uac` suite over TLS listens with a certificate of its own, which was not given.
+    /// The `uac` and `proxy` suites over TLS listen with a certificate of their own, which was not given.
     case certificateMissing
     /// The `parser` suite's messages (RFC 4475 and RFC 5118) are not in the corpus folder given.
     case corpusMissing(String)
@@ -25,14 +25,14 @@ public enum ConformanceError: Error, Sendable, Equatable, CustomStringConvertibl
     public var description: String {
         switch self {
         case .badTarget(let t): return "target \(t): a SIP URI with an IP address is needed (e.g. sip:dut@127.0.0.1:5060)"
-        case .unsupportedTransport(let t): return "transport \(t.rawValue) is not supported yet (udp and tcp in this version; tls for the uas suite)"
+        case .unsupportedTransport(let t): return "transport \(t.rawValue) is not supported yet (udp and tcp in this version; tls for the uas, uac and proxy suites)"
         case .unknownSuite(let s): return "no suite named \(s) (switchboard conform --list names them)"
         case .socket(let s): return "cannot open the runner's socket: \(s)"
         case .suiteTransport(let suite, let t):
-            let takes = suite == "registrar" || suite == "auth" || suite == "proxy" ? "udp and tcp" : suite == "uas" || suite == "uac" ? "udp, tcp and tls" : "udp only"
+            let takes = suite == "registrar" || suite == "auth" ? "udp and tcp" : suite == "uas" || suite == "uac" || suite == "proxy" ? "udp, tcp and tls" : "udp only"
             return "the \(suite) suite does not run over \(t.rawValue) yet (\(takes) in this version)"
         case .certificateMissing:
-            return "the uac suite over tls listens for the DUT's connections: give the runner a certificate and its key (--tls-cert FILE --tls-key FILE)"
+            return "the uac and proxy suites over tls listen for the DUT's connections: give the runner a certificate and its key (--tls-cert FILE --tls-key FILE)"
         case .corpusMissing(let p): return "the parser suite reads the RFC 4475 and RFC 5118 messages from a corpus folder (rfc4475/…, rfc5118/…): \(p) is missing (give --corpus DIR)"
         }
     }

@@ -263,7 +263,7 @@ public final class ProxyServer: Sendable {
         out.removeFirstElement(.via)
         let next = vias[1]
         guard let a = next.responseAddress else { return }
-        let kind: TransportKind = next.transport.uppercased() == "TCP" ? .tcp : .udp
+        let kind: TransportKind = switch next.transport.uppercased() { case "TCP": .tcp; case "TLS": .tls; default: .udp }
         endpoint.sendStateless(out, to: SIPPeer(transport: kind, address: a))
     }
 
@@ -289,11 +289,12 @@ public final class ProxyServer: Sendable {
         try? m.prepend(.via, "SIP/2.0/\(transport.viaToken) \(local);branch=\(branch);rport")
     }
 
-    /// The transport a URI names, else the one the request came over. The proxy has no TLS
-    /// client: a URI naming TLS is treated as naming none, and TLS falls back to UDP.
+    /// The transport a URI names (`;transport=`, or TLS for a `sips:` URI), else the one the
+    /// request came over. TLS is used as named: the endpoint connects as a TLS client (with its
+    /// ``SIPEndpoint/Configuration/tls`` trust) when it has a TLS listen point; without one the
+    /// send fails and the request is answered 503.
     private func transportOf(_ u: SIPURI, default kind: TransportKind) -> TransportKind {
-        let named = TransportKind(transportParameterOf: u).flatMap { $0 == .tls ? nil : $0 } ?? kind
-        return named == .tls ? .udp : named
+        TransportKind(transportParameterOf: u) ?? (u.secure ? .tls : kind)
     }
 
     private func isOurDomain(_ m: SIPMessage) -> Bool {

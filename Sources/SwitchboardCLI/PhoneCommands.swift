@@ -533,12 +533,25 @@ struct Proxy: AsyncParsableCommand {
                                             valueName: "fault"))
     var misbehave: Misbehaviour?
 
+    @Option(name: .long, help: "For tls: listen points, the certificate chain (PEM file).")
+    var cert: String?
+
+    @Option(name: .long, help: "For tls: listen points, the private key (PEM file).")
+    var key: String?
+
+    @Option(name: .long, help: "For tls: the CA certificate (PEM file) the next hops' certificates must chain to when the proxy connects to them (default: the system's store).")
+    var ca: String?
+
     @OptionGroup var stopAfter: StopAfterOption
 
     @OptionGroup var logging: LoggingOptions
 
     func run() async throws {
         let logger = logging.logger("switchboard.proxy")
+        let points = try listen.points()
+        if points.contains(where: { if case .tls = $0 { return true } else { return false } }), cert == nil || key == nil {
+            throw ValidationError("a tls: listen point needs --cert and --key")
+        }
         var table: [String: String] = [:]
         for u in users {
             let parts = u.split(separator: ":", maxSplits: 1).map(String.init)
@@ -546,7 +559,11 @@ struct Proxy: AsyncParsableCommand {
             table[parts[0]] = parts[1]
         }
         let box = Mutex<ProxyServer?>(nil)
-        var endpointConfig = SIPEndpoint.Configuration(listen: try listen.points(), logger: logger)
+        var endpointConfig = SIPEndpoint.Configuration(listen: points, logger: logger)
+        // Over TLS the proxy serves with its certificate and connects to next hops that name TLS
+        // (`;transport=tls`, `sips:`), verifying them against `--ca`.
+        endpointConfig.tls = TLSConfiguration(certificateChain: cert.map { .file($0) }, privateKey: key.map { .file($0) },
+                                              trustedCertificates: ca.map { [.file($0)] } ?? [])
         endpointConfig.outboundRewrite = misbehave?.rewriter()
         let endpoint = try SIPEndpoint(configuration: endpointConfig) { e in box.withLock { $0 }?.handle(e) }
         defer { endpoint.close() }
