@@ -239,6 +239,20 @@ struct Call: AsyncParsableCommand {
 
     enum RedirectAnswer: String, ExpressibleByArgument { case follow, reject }
 
+    @Option(name: .customLong("100rel"), help: "Reliable provisional responses (RFC 3262): off, supported (Supported: 100rel) or required (Require: 100rel; a 420 refusing it makes the call retry without it, RFC 3261 §8.1.3.5).")
+    var reliableProvisional: ReliableProvisionalOption = .supported
+
+    enum ReliableProvisionalOption: String, ExpressibleByArgument {
+        case off, supported, required
+        var policy: ReliableProvisionalPolicy {
+            switch self {
+            case .off: return .unsupported
+            case .supported: return .supported
+            case .required: return .required
+            }
+        }
+    }
+
     @OptionGroup var common: PhoneOptions
 
     func run() async throws {
@@ -249,6 +263,7 @@ struct Call: AsyncParsableCommand {
         defer { mirror?.close() }
         var config = common.agent(point, identity: identity, outboundProxy: try proxy.map { try SIPURI($0) }, label: "switchboard.call", mirror: mirror)
         config.redirects = RedirectPolicy(mode: redirects == .follow ? .follow : .fail)
+        config.reliableProvisional = reliableProvisional.policy
         let say = stamped(.now)
         let host = point.address.ipString
         let accepts = common.transfer.refer == .accept

@@ -78,6 +78,7 @@ struct ConformanceTLSTests {
                                                  tls: TLSConfiguration(certificateChain: .file(pki.cert), privateKey: .file(pki.key), trustedCertificates: [.file(pki.ca)]))
         var config = SIPUserAgent.Configuration(endpoint: endpoint, identity: try SIPURI("sip:dut@127.0.0.1"), transport: .tls)
         config.redirects.mode = .follow
+        config.reliableProvisional = .required   // so that require-420-retry has a Require to refuse
         let phone = try Phone(name: "dut", configuration: config)
         defer { phone.close() }
         let probe = try TCPTransport(listeningOn: try SocketAddress(ip: "127.0.0.1", port: 0)) { _ in }
