@@ -249,7 +249,7 @@ extension ConformanceSuites {
         },
         ConformanceTestCase(name: "require-420-retry", etsiPurpose: nil,
                             summary: "a DUT whose INVITE requires extensions (Require) gets 420 Bad Extension with all of them in Unsupported; it ACKs the 420 and retries as a new transaction (same Call-ID, higher CSeq, new branch) without requiring any of them; answered 200, ACK, BYE. No Require: inconclusive; no retry: inconclusive (a SHOULD)",
-                            reference: "RFC 3261 §8.1.3.5 (\"If a 420 (Bad Extension) response is received, the UAC SHOULD retry, this time omitting any extensions listed in the Unsupported header field\"), §8.2.2.3, §17.1.1.3",
+                            reference: "RFC 3261 §8.1.3.5 (after a 420 the UAC SHOULD retry the request omitting the extensions the response's Unsupported lists), §8.2.2.3, §17.1.1.3",
                             purposeNote: noETSIForUAC, role: .uas) { s in
             guard let call = await ReceivedCall.next(s) else { return .failed("no INVITE from the DUT within \(s.responseTimeout)") }
             let required = (try? call.invite.require()) ?? []

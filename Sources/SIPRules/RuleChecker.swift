@@ -265,6 +265,9 @@ public struct RuleChecker: Sendable {
         var invites: [String: Invite] = [:], order: [String] = []
         var responses: [String: [Sent]] = [:]
         var acks: [Ack] = []
+        // Every INVITE branch per Call-ID: behind a forking proxy several INVITE transactions
+        // share a Call-ID and CSeq, and the ACK of one branch's non-2xx is not another's.
+        var inviteBranches: [String: Set<String>] = [:]
         // The reliable provisionals we sent per Call-ID ("RSeq CSeq"), and the Min-SE of the
         // 422s we sent (with the refused INVITE's CSeq number).
         var reliable: [String: Set<String>] = [:]
@@ -311,6 +314,7 @@ public struct RuleChecker: Sendable {
             }
             if !r.sent, m.method == .invite {
                 let branch = m.topViaBranch ?? ""
+                inviteBranches[callID, default: []].insert(branch)
                 if invites[key] == nil { invites[key] = Invite(index: i, branch: branch); order.append(key) }
                 // A copy of the same transaction (a new branch with the same CSeq is not one).
                 if invites[key]!.branch == branch { invites[key]!.times.append(r.time); invites[key]!.copies.append(i) }
@@ -336,7 +340,8 @@ public struct RuleChecker: Sendable {
                 }
             }
             guard let final = sent.first(where: { $0.code >= 200 }) else { continue }
-            let related = acks.filter { $0.callID == callID && $0.time >= final.time }
+            let others = (inviteBranches[callID] ?? []).subtracting([invite.branch])
+            let related = acks.filter { $0.callID == callID && $0.time >= final.time && !others.contains($0.branch) }
             if (200...299).contains(final.code) {
                 guard let ack = related.first else {
                     add(.ack2xx, final.index, "the \(final.code) to the INVITE (CSeq \(sequence)) was never acknowledged")

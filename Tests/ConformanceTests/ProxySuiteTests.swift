@@ -3,6 +3,7 @@ import Synchronization
 import SIPMessage
 import SIPRuntime
 import SIPProxy
+import SIPAuth
 import NetworkIO
 @testable import Conformance
 
@@ -11,22 +12,27 @@ import NetworkIO
 /// decrement Max-Forwards.
 @Suite("Conformance proxy suite", .serialized)
 struct ProxySuiteTests {
-    /// Our proxy on a free port, its outgoing messages passed through `rewrite`.
+    /// The registrar user the fork test registers as (the runner's credentials).
+    static let alice = DigestCredentials(username: "alice", password: "alicepw")
+
+    /// Our proxy on a free port (its registrar knows ``alice``), its outgoing messages passed through `rewrite`.
     static func proxy(recordRoute: Bool = true, tcp: Bool = false, _ rewrite: (@Sendable (SIPMessage) -> SIPMessage?)? = nil) throws -> (SIPEndpoint, ProxyServer) {
         let box = Mutex<ProxyServer?>(nil)
         let any = try SocketAddress(ip: "127.0.0.1", port: 0)
         var config = SIPEndpoint.Configuration(listen: [tcp ? .tcp(any) : .udp(any)])
         config.outboundRewrite = rewrite
         let endpoint = try SIPEndpoint(configuration: config) { e in box.withLock { $0 }?.handle(e) }
-        let proxy = ProxyServer(configuration: .init(domain: "switchboard.test", users: [:], recordRoute: recordRoute))
+        let proxy = ProxyServer(configuration: .init(domain: "switchboard.test", users: [alice.username: alice.password], recordRoute: recordRoute))
         proxy.attach(endpoint)
         box.withLock { $0 = proxy }
         return (endpoint, proxy)
     }
 
-    static func run(_ endpoint: SIPEndpoint, only: Set<String>? = nil, transport: ConformanceTransport = .udp) async throws -> ConformanceReport {
+    static func run(_ endpoint: SIPEndpoint, only: Set<String>? = nil, transport: ConformanceTransport = .udp,
+                    credentials: DigestCredentials? = alice) async throws -> ConformanceReport {
         let port = endpoint.localAddresses[0].address.port
-        let runner = ConformanceRunner(target: try SIPURI("sip:proxy@127.0.0.1:\(port)"), transport: transport, responseTimeout: .seconds(2))
+        let runner = ConformanceRunner(target: try SIPURI("sip:proxy@127.0.0.1:\(port)"), transport: transport, responseTimeout: .seconds(2),
+                                       credentials: credentials)
         return try await runner.run(suite: "proxy", only: only)
     }
 
@@ -39,9 +45,54 @@ struct ProxySuiteTests {
         let (endpoint, proxy) = try Self.proxy()
         defer { endpoint.close() }
         let report = try await Self.run(endpoint)
-        #expect(report.results.map(\.name) == ["forward-4xx", "forward-6xx", "max-forwards-zero", "record-route", "loop", "cancel"])
+        #expect(report.results.map(\.name) == ["forward-4xx", "forward-6xx", "max-forwards-zero", "record-route", "loop", "cancel", "fork"])
         #expect(report.allPassed, "\(Self.describe(report))")
+        #expect(report.results.allSatisfy { $0.findings.isEmpty }, "\(Self.describe(report))")
         #expect(proxy.statistics.cancels == 1)
+        // The fork test unregistered its two contacts.
+        #expect(proxy.bindings(of: try SIPURI("sip:alice@127.0.0.1")).isEmpty)
+    }
+
+    /// The fork test: our proxy forks the INVITE to alice's two contacts at once (each copy to
+    /// one contact, a branch of its own), relays the 200 of the first, CANCELs the second on
+    /// its branch after its 180, and keeps its 487 to itself.
+    @Test(.timeLimit(.minutes(1)))
+    func ourProxyForksInParallelAndCancelsTheOtherBranch() async throws {
+        let (endpoint, proxy) = try Self.proxy()
+        defer { endpoint.close() }
+        let report = try await Self.run(endpoint, only: ["fork"])
+        let result = try #require(report.results.first)
+        #expect(result.verdict == .pass, "\(Self.describe(report))")
+        let received = result.messages.filter { $0.direction == .received }
+        let invites = received.filter { $0.summary.hasPrefix("INVITE sip:fork-") }
+        #expect(invites.count == 2, "\(result.messages.map(\.summary))")
+        #expect(received.filter { $0.summary.hasPrefix("CANCEL sip:fork-") }.count == 1, "\(result.messages.map(\.summary))")
+        #expect(proxy.statistics.cancels == 0)
+        #expect(proxy.statistics.relayedResponses >= 2)
+    }
+
+    /// Without credentials the runner cannot register at a registrar that challenges: the fork
+    /// test is inconclusive, naming why.
+    @Test(.timeLimit(.minutes(1)))
+    func theForkTestWithoutCredentialsIsInconclusive() async throws {
+        let (endpoint, _) = try Self.proxy()
+        defer { endpoint.close() }
+        let report = try await Self.run(endpoint, only: ["fork"], credentials: nil)
+        let result = try #require(report.results.first)
+        #expect(result.verdict == .inconclusive, "\(Self.describe(report))")
+        #expect(result.reason?.contains("no credentials") == true, "\(Self.describe(report))")
+    }
+
+    /// A forking proxy that never sends CANCELs on leaves the other branch ringing: the fork
+    /// test fails naming §16.7 step 10.
+    @Test(.timeLimit(.minutes(1)))
+    func aForkingProxyThatDoesNotCancelTheOtherBranchFails() async throws {
+        let (endpoint, _) = try Self.proxy { m in m.method == .cancel ? nil : m }
+        defer { endpoint.close() }
+        let report = try await Self.run(endpoint, only: ["fork"])
+        let result = try #require(report.results.first)
+        #expect(result.verdict == .fail, "\(Self.describe(report))")
+        #expect(result.reason?.contains("§16.7 step 10") == true, "\(Self.describe(report))")
     }
 
     /// Over TCP: the runner's caller side connects to the proxy, the proxy connects to the

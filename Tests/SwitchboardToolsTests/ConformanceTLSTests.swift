@@ -8,6 +8,7 @@ import NetworkIO
 import SwitchboardTestSupport
 import Conformance
 import SIPProxy
+import SIPAuth
 import Synchronization
 
 /// The `uas` suite over TLS against our answering phone listening on `tls:127.0.0.1` with a
@@ -122,11 +123,12 @@ struct ConformanceTLSTests {
                                                tls: TLSConfiguration(certificateChain: .file(pki.cert), privateKey: .file(pki.key), trustedCertificates: [.file(pki.ca)]))
         let endpoint = try SIPEndpoint(configuration: config) { e in box.withLock { $0 }?.handle(e) }
         defer { endpoint.close() }
-        let proxy = ProxyServer(configuration: .init(domain: "switchboard.test", users: [:]))
+        let proxy = ProxyServer(configuration: .init(domain: "switchboard.test", users: ["alice": "alicepw"]))
         proxy.attach(endpoint)
         box.withLock { $0 = proxy }
         let port = endpoint.localAddresses[0].address.port
         let runner = ConformanceRunner(target: try SIPURI("sip:proxy@127.0.0.1:\(port)"), transport: .tls, responseTimeout: .seconds(2),
+                                       credentials: DigestCredentials(username: "alice", password: "alicepw"),
                                        tls: TLSConfiguration(certificateChain: .file(pki.cert), privateKey: .file(pki.key), trustedCertificates: [.file(pki.ca)]))
         let report = try await runner.run(suite: "proxy")
         #expect(report.transport == .tls)
