@@ -276,6 +276,51 @@ struct UACSuiteTests {
         #expect(report.results.first { $0.name == "require-420-retry" }?.reason?.contains("RFC 3261 §8.1.3.5") == true, "\(Self.describe(report))")
     }
 
+    /// The runner's own answer to a PRACK (RFC 3262 §3): 200 when its RAck names a reliable
+    /// provisional the runner sent in that call and no earlier PRACK transaction acknowledged
+    /// (a retransmission of that PRACK gets 200 again), 481 for a second PRACK of it, an RSeq
+    /// never sent, or another call.
+    @Test(.timeLimit(.minutes(1)))
+    func aPRACKIsAnswered200OnlyForAnUnacknowledgedReliableProvisional() async throws {
+        let answers = Mutex<[String: [Int]]>([:])   // PRACK branch → status codes received
+        let peer = try UDPTransport(bindingTo: try SocketAddress(ip: "127.0.0.1", port: 0)) { event in
+            guard case .message(let inbound) = event, let code = inbound.message.statusCode, let branch = inbound.message.topViaBranch else { return }
+            answers.withLock { $0[branch, default: []].append(code) }
+        }
+        defer { peer.close() }
+        let port = peer.localAddress.port
+        let session = try ConformanceSession(target: peer.localAddress, targetURI: try SIPURI("sip:dut@127.0.0.1:\(port)"), role: .uas)
+        defer { session.close() }
+        func lines(_ l: [String]) -> [UInt8] { Array((l.joined(separator: "\r\n") + "\r\n\r\n").utf8) }
+        // The runner's reliable 183 to the DUT's INVITE (CSeq 1) in call c1.
+        session.sendRaw(lines(["SIP/2.0 183 Session Progress", "Via: SIP/2.0/UDP 127.0.0.1:\(port);branch=z9hG4bK-inv",
+                               "From: <sip:dut@127.0.0.1>;tag=a", "To: <sip:conform@127.0.0.1>;tag=b", "Call-ID: c1", "CSeq: 1 INVITE",
+                               "Require: 100rel", "RSeq: 7", "Content-Length: 0"]))
+        func prack(_ branch: String, rack: String, callID: String = "c1") throws {
+            try peer.send(lines(["PRACK sip:conform@\(session.hostPort) SIP/2.0", "Via: SIP/2.0/UDP 127.0.0.1:\(port);branch=\(branch)",
+                                 "Max-Forwards: 70", "From: <sip:dut@127.0.0.1>;tag=a", "To: <sip:conform@127.0.0.1>;tag=b",
+                                 "Call-ID: \(callID)", "CSeq: 2 PRACK", "RAck: \(rack)", "Content-Length: 0"]), to: session.local)
+        }
+        func answered(_ branch: String, count: Int = 1) async -> [Int] {
+            for _ in 0..<200 {
+                let got = answers.withLock { $0[branch] ?? [] }
+                if got.count >= count { return got }
+                try? await Task.sleep(for: .milliseconds(10))
+            }
+            return answers.withLock { $0[branch] ?? [] }
+        }
+        try prack("z9hG4bK-p1", rack: "7 1 INVITE")
+        #expect(await answered("z9hG4bK-p1") == [200])
+        try prack("z9hG4bK-p1", rack: "7 1 INVITE")   // a retransmission
+        #expect(await answered("z9hG4bK-p1", count: 2) == [200, 200])
+        try prack("z9hG4bK-p2", rack: "7 1 INVITE")   // a new PRACK of the same 183
+        #expect(await answered("z9hG4bK-p2") == [481])
+        try prack("z9hG4bK-p3", rack: "8 1 INVITE")   // an RSeq never sent
+        #expect(await answered("z9hG4bK-p3") == [481])
+        try prack("z9hG4bK-p4", rack: "7 1 INVITE", callID: "c2")   // another call
+        #expect(await answered("z9hG4bK-p4") == [481])
+    }
+
     /// Runs the uac suite while SIPp's built-in uac (`sipp -sn uac`) calls it: four calls, one at a
     /// time, each held `talk` milliseconds before SIPp's BYE. Returns the report and SIPp's exit status.
     static func runAgainstSIPp(talk: Int) async throws -> (ConformanceReport, Int32) {
