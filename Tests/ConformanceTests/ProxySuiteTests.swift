@@ -71,6 +71,62 @@ struct ProxySuiteTests {
         #expect(proxy.statistics.relayedResponses >= 2)
     }
 
+    /// Our proxy's response context beyond the fork test: alice's two contacts registered,
+    /// an INVITE to her forked to both; when both refuse (486, then 404) the caller gets one
+    /// final response only after the last, the lowest class's first (486); when one declines
+    /// 603 while the other rings, the 603 goes back at once and the ringing branch is
+    /// CANCELled (RFC 3261 §16.7 steps 5, 6 and 10).
+    @Test(.timeLimit(.minutes(1)))
+    func ourForkingProxyChoosesTheBestFinalResponse() async throws {
+        let (endpoint, _) = try Self.proxy()
+        defer { endpoint.close() }
+        let port = endpoint.localAddresses[0].address.port
+        let s = try ConformanceSession(target: try SocketAddress(ip: "127.0.0.1", port: port), targetURI: try SIPURI("sip:proxy@127.0.0.1:\(port)"),
+                                       responseTimeout: .seconds(2), credentials: Self.alice, role: .proxy)
+        defer { s.close() }
+        var reg = RunnerRegistration(s)
+        reg.addressOfRecord = "sip:alice@127.0.0.1"
+        let users = ["fa-" + s.token(), "fb-" + s.token()]
+        let bound = try await reg.register(users.map { reg.contact($0) }, expires: 120)
+        #expect(bound.statusCode == 200)
+        for (first, second, expected) in [(486, 404, 486), (603, 0, 603)] {
+            var call = ProxyCall(s)
+            call.inviteBranch = s.branch()
+            var d = call.draft("INVITE", branch: call.inviteBranch, uri: "sip:alice@127.0.0.1:\(port)")
+            d.to = "sip:alice@127.0.0.1"
+            s.send(d.text(s))
+            let mark = s.entries.count
+            func forwarded(_ user: String) async -> (SIPMessage, Int)? {
+                await s.waitFor(after: mark, timeout: .seconds(2)) { $0.method == .invite && $0.callID == call.callID && ($0.requestURIText ?? "").contains(user) }
+            }
+            let a = try #require(await forwarded(users[0]))
+            let b = try #require(await forwarded(users[1]))
+            let hop = try #require(s.entries[a.1].source)
+            call.answer(b.0, from: hop, code: 180, tag: "tb")
+            call.answer(a.0, from: hop, code: first, tag: "ta")
+            if second != 0 {
+                // Nothing final goes up while a branch is still pending.
+                #expect(await s.finalResponse(branch: call.inviteBranch, method: .invite, timeout: .milliseconds(300)) == nil)
+                call.answer(b.0, from: hop, code: second, tag: "tb")
+            } else {
+                // The 603 ends the search: the ringing branch is cancelled.
+                let cancel = try #require(await s.waitFor(after: mark, timeout: .seconds(2)) { $0.method == .cancel && $0.callID == call.callID })
+                #expect(cancel.0.topViaBranch == b.0.topViaBranch)
+                call.answer(cancel.0, from: hop, code: 200, tag: "tb")
+                call.answer(b.0, from: hop, code: 487, tag: "tb")
+            }
+            let final = try #require(await s.finalResponse(branch: call.inviteBranch, method: .invite))
+            #expect(final.statusCode == expected)
+            call.ackFailure(final)
+            try await Task.sleep(for: .milliseconds(200))
+            let finals = s.entries.filter { e in
+                e.direction == .received && e.message.map { !$0.isRequest && ($0.statusCode ?? 0) >= 200 && $0.topViaBranch == call.inviteBranch } == true
+            }
+            #expect(finals.count == 1, "\(finals.compactMap { $0.message?.statusCode })")
+        }
+        _ = try await reg.register(users.map { reg.contact($0) }, expires: 0)
+    }
+
     /// Without credentials the runner cannot register at a registrar that challenges: the fork
     /// test is inconclusive, naming why.
     @Test(.timeLimit(.minutes(1)))
