@@ -13,7 +13,7 @@ import Darwin
 public struct ConformanceRunner: Sendable {
     /// The DUT's URI (`sip:user@127.0.0.1:5060`): its host must be an IP address.
     public var target: SIPURI
-    /// The transport to the DUT (udp, tcp; tls for the uas and uac suites).
+    /// The transport to the DUT (udp, tcp; tls for the uas, uac and proxy suites).
     public var transport: ConformanceTransport
     /// The longest a test may take (a DUT that never answers cannot stall the run).
     public var testTimeLimit: Duration
@@ -30,7 +30,7 @@ public struct ConformanceRunner: Sendable {
     public var corpus: String?
     /// Over TLS: whom the runner trusts (``TLSConfiguration/trustedCertificates``; empty: the
     /// system's store), or ``TLSConfiguration/verifyPeer`` off for a self-signed DUT; for the
-    /// `uac` suite also the runner's own certificate and key (``TLSConfiguration/certificateChain``,
+    /// `uac` and `proxy` suites also the runner's own certificate and key (``TLSConfiguration/certificateChain``,
     /// ``TLSConfiguration/privateKey``), which the DUT's connections are handshaken with.
     public var tls: TLSConfiguration
 
@@ -57,9 +57,11 @@ public struct ConformanceRunner: Sendable {
     /// with each result as it finishes (index from 1, count).
     public func run(suite: String, only: Set<String>? = nil,
                     progress: @Sendable (Int, Int, ConformanceTestResult) -> Void = { _, _, _ in }) async throws(ConformanceError) -> ConformanceReport {
-        // Over TLS: the uas suite (the runner connects to the DUT) and the uac suite (the DUT
-        // connects to the runner, which needs a certificate) in this version.
-        if transport == .tls, suite != "uas", suite != "uac" { throw .suiteTransport(suite: suite, transport) }
+        // Over TLS: the uas suite (the runner connects to the DUT), the uac suite (the DUT
+        // connects to the runner, which needs a certificate) and the proxy suite (both: the
+        // runner's caller side connects to the DUT, the DUT's forwards connect to its callee side).
+        if transport == .tls, suite != "uas", suite != "uac", suite != "proxy" { throw .suiteTransport(suite: suite, transport) }
+        if transport == .tls, suite == "proxy", tls.certificateChain == nil || tls.privateKey == nil { throw .certificateMissing }
         var tests = try Self.tests(of: suite)
         if let only { tests = tests.filter { only.contains($0.name) } }
         if suite == "parser" {
@@ -70,9 +72,6 @@ public struct ConformanceRunner: Sendable {
                 guard let path = ParserSuite.path(of: t.name), access(corpus + "/" + path, R_OK) == 0 else { throw .corpusMissing(corpus + "/" + (ParserSuite.path(of: t.name) ?? t.name)) }
             }
         }
-        // Behind a proxy the callee's answers go back on the hop the request came from (over
-        // TCP, on the connection it came on); TLS is not in this version.
-        if suite == "proxy", transport == .tls { throw .suiteTransport(suite: suite, transport) }
         // The transfer target's answers go to the DUT's source address: UDP only in this version.
         if suite == "transfer", transport != .udp { throw .suiteTransport(suite: suite, transport) }
         let address: SocketAddress

@@ -17,7 +17,7 @@ public enum ConformanceError: Error, Sendable, Equatable, CustomStringConvertibl
     case socket(String)
     /// The suite runs over other transports only (TLS: the `uas` and `uac` suites).
     case suiteTransport(suite: String, ConformanceTransport)
-    /// The `uac` suite over TLS listens with a certificate of its own, which was not given.
+    /// The `uac` and `proxy` suites over TLS listen with a certificate of their own, which was not given.
     case certificateMissing
     /// The `parser` suite's messages (RFC 4475 and RFC 5118) are not in the corpus folder given.
     case corpusMissing(String)
@@ -25,14 +25,14 @@ public enum ConformanceError: Error, Sendable, Equatable, CustomStringConvertibl
     public var description: String {
         switch self {
         case .badTarget(let t): return "target \(t): a SIP URI with an IP address is needed (e.g. sip:dut@127.0.0.1:5060)"
-        case .unsupportedTransport(let t): return "transport \(t.rawValue) is not supported yet (udp and tcp in this version; tls for the uas suite)"
+        case .unsupportedTransport(let t): return "transport \(t.rawValue) is not supported yet (udp and tcp in this version; tls for the uas, uac and proxy suites)"
         case .unknownSuite(let s): return "no suite named \(s) (switchboard conform --list names them)"
         case .socket(let s): return "cannot open the runner's socket: \(s)"
         case .suiteTransport(let suite, let t):
-            let takes = suite == "registrar" || suite == "auth" || suite == "proxy" || suite == "forward-uas" ? "udp and tcp" : suite == "uas" || suite == "uac" ? "udp, tcp and tls" : "udp only"
+            let takes = suite == "registrar" || suite == "auth" || suite == "forward-uas" ? "udp and tcp" : suite == "uas" || suite == "uac" || suite == "proxy" ? "udp, tcp and tls" : "udp only"
             return "the \(suite) suite does not run over \(t.rawValue) yet (\(takes) in this version)"
         case .certificateMissing:
-            return "the uac suite over tls listens for the DUT's connections: give the runner a certificate and its key (--tls-cert FILE --tls-key FILE)"
+            return "the uac and proxy suites over tls listen for the DUT's connections: give the runner a certificate and its key (--tls-cert FILE --tls-key FILE)"
         case .corpusMissing(let p): return "the parser suite reads the RFC 4475 and RFC 5118 messages from a corpus folder (rfc4475/…, rfc5118/…): \(p) is missing (give --corpus DIR)"
         }
     }
@@ -316,7 +316,10 @@ public final class ConformanceSession: Sendable {
         let scenarioAnswers = scenarioAnswersInvites.load(ordering: .acquiring) && (method == .cancel || request.toTag == nil)
         if role != .uac || scenarioAnswers, method == .invite || method == .cancel { return }
         // A REFER is accepted 202 (RFC 3515 §2.4.2); the scenario sends the NOTIFYs it owes.
-        var r = SIPMessage(responseTo: request, statusCode: method == .refer ? 202 : 200, toTag: request.toTag == nil ? token() : nil)
+        // A PRACK whose RAck names no reliable provisional the runner sent and has not had
+        // acknowledged gets 481 (RFC 3262 §3); the rule checker still reports the RAck.
+        let status = method == .refer ? 202 : method == .prack && !acknowledgesReliableProvisional(request) ? 481 : 200
+        var r = SIPMessage(responseTo: request, statusCode: status, toTag: request.toTag == nil ? token() : nil)
         try? r.append(.contact, "<sip:conform@\(hostPort)\(uriTransport)>")
         // A re-INVITE's offer gets an answer (its first audio format), as offer/answer requires.
         if method == .invite, let sdp = ReceivedCall.answer(self, to: request) {
@@ -325,6 +328,29 @@ public final class ConformanceSession: Sendable {
             try? r.append(.contentLength, "0")
         }
         sendRaw(r.serialized(), on: connection, to: source)
+    }
+
+    /// Whether `prack` acknowledges a reliable provisional response the runner sent (RFC 3262
+    /// §7.2: its RAck carries the response's RSeq and the CSeq number and method of the request
+    /// it answered, in the same call) that no earlier PRACK (another transaction: another top
+    /// Via branch) acknowledged already. A retransmitted PRACK is judged as its first copy was.
+    func acknowledgesReliableProvisional(_ prack: SIPMessage) -> Bool {
+        guard let rack = (try? prack.rack()) ?? nil, let callID = prack.callID else { return false }
+        let list = entries
+        func names(_ m: SIPMessage) -> Bool {
+            guard !m.isRequest, let code = m.statusCode, (101...199).contains(code), m.callID == callID,
+                  ((try? m.rseq()) ?? nil) == rack.rseq, let cseq = try? m.cseq() else { return false }
+            return cseq.sequence == rack.cseq && cseq.method == rack.method
+        }
+        guard list.contains(where: { $0.direction == .sent && $0.message.map(names) == true }) else { return false }
+        // A PRACK of another transaction with the same RAck, received before this one's first
+        // copy, has used it up.
+        let branch = prack.topViaBranch
+        let first = list.firstIndex { $0.direction == .received && $0.message?.method == .prack && $0.message?.topViaBranch == branch } ?? list.count
+        return !list[..<first].contains { e in
+            guard e.direction == .received, let m = e.message, m.method == .prack, m.callID == callID, m.topViaBranch != branch else { return false }
+            return ((try? m.rack()) ?? nil) == rack
+        }
     }
 
     /// Every message exchanged so far.

@@ -51,6 +51,10 @@ public enum Misbehaviour: String, Sendable, CaseIterable {
     case noACKRetransmission = "no-ack-retransmission"
     /// A caller: a non-2xx final response to INVITE is never acknowledged (breaks RFC 3261 §17.1.1.3).
     case noACKOfNon2xx = "no-ack-of-non-2xx"
+    /// A caller: an INVITE retried after a 420 (Bad Extension) requires again what its first
+    /// INVITE required, the extensions the 420 refused included (breaks RFC 3261 §8.1.3.5; with
+    /// `call --100rel required`, whose retry drops `Require: 100rel`).
+    case requireAfter420 = "require-after-420"
 
     /// The suite whose tests catch this fault: `uas` (a phone answering), `uac` (a phone
     /// calling: `switchboard call --misbehave`), `registrar`, `transfer` or `forward-uas`.
@@ -62,6 +66,7 @@ public enum Misbehaviour: String, Sendable, CaseIterable {
         case .noExpiresInRegister2xx: return "registrar"
         case .noNotifyAfterRefer, .referWithoutSipfrag, .notifyWithoutSubscriptionState: return "transfer"
         case .noContactIn3xx: return "forward-uas"
+        case .requireAfter420: return "uac"
         }
     }
 
@@ -84,6 +89,7 @@ public enum Misbehaviour: String, Sendable, CaseIterable {
         case .dropRecordRoute: return .recordRouteEchoed
         case .reuseBranch, .noACKRetransmission: return .ack2xx
         case .noACKOfNon2xx: return .ackNon2xx
+        case .requireAfter420: return .requireAfter420
         }
     }
 
@@ -181,6 +187,20 @@ public enum Misbehaviour: String, Sendable, CaseIterable {
                 // The ACK of a non-2xx is the only one on its INVITE's branch (§17.1.1.3).
                 if m.method == .ack, branches.withLock({ $0.contains(branch) }) { return nil }
                 return m
+            }
+        case .requireAfter420:
+            let first = Mutex<[String: String]>([:])   // Call-ID → the Require of its first INVITE
+            return { m in
+                guard m.method == .invite, m.toTag == nil, let callID = m.callID else { return m }
+                let require = m[.require]
+                guard let original = first.withLock({ f -> String? in
+                    if let o = f[callID] { return o }
+                    f[callID] = require ?? ""
+                    return nil
+                }), !original.isEmpty, require != original else { return m }
+                var out = m
+                try? out.set(.require, original)
+                return out
             }
         case .noSessionExpiresRefresher:
             return { m in

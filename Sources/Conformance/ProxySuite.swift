@@ -72,10 +72,12 @@ struct ProxyCall {
     /// The callee's response `code` to a forwarded request, sent back to the hop it came from:
     /// a dialog-establishing answer echoes the request's Record-Route (§12.1.1) and names the
     /// callee as Contact.
-    func answer(_ request: SIPMessage, from hop: SocketAddress, code: Int) {
-        var r = SIPMessage(responseTo: request, statusCode: code, toTag: code == 100 ? nil : (request.toTag == nil ? calleeTag : nil))
+    /// Behind a forking DUT each branch is a UAS of its own: `tag` and `contact` give the
+    /// branch's To tag and Contact (the callee's by default).
+    func answer(_ request: SIPMessage, from hop: SocketAddress, code: Int, tag: String? = nil, contact: String? = nil) {
+        var r = SIPMessage(responseTo: request, statusCode: code, toTag: code == 100 ? nil : (request.toTag == nil ? tag ?? calleeTag : nil))
         if request.method == .invite, (101...299).contains(code) {
-            try? r.append(.contact, "<\(calleeURI)>")
+            try? r.append(.contact, "<\(contact ?? calleeURI)>")
             for rr in request.valueBytes(.recordRoute) { try? r.append(.recordRoute, String(decoding: rr, as: UTF8.self)) }
         }
         try? r.append(.contentLength, "0")
@@ -161,6 +163,135 @@ enum ProxySuite {
         // The DUT acknowledges the callee's final response itself (hop by hop, §17.1.1.3); the
         // rule checker judges that ACK (ack-non-2xx).
         _ = await call.forwarded(.ack, timeout: .seconds(1))
+        return .passed
+    }
+
+    /// The `fork` test: the runner registers two contacts of its own for one address of record
+    /// at the DUT (its username from the credentials, else `fork`, at the target's host), calls
+    /// that address through the DUT, and unregisters the contacts afterwards, whatever the verdict.
+    static func forking(_ s: ConformanceSession) async -> ScenarioOutcome {
+        let user = s.credentials?.username ?? "fork"
+        let aor = "sip:\(user)@\(s.targetURI.host)"
+        var reg = RunnerRegistration(s)
+        reg.addressOfRecord = aor
+        let contacts = ["fork-a-" + s.token(), "fork-b-" + s.token()]
+        do {
+            let r = try await reg.register(contacts.map { reg.contact($0) }, expires: 120)
+            guard let code = r.statusCode, (200...299).contains(code) else {
+                return .inconclusive("the DUT refused to bind two contacts to \(aor) (\(r.statusCode ?? 0)): forking to registered contacts is not tested")
+            }
+        } catch RegistrarStop.inconclusive(let why) {
+            return .inconclusive("\(why): forking needs two contacts registered at the DUT")
+        } catch RegistrarStop.failed(let why) {
+            return .inconclusive("registering two contacts at the DUT failed (\(why)): forking is not tested (the registrar suite judges registration)")
+        } catch {
+            return .inconclusive("registering two contacts at the DUT failed: \(error)")
+        }
+        let outcome = await forkedCall(s, aor: aor, user: user, contacts: Set(contacts))
+        _ = try? await reg.register(contacts.map { reg.contact($0) }, expires: 0)
+        return outcome
+    }
+
+    /// The call of the `fork` test, once `contacts` (users at the runner) are bound to `aor`.
+    static func forkedCall(_ s: ConformanceSession, aor: String, user: String, contacts: Set<String>) async -> ScenarioOutcome {
+        var call = ProxyCall(s)
+        call.inviteBranch = s.branch()
+        var d = call.draft("INVITE", branch: call.inviteBranch, uri: "sip:\(user)@\(s.target)\(s.uriTransport)")
+        d.to = aor
+        d.body = PlacedCall.offer(s)
+        d.contentType = "application/sdp"
+        s.send(d.text(s))
+        // (Plain values rather than tuple patterns: Swift 6.3's optimizer crashed on this suite's closures with them.)
+        guard let firstHit = await call.forwarded(.invite) else {
+            if let f = await s.finalResponse(branch: call.inviteBranch, method: .invite, timeout: .milliseconds(300)) {
+                call.ackFailure(f)
+                return .inconclusive("the DUT answered the INVITE to \(aor) \(f.statusCode ?? 0) instead of forwarding it to the registered contacts")
+            }
+            return .failed("the DUT forwarded the INVITE to \(aor) to neither registered contact (RFC 3261 §16.5, §16.6)")
+        }
+        let first = firstHit.0, firstIndex = firstHit.1, firstHop = firstHit.2
+        let firstBranch = branches(first).first ?? ""
+        // A parallel fork sends the second branch at once (RFC 3261 §16.6: "in parallel").
+        let secondHit = await s.waitFor(after: firstIndex + 1, timeout: .seconds(1)) { m in
+            m.method == .invite && m.callID == call.callID && (branches(m).first ?? "") != firstBranch
+        }
+        guard let secondHit else {
+            // One branch at a time (or one contact only): each refused, the search ends.
+            call.answer(first, from: firstHop, code: 486, tag: s.token())
+            var tried = 1
+            if let next = await s.waitFor(after: firstIndex + 1, timeout: s.responseTimeout, { m in
+                m.method == .invite && m.callID == call.callID && (branches(m).first ?? "") != firstBranch
+            }) {
+                tried += 1
+                call.answer(next.0, from: s.entries[next.1].source ?? firstHop, code: 486, tag: s.token())
+            }
+            if let f = await relayedFinal(s, branch: call.inviteBranch, method: .invite) { call.ackFailure(f) }
+            return .inconclusive(tried == 1 ? "the DUT forwarded the INVITE to one of the two registered contacts only (it does not fork)"
+                                            : "the DUT tried the two registered contacts one after the other (sequential, not parallel forking)")
+        }
+        let second = secondHit.0, secondHop = s.entries[secondHit.1].source ?? firstHop
+        let secondBranch = branches(second).first ?? ""
+        let winnerTag = s.token(), loserTag = s.token()
+        let winnerContact = first.requestURIText ?? call.calleeURI
+        for fwd in [first, second] {
+            if let problem = forwardingProblem(fwd, sentBranch: call.inviteBranch, sentMaxForwards: 70) {
+                call.answer(first, from: firstHop, code: 500, tag: winnerTag)
+                call.answer(second, from: secondHop, code: 500, tag: loserTag)
+                if let f = await relayedFinal(s, branch: call.inviteBranch, method: .invite) { call.ackFailure(f) }
+                return .failed(problem)
+            }
+        }
+        let targets = Set([first, second].compactMap { m in ((try? m.requestURI().sipURI) ?? nil)?.user })
+        // Both ring; the first answers.
+        call.answer(first, from: firstHop, code: 180, tag: winnerTag, contact: winnerContact)
+        call.answer(second, from: secondHop, code: 180, tag: loserTag, contact: second.requestURIText)
+        await s.pause(.milliseconds(100))
+        let mark = s.entries.count - 1
+        call.answer(first, from: firstHop, code: 200, tag: winnerTag, contact: winnerContact)
+        let cancelHit = await s.waitFor(after: mark, timeout: s.responseTimeout) { $0.method == .cancel && $0.callID == call.callID }
+        if let cancelHit {
+            call.answer(cancelHit.0, from: s.entries[cancelHit.1].source ?? secondHop, code: 200, tag: loserTag)
+            call.answer(second, from: secondHop, code: 487, tag: loserTag)
+        } else {
+            call.answer(second, from: secondHop, code: 486, tag: loserTag)
+        }
+        let ok = await s.finalResponse(branch: call.inviteBranch, method: .invite)
+        let okStatus: Int? = ok.flatMap { $0.statusCode }
+        if let ok, okStatus == 200 {
+            call.inDialog("ACK", branch: s.branch(), ok: ok)
+            call.cseq += 1
+            let byeBranch = s.branch()
+            call.inDialog("BYE", branch: byeBranch, ok: ok)
+            _ = await s.finalResponse(branch: byeBranch, method: .bye)
+        } else if let ok {
+            call.ackFailure(ok)
+        }
+        // Late responses (a 487 relayed after the 200) have had time to arrive.
+        await s.pause(.milliseconds(300))
+        let finals = s.entries.compactMap { e -> SIPMessage? in
+            guard e.direction == .received, let m = e.message, !m.isRequest, (m.statusCode ?? 0) >= 200,
+                  (try? m.cseq().method) == .invite, branches(m) == [call.inviteBranch] else { return nil }
+            return m
+        }
+        guard targets == contacts else {
+            return .failed("the DUT forked the INVITE to \(targets.sorted()), the registered contacts are \(contacts.sorted()) (RFC 3261 §16.5: the target set is the location service's contacts)")
+        }
+        guard let cancel = cancelHit?.0 else {
+            return .failed("after the 200 of one branch the DUT did not CANCEL the other, still ringing (RFC 3261 §16.7 step 10: a final response forwarded, every pending client transaction is cancelled)")
+        }
+        guard branches(cancel).first == secondBranch, (try? cancel.cseq().sequence) == (try? second.cseq().sequence) else {
+            return .failed("the CANCEL went on branch \(branches(cancel).first ?? "-"), the ringing branch is \(secondBranch) (RFC 3261 §9.1: same branch and CSeq number)")
+        }
+        guard okStatus == 200 else {
+            return .failed("the caller got \(okStatus.map(String.init) ?? "no final response") where one branch answered 200 (RFC 3261 §16.7 step 5: a 2xx is forwarded at once)")
+        }
+        if let other = finals.first(where: { ($0.statusCode ?? 0) >= 300 }) {
+            return .failed("the \(other.statusCode ?? 0) of the cancelled branch was relayed to the caller after the 200 (RFC 3261 §16.7 step 5: once a final response was sent only 2xx are forwarded)")
+        }
+        let tags = Set(finals.compactMap(\.toTag))
+        guard tags == [winnerTag] else {
+            return .failed("the caller got 2xx with To tags \(tags.sorted()), only the answering branch's \(winnerTag) was sent (RFC 3261 §16.7)")
+        }
         return .passed
     }
 
@@ -315,6 +446,11 @@ enum ProxySuite {
             guard finalStatus == 487 else { return .failed("the caller got \(finalStatus) for the cancelled INVITE, 487 expected") }
             _ = await call.forwarded(.ack, timeout: .seconds(1))
             return .passed
+        },
+        ConformanceTestCase(name: "fork", etsiPurpose: nil,
+                            summary: "two contacts of the runner are registered for one address of record at the DUT (with the run's credentials); an INVITE to it is forked to both in parallel, both ring, one answers 200: the DUT CANCELs the other branch on its INVITE's branch, relays exactly one 2xx, and does not relay the cancelled branch's 487. Not registered, or not forked in parallel: inconclusive",
+                            reference: "RFC 3261 §16.5, §16.6, §16.7 steps 5 and 10, §9.1", purposeNote: unverified, role: .proxy) { s in
+            await forking(s)
         },
     ]
 }

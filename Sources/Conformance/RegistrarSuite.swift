@@ -35,8 +35,13 @@ struct RunnerRegistration {
         digest = session.credentials.map { DigestClient(credentials: [$0]) }
     }
 
-    /// The address of record: the target URI, with the credentials' username when it has no user.
+    /// An address of record to register instead of the target's (the proxy suite's forking test).
+    var addressOfRecord: String?
+
+    /// The address of record: ``addressOfRecord`` when set, else the target URI, with the
+    /// credentials' username when it has no user.
     var aor: String {
+        if let addressOfRecord { return addressOfRecord }
         var u = session.targetURI
         u.parameters = []
         u.headers = []

@@ -247,5 +247,35 @@ extension ConformanceSuites {
             }
             return .passed   // the rule checker judges the Min-SE and the ACK of the 422
         },
+        ConformanceTestCase(name: "require-420-retry", etsiPurpose: nil,
+                            summary: "a DUT whose INVITE requires extensions (Require) gets 420 Bad Extension with all of them in Unsupported; it ACKs the 420 and retries as a new transaction (same Call-ID, higher CSeq, new branch) without requiring any of them; answered 200, ACK, BYE. No Require: inconclusive; no retry: inconclusive (a SHOULD)",
+                            reference: "RFC 3261 §8.1.3.5 (after a 420 the UAC SHOULD retry the request omitting the extensions the response's Unsupported lists), §8.2.2.3, §17.1.1.3",
+                            purposeNote: noETSIForUAC, role: .uas) { s in
+            guard let call = await ReceivedCall.next(s) else { return .failed("no INVITE from the DUT within \(s.responseTimeout)") }
+            let required = (try? call.invite.require()) ?? []
+            guard !required.isEmpty else { return await call.decline("the DUT's INVITE requires no extension (no Require: a 420 would refuse nothing)") }
+            let refused = Set(required.map { $0.lowercased() })
+            let inviteCSeq = (try? call.invite.cseq().sequence) ?? 0
+            call.send(call.response(100))
+            let mark = s.entries.count - 1
+            guard await call.sendUntilAcknowledged(call.response(420, extra: [(.unsupported, required.joined(separator: ", "))])) != nil else {
+                return .failed("the DUT never acknowledged the 420")
+            }
+            guard let (m, i) = await s.waitFor(after: mark, timeout: s.responseTimeout, { $0.method == .invite && $0.toTag == nil && $0.callID == call.callID && $0.topViaBranch != call.branch }) else {
+                return .inconclusive("the DUT did not retry after the 420 (RFC 3261 §8.1.3.5: a SHOULD)")
+            }
+            let retry = ReceivedCall(session: s, invite: m, index: i, source: s.entries[i].source ?? s.target, toTag: s.token(), time: s.entries[i].time)
+            let still = ((try? m.require()) ?? []).filter { refused.contains($0.lowercased()) }
+            guard still.isEmpty else {
+                // Refused again, for the same reason.
+                _ = await retry.sendUntilAcknowledged(retry.response(420, extra: [(.unsupported, required.joined(separator: ", "))]))
+                return .failed("the INVITE retried after the 420 still requires \(still.joined(separator: ", ")) (RFC 3261 §8.1.3.5: the retry omits the extensions listed in Unsupported)")
+            }
+            guard await retry.sendUntilAcknowledged(retry.response(200, answer: true)) != nil else { return .failed("the DUT never acknowledged the 200 to its retry") }
+            _ = await retry.bye(timeout: s.responseTimeout + .seconds(4))
+            let retryCSeq = (try? m.cseq().sequence) ?? 0
+            guard retryCSeq > inviteCSeq else { return .failed("the retry carries CSeq \(retryCSeq), not above the refused INVITE's \(inviteCSeq) (RFC 3261 §8.1.3.5)") }
+            return .passed   // the rule checker judges the ACK of the 420
+        },
     ]
 }

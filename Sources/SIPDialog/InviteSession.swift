@@ -108,6 +108,9 @@ public struct InviteSession: Sendable {
     private var ackAwaitingAnswer: (invite: SIPMessage, cseq: UInt32)?
     private var lastRSeq: [String: UInt32] = [:]
     private var sessionExpiresRequest: UInt32?
+    /// Option tags a 420 (Bad Extension) said the callee does not support: the INVITE is
+    /// retried once without requiring them (RFC 3261 §8.1.3.5), and never requires them again.
+    private var refusedExtensions: Set<String> = []
 
     // MARK: Offer/answer (RFC 3264 §4)
     private enum OfferState: Sendable, Hashable { case none, local(SIPMethod), remote(SIPMethod) }
@@ -682,7 +685,7 @@ public struct InviteSession: Sendable {
             try m.append(.cseq, CSeq(inviteCSeq, .invite))
             try m.append(.contact, sharedConfiguration.contactHeader)
             appendCapabilities(&m)
-            if configuration.reliableProvisional == .required { try m.append(.require, "100rel") }
+            if configuration.reliableProvisional == .required, !refusedExtensions.contains("100rel") { try m.append(.require, "100rel") }
             if let st = configuration.sessionTimer {
                 let se = sessionExpiresRequest ?? st.interval
                 try m.append(.sessionExpires, String(se))
@@ -690,7 +693,15 @@ public struct InviteSession: Sendable {
             }
             if let ua = configuration.userAgent { try m.append(.userAgent, ua) }
             for (n, v) in authorization { try m.append(n, v) }
-            for (n, v) in initialHeaders + redirectHeaders { try m.append(n, v) }
+            for (n, v) in initialHeaders + redirectHeaders {
+                // A Require the caller added keeps only the tags no 420 refused.
+                if n == .require, !refusedExtensions.isEmpty {
+                    let kept = v.split(separator: ",").map { String($0.filter { $0 != " " && $0 != "\t" }) }.filter { !refusedExtensions.contains($0.lowercased()) }
+                    if !kept.isEmpty { try m.append(n, kept.joined(separator: ", ")) }
+                    continue
+                }
+                try m.append(n, v)
+            }
             if let b = initialOffer { m.setBody(b.bytes, contentType: b.contentType) }
             invite = m
             return [.send(m)]
@@ -869,6 +880,20 @@ public struct InviteSession: Sendable {
                 }
                 inviteFinal = true
                 return cancelAllTimers() + [set(.terminated(.authenticationFailed("credentials refused (\(code))")))]
+            }
+            if code == 420, !cancelRequested {
+                // RFC 3261 §8.1.3.5: retry without the extensions the callee does not support,
+                // once for each (a callee that refuses the retry too ends the call).
+                let required = Set(((try? inv.require()) ?? []).map { $0.lowercased() })
+                let unsupported = Set(((try? r.unsupported()) ?? []).map { $0.lowercased() })
+                let dropped = required.intersection(unsupported).subtracting(refusedExtensions)
+                if !dropped.isEmpty {
+                    refusedExtensions.formUnion(dropped)
+                    inviteCSeq += 1
+                    earlyDialogs = [:]
+                    gotProvisional = false
+                    return sendInitialInvite(authorization: [])
+                }
             }
             if code == 422, let min = try? r.minSE(), configuration.sessionTimer != nil, min > (sessionExpiresRequest ?? 0) {
                 // RFC 4028 §7.4: ask again with the larger interval.

@@ -13,10 +13,14 @@ import SIPDialog
 /// ``Registrar`` (digest-authenticated); other requests for a registered address of record are
 /// forwarded to its contact, requests carrying a Route or a foreign Request-URI are forwarded
 /// there. It adds its Via, decrements Max-Forwards, can Record-Route, relays responses, turns
-/// a CANCEL into a CANCEL downstream, and forwards ACKs for 2xx statelessly.
+/// a CANCEL into a CANCEL downstream, and forwards ACKs for 2xx statelessly. An INVITE for an
+/// address of record with several bindings is forked to all of them in parallel (RFC 3261
+/// §16.6–16.7): provisional responses are relayed, every 2xx is relayed at once and cancels
+/// the branches still pending, and when no branch answered 2xx the best final response goes
+/// back (a 6xx at once, else the lowest class) once every branch has answered.
 ///
-/// Not a full proxy: no forking (the newest binding is tried), no DNS (targets are IP
-/// literals), no authentication of non-REGISTER requests.
+/// Not a full proxy: other requests go to the newest binding only, no DNS (targets are IP
+/// literals), no authentication of non-REGISTER requests, no Max-Breadth (RFC 5393).
 public final class ProxyServer: Sendable {
     public struct Configuration: Sendable {
         /// The domain of the registrar (REGISTER Request-URI, address-of-record hosts).
@@ -57,9 +61,31 @@ public final class ProxyServer: Sendable {
     struct State {
         var registrar: Registrar
         var rng = SystemRandomNumberGenerator()
-        /// INVITE server transaction → the client transaction forwarding it and its request.
-        var forwards: [TransactionID: (request: SIPMessage, peer: SIPPeer, provisional: Bool)] = [:]
+        /// INVITE server transaction → its response context: the branches forwarding it.
+        var forwards: [TransactionID: ResponseContext] = [:]
         var stats = Statistics()
+    }
+
+    /// One forwarded copy of an INVITE (RFC 3261 §16.6) and what became of it.
+    struct Branch {
+        var request: SIPMessage
+        var peer: SIPPeer
+        /// A provisional response came (a CANCEL may be sent, §9.1).
+        var provisional = false
+        /// The branch's final status (a synthesized 408/503 when it timed out or failed).
+        var final: Int?
+        /// Its CANCEL was sent.
+        var cancelSent = false
+    }
+
+    /// The response context of a forwarded INVITE (§16.7): its branches, the best final
+    /// response so far, whether a final response went upstream, whether the branches are to be cancelled.
+    struct ResponseContext {
+        var branches: [Branch]
+        var best: SIPMessage?
+        var finalSent = false
+        var cancelling = false
+        var done: Bool { branches.allSatisfy { $0.final != nil } }
     }
 
     public let configuration: Configuration
@@ -149,6 +175,9 @@ public final class ProxyServer: Sendable {
         switch route(&m, endpoint) {
         case .forward(let t):
             target = t
+        case .fork(let contacts):
+            fork(m, to: contacts, r, endpoint)
+            return
         case .refuse(let code):
             if code == 404 || code == 481 { state.withLock { $0.stats.notFound += 1 } }
             refused(m, code, r.peer)
@@ -166,14 +195,41 @@ public final class ProxyServer: Sendable {
         // Noted before sending: the response may come back before sendRequest returns.
         state.withLock { s in
             s.stats.forwarded += 1
-            if method == .invite { s.forwards[serverTx] = (m, peer, false) }
+            if method == .invite { s.forwards[serverTx] = ResponseContext(branches: [Branch(request: m, peer: peer)]) }
         }
         endpoint.sendRequest(m, to: peer) { [weak self] event in
-            self?.clientEvent(event, server: serverTx, method: method)
+            self?.clientEvent(event, server: serverTx, branch: 0, method: method)
         }
     }
 
-    enum Routing { case forward(SIPURI), refuse(Int) }
+    /// Forwards an INVITE to every contact in parallel (§16.6: a copy per target, each with a
+    /// branch of its own), under one response context.
+    private func fork(_ m: SIPMessage, to contacts: [SIPURI], _ r: IncomingRequest, _ endpoint: SIPEndpoint) {
+        var branches: [Branch] = []
+        for contact in contacts {
+            guard var copy = try? m.replacingRequestURI(contact.description),
+                  let peer = SIPUserAgent.literalPeer(contact, transportOf(contact, default: r.peer.transport)) else { continue }
+            decorate(&copy, endpoint: endpoint, transport: peer.transport, dialogCreating: true)
+            branches.append(Branch(request: copy, peer: peer))
+        }
+        guard !branches.isEmpty else {
+            refused(m, 502, r.peer)
+            endpoint.respond(SIPMessage(responseTo: m, statusCode: 502), to: r.transaction)
+            return
+        }
+        let serverTx = r.transaction
+        state.withLock { s in
+            s.stats.forwarded += branches.count
+            s.forwards[serverTx] = ResponseContext(branches: branches)
+        }
+        for (k, b) in branches.enumerated() {
+            endpoint.sendRequest(b.request, to: b.peer) { [weak self] event in
+                self?.clientEvent(event, server: serverTx, branch: k, method: .invite)
+            }
+        }
+    }
+
+    enum Routing { case forward(SIPURI), fork([SIPURI]), refuse(Int) }
 
     /// Where a request goes (§16.4–16.6): a Route naming us is removed; the next Route, else a
     /// Request-URI in our domain (or naming us) looked up in the location service (the
@@ -188,60 +244,137 @@ public final class ProxyServer: Sendable {
         aor.port = nil
         aor.parameters = []
         let now = seconds()
-        guard let binding = state.withLock({ $0.registrar.lookup(aor, now: now) }).max(by: { $0.expiresAt < $1.expiresAt }),
-              let contact = binding.contact.sipURI else {
+        // An address of record registered under our address (a REGISTER whose To names it
+        // rather than our domain) is found under that address.
+        var named = ruri
+        named.port = nil
+        named.parameters = []
+        let bindings = state.withLock { s in
+            let inDomain = s.registrar.lookup(aor, now: now)
+            return inDomain.isEmpty && !isDomain(ruri.host.address) ? s.registrar.lookup(named, now: now) : inDomain
+        }.sorted { $0.expiresAt > $1.expiresAt }
+        guard let binding = bindings.first, let contact = binding.contact.sipURI else {
             return .refuse(m.toTag == nil ? 404 : 481)
         }
         // A contact that names us again would loop.
         if isUs(contact, endpoint) { return .refuse(482) }
+        // A new INVITE for several bindings is forked to them all, newest first.
+        if m.method == .invite, m.toTag == nil, bindings.count > 1 {
+            let contacts = bindings.compactMap { $0.contact.sipURI }.filter { !isUs($0, endpoint) }
+            if contacts.count > 1 { return .fork(contacts) }
+        }
         guard let retargeted = try? m.replacingRequestURI(contact.description) else { return .refuse(500) }
         m = retargeted
         return .forward(contact)
     }
 
-    private func clientEvent(_ event: ClientTransactionEvent, server: TransactionID, method: SIPMethod?) {
+    /// What the response context makes of a branch's response (§16.7): relay it or not, and
+    /// the branches to CANCEL now.
+    private struct Disposition {
+        var relay: SIPMessage?
+        var cancel: [Branch] = []
+    }
+
+    private func clientEvent(_ event: ClientTransactionEvent, server: TransactionID, branch k: Int, method: SIPMethod?) {
         guard let endpoint = endpointBox.withLock({ $0 }) else { return }
+        let response: SIPMessage
         switch event {
         case .provisional(let resp), .final(let resp):
             guard let code = resp.statusCode, code != 100 else { return }
             var out = resp
             out.removeFirstElement(.via)
-            state.withLock { s in
-                s.stats.relayedResponses += 1
-                // A final response ends what a CANCEL or a timeout would need; 2xx
-                // retransmissions still reach this closure through the client transaction.
-                if code >= 200 { s.forwards[server] = nil } else { s.forwards[server]?.provisional = true }
-            }
-            endpoint.respond(out, to: server)
+            response = out
         case .timeout, .transportError:
-            guard let req = state.withLock({ $0.forwards.removeValue(forKey: server) })?.request else { return }
+            guard let req = state.withLock({ $0.forwards[server]?.branches[k].request }) else { return }
             var r = SIPMessage(responseTo: req, statusCode: event.isTimeout ? 408 : 503)
             configuration.logger.debug("no answer from the next hop: \(event.isTimeout ? 408 : 503) on its behalf",
                                        metadata: ["sip.call_id": "\(req.callID ?? "")"])
             r.removeFirstElement(.via)
-            endpoint.respond(r, to: server)
+            response = r
         }
+        let d = state.withLock { s in Self.dispose(response, branch: k, in: &s.forwards[server]) }
+        if let relay = d.relay {
+            state.withLock { s in
+                s.stats.relayedResponses += 1
+                if s.forwards[server]?.done == true { s.forwards[server] = nil }
+            }
+            endpoint.respond(relay, to: server)
+        } else {
+            state.withLock { s in if s.forwards[server]?.done == true { s.forwards[server] = nil } }
+        }
+        for b in d.cancel { sendCancel(b, endpoint) }
+    }
+
+    /// §16.7 steps 5, 6 and 10 for one response of branch `k` in `context` (`nil`: a request
+    /// without one, a non-INVITE, or a 2xx retransmitted after the context ended: relayed).
+    private static func dispose(_ r: SIPMessage, branch k: Int, in context: inout ResponseContext?) -> Disposition {
+        guard var c = context, c.branches.indices.contains(k) else { return Disposition(relay: r) }
+        defer { context = c }
+        let code = r.statusCode ?? 0
+        if code < 200 {
+            c.branches[k].provisional = true
+            var d = Disposition(relay: c.finalSent ? nil : r)
+            // A branch to cancel that had not answered yet may be cancelled now (§9.1).
+            if c.cancelling, c.branches[k].final == nil, !c.branches[k].cancelSent {
+                c.branches[k].cancelSent = true
+                d.cancel.append(c.branches[k])
+            }
+            return d
+        }
+        let firstFinal = c.branches[k].final == nil
+        if firstFinal { c.branches[k].final = code }
+        // Step 5: a 2xx goes up at once (every one: each is a dialog), a 6xx too when nothing
+        // final went before; step 10: then the other branches are cancelled.
+        if (200...299).contains(code) || (code >= 600 && !c.finalSent) {
+            c.finalSent = true
+            return Disposition(relay: r, cancel: firstFinal ? cancelling(&c) : [])
+        }
+        guard firstFinal, !c.finalSent else { return Disposition(relay: nil) }
+        // Step 6: the best response so far (lowest class; the first of its class).
+        if c.best.map({ ($0.statusCode ?? 0) / 100 > code / 100 }) ?? true { c.best = r }
+        guard c.done else { return Disposition(relay: nil) }
+        c.finalSent = true
+        return Disposition(relay: c.best)
+    }
+
+    /// Marks the context as cancelling and returns the pending branches that may be cancelled now
+    /// (those with a provisional response; the others when theirs comes).
+    private static func cancelling(_ c: inout ResponseContext) -> [Branch] {
+        c.cancelling = true
+        var out: [Branch] = []
+        for i in c.branches.indices where c.branches[i].final == nil && c.branches[i].provisional && !c.branches[i].cancelSent {
+            c.branches[i].cancelSent = true
+            out.append(c.branches[i])
+        }
+        return out
     }
 
     private func cancel(invite: TransactionID, _ endpoint: SIPEndpoint) {
-        guard let f = state.withLock({ s -> (request: SIPMessage, peer: SIPPeer, provisional: Bool)? in
+        let pending = state.withLock { s -> [Branch] in
             s.stats.cancels += 1
-            return s.forwards[invite]
-        }) else { return }
-        // §16.10: CANCEL the forwarded INVITE with its own top Via (our branch).
-        guard var c = try? SIPMessage(method: .cancel, requestURI: f.request.requestURIText ?? "") else { return }
+            guard s.forwards[invite] != nil else { return [] }
+            // A CANCEL goes now on every branch that answered provisionally; the others get
+            // theirs with their first provisional response (§9.1, §16.10).
+            return Self.cancelling(&s.forwards[invite]!)
+        }
+        for b in pending { sendCancel(b, endpoint) }
+    }
+
+    /// §16.10: CANCELs the forwarded INVITE `b` with its own top Via (our branch).
+    private func sendCancel(_ b: Branch, _ endpoint: SIPEndpoint) {
+        guard var c = try? SIPMessage(method: .cancel, requestURI: b.request.requestURIText ?? "") else { return }
         do {
-            try c.append(.via, f.request.topVia())
+            try c.append(.via, b.request.topVia())
             try c.append(.maxForwards, "70")
-            for r in try f.request.route() { try c.append(.route, r) }
-            try c.append(.from, f.request.from())
-            try c.append(.to, f.request.to())
-            try c.append(.callID, f.request.callID ?? "")
-            try c.append(.cseq, CSeq(f.request.cseq().sequence, .cancel))
+            for r in try b.request.route() { try c.append(.route, r) }
+            try c.append(.from, b.request.from())
+            try c.append(.to, b.request.to())
+            try c.append(.callID, b.request.callID ?? "")
+            try c.append(.cseq, CSeq(b.request.cseq().sequence, .cancel))
         } catch {
             return
         }
-        endpoint.sendRequest(c, to: f.peer) { _ in }
+        endpoint.sendRequest(c, to: b.peer) { _ in }
     }
 
     /// An ACK for a 2xx passes statelessly (§16.11), with our Via.
@@ -263,7 +396,7 @@ public final class ProxyServer: Sendable {
         out.removeFirstElement(.via)
         let next = vias[1]
         guard let a = next.responseAddress else { return }
-        let kind: TransportKind = next.transport.uppercased() == "TCP" ? .tcp : .udp
+        let kind: TransportKind = switch next.transport.uppercased() { case "TCP": .tcp; case "TLS": .tls; default: .udp }
         endpoint.sendStateless(out, to: SIPPeer(transport: kind, address: a))
     }
 
@@ -289,11 +422,12 @@ public final class ProxyServer: Sendable {
         try? m.prepend(.via, "SIP/2.0/\(transport.viaToken) \(local);branch=\(branch);rport")
     }
 
-    /// The transport a URI names, else the one the request came over. The proxy has no TLS
-    /// client: a URI naming TLS is treated as naming none, and TLS falls back to UDP.
+    /// The transport a URI names (`;transport=`, or TLS for a `sips:` URI), else the one the
+    /// request came over. TLS is used as named: the endpoint connects as a TLS client (with its
+    /// ``SIPEndpoint/Configuration/tls`` trust) when it has a TLS listen point; without one the
+    /// send fails and the request is answered 503.
     private func transportOf(_ u: SIPURI, default kind: TransportKind) -> TransportKind {
-        let named = TransportKind(transportParameterOf: u).flatMap { $0 == .tls ? nil : $0 } ?? kind
-        return named == .tls ? .udp : named
+        TransportKind(transportParameterOf: u) ?? (u.secure ? .tls : kind)
     }
 
     private func isOurDomain(_ m: SIPMessage) -> Bool {

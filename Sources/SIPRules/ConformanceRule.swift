@@ -94,12 +94,16 @@ extension ConformanceRule {
     /// After a 422 the UAC's retry asks for at least the Min-SE it was given.
     public static let sessionExpiresAfter422 = ConformanceRule(id: "session-expires-after-422", reference: "RFC 4028 §7.4",
         requirement: "an INVITE retried after a 422 carries Session-Expires at least the 422's Min-SE, and a Min-SE header field not below it")
+    /// After a 420 the UAC's retry no longer requires what the UAS said it does not support.
+    public static let requireAfter420 = ConformanceRule(id: "require-after-420", reference: "RFC 3261 §8.1.3.5",
+        requirement: "an INVITE retried after a 420 (Bad Extension) omits the extensions the 420's Unsupported header field listed: none of them is in its Require")
     /// Every rule the checker reports, in the order of the list above.
     public static let all: [ConformanceRule] = [.contactIn2xx, .dialogTagStable, .cseqIncreases, .retransmit2xx, .viaBranch, .recordRouteEchoed,
                                                 .responseCopiesRequest, .mandatoryHeaders, .wellFormed, .ack2xx, .ackNon2xx, .inviteRetransmission,
                                                 .registerContactExpires, .notifySubscriptionState, .referNotifySipfrag, .referToCount,
                                                 .replacesDialog, .contactIn3xx, .unsupportedIn420, .retryAfterIn500, .reliableProvisional, .minSEIn422,
-                                                .sessionExpiresRefresher, .prackRAck, .sessionExpiresAfter422]
+                                                .sessionExpiresRefresher, .prackRAck, .sessionExpiresAfter422,
+                                                .requireAfter420]
 }
 
 /// A rule broken by the DUT, at a message of the exchange.

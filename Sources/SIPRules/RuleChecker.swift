@@ -265,10 +265,15 @@ public struct RuleChecker: Sendable {
         var invites: [String: Invite] = [:], order: [String] = []
         var responses: [String: [Sent]] = [:]
         var acks: [Ack] = []
+        // Every INVITE branch per Call-ID: behind a forking proxy several INVITE transactions
+        // share a Call-ID and CSeq, and the ACK of one branch's non-2xx is not another's.
+        var inviteBranches: [String: Set<String>] = [:]
         // The reliable provisionals we sent per Call-ID ("RSeq CSeq"), and the Min-SE of the
         // 422s we sent (with the refused INVITE's CSeq number).
         var reliable: [String: Set<String>] = [:]
         var refused422: [String: (minimum: UInt32, sequence: UInt32)] = [:]
+        // The option tags our 420s listed as unsupported, per Call-ID (with the refused INVITE's CSeq number).
+        var refused420: [String: (tags: Set<String>, sequence: UInt32)] = [:]
         var reported: Set<String> = []
         for (i, r) in records.enumerated() {
             guard let m = r.message, let cseq = try? m.cseq(), let callID = m.callID else { continue }
@@ -276,6 +281,16 @@ public struct RuleChecker: Sendable {
             if r.sent, !m.isRequest, cseq.method == .invite {
                 if (101...199).contains(m.statusCode ?? 0), let rseq = try? m.rseq() { reliable[callID, default: []].insert("\(rseq) \(cseq.sequence)") }
                 if m.statusCode == 422, let minimum = try? m.minSE() { refused422[callID] = (max(minimum, refused422[callID]?.minimum ?? 0), cseq.sequence) }
+                if m.statusCode == 420, let tags = try? m.unsupported(), !tags.isEmpty {
+                    refused420[callID] = (Set(tags.map { $0.lowercased() }).union(refused420[callID]?.tags ?? []), cseq.sequence)
+                }
+            }
+            if !r.sent, m.method == .invite, m.toTag == nil, let refused = refused420[callID], cseq.sequence > refused.sequence,
+               reported.insert("420 \(callID) \(cseq.sequence)").inserted {
+                let still = ((try? m.require()) ?? []).filter { refused.tags.contains($0.lowercased()) }
+                if !still.isEmpty {
+                    add(.requireAfter420, i, "the INVITE retried after a 420 with Unsupported: \(refused.tags.sorted().joined(separator: ", ")) still requires \(still.joined(separator: ", "))")
+                }
             }
             if !r.sent, m.method == .prack, reported.insert("prack \(callID) \(cseq.sequence)").inserted {
                 if let rack = try? m.rack() {
@@ -299,6 +314,7 @@ public struct RuleChecker: Sendable {
             }
             if !r.sent, m.method == .invite {
                 let branch = m.topViaBranch ?? ""
+                inviteBranches[callID, default: []].insert(branch)
                 if invites[key] == nil { invites[key] = Invite(index: i, branch: branch); order.append(key) }
                 // A copy of the same transaction (a new branch with the same CSeq is not one).
                 if invites[key]!.branch == branch { invites[key]!.times.append(r.time); invites[key]!.copies.append(i) }
@@ -324,7 +340,8 @@ public struct RuleChecker: Sendable {
                 }
             }
             guard let final = sent.first(where: { $0.code >= 200 }) else { continue }
-            let related = acks.filter { $0.callID == callID && $0.time >= final.time }
+            let others = (inviteBranches[callID] ?? []).subtracting([invite.branch])
+            let related = acks.filter { $0.callID == callID && $0.time >= final.time && !others.contains($0.branch) }
             if (200...299).contains(final.code) {
                 guard let ack = related.first else {
                     add(.ack2xx, final.index, "the \(final.code) to the INVITE (CSeq \(sequence)) was never acknowledged")

@@ -24,7 +24,7 @@ struct Conform: AsyncParsableCommand {
     @Argument(help: "The device under test, a SIP URI with an IP address: sip:user@127.0.0.1:5060.")
     var target: String?
 
-    @Option(name: .long, help: "Transport to the device: udp, tcp or tls (tls: the uas and uac suites).")
+    @Option(name: .long, help: "Transport to the device: udp, tcp or tls (tls: the uas, uac and proxy suites).")
     var transport: ConformanceTransport = .udp
 
     @Option(name: .customLong("tls-ca"), help: "For tls: the CA certificate (PEM file) the device's certificate must chain to (default: the system's store).")
@@ -33,7 +33,7 @@ struct Conform: AsyncParsableCommand {
     @Flag(name: .customLong("tls-insecure"), help: "For tls: do not verify the device's certificate (a self-signed test certificate).")
     var tlsInsecure = false
 
-    @Option(name: .customLong("tls-cert"), help: "For tls with the uac suite: the certificate chain (PEM file) the runner listens with.")
+    @Option(name: .customLong("tls-cert"), help: "For tls with the uac and proxy suites: the certificate chain (PEM file) the runner listens with.")
     var tlsCert: String?
 
     @Option(name: .customLong("tls-key"), help: "With --tls-cert: its private key (PEM file).")

@@ -59,7 +59,7 @@ struct LocalAddressOption: ParsableArguments {
 
 /// `--listen` for the servers (`serve`, `proxy`): the listen points, as many as given.
 struct ListenPointsOption: ParsableArguments {
-    @Option(name: .long, help: "Where to listen: udp:HOST:PORT, tcp:… or (serve, with --cert and --key) tls:… (repeatable).")
+    @Option(name: .long, help: "Where to listen: udp:HOST:PORT, tcp:… or (serve and proxy, with --cert and --key) tls:… (repeatable).")
     var listen: [String] = ["udp:127.0.0.1:5060"]
 
     /// The listen points `--listen` names.

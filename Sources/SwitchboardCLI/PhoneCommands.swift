@@ -248,6 +248,20 @@ struct Call: AsyncParsableCommand {
 
     enum RedirectAnswer: String, ExpressibleByArgument { case follow, reject }
 
+    @Option(name: .customLong("100rel"), help: "Reliable provisional responses (RFC 3262): off, supported (Supported: 100rel) or required (Require: 100rel; a 420 refusing it makes the call retry without it, RFC 3261 §8.1.3.5).")
+    var reliableProvisional: ReliableProvisionalOption = .supported
+
+    enum ReliableProvisionalOption: String, ExpressibleByArgument {
+        case off, supported, required
+        var policy: ReliableProvisionalPolicy {
+            switch self {
+            case .off: return .unsupported
+            case .supported: return .supported
+            case .required: return .required
+            }
+        }
+    }
+
     @OptionGroup var common: PhoneOptions
 
     func run() async throws {
@@ -258,6 +272,7 @@ struct Call: AsyncParsableCommand {
         defer { mirror?.close() }
         var config = common.agent(point, identity: identity, outboundProxy: try proxy.map { try SIPURI($0) }, label: "switchboard.call", mirror: mirror)
         config.redirects = RedirectPolicy(mode: redirects == .follow ? .follow : .fail)
+        config.reliableProvisional = reliableProvisional.policy
         let say = stamped(.now)
         let host = point.address.ipString
         let accepts = common.transfer.refer == .accept
@@ -542,12 +557,25 @@ struct Proxy: AsyncParsableCommand {
                                             valueName: "fault"))
     var misbehave: Misbehaviour?
 
+    @Option(name: .long, help: "For tls: listen points, the certificate chain (PEM file).")
+    var cert: String?
+
+    @Option(name: .long, help: "For tls: listen points, the private key (PEM file).")
+    var key: String?
+
+    @Option(name: .long, help: "For tls: the CA certificate (PEM file) the next hops' certificates must chain to when the proxy connects to them (default: the system's store).")
+    var ca: String?
+
     @OptionGroup var stopAfter: StopAfterOption
 
     @OptionGroup var logging: LoggingOptions
 
     func run() async throws {
         let logger = logging.logger("switchboard.proxy")
+        let points = try listen.points()
+        if points.contains(where: { if case .tls = $0 { return true } else { return false } }), cert == nil || key == nil {
+            throw ValidationError("a tls: listen point needs --cert and --key")
+        }
         var table: [String: String] = [:]
         for u in users {
             let parts = u.split(separator: ":", maxSplits: 1).map(String.init)
@@ -555,7 +583,11 @@ struct Proxy: AsyncParsableCommand {
             table[parts[0]] = parts[1]
         }
         let box = Mutex<ProxyServer?>(nil)
-        var endpointConfig = SIPEndpoint.Configuration(listen: try listen.points(), logger: logger)
+        var endpointConfig = SIPEndpoint.Configuration(listen: points, logger: logger)
+        // Over TLS the proxy serves with its certificate and connects to next hops that name TLS
+        // (`;transport=tls`, `sips:`), verifying them against `--ca`.
+        endpointConfig.tls = TLSConfiguration(certificateChain: cert.map { .file($0) }, privateKey: key.map { .file($0) },
+                                              trustedCertificates: ca.map { [.file($0)] } ?? [])
         endpointConfig.outboundRewrite = misbehave?.rewriter()
         let endpoint = try SIPEndpoint(configuration: endpointConfig) { e in box.withLock { $0 }?.handle(e) }
         defer { endpoint.close() }

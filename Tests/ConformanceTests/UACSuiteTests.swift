@@ -21,13 +21,15 @@ struct UACSuiteTests {
         return probe.localAddress.port
     }
 
-    /// A calling phone over UDP on 127.0.0.1 that follows 3xx, its outgoing messages passed through `rewrite`.
-    static func callingPhone(_ rewrite: (@Sendable (SIPMessage) -> SIPMessage?)? = nil, tcp: Bool = false) throws -> Phone {
+    /// A calling phone over UDP on 127.0.0.1 that follows 3xx, its outgoing messages passed
+    /// through `rewrite`; with `require100rel` its INVITEs carry `Require: 100rel` (`call --100rel required`).
+    static func callingPhone(_ rewrite: (@Sendable (SIPMessage) -> SIPMessage?)? = nil, tcp: Bool = false, require100rel: Bool = false) throws -> Phone {
         let any = try SocketAddress(ip: "127.0.0.1", port: 0)
         var endpoint = SIPEndpoint.Configuration(listen: [tcp ? .tcp(any) : .udp(any)])
         endpoint.outboundRewrite = rewrite
         var config = SIPUserAgent.Configuration(endpoint: endpoint, identity: try SIPURI("sip:dut@127.0.0.1"), transport: tcp ? .tcp : .udp)
         config.redirects.mode = .follow   // so that redirect-3xx sees a retry
+        if require100rel { config.reliableProvisional = .required }
         return try Phone(name: "dut", configuration: config)
     }
 
@@ -71,9 +73,11 @@ struct UACSuiteTests {
         }.joined(separator: "\n")
     }
 
+    /// The phone requires 100rel (`call --100rel required`), so that require-420-retry has a
+    /// Require to refuse: every test passes (the retry after the 420 drops `Require: 100rel`).
     @Test(.timeLimit(.minutes(1)))
     func theSuitePassesAgainstOurCallingPhone() async throws {
-        let phone = try Self.callingPhone()
+        let phone = try Self.callingPhone(require100rel: true)
         defer { phone.close() }
         let report = try await Self.runAgainst(phone, port: try Self.freePort())
         #expect(report.results.map(\.name) == ConformanceSuites.uac.map(\.name))
@@ -99,7 +103,7 @@ struct UACSuiteTests {
     /// came on, and its Contacts say `transport=tcp`; Timer A is not checked (reliable transport).
     @Test(.timeLimit(.minutes(1)))
     func theSuitePassesAgainstOurCallingPhoneOverTCP() async throws {
-        let phone = try Self.callingPhone(tcp: true)
+        let phone = try Self.callingPhone(tcp: true, require100rel: true)
         defer { phone.close() }
         let report = try await Self.runAgainst(phone, port: try Self.freePort(), transport: .tcp)
         #expect(report.transport == .tcp)
@@ -142,8 +146,17 @@ struct UACSuiteTests {
         }
     }
 
+    /// The status codes of the runner's answers to the DUT's PRACKs in `result`, in order.
+    static func prackAnswers(_ result: ConformanceTestResult) -> [Int] {
+        result.messages.compactMap { m in
+            guard m.direction == .sent, m.text.hasPrefix("SIP/2.0 "),
+                  m.text.split(separator: "\r\n").contains(where: { $0.lowercased().hasPrefix("cseq:") && $0.hasSuffix(" PRACK") }) else { return nil }
+            return Int(m.text.dropFirst(8).prefix(3))
+        }
+    }
+
     /// Our phone lists 100rel and sends Session-Expires (1800 s): the reliable 183 is PRACKed
-    /// with its RSeq, the 422 (Min-SE 3600) is ACKed and the call retried asking 3600.
+    /// with its RSeq (answered 200), the 422 (Min-SE 3600) is ACKed and the call retried asking 3600.
     @Test(.timeLimit(.minutes(1)))
     func theExtensionTestsSeeOurPhonesPRACKAndRetry() async throws {
         let phone = try Self.callingPhone()
@@ -153,8 +166,12 @@ struct UACSuiteTests {
         let retry = try #require(report.results.first { $0.name == "session-timer-422" })
         let invites = retry.messages.filter { $0.direction == .received && $0.summary.hasPrefix("INVITE") }.map(\.text)
         #expect(invites.count == 2 && invites[1].contains("Session-Expires: 3600"), "\(invites)")
+        let prack = try #require(report.results.first { $0.name == "100rel-prack" })
+        #expect(Self.prackAnswers(prack) == [200], "\(Self.ladder(report))")
     }
 
+    /// A PRACK whose RAck names an RSeq the runner never sent is answered 481 (RFC 3262 §3:
+    /// it matches no unacknowledged reliable provisional), and the checker names the RAck.
     @Test(.timeLimit(.minutes(1)))
     func aPRACKWithTheWrongRAckIsNamed() async throws {
         let phone = try Self.callingPhone(Self.wrongRAck())
@@ -164,6 +181,9 @@ struct UACSuiteTests {
         #expect(failed == ["100rel-prack"], "\(Self.describe(report))\n\(Self.ladder(report))")
         #expect(Set(report.results.flatMap(\.findings).map(\.rule)) == [.prackRAck], "\(Self.describe(report))")
         #expect(report.results.first { $0.name == "100rel-prack" }?.reason?.contains("RFC 3262 §7.2") == true, "\(Self.describe(report))")
+        let prack = try #require(report.results.first { $0.name == "100rel-prack" })
+        let answers = Self.prackAnswers(prack)
+        #expect(!answers.isEmpty && answers.allSatisfy { $0 == 481 }, "\(Self.ladder(report))")
     }
 
     @Test(.timeLimit(.minutes(1)))
@@ -178,28 +198,28 @@ struct UACSuiteTests {
 
     @Test(.timeLimit(.minutes(1)))
     func aReusedBranchOnThe2xxACKIsNamed() async throws {
-        let phone = try Self.callingPhone(Misbehaviour.reuseBranch.rewriter())
+        let phone = try Self.callingPhone(Misbehaviour.reuseBranch.rewriter(), require100rel: true)
         defer { phone.close() }
         let report = try await Self.runAgainst(phone, port: try Self.freePort())
         let findings = report.results.flatMap(\.findings)
         #expect(Set(findings.map(\.rule)) == [.ack2xx], "\(Self.describe(report))")
         #expect(findings.allSatisfy { $0.detail.contains("reuses the INVITE's branch") }, "\(Self.describe(report))")
         let failed = Set(report.results.filter { $0.verdict != .pass }.map(\.name))
-        // Every test whose call is answered 2xx: the reliable 183 and the 422 are followed by a 200 too.
-        #expect(failed == ["basic-call", "2xx-retransmission-ack", "100rel-prack", "session-timer-422"], "\(Self.describe(report))\n\(Self.ladder(report))")
+        // Every test whose call is answered 2xx: the reliable 183, the 422 and the 420 are followed by a 200 too.
+        #expect(failed == ["basic-call", "2xx-retransmission-ack", "100rel-prack", "session-timer-422", "require-420-retry"], "\(Self.describe(report))\n\(Self.ladder(report))")
         #expect(report.junitXML.contains("RFC 3261 §13.2.2.4"))
     }
 
     @Test(.timeLimit(.minutes(1)))
     func aMissingACKOfA486IsNamed() async throws {
-        let phone = try Self.callingPhone(Misbehaviour.noACKOfNon2xx.rewriter())
+        let phone = try Self.callingPhone(Misbehaviour.noACKOfNon2xx.rewriter(), require100rel: true)
         defer { phone.close() }
         let report = try await Self.runAgainst(phone, port: try Self.freePort())
         let findings = report.results.flatMap(\.findings)
         #expect(Set(findings.map(\.rule)) == [.ackNon2xx], "\(Self.describe(report))")
         #expect(findings.allSatisfy { $0.detail.contains(" to the INVITE (CSeq ") && $0.detail.hasSuffix("was never acknowledged") }, "\(Self.describe(report))")
         let failed = Set(report.results.filter { $0.verdict != .pass }.map(\.name))
-        #expect(failed == ["ack-non-2xx", "invite-retransmission", "redirect-3xx", "session-timer-422"], "\(Self.describe(report))\n\(Self.ladder(report))")
+        #expect(failed == ["ack-non-2xx", "invite-retransmission", "redirect-3xx", "session-timer-422", "require-420-retry"], "\(Self.describe(report))\n\(Self.ladder(report))")
     }
 
     /// `switchboard call --misbehave no-ack-retransmission`: the 2xx retransmitted after the ACK
@@ -214,6 +234,91 @@ struct UACSuiteTests {
         #expect(findings.allSatisfy { $0.detail.contains("was not acknowledged again") }, "\(Self.describe(report))")
         let failed = Set(report.results.filter { $0.verdict != .pass }.map(\.name))
         #expect(failed == ["2xx-retransmission-ack"], "\(Self.describe(report))\n\(Self.ladder(report))")
+    }
+
+    /// require-420-retry: a phone requiring 100rel ACKs the 420 (Unsupported: 100rel) and retries
+    /// at once with a higher CSeq, a new branch and no Require; a phone requiring nothing is
+    /// inconclusive (the call is declined, and nothing is reported against it).
+    @Test(.timeLimit(.minutes(1)))
+    func aCallerRetriesWithoutTheExtensionA420Refused() async throws {
+        let phone = try Self.callingPhone(require100rel: true)
+        defer { phone.close() }
+        let report = try await Self.runAgainst(phone, port: try Self.freePort(), only: ["require-420-retry"])
+        let result = try #require(report.results.first)
+        #expect(result.verdict == .pass, "\(Self.describe(report))\n\(Self.ladder(report))")
+        #expect(result.findings.isEmpty, "\(Self.describe(report))")
+        let invites = result.messages.filter { $0.direction == .received && $0.summary.hasPrefix("INVITE") }.map(\.text)
+        #expect(invites.count == 2, "\(Self.ladder(report))")
+        #expect(invites.first?.contains("Require: 100rel") == true && invites.last?.lowercased().contains("require:") == false, "\(invites)")
+        #expect(invites.last?.contains("CSeq: 2 INVITE") == true, "\(invites)")
+
+        let plain = try Self.callingPhone()
+        defer { plain.close() }
+        let none = try await Self.runAgainst(plain, port: try Self.freePort(), only: ["require-420-retry"])
+        #expect(none.results.first?.verdict == .inconclusive, "\(Self.describe(none))")
+        #expect(none.results.first?.reason?.contains("requires no extension") == true, "\(Self.describe(none))")
+        #expect(none.results.flatMap(\.findings).isEmpty, "\(Self.describe(none))")
+    }
+
+    /// `switchboard call --100rel required --misbehave require-after-420`: the retry requires
+    /// 100rel again; the runner refuses it too and names RFC 3261 §8.1.3.5, and no other test
+    /// of the suite fails.
+    @Test(.timeLimit(.minutes(1)))
+    func aRetryStillRequiringTheRefusedExtensionIsNamed() async throws {
+        let phone = try Self.callingPhone(Misbehaviour.requireAfter420.rewriter(), require100rel: true)
+        defer { phone.close() }
+        let report = try await Self.runAgainst(phone, port: try Self.freePort())
+        let failed = Set(report.results.filter { $0.verdict != .pass }.map(\.name))
+        #expect(failed == ["require-420-retry"], "\(Self.describe(report))\n\(Self.ladder(report))")
+        let findings = report.results.flatMap(\.findings)
+        #expect(Set(findings.map(\.rule)) == [Misbehaviour.requireAfter420.brokenRule], "\(Self.describe(report))")
+        #expect(findings.allSatisfy { $0.detail.contains("still requires 100rel") }, "\(Self.describe(report))")
+        #expect(report.results.first { $0.name == "require-420-retry" }?.reason?.contains("RFC 3261 §8.1.3.5") == true, "\(Self.describe(report))")
+    }
+
+    /// The runner's own answer to a PRACK (RFC 3262 §3): 200 when its RAck names a reliable
+    /// provisional the runner sent in that call and no earlier PRACK transaction acknowledged
+    /// (a retransmission of that PRACK gets 200 again), 481 for a second PRACK of it, an RSeq
+    /// never sent, or another call.
+    @Test(.timeLimit(.minutes(1)))
+    func aPRACKIsAnswered200OnlyForAnUnacknowledgedReliableProvisional() async throws {
+        let answers = Mutex<[String: [Int]]>([:])   // PRACK branch → status codes received
+        let peer = try UDPTransport(bindingTo: try SocketAddress(ip: "127.0.0.1", port: 0)) { event in
+            guard case .message(let inbound) = event, let code = inbound.message.statusCode, let branch = inbound.message.topViaBranch else { return }
+            answers.withLock { $0[branch, default: []].append(code) }
+        }
+        defer { peer.close() }
+        let port = peer.localAddress.port
+        let session = try ConformanceSession(target: peer.localAddress, targetURI: try SIPURI("sip:dut@127.0.0.1:\(port)"), role: .uas)
+        defer { session.close() }
+        func lines(_ l: [String]) -> [UInt8] { Array((l.joined(separator: "\r\n") + "\r\n\r\n").utf8) }
+        // The runner's reliable 183 to the DUT's INVITE (CSeq 1) in call c1.
+        session.sendRaw(lines(["SIP/2.0 183 Session Progress", "Via: SIP/2.0/UDP 127.0.0.1:\(port);branch=z9hG4bK-inv",
+                               "From: <sip:dut@127.0.0.1>;tag=a", "To: <sip:conform@127.0.0.1>;tag=b", "Call-ID: c1", "CSeq: 1 INVITE",
+                               "Require: 100rel", "RSeq: 7", "Content-Length: 0"]))
+        func prack(_ branch: String, rack: String, callID: String = "c1") throws {
+            try peer.send(lines(["PRACK sip:conform@\(session.hostPort) SIP/2.0", "Via: SIP/2.0/UDP 127.0.0.1:\(port);branch=\(branch)",
+                                 "Max-Forwards: 70", "From: <sip:dut@127.0.0.1>;tag=a", "To: <sip:conform@127.0.0.1>;tag=b",
+                                 "Call-ID: \(callID)", "CSeq: 2 PRACK", "RAck: \(rack)", "Content-Length: 0"]), to: session.local)
+        }
+        func answered(_ branch: String, count: Int = 1) async -> [Int] {
+            for _ in 0..<200 {
+                let got = answers.withLock { $0[branch] ?? [] }
+                if got.count >= count { return got }
+                try? await Task.sleep(for: .milliseconds(10))
+            }
+            return answers.withLock { $0[branch] ?? [] }
+        }
+        try prack("z9hG4bK-p1", rack: "7 1 INVITE")
+        #expect(await answered("z9hG4bK-p1") == [200])
+        try prack("z9hG4bK-p1", rack: "7 1 INVITE")   // a retransmission
+        #expect(await answered("z9hG4bK-p1", count: 2) == [200, 200])
+        try prack("z9hG4bK-p2", rack: "7 1 INVITE")   // a new PRACK of the same 183
+        #expect(await answered("z9hG4bK-p2") == [481])
+        try prack("z9hG4bK-p3", rack: "8 1 INVITE")   // an RSeq never sent
+        #expect(await answered("z9hG4bK-p3") == [481])
+        try prack("z9hG4bK-p4", rack: "7 1 INVITE", callID: "c2")   // another call
+        #expect(await answered("z9hG4bK-p4") == [481])
     }
 
     /// Runs the uac suite while SIPp's built-in uac (`sipp -sn uac`) calls it: four calls, one at a
@@ -252,9 +357,9 @@ struct UACSuiteTests {
     func theSuiteAgainstSIPpsUAC() async throws {
         let (report, status) = try await Self.runAgainstSIPp(talk: 1000)
         let verdicts = Dictionary(uniqueKeysWithValues: report.results.map { ($0.name, $0.verdict) })
-        // SIPp's INVITE lists no 100rel and carries no Session-Expires: those two tests decline the call (486).
+        // SIPp's INVITE lists no 100rel, carries no Session-Expires and requires nothing: those three tests decline the call (486).
         #expect(verdicts == ["basic-call": .pass, "ack-non-2xx": .pass, "invite-retransmission": .pass, "2xx-retransmission-ack": .pass,
-                             "redirect-3xx": .fail, "100rel-prack": .inconclusive, "session-timer-422": .inconclusive],
+                             "redirect-3xx": .fail, "100rel-prack": .inconclusive, "session-timer-422": .inconclusive, "require-420-retry": .inconclusive],
                 "\(Self.describe(report))\n\(Self.ladder(report))")
         let findings = report.results.flatMap(\.findings)
         #expect(findings.map(\.rule) == [.ackNon2xx], "\(Self.describe(report))")
@@ -271,7 +376,7 @@ struct UACSuiteTests {
         let (report, _) = try await Self.runAgainstSIPp(talk: 0)
         let verdicts = Dictionary(uniqueKeysWithValues: report.results.map { ($0.name, $0.verdict) })
         #expect(verdicts == ["basic-call": .pass, "ack-non-2xx": .pass, "invite-retransmission": .pass, "2xx-retransmission-ack": .fail,
-                             "redirect-3xx": .fail, "100rel-prack": .inconclusive, "session-timer-422": .inconclusive],
+                             "redirect-3xx": .fail, "100rel-prack": .inconclusive, "session-timer-422": .inconclusive, "require-420-retry": .inconclusive],
                 "\(Self.describe(report))\n\(Self.ladder(report))")
         let findings = report.results.flatMap(\.findings)
         #expect(findings.map(\.rule) == [.ack2xx, .ackNon2xx], "\(Self.describe(report))")

@@ -7,6 +7,9 @@ import Switchboard
 import NetworkIO
 import SwitchboardTestSupport
 import Conformance
+import SIPProxy
+import SIPAuth
+import Synchronization
 
 /// The `uas` suite over TLS against our answering phone listening on `tls:127.0.0.1` with a
 /// certificate of the test CA (`TestPKI`, made with the openssl tool): the runner trusting that
@@ -76,6 +79,7 @@ struct ConformanceTLSTests {
                                                  tls: TLSConfiguration(certificateChain: .file(pki.cert), privateKey: .file(pki.key), trustedCertificates: [.file(pki.ca)]))
         var config = SIPUserAgent.Configuration(endpoint: endpoint, identity: try SIPURI("sip:dut@127.0.0.1"), transport: .tls)
         config.redirects.mode = .follow
+        config.reliableProvisional = .required   // so that require-420-retry has a Require to refuse
         let phone = try Phone(name: "dut", configuration: config)
         defer { phone.close() }
         let probe = try TCPTransport(listeningOn: try SocketAddress(ip: "127.0.0.1", port: 0)) { _ in }
@@ -102,5 +106,38 @@ struct ConformanceTLSTests {
         #expect(report.allPassed, "\(Self.describe(report))")
         let invite = try #require(report.results.first?.messages.first { $0.summary.hasPrefix("INVITE") })
         #expect(invite.text.contains("SIP/2.0/TLS "), "\(invite.text)")
+    }
+
+    /// The `proxy` suite over TLS against our proxy (what `switchboard proxy --listen tls:…
+    /// --cert --key --ca` runs): the runner's caller side connects to the proxy, the proxy
+    /// connects (as a TLS client trusting the test CA) to the runner's callee side, which
+    /// listens with the test CA's certificate for 127.0.0.1. Every test passes, with no finding,
+    /// and every forwarded request came over TLS with the proxy's TLS Via on top. (The proxy
+    /// used to treat `;transport=tls` as UDP, had no UDP listen point, and answered 503.)
+    @Test(.timeLimit(.minutes(1)))
+    func theProxySuitePassesOverTLSAgainstOurProxy() async throws {
+        let pki = try TestPKI()
+        defer { pki.remove() }
+        let box = Mutex<ProxyServer?>(nil)
+        let config = SIPEndpoint.Configuration(listen: [.tls(try SocketAddress(ip: "127.0.0.1", port: 0))],
+                                               tls: TLSConfiguration(certificateChain: .file(pki.cert), privateKey: .file(pki.key), trustedCertificates: [.file(pki.ca)]))
+        let endpoint = try SIPEndpoint(configuration: config) { e in box.withLock { $0 }?.handle(e) }
+        defer { endpoint.close() }
+        let proxy = ProxyServer(configuration: .init(domain: "switchboard.test", users: ["alice": "alicepw"]))
+        proxy.attach(endpoint)
+        box.withLock { $0 = proxy }
+        let port = endpoint.localAddresses[0].address.port
+        let runner = ConformanceRunner(target: try SIPURI("sip:proxy@127.0.0.1:\(port)"), transport: .tls, responseTimeout: .seconds(2),
+                                       credentials: DigestCredentials(username: "alice", password: "alicepw"),
+                                       tls: TLSConfiguration(certificateChain: .file(pki.cert), privateKey: .file(pki.key), trustedCertificates: [.file(pki.ca)]))
+        let report = try await runner.run(suite: "proxy")
+        #expect(report.transport == .tls)
+        #expect(report.results.map(\.name) == (ConformanceSuites.all["proxy"] ?? []).map(\.name))
+        #expect(report.allPassed, "\(Self.describe(report))")
+        #expect(report.results.allSatisfy { $0.findings.isEmpty }, "\(Self.describe(report))")
+        #expect(proxy.statistics.cancels == 1)
+        let forwarded = report.results.flatMap(\.messages).filter { $0.direction == .received && $0.summary.hasPrefix("INVITE") }
+        #expect(!forwarded.isEmpty && forwarded.allSatisfy { $0.text.uppercased().contains("VIA: SIP/2.0/TLS") }, "\(forwarded.map(\.text))")
+        #expect(endpoint.statistics.sendErrors == 0)
     }
 }
