@@ -60,32 +60,34 @@ struct MachineReplay {
         ms = messages
     }
 
-    /// An unordered pair of parties.
+    /// An ordered pair of parties: the pair's first message went from `a` to `b`.
     struct Pair: Hashable {
         var a: CaptureEndpoint, b: CaptureEndpoint
-        init(_ x: CaptureEndpoint, _ y: CaptureEndpoint) {
-            if "\(x)" <= "\(y)" { a = x; b = y } else { a = y; b = x }
-        }
     }
 
     mutating func run() -> [CaptureCheck.Finding] {
         guard let first = ms.first else { return [] }
         let origin = first.time.totalNanoseconds
-        var sides: [Pair: [Side]] = [:]
+        // The pairs in the order they first talked, each with its two sides.
+        var index: [Pair: Int] = [:]
+        var sides: [[Side]] = []
         for (i, x) in ms.enumerated() {
-            let pair = Pair(x.source, x.destination)
-            if sides[pair] == nil {
+            let k: Int
+            if let known = index[Pair(a: x.source, b: x.destination)] ?? index[Pair(a: x.destination, b: x.source)] {
+                k = known
+            } else {
                 let m = x.message
                 let opens = m.isRequest && m.toTag == nil && m.method != .ack && m.method != .cancel
-                sides[pair] = [Side(check: check, party: pair.a, complete: opens), Side(check: check, party: pair.b, complete: opens)]
+                k = sides.count
+                index[Pair(a: x.source, b: x.destination)] = k
+                sides.append([Side(check: check, party: x.source, complete: opens), Side(check: check, party: x.destination, complete: opens)])
             }
             let now = Double(x.time.totalNanoseconds - origin) / 1e9
-            for k in 0..<2 {
-                sides[pair]![k].take(i, x, now: now)
-            }
+            sides[k][0].take(i, x, now: now)
+            sides[k][1].take(i, x, now: now)
         }
-        for pair in sides.keys.sorted(by: { "\($0.a)\($0.b)" < "\($1.a)\($1.b)" }) {
-            for side in sides[pair]! {
+        for pair in sides {
+            for side in pair {
                 for f in side.found {
                     findings.append(.init(callID: callID, rule: f.rule, frameNumber: ms[f.index].frameNumber, time: ms[f.index].time,
                                           party: side.party, detail: f.detail, layers: f.layer))
@@ -123,7 +125,18 @@ struct Side {
 
     /// The dialogs our side holds, by "our tag|P's tag".
     var dialogs: [String: Held] = [:]
-    struct Held { var dialog: Dialog; var endedAt: Double? }
+    /// A dialog of our side: the request and response that made it, the ``Dialog`` built from
+    /// them when P first sends a request in it (most dialogs of a capture see none from one side).
+    struct Held {
+        var request: SIPMessage, response: SIPMessage, uac: Bool
+        var dialog: Dialog?
+        var endedAt: Double?
+        init(request: SIPMessage, response: SIPMessage, uac: Bool) {
+            self.request = request
+            self.response = response
+            self.uac = uac
+        }
+    }
 
     /// The INVITE transaction in progress in the pair's dialogs (RFC 3261 §14).
     var pendingInvite: (byParty: Bool, sequence: UInt32, answeredByParty: Bool, time: Double)?
@@ -223,8 +236,8 @@ struct Side {
             }
             // Our side's dialog as UAS: P's initial INVITE and our tagged 1xx or 2xx.
             if (101...299).contains(code), let tag = r.toTag, let invite = invites[cseq.sequence], invite.toTag == nil,
-               let remote = invite.fromTag, dialogs[tag + "|" + remote] == nil, let d = Self.dialog(uas: invite, response: r) {
-                dialogs[tag + "|" + remote] = Held(dialog: d, endedAt: nil)
+               let remote = invite.fromTag, dialogs[tag + "|" + remote] == nil {
+                dialogs[tag + "|" + remote] = Held(request: invite, response: r, uac: false)
             }
         case .bye:
             if (200...299).contains(code), let local = r.toTag, let remote = r.fromTag, dialogs[local + "|" + remote]?.endedAt == nil {
@@ -250,9 +263,8 @@ struct Side {
             if code >= 200, let p = pendingInvite, !p.byParty, p.sequence == cseq.sequence { pendingInvite = nil }
             if code > 100, code < 200, let p = pendingInvite, !p.byParty, p.sequence == cseq.sequence { pendingInvite?.answeredByParty = true }
             // Our side's dialog as UAC: our initial INVITE and P's tagged 1xx or 2xx.
-            if (101...299).contains(code), request.toTag == nil, let local = request.fromTag, let tag = r.toTag, dialogs[local + "|" + tag] == nil,
-               let d = Self.dialog(uac: request, response: r) {
-                dialogs[local + "|" + tag] = Held(dialog: d, endedAt: nil)
+            if (101...299).contains(code), request.toTag == nil, let local = request.fromTag, let tag = r.toTag, dialogs[local + "|" + tag] == nil {
+                dialogs[local + "|" + tag] = Held(request: request, response: r, uac: true)
             }
         case .bye:
             if (200...299).contains(code), let local = r.fromTag, let remote = r.toTag, dialogs[local + "|" + remote]?.endedAt == nil {
@@ -327,7 +339,8 @@ struct Side {
                 "our dialog had ended (its BYE answered 2xx) and would answer 481 to the \(method.token) (CSeq \(sequence))", once: "ended|\(key)")
             return
         }
-        var d = held.dialog
+        guard var d = held.dialog ?? (held.uac ? Self.dialog(uac: held.request, response: held.response)
+                                                : Self.dialog(uas: held.request, response: held.response)) else { return }
         do {
             try d.receive(m)
         } catch .outOfOrder(let received, let last) {
