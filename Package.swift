@@ -97,7 +97,7 @@ let package = Package(
         .target(name: "SIPRules", dependencies: ["SIPMessage"]),
         // Captures → calls, dialogs, summaries, per-stream media details, the ladder model and its HTML page,
         // RTP stream analysis and audio out (G.711 and Opus decoded through MediaCodecs).
-        .target(name: "CaptureAnalysis", dependencies: ["SIPMessage", "SIPRules", "SDP", "PacketCapture", "NetworkIO", "RTP", "Media", "MediaCodecs", "SRTP"]),
+        .target(name: "CaptureAnalysis", dependencies: ["SIPMessage", "SIPRules", "SIPTransaction", "SIPDialog", "SDP", "PacketCapture", "NetworkIO", "RTP", "Media", "MediaCodecs", "SRTP"]),
         // One side of a captured call re-sent to a live device over UDP as a UA, its answers compared with the capture's.
         .target(name: "CaptureReplay", dependencies: ["CaptureAnalysis", "SIPMessage", "SIPTransport", "PacketCapture", "NetworkIO", .product(name: "Logging", package: "swift-log")]),
         // The face embedding servers import: Phone, calls with media, registration, the pcapng traffic mirror.

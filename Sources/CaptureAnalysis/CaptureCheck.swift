@@ -70,6 +70,9 @@ public struct CaptureCheck: Sendable {
         public var party: CaptureEndpoint
         /// What was seen, in one sentence.
         public var detail: String
+        /// The layers that found it: the message ``Layers/rules``, our machines, or both (the
+        /// rules' sentence is kept when both did).
+        public var layers: Layers = .rules
 
         /// `frame 12: 127.0.0.1:5060 broke RFC 3261 §13.3.1.4 [2xx-retransmission]: …`
         public var description: String { "frame \(frameNumber): \(party) broke \(rule.reference) [\(rule.id)]: \(detail)" }
@@ -97,7 +100,26 @@ public struct CaptureCheck: Sendable {
     public func check(callID: String, messages: [Message], captureEnd: CaptureTimestamp) -> [Finding] {
         var pass = Pass(check: self, callID: callID, messages: messages, end: captureEnd)
         pass.run()
-        return pass.findings.sorted { ($0.frameNumber, $0.rule.id) < ($1.frameNumber, $1.rule.id) }
+        var machines = MachineReplay(check: self, callID: callID, messages: messages)
+        return Self.merge(pass.findings, machines.run())
+    }
+
+    /// The rules' findings and the machines', a rule broken by one party at one frame once (the
+    /// rules' sentence kept, both layers named), ordered by frame.
+    static func merge(_ rules: [Finding], _ machines: [Finding]) -> [Finding] {
+        var out = rules
+        var at: [String: Int] = [:]
+        for (k, f) in out.enumerated() { at[f.rule.id + "|\(f.frameNumber)|\(f.party)"] = at[f.rule.id + "|\(f.frameNumber)|\(f.party)"] ?? k }
+        for f in machines {
+            let key = f.rule.id + "|\(f.frameNumber)|\(f.party)"
+            if let k = at[key] {
+                out[k].layers.formUnion(f.layers)
+            } else {
+                at[key] = out.count
+                out.append(f)
+            }
+        }
+        return out.sorted { ($0.frameNumber, $0.rule.id) < ($1.frameNumber, $1.rule.id) }
     }
 }
 

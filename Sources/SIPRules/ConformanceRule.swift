@@ -159,10 +159,28 @@ extension ConformanceRule {
     /// Recursing on 3xx: each target once.
     public static let redirectLoop = ConformanceRule(id: "redirect-loop", reference: "RFC 3261 §8.1.3.4",
         requirement: "a UAC recursing on 3xx responses tries each target once: a target already tried in the chain is a loop and is not tried again")
+
+    // What only the capture check's machines (our transaction layer, dialog, INVITE session and
+    // REFER subscriber playing a party's peer) report.
+
+    /// A response answers a request its receiver sent (RFC 3261 §17.1.3 matching, §18.1.2).
+    public static let responseMatchesTransaction = ConformanceRule(id: "response-matches-transaction", reference: "RFC 3261 §17.1.3 / §18.1.2",
+        requirement: "a response answers a request its receiver sent: its top Via branch and CSeq method name a client transaction of the receiver")
+    /// An ACK acknowledges a final response its sender received (RFC 3261 §17.1.1.3, §13.2.2.4).
+    public static let ackAnswersFinal = ConformanceRule(id: "ack-answers-final", reference: "RFC 3261 §17.1.1.3 / §13.2.2.4",
+        requirement: "an ACK acknowledges a final response to an INVITE its sender received: it carries that INVITE's CSeq number")
+    /// One INVITE transaction at a time in a dialog (RFC 3261 §14.1; the UAS answers 500 or 491, §14.2).
+    public static let reinviteWhilePending = ConformanceRule(id: "reinvite-while-pending", reference: "RFC 3261 §14.1 / §14.2",
+        requirement: "a UA does not start an INVITE transaction in a dialog while another one is in progress in either direction (its peer answers 500 or 491)")
+    /// A NOTIFY belongs to a live subscription (RFC 6665 §4.1.3; RFC 3515 §2.4.5).
+    public static let notifyInSubscription = ConformanceRule(id: "notify-in-subscription", reference: "RFC 6665 §4.1.3 / RFC 3515 §2.4.5",
+        requirement: "a NOTIFY of a REFER's subscription comes while the subscription lives: none after the NOTIFY that terminated it, none for a refused REFER (the subscriber answers 481)")
+
     /// The rules the capture check reports, in the order of its report.
     public static let captureCheck: [ConformanceRule] = [
         .inviteRetransmission, .nonInviteRetransmission, .retransmit2xx, .retransmitNon2xx, .ack2xx, .ackNon2xx, .requestAfterBye, .unknownDialog,
         .dialogTagStable, .dialogTags, .cseqIncreases, .offerAnswer, .contactIn2xx, .contactIn3xx, .referNotify, .redirectLoop,
         .notifySubscriptionState, .referNotifySipfrag, .referToCount,
+        .viaBranch, .responseMatchesTransaction, .ackAnswersFinal, .reinviteWhilePending, .notifyInSubscription,
     ]
 }

@@ -31,7 +31,9 @@ enum CaptureCheckText {
             }
             for f in c.findings {
                 out += "  frame \(f.frameNumber)  \(RTPStreamText.iso8601(f.time))  +\(relative(f.time, origin)) s  \(f.party)  \(f.rule.reference) [\(f.rule.id)]\n"
-                out += "      \(f.detail)\n"
+                // What only our machines found says which (the rules' findings read as before).
+                let by = f.layers.contains(.rules) ? "" : "  (found by our \(f.layers.names.joined(separator: " and ")) machine)"
+                out += "      \(f.detail)\(by)\n"
             }
         }
         out += stories(a.calls, origin: origin)
@@ -68,6 +70,7 @@ enum CaptureCheckText {
             ("party", .string(f.party.description)),
             ("rule", .object([("id", .string(f.rule.id)), ("reference", .string(f.rule.reference)), ("requirement", .string(f.rule.requirement))])),
             ("detail", .string(f.detail)),
+            ("layers", .array(f.layers.names.map { .string($0) })),
         ])
     }
 

@@ -283,4 +283,62 @@ struct CaptureCheckCommandTests {
             #expect(r.exitCode == 0)
         }
     }
+
+    /// Our calling phone told to break a rule (`switchboard call --misbehave`), calling the
+    /// conformance runner's uac suite (`basic-call`, then `2xx-retransmission-ack`, where the
+    /// runner sends its 200 twice more after the ACK) with every datagram recorded: the check
+    /// finds exactly the fault's rule, by the phone, through the layer that sees it:
+    /// `reuse-branch` (the 2xx's ACK on the INVITE's branch) only our INVITE server transaction
+    /// sees; nothing on a clean phone. (`no-ack-retransmission` is not here: the runner ends its
+    /// test 0.5 s after the unacknowledged copy, the last packet of the capture, and a copy
+    /// that recent is not judged — the capture may have been cut short.)
+    @Test(.timeLimit(.minutes(1)), arguments: [nil, Misbehaviour.reuseBranch])
+    func theFaultOfOurCallerIsFoundInItsCapture(_ fault: Misbehaviour?) async throws {
+        let any = try SocketAddress(ip: "127.0.0.1", port: 0)
+        var endpoint = SIPEndpoint.Configuration(listen: [.udp(any)])
+        endpoint.outboundRewrite = fault?.rewriter()
+        let phone = try Phone(name: "dut", configuration: SIPUserAgent.Configuration(endpoint: endpoint, identity: try SIPURI("sip:dut@127.0.0.1"),
+                                                                                     transport: .udp))
+        defer { phone.close() }
+        let path = NSTemporaryDirectory() + "capture-check-caller-\(UUID().uuidString).pcapng"
+        defer { unlink(path) }
+        let capture = try CaptureWriter(path: path)
+        let port = freeUDPPort()
+        let target = try SIPURI("sip:conform@127.0.0.1:\(port)")
+        let tests = ["basic-call", "2xx-retransmission-ack"]
+        let runner = ConformanceRunner(target: target, responseTimeout: .seconds(3), capture: capture)
+        async let running = runner.run(suite: "uac", only: Set(tests))
+        try await Task.sleep(for: .milliseconds(100))
+        for _ in tests {
+            let call = await phone.dial(target)
+            if (try? await call.waitUntil("answer", timeout: .seconds(8)) { $0.isEstablished })?.isEstablished == true {
+                try? await Task.sleep(for: .seconds(1))
+                await call.hangUp(timeout: .seconds(4))
+            } else {
+                _ = try? await call.waitUntil("end", timeout: .seconds(8)) { $0.isEnded }
+            }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        let report = try await running
+        capture.close()
+        #expect(report.results.count == 2)
+
+        let r = CaptureCommand.run(path: path, view: .check)
+        #expect(r.error == nil)
+        #expect(r.analysis.calls.count == 2)
+        let findings = r.analysis.calls.flatMap(\.findings)
+        let dut = "127.0.0.1:\(phone.agent.endpoint.localAddresses[0].address.port)"
+        if let fault {
+            #expect(Set(findings.map(\.rule)) == [fault.brokenRule], "\(r.text)")
+            #expect(findings.allSatisfy { $0.party.description == dut }, "\(r.text)")
+            #expect(findings.allSatisfy { $0.layers == .transaction }, "\(r.text)")
+            // Once per call: the ACK of each call's 2xx (its copies' ACKs on the same branch are not told again).
+            #expect(findings.count == 2 && Set(findings.map(\.callID)).count == 2, "\(r.text)")
+            #expect(r.text.contains("(found by our transaction machine)"), "\(r.text)")
+            #expect(r.exitCode == 1)
+        } else {
+            #expect(findings.isEmpty, "\(r.text)")
+            #expect(r.exitCode == 0)
+        }
+    }
 }

@@ -1,0 +1,431 @@
+import SIPMessage
+import SIPTransaction
+import SIPDialog
+import SIPRules
+import PacketCapture
+
+extension CaptureCheck {
+    /// The layers of the check that can name a broken rule: the ``rules`` read the captured
+    /// messages as a whole (timing, pairs of messages, bodies); the other layers are our own
+    /// machines (``TransactionLayer``, ``Dialog``, the INVITE session's §14 rules, the
+    /// ``ReferSubscriber``) driven with the capture's messages, playing the peer of the party
+    /// judged. A finding both found carries both.
+    public struct Layers: OptionSet, Sendable, Hashable, CustomStringConvertible {
+        public let rawValue: UInt8
+        /// A layer set from its bits.
+        public init(rawValue: UInt8) { self.rawValue = rawValue }
+        /// The message rules (``ConformanceRule/captureCheck`` over the whole call).
+        public static let rules = Layers(rawValue: 1)
+        /// Our transaction layer (RFC 3261 §17): branch matching, responses to client transactions.
+        public static let transaction = Layers(rawValue: 2)
+        /// Our dialog (RFC 3261 §12): tags, CSeq order, the end of the dialog, the ACK of a 2xx.
+        public static let dialog = Layers(rawValue: 4)
+        /// Our INVITE session (RFC 3261 §14): one INVITE transaction at a time in a dialog.
+        public static let session = Layers(rawValue: 8)
+        /// Our REFER subscription (RFC 3515, RFC 6665): NOTIFYs of a live subscription only.
+        public static let subscription = Layers(rawValue: 16)
+
+        /// The names of the layers in the set, in the order above (`rules`, `transaction`, …).
+        public var names: [String] {
+            [(Layers.rules, "rules"), (.transaction, "transaction"), (.dialog, "dialog"), (.session, "session"), (.subscription, "subscription")]
+                .filter { contains($0.0) }.map(\.1)
+        }
+
+        /// `rules+dialog`
+        public var description: String { names.joined(separator: "+") }
+    }
+}
+
+/// The capture check's machine layers: for each pair of parties that exchanged messages of the
+/// call, and each of the two as the party judged (P), our machines play the other party (Q):
+/// Q's requests open client transactions in a ``TransactionLayer`` that P's responses are fed
+/// to; P's requests go in as received requests (server transactions), and Q's responses are
+/// sent in them; the dialogs Q holds (``Dialog``) check P's requests inside them; the session's
+/// §14 rule (one INVITE transaction at a time) and the ``ReferSubscriber`` of each REFER Q sent
+/// judge P's re-INVITEs and NOTIFYs. The clock is the capture's: the layer's timers (Timers
+/// B, D, F, H, I, K, L, M) fire at their virtual deadlines before each message.
+///
+/// What a machine refuses or would answer with an error is a finding against P, only where the
+/// capture shows the whole exchange (the pair's first message opens it: a request without a
+/// To tag), so a capture started mid-call reports nothing it cannot see.
+struct MachineReplay {
+    let check: CaptureCheck
+    let callID: String
+    let ms: [CaptureCheck.Message]
+    var findings: [CaptureCheck.Finding] = []
+
+    init(check: CaptureCheck, callID: String, messages: [CaptureCheck.Message]) {
+        self.check = check
+        self.callID = callID
+        ms = messages
+    }
+
+    /// An ordered pair of parties: the pair's first message went from `a` to `b`.
+    struct Pair: Hashable {
+        var a: CaptureEndpoint, b: CaptureEndpoint
+    }
+
+    mutating func run() -> [CaptureCheck.Finding] {
+        guard let first = ms.first else { return [] }
+        let origin = first.time.totalNanoseconds
+        // The pairs in the order they first talked, each with its two sides.
+        var index: [Pair: Int] = [:]
+        var sides: [[Side]] = []
+        for (i, x) in ms.enumerated() {
+            let k: Int
+            if let known = index[Pair(a: x.source, b: x.destination)] ?? index[Pair(a: x.destination, b: x.source)] {
+                k = known
+            } else {
+                let m = x.message
+                let opens = m.isRequest && m.toTag == nil && m.method != .ack && m.method != .cancel
+                k = sides.count
+                index[Pair(a: x.source, b: x.destination)] = k
+                sides.append([Side(check: check, party: x.source, complete: opens), Side(check: check, party: x.destination, complete: opens)])
+            }
+            let now = Double(x.time.totalNanoseconds - origin) / 1e9
+            sides[k][0].take(i, x, now: now)
+            sides[k][1].take(i, x, now: now)
+        }
+        for pair in sides {
+            for side in pair {
+                for f in side.found {
+                    findings.append(.init(callID: callID, rule: f.rule, frameNumber: ms[f.index].frameNumber, time: ms[f.index].time,
+                                          party: side.party, detail: f.detail, layers: f.layer))
+                }
+            }
+        }
+        return findings
+    }
+}
+
+/// One party (P) judged by our machines playing its peer in one pair of the call.
+struct Side {
+    let check: CaptureCheck
+    let party: CaptureEndpoint
+    /// Whether the pair's exchange is seen from its start.
+    let complete: Bool
+    var found: [(rule: ConformanceRule, index: Int, detail: String, layer: CaptureCheck.Layers)] = []
+    var reported: Set<String> = []
+
+    var layer: TransactionLayer<CaptureEndpoint>
+    /// The layer's running timers: deadline (seconds from the call's start).
+    var timers: [TimerKey: Double] = [:]
+    struct TimerKey: Hashable { var id: TransactionID; var timer: TransactionTimer }
+
+    /// The peer's (our) requests, first copies, by "branch|METHOD".
+    var ours: [String: SIPMessage] = [:]
+    /// P's requests that opened server transactions, by "branch|METHOD" (ACK as INVITE).
+    var serverTransactions: [String: TransactionID] = [:]
+    /// Every branch P used, with the request that used it first.
+    var branches: [String: (method: SIPMethod, sequence: UInt32, frame: Int)] = [:]
+    /// P's INVITE requests by CSeq number (the ones our side answered are in `finals`).
+    var invites: [UInt32: SIPMessage] = [:]
+    /// Our final responses to P's INVITEs, by CSeq number.
+    var finals: [UInt32: Int] = [:]
+
+    /// The dialogs our side holds, by "our tag|P's tag".
+    var dialogs: [String: Held] = [:]
+    /// A dialog of our side: the request and response that made it, the ``Dialog`` built from
+    /// them when P first sends a request in it (most dialogs of a capture see none from one side).
+    struct Held {
+        var request: SIPMessage, response: SIPMessage, uac: Bool
+        var dialog: Dialog?
+        var endedAt: Double?
+        init(request: SIPMessage, response: SIPMessage, uac: Bool) {
+            self.request = request
+            self.response = response
+            self.uac = uac
+        }
+    }
+
+    /// The INVITE transaction in progress in the pair's dialogs (RFC 3261 §14).
+    var pendingInvite: (byParty: Bool, sequence: UInt32, answeredByParty: Bool, time: Double)?
+    /// The subscriptions of the REFERs our side sent to P.
+    var subscribers: [ReferSubscriber] = []
+
+    init(check: CaptureCheck, party: CaptureEndpoint, complete: Bool) {
+        self.check = check
+        self.party = party
+        self.complete = complete
+        layer = TransactionLayer(timers: TransactionTimers(t1: .nanoseconds(Int64(check.t1 * 1e9)), t2: .nanoseconds(Int64(check.t2 * 1e9))), seed: 0)
+    }
+
+    mutating func add(_ rule: ConformanceRule, _ index: Int, _ layer: CaptureCheck.Layers, _ detail: String, once key: String? = nil) {
+        if let key, !reported.insert(key).inserted { return }
+        found.append((rule, index, detail, layer))
+    }
+
+    static func seconds(_ d: Duration) -> Double {
+        let (s, a) = d.components
+        return Double(s) + Double(a) / 1e18
+    }
+
+    static func key(_ branch: String, _ method: SIPMethod) -> String { branch + "|" + method.token }
+
+    // MARK: The clock
+
+    /// Fires every timer due by `now`, earliest first (bounded: a timer fired is gone, and the
+    /// ones it starts lie later or end their transaction).
+    mutating func advance(to now: Double) {
+        for _ in 0..<10_000 {
+            guard let (key, deadline) = timers.min(by: { $0.value < $1.value }), deadline <= now else { return }
+            timers[key] = nil
+            apply(layer.timerFired(key.id, key.timer), at: deadline)
+        }
+    }
+
+    /// Keeps the timers the outputs start and stop; the layer's own sends are not looked at.
+    @discardableResult
+    mutating func apply(_ outputs: [TransactionLayer<CaptureEndpoint>.Output], at now: Double) -> [TransactionLayer<CaptureEndpoint>.Output] {
+        for o in outputs {
+            switch o {
+            case .startTimer(let id, let t, let after): timers[TimerKey(id: id, timer: t)] = now + Self.seconds(after)
+            case .cancelTimer(let id, let t): timers[TimerKey(id: id, timer: t)] = nil
+            case .terminated(let id):
+                for k in timers.keys where k.id == id { timers[k] = nil }
+                for (k, v) in serverTransactions where v == id { serverTransactions[k] = nil }
+            default: break
+            }
+        }
+        return outputs
+    }
+
+    // MARK: Messages
+
+    mutating func take(_ index: Int, _ x: CaptureCheck.Message, now: Double) {
+        advance(to: now)
+        if let p = pendingInvite, now - p.time > check.patience { pendingInvite = nil }
+        let m = x.message
+        if x.source == party {
+            if m.isRequest { partyRequest(index, m, reliable: x.reliable, now: now) } else { partyResponse(index, m, reliable: x.reliable, now: now) }
+        } else if x.destination == party {
+            if m.isRequest { ourRequest(m, reliable: x.reliable, now: now) } else { ourResponse(m, now: now) }
+        }
+    }
+
+    /// Our request to P: a client transaction (an ACK is none; a copy is the transaction's own
+    /// retransmission).
+    mutating func ourRequest(_ m: SIPMessage, reliable: Bool, now: Double) {
+        guard let method = m.method, method != .ack, let branch = m.topViaBranch, let cseq = try? m.cseq() else { return }
+        let key = Self.key(branch, method)
+        guard ours[key] == nil else { return }
+        ours[key] = m
+        apply(layer.sendRequest(m, to: party, reliable: reliable).1, at: now)
+        switch method {
+        case .invite:
+            pendingInvite = (false, cseq.sequence, false, now)
+        case .refer:
+            let noSubscription = m["Refer-Sub"]?.lowercased().hasPrefix("false") == true
+            subscribers.append(ReferSubscriber(referCSeq: cseq.sequence, configuration: .init(requestedNoSubscription: noSubscription)))
+            if subscribers.count > 64 { subscribers.removeFirst() }
+        default: break
+        }
+    }
+
+    /// Our response to P's request, in its server transaction.
+    mutating func ourResponse(_ r: SIPMessage, now: Double) {
+        guard let code = r.statusCode, let cseq = try? r.cseq() else { return }
+        if let branch = r.topViaBranch, let id = serverTransactions[Self.key(branch, cseq.method)] {
+            apply(layer.respond(r, in: id), at: now)
+        }
+        switch cseq.method {
+        case .invite:
+            if code >= 200 {
+                finals[cseq.sequence] = code
+                if let p = pendingInvite, p.byParty, p.sequence == cseq.sequence { pendingInvite = nil }
+            }
+            // Our side's dialog as UAS: P's initial INVITE and our tagged 1xx or 2xx.
+            if (101...299).contains(code), let tag = r.toTag, let invite = invites[cseq.sequence], invite.toTag == nil,
+               let remote = invite.fromTag, dialogs[tag + "|" + remote] == nil {
+                dialogs[tag + "|" + remote] = Held(request: invite, response: r, uac: false)
+            }
+        case .bye:
+            if (200...299).contains(code), let local = r.toTag, let remote = r.fromTag, dialogs[local + "|" + remote]?.endedAt == nil {
+                dialogs[local + "|" + remote]?.endedAt = now
+            }
+        default: break
+        }
+    }
+
+    /// P's response to our request.
+    mutating func partyResponse(_ index: Int, _ r: SIPMessage, reliable: Bool, now: Double) {
+        guard let code = r.statusCode, let cseq = try? r.cseq(), let branch = r.topViaBranch else { return }
+        let outputs = apply(layer.receive(r, from: party, reliable: reliable), at: now)
+        let request = ours[Self.key(branch, cseq.method)]
+        if outputs.contains(where: { if case .strayResponse = $0 { return true } else { return false } }), request == nil, complete {
+            add(.responseMatchesTransaction, index, .transaction,
+                "the \(code) to \(cseq.method.token) (CSeq \(cseq.sequence), branch \(branch)) answers no request of the peer: "
+                    + "no client transaction of ours has that branch and method", once: "stray|\(branch)|\(cseq.method.token)")
+        }
+        guard let request else { return }
+        switch cseq.method {
+        case .invite:
+            if code >= 200, let p = pendingInvite, !p.byParty, p.sequence == cseq.sequence { pendingInvite = nil }
+            if code > 100, code < 200, let p = pendingInvite, !p.byParty, p.sequence == cseq.sequence { pendingInvite?.answeredByParty = true }
+            // Our side's dialog as UAC: our initial INVITE and P's tagged 1xx or 2xx.
+            if (101...299).contains(code), request.toTag == nil, let local = request.fromTag, let tag = r.toTag, dialogs[local + "|" + tag] == nil {
+                dialogs[local + "|" + tag] = Held(request: request, response: r, uac: true)
+            }
+        case .bye:
+            if (200...299).contains(code), let local = r.fromTag, let remote = r.toTag, dialogs[local + "|" + remote]?.endedAt == nil {
+                dialogs[local + "|" + remote]?.endedAt = now
+            }
+        case .refer:
+            if let k = subscribers.lastIndex(where: { $0.referCSeq == cseq.sequence }) { _ = subscribers[k].handleReferResponse(r) }
+        default: break
+        }
+    }
+
+    /// P's request: checked against the branches P used, then received by our transaction
+    /// layer; a new one goes to our dialog, session and subscription.
+    mutating func partyRequest(_ index: Int, _ m: SIPMessage, reliable: Bool, now: Double) {
+        guard let method = m.method, let cseq = try? m.cseq() else { return }
+        let branch = m.topViaBranch ?? ""
+        if method == .ack {
+            partyAck(index, m, branch: branch, cseq: cseq.sequence, reliable: reliable, now: now)
+            return
+        }
+        if !branch.isEmpty {
+            if let first = branches[branch] {
+                let same = first.method == method && first.sequence == cseq.sequence
+                let cancel = method == .cancel && first.method == .invite && first.sequence == cseq.sequence
+                if !same && !cancel {
+                    let live = serverTransactions[Self.key(branch, method)] != nil
+                    add(.viaBranch, index, .transaction,
+                        "the \(method.token) (CSeq \(cseq.sequence)) reuses the branch \(branch) of the \(first.method.token) (CSeq \(first.sequence)) of frame \(first.frame): "
+                            + (live ? "our transaction layer takes it for a retransmission of that transaction and never answers it"
+                                    : "a branch names one transaction only"), once: "branch|\(branch)|\(method.token)|\(cseq.sequence)")
+                }
+            } else {
+                branches[branch] = (method, cseq.sequence, index)
+            }
+        }
+        let outputs = apply(layer.receive(m, from: party, reliable: reliable), at: now)
+        var opened = false
+        for o in outputs {
+            if case .request(_, _, let id) = o {
+                serverTransactions[Self.key(branch, method)] = id
+                opened = true
+            }
+        }
+        guard opened else { return }
+        if method == .invite { invites[cseq.sequence] = m }
+        if m.toTag == nil {
+            if method == .invite { pendingInvite = (true, cseq.sequence, false, now) }
+            return
+        }
+        inDialog(index, m, method: method, sequence: cseq.sequence, now: now)
+    }
+
+    /// A new request of P inside a dialog.
+    mutating func inDialog(_ index: Int, _ m: SIPMessage, method: SIPMethod, sequence: UInt32, now: Double) {
+        guard let local = m.toTag, let remote = m.fromTag else { return }
+        let key = local + "|" + remote
+        let session: Set<SIPMethod> = [.invite, .update, .info, .prack, .bye]
+        if method == .notify, m[.event]?.lowercased().hasPrefix("refer") == true { referNotify(index, m, sequence: sequence) }
+        guard let held = dialogs[key] else {
+            // Subscription dialogs (a NOTIFY's, a SUBSCRIBE's) are not ours to hold: only the
+            // INVITE usage's requests are judged.
+            if complete, session.contains(method), !dialogs.isEmpty {
+                add(.dialogTags, index, .dialog,
+                    "our dialog layer would answer 481 to the \(method.token) (CSeq \(sequence)): its tags (From \(remote), To \(local)) name no dialog of the call",
+                    once: "nodialog|\(key)")
+            }
+            return
+        }
+        // (A capture's times, not its frame order, say what came after.)
+        if let ended = held.endedAt, now >= ended, session.contains(method) {
+            add(.requestAfterBye, index, .dialog,
+                "our dialog had ended (its BYE answered 2xx) and would answer 481 to the \(method.token) (CSeq \(sequence))", once: "ended|\(key)")
+            return
+        }
+        guard var d = held.dialog ?? (held.uac ? Self.dialog(uac: held.request, response: held.response)
+                                                : Self.dialog(uas: held.request, response: held.response)) else { return }
+        do {
+            try d.receive(m)
+        } catch .outOfOrder(let received, let last) {
+            add(.cseqIncreases, index, .dialog,
+                "our dialog would answer 500 (CSeq out of order) to the \(method.token): CSeq \(received) is below \(last), the last the party sent in it")
+            return
+        } catch {
+            return
+        }
+        // A BYE ends the dialog when it is answered 2xx (a challenged BYE is sent again).
+        if method != .bye { dialogs[key]?.dialog = d }
+        if method == .invite { reinvite(index, sequence: sequence, now: now) }
+    }
+
+    /// RFC 3261 §14: a re-INVITE while an INVITE transaction is in progress in the dialog.
+    mutating func reinvite(_ index: Int, sequence: UInt32, now: Double) {
+        if let p = pendingInvite, p.sequence != sequence || !p.byParty {
+            if p.byParty {
+                add(.reinviteWhilePending, index, .session,
+                    "the re-INVITE (CSeq \(sequence)) came while the party's INVITE (CSeq \(p.sequence)) had no final response: "
+                        + "our session would answer 500 with Retry-After")
+                return
+            }
+            if p.answeredByParty {
+                add(.reinviteWhilePending, index, .session,
+                    "the re-INVITE (CSeq \(sequence)) came while our INVITE (CSeq \(p.sequence)), which the party had answered provisionally, "
+                        + "had no final response: our session would answer 491")
+                return
+            }
+        }
+        pendingInvite = (true, sequence, false, now)
+    }
+
+    /// A NOTIFY of a REFER subscription, to the subscriber of the REFER our side sent.
+    mutating func referNotify(_ index: Int, _ m: SIPMessage, sequence: UInt32) {
+        guard let k = subscribers.lastIndex(where: { $0.matches(m) }) else { return }
+        let before = subscribers[k].state
+        if subscribers[k].handleNotify(m).contains(.respond(statusCode: 481)) {
+            let why: String
+            if case .closed(.refused(let code)) = before { why = "the REFER (CSeq \(subscribers[k].referCSeq)) was refused \(code)" }
+            else { why = "an earlier NOTIFY had terminated the REFER's subscription" }
+            add(.notifyInSubscription, index, .subscription,
+                "the NOTIFY (CSeq \(sequence)) came after \(why): our subscriber would answer 481", once: "notify|\(subscribers[k].referCSeq)")
+        }
+    }
+
+    /// P's ACK: on the branch of an INVITE we answered 2xx (the server transaction takes it),
+    /// on an INVITE's branch after a non-2xx (the transaction's own), or for a 2xx: it must
+    /// acknowledge a final response our side sent.
+    mutating func partyAck(_ index: Int, _ m: SIPMessage, branch: String, cseq: UInt32, reliable: Bool, now: Double) {
+        if let first = branches[branch], first.method == .invite, first.sequence == cseq, let code = finals[cseq], (200...299).contains(code) {
+            add(.ack2xx, index, .transaction,
+                "the ACK of the \(code) to the INVITE (CSeq \(cseq)) is on the INVITE's branch \(branch): our INVITE server transaction takes it, "
+                    + "where a 2xx's ACK is a transaction of its own with a new branch", once: "ackbranch|\(branch)")
+            return
+        }
+        let outputs = apply(layer.receive(m, from: party, reliable: reliable), at: now)
+        guard complete, outputs.contains(where: { if case .ack = $0 { return true } else { return false } }) else { return }
+        if finals[cseq] == nil {
+            add(.ackAnswersFinal, index, .dialog,
+                "the ACK (CSeq \(cseq)) acknowledges no final response: our side never answered an INVITE with that CSeq number finally",
+                once: "ack|\(cseq)")
+        }
+    }
+
+    // MARK: Dialogs
+
+    /// Our dialog as UAC; a response without Contact (another rule's finding) is given our
+    /// INVITE's Request-URI as target so that the dialog still exists.
+    static func dialog(uac request: SIPMessage, response: SIPMessage) -> Dialog? {
+        if let d = try? Dialog(uacRequest: request, response: response) { return d }
+        do { if case .some = try response.contact() { return nil } } catch { return nil }
+        guard let uri = try? request.requestURI() else { return nil }
+        var r = response
+        try? r.append(.contact, "<\(uri)>")
+        return try? Dialog(uacRequest: request, response: r)
+    }
+
+    /// Our dialog as UAS; a request without Contact is given its From URI as target.
+    static func dialog(uas request: SIPMessage, response: SIPMessage) -> Dialog? {
+        if let d = try? Dialog(uasRequest: request, response: response) { return d }
+        do { if case .some = try request.contact() { return nil } } catch { return nil }
+        guard let from = try? request.from() else { return nil }
+        var q = request
+        try? q.append(.contact, "<\(from.uri)>")
+        return try? Dialog(uasRequest: q, response: response)
+    }
+}
