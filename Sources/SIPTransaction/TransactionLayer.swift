@@ -136,8 +136,24 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
 
     /// A new RFC 3261 branch: the magic cookie and 64 random bits.
     public static func newBranch<R: RandomNumberGenerator>(using rng: inout R) -> String {
-        let hex = String(rng.next() as UInt64, radix: 16)
-        return Via.magicCookie + String(repeating: "0", count: 16 - hex.count) + hex
+        branch(rng.next() as UInt64)
+    }
+
+    /// The magic cookie and `value` as 16 lowercase hex digits, written in place (one string of
+    /// 23 bytes; no radix conversion, padding and concatenation of intermediate strings).
+    static func branch(_ value: UInt64) -> String {
+        String(unsafeUninitializedCapacity: 23) { b in
+            var i = 0
+            for c in Via.magicCookie.utf8 { b[i] = c; i += 1 }
+            var shift = 60
+            while shift >= 0 {
+                let d = UInt8(truncatingIfNeeded: value >> UInt64(shift)) & 0xF
+                b[i] = d < 10 ? 0x30 + d : 0x57 + d
+                i += 1
+                shift -= 4
+            }
+            return i
+        }
     }
 
     /// A new branch from the system's random source.
