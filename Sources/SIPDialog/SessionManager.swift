@@ -13,6 +13,14 @@ public struct SessionKey: Hashable, Sendable, CustomStringConvertible {
     }
 
     public var description: String { "\(callID);tag=\(localTag)" }
+
+    /// Hashes the Call-ID only: it tells a user agent's sessions apart (several sessions share
+    /// one only when a call forks), and keys are hashed several times per message (the session
+    /// table, the timers of each session), so the tag's hashing is saved. Equal keys have equal
+    /// Call-IDs, so equal hashes.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(callID)
+    }
 }
 
 /// The INVITE sessions of one user agent and the routing between them and the transaction

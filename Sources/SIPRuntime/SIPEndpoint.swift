@@ -158,12 +158,25 @@ public final class SIPEndpoint: Sendable, TimerTarget {
 
     struct TimerKey: Hashable { var id: TransactionID; var timer: TransactionTimer }
 
-    /// An output to carry out after the lock is released. Client-transaction events carry
-    /// their handler, looked up under the lock: a transaction may terminate (Timer K is 0 s on
-    /// TCP) on the timer thread before this thread delivers its response.
-    enum Work {
-        case output(TransactionLayer<SIPPeer>.Output)
-        case client(ClientHandler, ClientTransactionEvent)
+    /// What to carry out after the lock is released: the layer's outputs as they came (the
+    /// array is kept, not copied element by element into another: a copy of an output goes
+    /// through the generic enum's value witness), with the timers already started or cancelled
+    /// under the lock. Client-transaction events carry their handler, looked up under the lock
+    /// (a transaction may terminate — Timer K is 0 s on TCP — on the timer thread before this
+    /// thread delivers its response); each replaces the output at its index.
+    struct Work {
+        var outputs: [TransactionLayer<SIPPeer>.Output] = []
+        /// In increasing index order; empty (no allocation) unless a client transaction reports.
+        var client: [(index: Int, handler: ClientHandler, event: ClientTransactionEvent)] = []
+
+        static var none: Work { Work() }
+
+        /// Appends another batch after this one.
+        mutating func append(_ other: Work) {
+            let offset = outputs.count
+            outputs.append(contentsOf: other.outputs)
+            for e in other.client { client.append((e.index + offset, e.handler, e.event)) }
+        }
     }
 
     private let core: Mutex<Core>
@@ -348,7 +361,7 @@ public final class SIPEndpoint: Sendable, TimerTarget {
     @discardableResult
     public func sendRequest(_ request: SIPMessage, to peer: SIPPeer, onEvent: @escaping @Sendable (ClientTransactionEvent) -> Void) -> TransactionID {
         let (request, peer) = routeBySize(request, to: peer)
-        let (id, outputs) = core.withLock { c -> (TransactionID, [Work]) in
+        let (id, outputs) = core.withLock { c -> (TransactionID, Work) in
             let (id, out) = c.layer.sendRequest(request, to: peer, reliable: peer.transport.isReliable)
             if request.method != .ack { c.clientHandlers[id] = ClientHandler(onEvent) }
             if peer.transport == .udp && request.method != .ack {
@@ -392,7 +405,7 @@ public final class SIPEndpoint: Sendable, TimerTarget {
                 return
             }
             if message.isRequest { SIPEndpoint.stampVia(&message, source: inbound.source) }
-            let outputs = core.withLock { c -> [Work] in
+            let outputs = core.withLock { c -> Work in
                 if message.isRequest { c.stats.requestsReceived += 1 } else { c.stats.responsesReceived += 1 }
                 let before = c.layer.counters.retransmissionsAbsorbed
                 let out = c.layer.receive(message, from: peer, reliable: peer.transport.isReliable)
@@ -421,7 +434,7 @@ public final class SIPEndpoint: Sendable, TimerTarget {
                 return
             }
             logger.debug("connection failed", metadata: ["sip.peer": "\(info.transport.viaToken.lowercased()):\(info.remote)", "sip.error": "\(why)"])
-            let outputs = core.withLock { c -> [Work] in
+            let outputs = core.withLock { c -> Work in
                 let ids = c.connecting.removeValue(forKey: info.id) ?? []
                 if ids.isEmpty {
                     c.recentlyFailed.insert(info.id)
@@ -430,18 +443,18 @@ public final class SIPEndpoint: Sendable, TimerTarget {
                         c.recentlyFailed.remove(c.recentlyFailedOrder.removeFirst())
                     }
                 }
-                var out: [Work] = []
-                for id in ids.sorted(by: { $0.rawValue < $1.rawValue }) { out += scheduleTimers(c.layer.transportFailed(id), &c) }
+                var out = Work.none
+                for id in ids.sorted(by: { $0.rawValue < $1.rawValue }) { out.append(scheduleTimers(c.layer.transportFailed(id), &c)) }
                 return out
             }
             execute(outputs)
         case .unreachable(let destination, _, let error):
             // RFC 3261 §8.1.3.1: a transport failure (ICMP port/host unreachable) is a failure
             // of the request at once, not at Timer B/F; the TU sees it as a 503.
-            let outputs = core.withLock { c -> [Work] in
-                var out: [Work] = []
+            let outputs = core.withLock { c -> Work in
+                var out = Work.none
                 for i in c.udpSent.indices where c.udpSent[i].address == destination {
-                    out += scheduleTimers(c.layer.transportFailed(c.udpSent[i].id), &c)
+                    out.append(scheduleTimers(c.layer.transportFailed(c.udpSent[i].id), &c))
                 }
                 return out
             }
@@ -552,8 +565,8 @@ public final class SIPEndpoint: Sendable, TimerTarget {
     }
 
     private func timerFired(_ key: TimerKey) {
-        let outputs = core.withLock { c -> [Work] in
-            guard c.forgetTimer(key.id, key.timer) != nil else { return [] }
+        let outputs = core.withLock { c -> Work in
+            guard c.forgetTimer(key.id, key.timer) != nil else { return .none }
             let out = c.layer.timerFired(key.id, key.timer)
             if key.timer == .A || key.timer == .E || key.timer == .G {
                 c.stats.retransmissionsSent += out.reduce(0) { if case .send = $1 { return $0 + 1 } else { return $0 } }
@@ -565,12 +578,12 @@ public final class SIPEndpoint: Sendable, TimerTarget {
 
     // MARK: Carrying out outputs
 
-    /// Starts and cancels timers while the lock is held; returns the rest.
-    private func scheduleTimers(_ outputs: [TransactionLayer<SIPPeer>.Output], _ c: inout Core) -> [Work] {
-        var rest: [Work] = []
-        rest.reserveCapacity(outputs.count)
-        for o in outputs {
-            switch o {
+    /// Starts and cancels timers while the lock is held, and finds the handlers of client
+    /// transactions that report; the outputs are handed on as they are.
+    private func scheduleTimers(_ outputs: consuming [TransactionLayer<SIPPeer>.Output], _ c: inout Core) -> Work {
+        var work = Work(outputs: outputs)
+        for i in work.outputs.indices {
+            switch work.outputs[i] {
             case .startTimer(let id, let t, let d):
                 // No callback: the timer service calls back `timerFired(_:_:)` with the
                 // transaction and the timer's code (nothing allocated per timer).
@@ -590,32 +603,29 @@ public final class SIPEndpoint: Sendable, TimerTarget {
             case .timeout(let id, let timer):
                 c.stats.timeouts += 1
                 logger.debug("transaction timed out", metadata: ["sip.transaction": "\(id.rawValue)", "sip.timer": "\(timer)"])
-                if let h = c.clientHandlers[id] { rest.append(.client(h, .timeout)) } else { rest.append(.output(o)) }
+                if let h = c.clientHandlers[id] { work.client.append((i, h, .timeout)) }
             case .transportError(let id):
-                if let h = c.clientHandlers[id] { rest.append(.client(h, .transportError)) } else { rest.append(.output(o)) }
+                if let h = c.clientHandlers[id] { work.client.append((i, h, .transportError)) }
             case .response(let m, let id):
-                if let h = c.clientHandlers[id] { rest.append(.client(h, (m.statusCode ?? 0) < 200 ? .provisional(m) : .final(m))) }
+                if let h = c.clientHandlers[id] { work.client.append((i, h, (m.statusCode ?? 0) < 200 ? .provisional(m) : .final(m))) }
             case .send:
                 c.stats.messagesSent += 1
-                rest.append(.output(o))
             default:
-                rest.append(.output(o))
+                break
             }
         }
-        return rest
+        return work
     }
 
-    private func execute(_ work: [Work]) {
-        for w in work {
-            let o: TransactionLayer<SIPPeer>.Output
-            switch w {
-            case .client(let handler, let event):
-                handler.call(event)
+    private func execute(_ work: borrowing Work) {
+        var next = 0
+        for i in work.outputs.indices {
+            if next < work.client.count && work.client[next].index == i {
+                work.client[next].handler.call(work.client[next].event)
+                next += 1
                 continue
-            case .output(let out):
-                o = out
             }
-            switch o {
+            switch work.outputs[i] {
             case .send(let m, let peer, let id):
                 if !send(m, to: peer, transaction: id) {
                     let more = core.withLock { c in scheduleTimers(c.layer.transportFailed(id), &c) }
@@ -634,6 +644,7 @@ public final class SIPEndpoint: Sendable, TimerTarget {
             case .transportError(let id):
                 notify(.serverTransactionFailed(id, nil))
             case .response, .startTimer, .cancelTimer, .terminated:
+                // A response no client transaction's handler takes any more is dropped.
                 break
             }
         }
@@ -702,10 +713,10 @@ public final class SIPEndpoint: Sendable, TimerTarget {
     /// server transaction's response sent on a new connection); if that connection's connect
     /// already failed, the transaction fails now instead of waiting for Timer B or for nothing.
     fileprivate func noteConnecting(_ conn: ConnectionID, _ id: TransactionID) {
-        let outputs = core.withLock { c -> [Work] in
+        let outputs = core.withLock { c -> Work in
             if c.recentlyFailed.contains(conn) { return scheduleTimers(c.layer.transportFailed(id), &c) }
             c.connecting[conn, default: []].insert(id)
-            return []
+            return .none
         }
         execute(outputs)
     }

@@ -51,22 +51,24 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
         /// the machine asks for; nil when there is no event for this machine's side.
         @inlinable
         mutating func handle(client: ClientTransactionInput?, server: ServerTransactionInput?) -> [TransactionAction]? {
-            switch self {
+            // The transaction is moved out of the enum (`consume`), not copied: it is the only
+            // reference to its storage while it runs, and it is put back on every path.
+            switch consume self {
             case .inviteClient(var t):
-                guard let event = client else { return nil }
                 defer { self = .inviteClient(t) }
+                guard let event = client else { return nil }
                 return t.handle(event)
             case .nonInviteClient(var t):
-                guard let event = client else { return nil }
                 defer { self = .nonInviteClient(t) }
+                guard let event = client else { return nil }
                 return t.handle(event)
             case .inviteServer(var t):
-                guard let event = server else { return nil }
                 defer { self = .inviteServer(t) }
+                guard let event = server else { return nil }
                 return t.handle(event)
             case .nonInviteServer(var t):
-                guard let event = server else { return nil }
                 defer { self = .nonInviteServer(t) }
+                guard let event = server else { return nil }
                 return t.handle(event)
             }
         }
@@ -121,7 +123,7 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
     @inlinable public var count: Int { entries.count }
 
     /// Whether a transaction is alive.
-    @inlinable public func contains(_ id: TransactionID) -> Bool { entries[id] != nil }
+    @inlinable public func contains(_ id: TransactionID) -> Bool { entries.index(forKey: id) != nil }
 
     /// The state of a transaction, for tests and diagnostics.
     public func stateDescription(_ id: TransactionID) -> String? {
@@ -136,8 +138,24 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
 
     /// A new RFC 3261 branch: the magic cookie and 64 random bits.
     public static func newBranch<R: RandomNumberGenerator>(using rng: inout R) -> String {
-        let hex = String(rng.next() as UInt64, radix: 16)
-        return Via.magicCookie + String(repeating: "0", count: 16 - hex.count) + hex
+        branch(rng.next() as UInt64)
+    }
+
+    /// The magic cookie and `value` as 16 lowercase hex digits, written in place (one string of
+    /// 23 bytes; no radix conversion, padding and concatenation of intermediate strings).
+    static func branch(_ value: UInt64) -> String {
+        String(unsafeUninitializedCapacity: 23) { b in
+            var i = 0
+            for c in Via.magicCookie.utf8 { b[i] = c; i += 1 }
+            var shift = 60
+            while shift >= 0 {
+                let d = UInt8(truncatingIfNeeded: value >> UInt64(shift)) & 0xF
+                b[i] = d < 10 ? 0x30 + d : 0x57 + d
+                i += 1
+                shift -= 4
+            }
+            return i
+        }
     }
 
     /// A new branch from the system's random source.
@@ -230,7 +248,7 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
         }
         serverIndex[key] = id
         let merge = MergeKey(request: request)
-        if let mk = merge, let other = mergeIndex[mk], entries[other] != nil {
+        if let mk = merge, let other = mergeIndex[mk], entries.index(forKey: other) != nil {
             // §8.2.2.2: the same request over another path. Answer 482 in the new transaction.
             _counters.merged482 += 1
             entries[id] = entry
@@ -239,7 +257,7 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
         if let mk = merge { mergeIndex[mk] = id; entry.mergeKey = mk }
         entries[id] = entry
         if method == .cancel {
-            guard let inviteKey = ServerKey(request: request, asMethod: .invite), let invite = serverIndex[inviteKey], entries[invite] != nil else {
+            guard let inviteKey = ServerKey(request: request, asMethod: .invite), let invite = serverIndex[inviteKey], entries.index(forKey: invite) != nil else {
                 _counters.unmatchedCancels += 1
                 return respondInternally(id, SIPMessage(responseTo: request, statusCode: 481, toTag: newTag()), dropping: actions)
             }
@@ -278,9 +296,10 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
     }
 
     @inlinable mutating func outputs(for id: TransactionID, _ actions: [TransactionAction], source: Address? = nil) -> [Output] {
-        // Only the peer is read (not a copy of the whole entry).
+        // Only the peer is read: through the table's in-place accessor, since reading
+        // `entries.values[i].peer` copies the whole entry first (every reference in it retained).
         guard let i = entries.index(forKey: id) else { return [] }
-        let peer = entries.values[i].peer
+        let peer = Self.peer(of: &entries.values[i])
         var out: [Output] = []
         out.reserveCapacity(actions.count)
         for a in actions {
@@ -300,6 +319,8 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
         }
         return out
     }
+
+    @inlinable static func peer(of entry: inout Entry) -> Address { entry.peer }
 
     @inlinable mutating func remove(_ id: TransactionID) {
         guard let e = entries.removeValue(forKey: id) else { return }

@@ -209,3 +209,19 @@ extension String {
         return out + rest
     }
 }
+
+@Suite("Session keys")
+struct SessionKeyTests {
+    /// The hash reads only the Call-ID; keys that differ only in the tag stay distinct keys.
+    @Test func keysSharingACallIDStayDistinctAndEqualKeysHashEqually() {
+        let a = SessionKey(callID: "1-2345@192.0.2.1", localTag: "abc")
+        let b = SessionKey(callID: "1-2345@192.0.2.1", localTag: "xyz")
+        let c = SessionKey(callID: String("1-2345@192.0.2.1".reversed().reversed()), localTag: "abc")
+        #expect(a != b)
+        #expect(a == c && a.hashValue == c.hashValue)
+        var table: [SessionKey: Int] = [a: 1, b: 2]
+        #expect(table[c] == 1 && table[b] == 2 && table.count == 2)
+        table[SessionKey(callID: "other@192.0.2.1", localTag: "abc")] = 3
+        #expect(table.count == 3 && table[a] == 1)
+    }
+}

@@ -155,4 +155,18 @@ struct TransactionLayerTests {
         #expect(x.hasPrefix("z9hG4bK") && x.count == 23)
         #expect(Layer.newBranch() != Layer.newBranch())
     }
+
+    /// A generator that returns fixed numbers, to check the branch's digits.
+    struct FixedNumbers: RandomNumberGenerator {
+        var values: [UInt64]
+        mutating func next() -> UInt64 { values.removeFirst() }
+    }
+
+    @Test func branchesAreTheCookieAndSixteenLowercaseHexDigits() {
+        var g = FixedNumbers(values: [0xAB, 0xFEDC_BA98_7654_3210, 0, .max])
+        #expect(Layer.newBranch(using: &g) == "z9hG4bK00000000000000ab")
+        #expect(Layer.newBranch(using: &g) == "z9hG4bKfedcba9876543210")
+        #expect(Layer.newBranch(using: &g) == "z9hG4bK0000000000000000")
+        #expect(Layer.newBranch(using: &g) == "z9hG4bKffffffffffffffff")
+    }
 }
