@@ -82,7 +82,9 @@ let package = Package(
         // HTTP Digest for SIP (RFC 3261 §22, RFC 7616, RFC 8760): client answers, server checks; no I/O.
         .target(name: "SIPAuth", dependencies: ["SIPMessage", "COpenSSL"]),
         // pcap/pcapng reading, IPv4/IPv6 reassembly, UDP and TCP streams → SIP messages; no I/O in the decoder.
-        .target(name: "PacketCapture", dependencies: ["SIPMessage", "NetworkIO"]),
+        // A SIGBUS guard for mapped capture files truncated by another process while being read.
+        .target(name: "CMapGuard"),
+        .target(name: "PacketCapture", dependencies: ["SIPMessage", "NetworkIO", "CMapGuard"]),
         // The live driver: endpoint (transports + transaction layer), timers on the monotonic clock, routing,
         // the traffic mirror, the user agent (sessions and registration on sockets).
         .target(name: "SIPRuntime", dependencies: ["SIPMessage", "SIPTransaction", "SIPTransport", "SIPDialog", "SIPAuth", "NetworkIO", .product(name: "Logging", package: "swift-log")]),

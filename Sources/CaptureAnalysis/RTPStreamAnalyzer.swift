@@ -379,6 +379,9 @@ public struct RTPStreamAnalyzer: Sendable {
     /// Made at the first SRTP announcement or key: `nil` keeps plain captures at no cost.
     private var decryption: SRTPCaptureDecryption?
     #endif
+    /// The SRTP outcome of the packet being added (``SRTPCaptureDecryption/Tally``), kept with
+    /// it by the heuristic.
+    private var pendingTally: UInt8 = 0
     /// SRTCP packets decrypted.
     public private(set) var srtcpDecrypted = 0
     /// SRTCP packets that could not be decrypted (no key, failed authentication or replayed):
@@ -457,15 +460,23 @@ public struct RTPStreamAnalyzer: Sendable {
     }
 
     private mutating func addDecrypting(_ d: CapturedDatagram, key: StreamKey, hold: Bool) -> Int? {
-        switch decryption!.unprotectRTP(d, key: key, hold: hold) {
-        case .plain: return addRTP(d)
+        let outcome = decryption!.unprotectRTP(d, key: key, hold: hold)
+        // The outcome counts in the stream's SRTP status only if the packet counts in the
+        // stream: one the heuristic holds counts when (if) its stream is found.
+        pendingTally = decryption!.lastTally.rawValue
+        defer { pendingTally = 0 }
+        let i: Int?
+        switch outcome {
+        case .plain: i = addRTP(d)
         case .decrypted:
             var clear = d
             clear.payload = decryption!.scratch[...]
-            return addRTP(clear)
-        case .opaque: return addRTP(d, opaque: true)
+            i = addRTP(clear)
+        case .opaque: i = addRTP(d, opaque: true)
         case .held: return nil
         }
+        if i != nil, let t = SRTPCaptureDecryption.Tally(rawValue: pendingTally) { decryption!.tally(key, t) }
+        return i
     }
     #endif
 
@@ -530,7 +541,7 @@ public struct RTPStreamAnalyzer: Sendable {
         let flow = FlowKey(source: d.source, destination: d.destination)
         let packet = Candidate.Packet(header: h, time: d.timestamp, frame: d.frameNumber,
                                       payload: keepPayloads && !opaque ? Array(h.payload(of: d.payload)) : [], opaque: opaque,
-                                      payloadCount: h.payloadLength)
+                                      payloadCount: h.payloadLength, tally: pendingTally)
         if var c = candidates[flow] {
             let step = h.sequence &- c.lastSequence
             if c.ssrc == h.ssrc, c.payloadType == h.payloadType, step >= 1, step <= 100 {
@@ -542,6 +553,9 @@ public struct RTPStreamAnalyzer: Sendable {
                     states[i].firstTime = c.packets.first?.time ?? d.timestamp
                     states[i].firstFrame = c.packets.first?.frame ?? d.frameNumber
                     for p in c.packets {
+                        #if canImport(SRTP)
+                        if p.tally != 0, let t = SRTPCaptureDecryption.Tally(rawValue: p.tally) { decryption?.tally(key, t) }
+                        #endif
                         p.payload.withUnsafeBytes { b in
                             update(i, p.header, time: p.time, frame: p.frame, payload: b, opaque: p.opaque, payloadCount: p.payloadCount)
                         }
@@ -772,6 +786,8 @@ private struct Candidate: Sendable {
         var payload: [UInt8]
         var opaque: Bool
         var payloadCount: Int
+        /// What its SRTP unprotection counts once it counts in a stream (``SRTPCaptureDecryption/Tally``).
+        var tally: UInt8 = 0
     }
     var ssrc: UInt32
     var payloadType: UInt8

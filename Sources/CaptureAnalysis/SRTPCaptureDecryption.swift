@@ -18,6 +18,12 @@ struct SRTPCaptureDecryption: Sendable {
         case held
     }
 
+    /// What an RTP packet's unprotection counts in its stream's status (``SRTPStreamStatus``),
+    /// once the packet counts in a stream (a packet the RTP heuristic tries and drops does not).
+    enum Tally: UInt8, Sendable {
+        case none, decrypted, failed, replayed
+    }
+
     /// Packets of an SRTP stream held before any key for it is known (an answerer's media
     /// often precedes its answer in the capture), per stream at most this many.
     static let maximumHeld = 512
@@ -61,6 +67,8 @@ struct SRTPCaptureDecryption: Sendable {
     private var rtcpFlows: [RTPStreamAnalyzer.StreamKey: Int] = [:]
     /// The packet being decrypted (reused).
     private(set) var scratch: [UInt8] = []
+    /// What the last RTP packet unprotected counts, for ``tally(_:_:)``.
+    private(set) var lastTally: Tally = .none
     /// SRTCP packets decrypted, and those dropped (no key, failed authentication, replayed).
     private(set) var rtcpDecrypted = 0
     private(set) var rtcpDropped = 0
@@ -154,6 +162,17 @@ struct SRTPCaptureDecryption: Sendable {
         return unprotect(payload, decryptor: i, rtcp: false)
     }
 
+    /// Counts a packet's outcome in the status of its stream.
+    mutating func tally(_ key: RTPStreamAnalyzer.StreamKey, _ t: Tally) {
+        guard t != .none, let i = rtpStreams[key], i >= 0 else { return }
+        switch t {
+        case .decrypted: decryptors[i].decrypted += 1
+        case .failed: decryptors[i].failures += 1
+        case .replayed: decryptors[i].replayed += 1
+        case .none: break
+        }
+    }
+
     /// Unprotects an RTCP datagram's payload into ``scratch``.
     mutating func unprotectRTCP(_ payload: ArraySlice<UInt8>, source: CaptureEndpoint, destination: CaptureEndpoint) -> Outcome {
         let key = RTPStreamAnalyzer.StreamKey(source: source, destination: destination, ssrc: 0)
@@ -182,6 +201,7 @@ struct SRTPCaptureDecryption: Sendable {
     /// lines: the answer chose one); a session whose tag does not verify keeps no state.
     private mutating func unprotect(_ payload: ArraySlice<UInt8>, decryptor i: Int, rtcp: Bool) -> Outcome {
         let count = decryptors[i].candidates.count
+        lastTally = .none
         guard count > 0 else { return .opaque }
         let first = decryptors[i].chosen ?? 0
         for step in 0..<count {
@@ -192,16 +212,17 @@ struct SRTPCaptureDecryption: Sendable {
             do throws(SRTPError) {
                 if rtcp { try session.unprotectRTCP(&scratch) } else { try session.unprotectRTP(&scratch) }
                 decryptors[i].chosen = k
-                decryptors[i].decrypted += 1
+                // RTP counts when its packet counts in a stream (``tally(_:_:)``); RTCP at once.
+                if rtcp { decryptors[i].decrypted += 1 } else { lastTally = .decrypted }
                 return .decrypted
             } catch .replayed {
-                decryptors[i].replayed += 1
+                if rtcp { decryptors[i].replayed += 1 } else { lastTally = .replayed }
                 return .opaque
             } catch {
                 continue
             }
         }
-        decryptors[i].failures += 1
+        if rtcp { decryptors[i].failures += 1 } else { lastTally = .failed }
         return .opaque
     }
 

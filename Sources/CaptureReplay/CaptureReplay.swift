@@ -16,9 +16,20 @@ public struct CaptureReplayOptions: Sendable {
     /// The device: its SIP URI, with an IP address for host (the port defaults to 5060); the
     /// Request-URI and To of the replayed call's first request.
     public var target: SIPURI
-    /// Our UDP address (port 0: any); `nil`: the address the system routes to the device from,
-    /// any port. The callee's side needs one with a port: the device calls it.
+    /// Our address (port 0: any; for TCP and TLS the listener's, the device's connection to us
+    /// reused for its requests); `nil`: the address the system routes to the device from, any
+    /// port. The callee's side needs one with a port: the device calls it.
     public var local: SocketAddress?
+    /// The transport to the device; `nil`: the target's `transport` parameter (`sips:` is TLS),
+    /// UDP when it has none. Over TCP and TLS nothing is retransmitted (RFC 3261 §17.1.1.2,
+    /// §17.1.2.2: the timers A and E run over unreliable transports only; the 2xx of the
+    /// callee's side neither) and the transactions still end at 64·T1.
+    public var transport: TransportKind?
+    /// TLS settings: the certificate the callee's side listens with (the device connects to
+    /// it) and how the device's certificate is checked when the caller's side connects
+    /// (``TLSConfiguration/trustedCertificates``, ``TLSConfiguration/verifyPeer``); also the
+    /// connection settings for TCP.
+    public var tls: TLSConfiguration = .init()
     /// RFC 3261 T1 (retransmission start, 64·T1 the transaction timeout).
     public var t1: Duration = .milliseconds(500)
     /// RFC 3261 T2 (the longest non-INVITE retransmission interval).
@@ -50,6 +61,10 @@ public enum CaptureReplayError: Error, Sendable, CustomStringConvertible {
     case listenAddressNeeded
     /// The socket could not be opened.
     case socket(String)
+    /// The target names a transport the replay does not speak (`transport=sctp`).
+    case unsupportedTransport(String)
+    /// The callee's side over TLS listens without a certificate.
+    case certificateNeeded
 
     public var description: String {
         switch self {
@@ -58,11 +73,13 @@ public enum CaptureReplayError: Error, Sendable, CustomStringConvertible {
         case .partyDoesNotStart(let s): return "\(s) neither sends the call's first request nor answers its INVITE: there is no side of it to replay"
         case .listenAddressNeeded: return "the callee's side waits for the device to call: give the address to listen on (--listen IP:PORT, a port other than 0)"
         case .socket(let s): return "socket: \(s)"
+        case .unsupportedTransport(let s): return "transport \(s) is not supported (udp, tcp, tls)"
+        case .certificateNeeded: return "the callee's side over TLS is called by the device: give the certificate and key to listen with (--tls-cert, --tls-key)"
         }
     }
 }
 
-/// One party's side of a captured call re-sent to a live device over UDP (``run(_:party:options:)``):
+/// One party's side of a captured call re-sent to a live device over UDP, TCP or TLS (``run(_:party:options:)``):
 /// fresh Call-ID, tags, branches, CSeq numbers, Contact and SDP addresses, acting as a UA
 /// (retransmissions on RFC 3261's timers, the ACK of a 2xx built from the live dialog, the ACK
 /// of a non-2xx by the transaction), and the device's answers matched to the captured ones.
@@ -139,8 +156,10 @@ public enum CaptureReplay {
         public var steps: [Step]
         /// Every difference found, in order.
         public var differences: [Difference]
-        /// Datagrams sent, retransmissions included.
+        /// Datagrams sent, retransmissions included (over TCP and TLS: messages sent).
         public var datagramsSent: Int
+        /// The transport the replay used.
+        public var transport: TransportKind
     }
 
     /// The headers compared: when a captured message of the other party has one and its live
@@ -159,15 +178,28 @@ public enum CaptureReplay {
             && relevant.contains { $0.source == me }
         guard starts || answers else { throw .partyDoesNotStart(me.description) }
         if answers { guard let l = options.local, l.port != 0 else { throw .listenAddressNeeded } }
+        let kind = try transport(of: options)
+        if answers && kind == .tls && (options.tls.certificateChain == nil || options.tls.privateKey == nil) { throw .certificateNeeded }
         let host = options.target.host
         guard case let h = host.description.trimmingBrackets, let ip = IPAddress(h) else { throw .targetNotAnAddress(options.target.description) }
-        let device = SocketAddress(ip, port: options.target.port ?? 5060)
+        let device = SocketAddress(ip, port: options.target.port ?? kind.defaultPort)
         let bindTo: SocketAddress
         if let l = options.local { bindTo = l } else { bindTo = try sourceAddress(towards: device) }
-        let engine = try Engine(call: call, me: me, relevant: relevant, device: device, bindTo: bindTo, options: options)
+        let engine = try Engine(call: call, me: me, relevant: relevant, device: device, bindTo: bindTo, kind: kind, options: options)
         defer { engine.close() }
         await engine.run()
         return engine.report()
+    }
+
+    /// The transport of the replay: the option, else the target's `transport` parameter
+    /// (`sips:` is TLS), else UDP.
+    static func transport(of options: CaptureReplayOptions) throws(CaptureReplayError) -> TransportKind {
+        if let t = options.transport { return t }
+        if let name = options.target.transport {
+            guard let t = TransportKind(rawValue: name) else { throw .unsupportedTransport(name) }
+            return t
+        }
+        return options.target.secure ? .tls : .udp
     }
 
     /// The local address the system would send to `device` from (a connected UDP socket's name), port 0.
@@ -191,8 +223,11 @@ extension String {
     var trimmingBrackets: String { hasPrefix("[") && hasSuffix("]") ? String(dropFirst().dropLast()) : self }
 }
 
-/// Messages received on the replay's socket, taken by the engine as it polls.
+/// Messages received on the replay's socket, and connections closed (TCP, TLS), taken by the
+/// engine as it polls.
 final class Inbox: Sendable {
     let queue = Mutex<[InboundMessage]>([])
+    let closed = Mutex<[ConnectionID]>([])
     func take() -> [InboundMessage] { queue.withLock { q in defer { q.removeAll() }; return q } }
+    func takeClosed() -> [ConnectionID] { closed.withLock { q in defer { q.removeAll() }; return q } }
 }

@@ -30,6 +30,8 @@ final class Engine {
         var timedOut = false
         var ack: [UInt8]?
         var finalToTag: String?
+        /// The TCP/TLS connection the request went on.
+        var connection: ConnectionID?
     }
 
     /// A request of the device and our answer to it (a 2xx to INVITE retransmitted over UDP until
@@ -37,6 +39,8 @@ final class Engine {
     struct ServerRequest {
         var message: SIPMessage
         var source: SocketAddress
+        /// The TCP/TLS connection it came on: its responses go back on it (RFC 3261 §18.2.2).
+        var connection: ConnectionID?
         /// Our last response (sent again when the request is retransmitted).
         var answer: [UInt8]?
         /// Whether that response was final.
@@ -50,7 +54,7 @@ final class Engine {
     let me: CaptureEndpoint
     let capturedCallID: String
     var device: SocketAddress
-    let transport: UDPTransport
+    let socket: ReplaySocket
     let inbox: Inbox
     let local: SocketAddress
     var mediaSockets: [UDPTransport] = []
@@ -87,7 +91,7 @@ final class Engine {
     var datagramsSent = 0
 
     init(call: CapturedCall, me: CaptureEndpoint, relevant: [CapturedSIPMessage], device: SocketAddress, bindTo: SocketAddress,
-         options: CaptureReplayOptions) throws(CaptureReplayError) {
+         kind: TransportKind, options: CaptureReplayOptions) throws(CaptureReplayError) {
         self.options = options
         self.me = me
         self.device = device
@@ -95,14 +99,11 @@ final class Engine {
         let inbox = Inbox()
         self.inbox = inbox
         do {
-            transport = try UDPTransport(bindingTo: bindTo, configuration: UDPTransportConfiguration(receiveBufferSize: 1 << 20, sendBufferSize: 1 << 20),
-                                         logger: options.logger) { event in
-                if case .message(let m) = event { inbox.queue.withLock { $0.append(m) } }
-            }
+            socket = try ReplaySocket(kind, at: bindTo, tls: options.tls, logger: options.logger, inbox: inbox)
         } catch {
-            throw .socket("\(bindTo): \(error)")
+            throw .socket("\(kind) \(bindTo): \(error)")
         }
-        local = transport.localAddress
+        local = socket.localAddress
         var party: [CapturedSIPMessage] = [], answers: [[CapturedSIPMessage]] = [], before: [CapturedSIPMessage] = []
         for m in relevant {
             if m.source == me {
@@ -135,7 +136,7 @@ final class Engine {
     }
 
     func close() {
-        transport.close()
+        socket.close()
         for s in mediaSockets { s.close() }
     }
 
@@ -170,6 +171,7 @@ final class Engine {
     func pump(until deadline: ContinuousClock.Instant, done: (Engine) -> Bool) async {
         while true {
             for m in inbox.take() { receive(m) }
+            for id in inbox.takeClosed() { connectionClosed(id) }
             runTimers()
             if done(self) || clock.now >= deadline { return }
             try? await Task.sleep(for: .milliseconds(5))
@@ -226,7 +228,7 @@ final class Engine {
         let code = m.message.statusCode ?? 0
         if clients[i].final != nil {
             // A retransmitted final response: the ACK again (INVITE), nothing else.
-            if let ack = clients[i].ack { send(ack, to: clients[i].destination) }
+            if let ack = clients[i].ack { send(ack, to: clients[i].destination, on: clients[i].connection) }
             return
         }
         if code < 200 {
@@ -252,12 +254,12 @@ final class Engine {
         if clients[i].method == .invite && code >= 300 {
             // RFC 3261 §17.1.1.3: the transaction ACKs a non-2xx, on the INVITE's branch.
             let t = clients[i]
-            var lines = ["ACK \(t.requestURI) SIP/2.0", "Via: SIP/2.0/UDP \(local);rport;branch=\(t.branch)", "Max-Forwards: 70", "From: \(t.from)",
+            var lines = ["ACK \(t.requestURI) SIP/2.0", "Via: SIP/2.0/\(socket.kind.viaToken) \(local);rport;branch=\(t.branch)", "Max-Forwards: 70", "From: \(t.from)",
                          "To: \(m.message[.to] ?? t.to)", "Call-ID: \(callID)", "CSeq: \(t.liveCSeq) ACK"]
             lines += t.routes.map { "Route: \($0)" }
             let ack = Self.serialize(lines, body: "")
             clients[i].ack = ack
-            send(ack, to: t.destination)
+            send(ack, to: t.destination, on: t.connection)
         }
     }
 
@@ -286,7 +288,7 @@ final class Engine {
         let cseq = try? m.message.cseq()
         if m.message.method != .ack,
            let i = servers.firstIndex(where: { $0.message.topViaBranch == branch && (try? $0.message.cseq()) == cseq && $0.message.method == m.message.method }) {
-            if let a = servers[i].answer { send(a, to: servers[i].source) }
+            if let a = servers[i].answer { send(a, to: servers[i].source, on: servers[i].connection) }
             return
         }
         if m.message.method == .ack {
@@ -297,8 +299,17 @@ final class Engine {
             if servers.contains(where: { $0.message.method == .ack && $0.message.topViaBranch == branch }) { return }
         }
         if peerTag == nil { peerTag = m.message.fromTag }
-        servers.append(ServerRequest(message: m.message, source: m.source))
+        servers.append(ServerRequest(message: m.message, source: m.source, connection: m.connection))
         appendLive(m)
+    }
+
+    /// A TCP/TLS connection closed (refused, reset, a failed handshake): the requests on it
+    /// still waiting for a final response fail at once, as a transport error (RFC 3261 §17.1.4).
+    func connectionClosed(_ id: ConnectionID) {
+        for i in clients.indices where clients[i].connection == id && clients[i].final == nil && !clients[i].timedOut {
+            clients[i].timedOut = true
+            options.logger.debug("replay: connection \(id) closed, \(clients[i].method) failed")
+        }
     }
 
     func runTimers() {
@@ -308,7 +319,7 @@ final class Engine {
             if let d = servers[i].deadline, now >= d {
                 servers[i].nextSend = nil
             } else if now >= next {
-                send(answer, to: servers[i].source)
+                send(answer, to: servers[i].source, on: servers[i].connection)
                 servers[i].interval = min(servers[i].interval * 2, options.t2)
                 servers[i].nextSend = now + servers[i].interval
             }
@@ -328,9 +339,20 @@ final class Engine {
 
     // MARK: Sending
 
-    func send(_ bytes: [UInt8], to destination: SocketAddress) {
+    /// Sends one message to `destination` (over TCP/TLS: on `connection` while it is open,
+    /// otherwise on the connection to `destination`, opened if there is none); the connection used.
+    @discardableResult
+    func send(_ bytes: [UInt8], to destination: SocketAddress, on connection: ConnectionID? = nil) -> ConnectionID? {
         datagramsSent += 1
-        do { try transport.send(bytes, to: destination) } catch { options.logger.debug("replay send to \(destination) failed: \(error)") }
+        do { return try socket.send(bytes, to: destination, on: connection) } catch {
+            options.logger.debug("replay send to \(destination) failed: \(error)")
+            return nil
+        }
+    }
+
+    /// Our Contact: the listening address, with the transport for TCP and TLS (RFC 3261 §19.1.4).
+    var contact: String {
+        socket.kind == .udp ? "<sip:replay@\(local)>" : "<sip:replay@\(local);transport=\(socket.kind.rawValue)>"
     }
 
     /// Sends the live counterpart of the party's captured message; false when it cannot be
@@ -348,7 +370,7 @@ final class Engine {
         case .cancel:
             guard let i = clients.lastIndex(where: { $0.method == .invite && $0.capturedCSeq == cseq.sequence }), clients[i].final == nil else { return false }
             let t = clients[i]
-            var lines = ["CANCEL \(t.requestURI) SIP/2.0", "Via: SIP/2.0/UDP \(local);rport;branch=\(t.branch)", "Max-Forwards: 70", "From: \(t.from)",
+            var lines = ["CANCEL \(t.requestURI) SIP/2.0", "Via: SIP/2.0/\(socket.kind.viaToken) \(local);rport;branch=\(t.branch)", "Max-Forwards: 70", "From: \(t.from)",
                          "To: \(t.to)", "Call-ID: \(callID)", "CSeq: \(t.liveCSeq) CANCEL"]
             lines += t.routes.map { "Route: \($0)" }
             start(ClientTransaction(branch: t.branch, method: .cancel, capturedCSeq: cseq.sequence, liveCSeq: t.liveCSeq, bytes: Self.serialize(lines, body: ""),
@@ -367,11 +389,11 @@ final class Engine {
             let to = inDialog && dialogTo != nil ? dialogTo! : "<\(options.target)>" + (inDialog ? peerTag.map { ";tag=\($0)" } ?? "" : "")
             let liveCSeq = Int64(cseq.sequence) + cseqOffset
             let routes = inDialog ? routeSet : []
-            var lines = ["\(method) \(uri) SIP/2.0", "Via: SIP/2.0/UDP \(local);rport;branch=\(branch)"]
+            var lines = ["\(method) \(uri) SIP/2.0", "Via: SIP/2.0/\(socket.kind.viaToken) \(local);rport;branch=\(branch)"]
             for (name, value) in text.headers {
                 switch SIPTextMessage.canonical(name) {
                 case "via", "route", "record-route", "authorization", "proxy-authorization", "content-length", "call-id", "cseq", "from", "to": continue
-                case "contact": lines.append("Contact: <sip:replay@\(local)>")
+                case "contact": lines.append("Contact: \(contact)")
                 case "rack":
                     let f = value.split(separator: " ")
                     let rseq = lastRSeq.map { "\($0)" } ?? (f.first.map(String.init) ?? "1")
@@ -394,10 +416,11 @@ final class Engine {
     func start(_ t: ClientTransaction) {
         var t = t
         let now = clock.now
-        t.nextSend = now + options.t1
+        // RFC 3261 §17.1.1.2, §17.1.2.2: timers A and E (retransmissions) over unreliable transports only.
+        t.nextSend = socket.kind.isReliable ? nil : now + options.t1
         t.deadline = now + options.t1 * 64
+        t.connection = send(t.bytes, to: t.destination)
         clients.append(t)
-        send(t.bytes, to: t.destination)
         options.logger.debug("replay sent \(t.method) to \(t.destination)")
     }
 
@@ -406,7 +429,7 @@ final class Engine {
     func sendAck2xx(_ i: Int, body: String, contentType: String?) {
         let t = clients[i]
         let sdp = body.isEmpty ? "" : rewriteSDP(SIPTextMessage(body: body, contentType: contentType))
-        var lines = ["ACK \(remoteTarget) SIP/2.0", "Via: SIP/2.0/UDP \(local);rport;branch=z9hG4bK\(Self.token(16))", "Max-Forwards: 70",
+        var lines = ["ACK \(remoteTarget) SIP/2.0", "Via: SIP/2.0/\(socket.kind.viaToken) \(local);rport;branch=z9hG4bK\(Self.token(16))", "Max-Forwards: 70",
                      "From: \(t.from)", "To: <\(options.target)>\(t.finalToTag.map { ";tag=\($0)" } ?? "")", "Call-ID: \(callID)", "CSeq: \(t.liveCSeq) ACK"]
         lines += routeSet.map { "Route: \($0)" }
         if !sdp.isEmpty, let c = contentType { lines.append("Content-Type: \(c)") }
@@ -433,20 +456,20 @@ final class Engine {
         for (name, value) in text.headers {
             switch SIPTextMessage.canonical(name) {
             case "via", "from", "to", "call-id", "cseq", "content-length", "record-route": continue
-            case "contact": lines.append("Contact: <sip:replay@\(local)>")
+            case "contact": lines.append("Contact: \(contact)")
             default: lines.append("\(name): \(value)")
             }
         }
         let bytes = Self.serialize(lines, body: rewriteSDP(text))
         servers[i].answer = bytes
         servers[i].answered = code >= 200
-        if request.method == .invite, (200..<300).contains(code) {
+        if request.method == .invite, (200..<300).contains(code), !socket.kind.isReliable {
             let now = clock.now
             servers[i].interval = options.t1
             servers[i].nextSend = now + options.t1
             servers[i].deadline = now + options.t1 * 64
         }
-        send(bytes, to: servers[i].source)
+        send(bytes, to: servers[i].source, on: servers[i].connection)
         return true
     }
 
@@ -462,7 +485,7 @@ final class Engine {
             let bytes = Self.serialize(lines, body: "")
             servers[i].answer = bytes
             servers[i].answered = true
-            send(bytes, to: servers[i].source)
+            send(bytes, to: servers[i].source, on: servers[i].connection)
         }
     }
 
@@ -588,7 +611,7 @@ final class Engine {
         found.sort { ($0.step, $0.order) < ($1.step, $1.order) }
         differences = found.map(\.difference)
         return CaptureReplay.Report(capturedCallID: capturedCallID, callID: callID, party: me, device: device, local: local, steps: steps,
-                                    differences: differences, datagramsSent: datagramsSent)
+                                    differences: differences, datagramsSent: datagramsSent, transport: socket.kind)
     }
 
     static func displayName(_ canonical: String) -> String {

@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import CMapGuard
 
 /// Reads frames from a classic pcap or a pcapng capture, in chunks.
 ///
@@ -111,14 +112,34 @@ public final class CaptureFileReader {
     func nextFrameInPlace() throws(CaptureFileError) -> (CaptureFrame, ArraySlice<UInt8>)? {
         if let f = failure { throw f }
         do throws(CaptureFileError) {
+            try checkNotShrunk()
+            let next: (CaptureFrame, ArraySlice<UInt8>)?
             switch format {
-            case .pcap: return try nextPcapRecord()
-            case .pcapng: return try nextPcapngPacket()
+            case .pcap: next = try nextPcapRecord()
+            case .pcapng: next = try nextPcapngPacket()
             }
+            // A record read from a window the file shrank under may hold zeros: not handed on.
+            try checkNotShrunk()
+            return next
         } catch {
-            failure = error
-            throw error
+            // An error met because the file shrank is told as that (a cut inside a page reads
+            // as zeros there, without a fault: the size is checked now).
+            input.recheckSize()
+            let reported = shrinkError() ?? error
+            failure = reported
+            throw reported
         }
+    }
+
+    /// Throws when another process truncated the file under the reading (``ByteInput/shrunkTo``).
+    private func checkNotShrunk() throws(CaptureFileError) {
+        if let e = shrinkError() { throw e }
+    }
+
+    private func shrinkError() -> CaptureFileError? {
+        guard input.shrank, let size = input.shrunkTo else { return nil }
+        return CaptureFileError(offset: size, record: recordNumber, rule: .truncatedRecord,
+                                detail: "the file was truncated to \(size) bytes by another process while it was read")
     }
 
     /// What ``scanFrames(_:)`` tells of a frame besides its bytes.
@@ -137,7 +158,7 @@ public final class CaptureFileReader {
     /// ``nextFrameInPlace()``, which returns it or reports its error as usual; frame and record
     /// numbers run on across both. Returns the number of frames taken.
     func scanFrames(_ body: (FrameHeader, UnsafeRawBufferPointer) -> Bool) -> Int {
-        guard failure == nil else { return 0 }
+        guard failure == nil, !input.shrank else { return 0 }
         var taken = 0
         var frame = frameNumber, record = recordNumber
         defer { frameNumber = frame; recordNumber = record }
@@ -155,6 +176,9 @@ public final class CaptureFileReader {
         while true {
             var need = 0
             var stop = false
+            // The mapped window's guard: a record is handed on only while the file has not
+            // shrunk under it (its bytes could be the guard's zeros).
+            let slot = input.guardSlot
             let consumed = input.withBuffered { b -> Int in
                 var off = 0
                 let n = b.count
@@ -162,12 +186,13 @@ public final class CaptureFileReader {
                     if classic {
                         guard n - off >= 16 else { need = 16; break }
                         let capLen = Int(word(b, off + 8))
-                        if capLen > limit || (snap > 0 && capLen > snap) { stop = true; break }
+                        if capLen > limit || (snap > 0 && capLen > snap) || capLen == 0 { stop = true; break }
                         guard n - off >= 16 + capLen else { need = 16 + capLen; break }
                         let frac = Int64(word(b, off + 4))
                         let header = FrameHeader(number: frame + 1,
                                                  timestamp: CaptureTimestamp(seconds: Int64(word(b, off)), nanoseconds: nano ? frac : frac * 1000),
                                                  linkType: link, originalLength: Int(word(b, off + 12)))
+                        if slot >= 0 && mg_hit(slot) != 0 { stop = true; break }
                         guard body(header, UnsafeRawBufferPointer(rebasing: b[(off + 16)..<(off + 16 + capLen)])) else { stop = true; break }
                         off += 16 + capLen
                     } else {
@@ -185,6 +210,7 @@ public final class CaptureFileReader {
                         let iface = ifaces[ifIndex]
                         let header = FrameHeader(number: frame + 1, timestamp: Self.timestamp(raw, unitsPerSecond: iface.unitsPerSecond, offsetSeconds: iface.offsetSeconds),
                                                  linkType: iface.linkType, originalLength: Int(word(b, off + 24)))
+                        if slot >= 0 && mg_hit(slot) != 0 { stop = true; break }
                         guard body(header, UnsafeRawBufferPointer(rebasing: b[(off + 28)..<(off + 28 + capLen)])) else { stop = true; break }
                         off += length
                     }
@@ -212,6 +238,11 @@ public final class CaptureFileReader {
         let frac = input.u32(4, bigEndian: bigEndian)
         let capLen = Int(input.u32(8, bigEndian: bigEndian))
         let origLen = Int(input.u32(12, bigEndian: bigEndian))
+        if sec == 0 && frac == 0 && capLen == 0 {
+            // What a page past a file's new end reads as (no fault in the page of the end): is it?
+            input.recheckSize()
+            try checkNotShrunk()
+        }
         if capLen > maxRecordLength || (snapLength > 0 && capLen > snapLength) {
             throw CaptureFileError(offset: start + 8, record: recordNumber, rule: .recordTooLong, detail: "captured length \(capLen) exceeds the snapshot length \(snapLength) or the limit \(maxRecordLength)")
         }
@@ -388,8 +419,15 @@ public final class CaptureFileReader {
 /// mapped, the last one unmapped, as the reading moves on), so its bytes are read in place
 /// with no copy and the resident memory stays about one window. Anything that cannot be
 /// mapped (a pipe, a special file, a failed `mmap`) is read with `read(2)` into one buffer
-/// that is reused. A file truncated by another process while a window of it is mapped
-/// raises SIGBUS, as with any mapped file.
+/// that is reused.
+///
+/// Another process may change the file while it is read. A file that grows (a live capture
+/// written by tcpdump) is read on: each window is mapped only as far as the file reaches when
+/// it is mapped (`fstat`), and the next one sees what was appended since. A file that shrinks
+/// under a mapped window would raise SIGBUS when the lost pages are touched: each window is
+/// registered with the CMapGuard handler, which answers such a fault with zero pages and
+/// raises the window's flag; the reader tests it before it hands a record on, and then stops
+/// (``shrunkTo``): the reading ends with an error saying the file was truncated.
 ///
 /// The general path's records (``slice(_:_:)``) are copied into a reused array; the fast
 /// path (``withBuffered(_:)``) reads them where they are.
@@ -410,6 +448,10 @@ final class ByteInput {
     private var capacity = 0
     /// The general path's copy of the current record.
     private var scratch: [UInt8] = []
+    /// The CMapGuard slot of the mapped window (-1: none).
+    private(set) var guardSlot: Int32 = -1
+    /// The file's size when it was found to have shrunk under the reading; nothing more is read.
+    private(set) var shrunkTo: Int64?
     private static let chunk = 1 << 20
     private static let window = 4 << 20
 
@@ -438,6 +480,7 @@ final class ByteInput {
 
     /// Makes at least `n` bytes available if the file holds them.
     func ensure(_ n: Int) -> Bool {
+        if shrunkTo != nil || truncatedUnderWindow { return false }
         if available >= n { return true }
         if mapped {
             mapWindow(n)
@@ -472,12 +515,23 @@ final class ByteInput {
         unmap()
         var st = stat()
         guard fstat(fd, &st) == 0 else { return fallBack() }
+        if Int64(st.st_size) < offset {
+            // Shrunk below where the reading is: another process truncated it.
+            shrunkTo = Int64(st.st_size)
+            return
+        }
         let page = Int64(sysconf(Int32(_SC_PAGESIZE)))
         let from = offset - offset % page
         let delta = Int(offset - from)
         let length = Int(min(Int64(st.st_size) - from, Int64(max(Self.window, delta + n))))
         guard length > delta else { return }  // the end of the file
         guard let p = mmap(nil, length, PROT_READ, MAP_PRIVATE, fd, off_t(from)), p != UnsafeMutableRawPointer(bitPattern: -1) else { return fallBack() }
+        guardSlot = mg_register(p, length)
+        guard guardSlot >= 0 else {
+            // No guard for this window: read instead of mapping.
+            _ = munmap(p, length)
+            return fallBack()
+        }
         _ = madvise(p, length, MADV_SEQUENTIAL)
         base = p
         windowLength = length
@@ -486,12 +540,46 @@ final class ByteInput {
     }
 
     private func unmap() {
+        if guardSlot >= 0 {
+            _ = truncatedUnderWindow  // noted before the flag goes with the window
+            mg_unregister(guardSlot)
+            guardSlot = -1
+        }
         if mapped, let b = base, windowLength > 0 { _ = munmap(b, windowLength) }
         if mapped { base = nil }
         windowLength = 0
         start = 0
         end = 0
     }
+
+    /// Whether the file shrank under the mapped window (a load in it was answered with zeros);
+    /// once it has, ``shrunkTo`` holds the file's size and nothing more is available.
+    var truncatedUnderWindow: Bool {
+        guard guardSlot >= 0, mg_hit(guardSlot) != 0 else { return false }
+        if shrunkTo == nil {
+            var st = stat()
+            shrunkTo = fstat(fd, &st) == 0 ? Int64(st.st_size) : offset
+        }
+        start = end
+        return true
+    }
+
+    /// Compares the file's size with the end of the mapped window and notes a shrinkage (bytes
+    /// past a new end inside its last page read as zeros without a fault). A system call: for
+    /// the rare records that look like such zeros, and on errors.
+    func recheckSize() {
+        guard mapped, shrunkTo == nil, windowLength > 0 else { return }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return }
+        if Int64(st.st_size) < offset + Int64(available) {
+            shrunkTo = Int64(st.st_size)
+            start = end
+        }
+    }
+
+    /// Whether the file was found to have shrunk under the reading (tested before a record read
+    /// from a mapped window is trusted).
+    var shrank: Bool { shrunkTo != nil || truncatedUnderWindow }
 
     /// Reads from ``offset`` on with `read(2)`.
     private func fallBack() {

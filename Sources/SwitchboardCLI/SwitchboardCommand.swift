@@ -119,14 +119,29 @@ struct Capture: AsyncParsableCommand {
     @Option(name: .long, help: "With --sipp-scenario: the party whose side is written: caller, callee or HOST:PORT.")
     var party: String = "caller"
 
-    @Option(name: .long, help: ArgumentHelp("Re-send this party's side of a call (--call) to a live device (--to) over UDP with a fresh Call-ID, tags, branches, CSeq, Contact and SDP addresses, and list where the device's answers differ from the captured ones (exit 1 when they do): caller, callee or HOST:PORT. The callee's side waits at --listen for the device to call.", valueName: "party"))
+    @Option(name: .long, help: ArgumentHelp("Re-send this party's side of a call (--call) to a live device (--to) over UDP, TCP or TLS with a fresh Call-ID, tags, branches, CSeq, Contact and SDP addresses, and list where the device's answers differ from the captured ones (exit 1 when they do): caller, callee or HOST:PORT. The callee's side waits at --listen for the device to call.", valueName: "party"))
     var replay: String?
 
-    @Option(name: .long, help: "With --replay: the device's SIP URI (an IP address as host, e.g. sip:bob@192.0.2.1:5060).")
+    @Option(name: .long, help: "With --replay: the device's SIP URI (an IP address as host, e.g. sip:bob@192.0.2.1:5060, sip:bob@192.0.2.1;transport=tcp, sips:bob@192.0.2.1).")
     var to: String?
 
-    @Option(name: .long, help: ArgumentHelp("With --replay: our UDP address, IP:PORT (default: the address routed to the device, any port); the callee's side needs it: the device calls there.", valueName: "address"))
+    @Option(name: .long, help: ArgumentHelp("With --replay: our address, IP:PORT (default: the address routed to the device, any port); the callee's side needs it: the device calls there (over TCP and TLS: our listener).", valueName: "address"))
     var listen: String?
+
+    @Option(name: .long, help: "With --replay: the transport to the device, udp, tcp or tls (default: the --to URI's transport parameter, tls for sips:, else udp).")
+    var transport: String?
+
+    @Option(name: .customLong("tls-ca"), help: "With --replay over tls: the CA certificate (PEM file) the device's certificate must chain to (default: the system's store).")
+    var tlsCA: String?
+
+    @Flag(name: .customLong("tls-insecure"), help: "With --replay over tls: do not verify the device's certificate (a self-signed test certificate).")
+    var tlsInsecure = false
+
+    @Option(name: .customLong("tls-cert"), help: "With --replay callee over tls: the certificate chain (PEM file) the replay listens with.")
+    var tlsCert: String?
+
+    @Option(name: .customLong("tls-key"), help: "With --tls-cert: its private key (PEM file).")
+    var tlsKey: String?
 
     @Flag(name: .long, help: "Replay each call through the transaction, dialog, REFER and offer/answer rules and list every rule a party broke (frame, time, party, RFC section); exit 1 when any was.")
     var check = false
@@ -151,6 +166,11 @@ struct Capture: AsyncParsableCommand {
         if call != nil && html == nil && sippScenario == nil && replay == nil { throw ValidationError("--call is only taken with --html, --sipp-scenario and --replay") }
         if (replay == nil) != (to == nil) { throw ValidationError("--replay and --to go together") }
         if listen != nil && replay == nil { throw ValidationError("--listen is only taken with --replay") }
+        if replay == nil && (transport != nil || tlsCA != nil || tlsInsecure || tlsCert != nil || tlsKey != nil) {
+            throw ValidationError("--transport, --tls-ca, --tls-insecure, --tls-cert and --tls-key are only taken with --replay")
+        }
+        if let transport, TransportKind(rawValue: transport.lowercased()) == nil { throw ValidationError("--transport takes udp, tcp or tls") }
+        if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
         if replay != nil && (calls || ladder || html != nil || streams.wanted || check || collector.hep != nil || sippScenario != nil) {
             throw ValidationError("--replay is exclusive with the views (--calls, --ladder, --html, --rtp, --audio, --check), --hep and --sipp-scenario")
         }
@@ -169,7 +189,13 @@ struct Capture: AsyncParsableCommand {
     func run() async throws {
         if let address = try collector.address() { return try exportHEP(to: address) }
         if let party = replay, let to {
-            let r = await CaptureSideCommand.replay(path: file, call: call, party: party, target: to, listen: listen, json: output.json)
+            let tls = TLSConfiguration(certificateChain: tlsCert.map { .file($0) }, privateKey: tlsKey.map { .file($0) },
+                                       trustedCertificates: tlsCA.map { [.file($0)] } ?? [], verifyPeer: !tlsInsecure)
+            let kind = transport.flatMap { TransportKind(rawValue: $0.lowercased()) }
+            let r = await CaptureSideCommand.replay(path: file, call: call, party: party, target: to, listen: listen, json: output.json) {
+                $0.transport = kind
+                $0.tls = tls
+            }
             print(r.text, terminator: "")
             if r.exitCode != 0 { throw ExitCode(r.exitCode) }
             return

@@ -3,6 +3,7 @@ import CaptureAnalysis
 import CaptureReplay
 import SIPMessage
 import NetworkIO
+import SIPTransport
 
 /// `switchboard capture FILE --sipp-scenario OUT.xml`: one party's side of a captured call
 /// written as a SIPp scenario (``SIPpScenarioExport``).
@@ -42,8 +43,8 @@ extension CaptureSideCommand {
     /// `target` (``CaptureReplay``) and renders the steps and differences as text or JSON.
     /// Exit status: 0 without differences, 1 with, 64 for a bad party or target, 65 when the
     /// capture cannot be read, 69 when the socket cannot be opened.
-    /// `listen` (`IP:PORT`) is our UDP address: where the device calls when the callee's side is
-    /// replayed.
+    /// `listen` (`IP:PORT`) is our address: where the device calls when the callee's side is
+    /// replayed. `configure` sets the rest (the transport, TLS, timers).
     public static func replay(path: String, call: String?, party: String, target: String, listen: String? = nil, json: Bool,
                               configure: (inout CaptureReplayOptions) -> Void = { _ in }) async -> Outcome {
         let side: CaptureParty
@@ -74,7 +75,7 @@ extension CaptureSideCommand {
 
     static func replayText(_ r: CaptureReplay.Report, path: String, party: CaptureParty) -> String {
         var out = "replay of the \(party) \(r.party) of Call-ID \(r.capturedCallID) in \(path)\n"
-        out += "to \(r.device) from \(r.local), Call-ID \(r.callID), \(r.datagramsSent) datagrams sent\n"
+        out += "to \(r.device) from \(r.local) over \(r.transport), Call-ID \(r.callID), \(r.datagramsSent) \(r.transport == .udp ? "datagrams" : "messages") sent\n"
         for (i, s) in r.steps.enumerated() {
             out += "  step \(i + 1): \(s.sent)\(s.wasSent ? "" : " (not sent)")\n"
             out += "    captured: \(s.captured.isEmpty ? "-" : s.captured.joined(separator: ", "))\n"
@@ -90,7 +91,7 @@ extension CaptureSideCommand {
         .object([
             ("file", .string(path)), ("party", .string(party.description)), ("partyAddress", .string(r.party.description)),
             ("capturedCallID", .string(r.capturedCallID)), ("callID", .string(r.callID)),
-            ("device", .string(r.device.description)), ("local", .string(r.local.description)), ("datagramsSent", .int(r.datagramsSent)),
+            ("device", .string(r.device.description)), ("local", .string(r.local.description)), ("datagramsSent", .int(r.datagramsSent)), ("transport", .string(r.transport.viaToken)),
             ("steps", .array(r.steps.map {
                 .object([("sent", .string($0.sent)), ("wasSent", .bool($0.wasSent)),
                          ("captured", .array($0.captured.map { .string($0) })), ("live", .array($0.live.map { .string($0) }))])

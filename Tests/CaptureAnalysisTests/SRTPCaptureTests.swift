@@ -85,6 +85,26 @@ struct SRTPCaptureTests {
         #expect(r.payloads[0].isEmpty)
     }
 
+    /// A stream found by the heuristic (no SDP): a packet it tried and dropped (the sequence
+    /// jumped past it) was decrypted all the same, but it is no packet of the stream and does
+    /// not count in the stream's SRTP status either (the fuzz harness saw outcomes > packets).
+    @Test("SRTP outcomes count only the packets the stream counts: one the heuristic dropped does not")
+    func droppedByTheHeuristicIsNotCounted() throws {
+        let k = Self.key()
+        let session = try SRTPSession(direction: .outbound, crypto: k)
+        let sequences: [UInt16] = [100] + (0..<10).map { 1000 + $0 }
+        let datagrams = try sequences.enumerated().map { i, seq in
+            var bytes = T.bytes(T.P(seq: seq, ts: UInt32(seq) * 160, ms: Double(i) * 20, ssrc: 0x1234_5678, payload: [UInt8](repeating: 0xFF, count: 160)))
+            try session.protectRTP(&bytes)
+            return T.datagram(bytes, ms: Double(i) * 20, from: Self.a, to: Self.b, frame: i + 1)
+        }
+        let given = try SRTPCaptureKey(parsing: "AES_CM_128_HMAC_SHA1_80:\(k.keyParameters[0].keySalt)@10.0.0.1:4000")
+        let r = Self.run(datagrams, announce: [], options: SRTPCaptureOptions(keys: [given]))
+        let s = try #require(r.streams.first)
+        #expect(r.streams.count == 1 && s.packets == 10, "\(r.streams)")
+        #expect(s.srtp?.decrypted == 10 && s.srtpFailures == 0 && s.srtp?.replayed == 0, "\(String(describing: s.srtp))")
+    }
+
     @Test("RTP/SAVP without a key: counted from headers, flagged no key")
     func noKey() throws {
         let r = Self.run(try Self.packets(5, crypto: Self.key()), announce: [Self.media(Self.b, crypto: [])])

@@ -124,4 +124,111 @@ struct MappedReaderTests {
         #expect(fast.0 == general.0 && fast.1 == general.1)
         #expect(piped.0 == general.0 && piped.1 == general.1 && piped.2 == fast.2)
     }
+
+    // MARK: A file changed by another process while it is read
+
+    /// The offset where each record of `Build.pcap(frames)` ends.
+    static func recordEnds(_ frames: [[UInt8]]) -> [Int] {
+        var at = 24
+        return frames.map { at += 16 + $0.count; return at }
+    }
+
+    /// Frames read from a mapped file the test truncates (another descriptor, as another
+    /// process would) while a window is mapped and half read: without the guard, touching the
+    /// lost pages kills the process with SIGBUS; with it, the frames wholly before the new end,
+    /// then an error naming the truncation.
+    @Test("a mapped file truncated under the window being read: the frames before the cut, then an error, no SIGBUS")
+    func truncatedUnderTheWindow() throws {
+        let frames = Self.frames(20_000)
+        let file = Build.pcap(frames)
+        let path = try Self.write(file, "shrinks.pcap")
+        defer { unlink(path) }
+        let ends = Self.recordEnds(frames)
+        let memory = readAll(try CaptureFileReader(bytes: file)).0
+        // Cut inside the first window (4 MiB) after 1,000 frames, and past it after 8,000 (the
+        // second window), each time to about 1 MiB above where the reading is.
+        for readFirst in [1000, 8000] {
+            try Data(file).write(to: URL(fileURLWithPath: path))
+            let reader = try CaptureFileReader(path: path)
+            var got: [CaptureFrame] = []
+            for _ in 0..<readFirst { if let f = try reader.nextFrame() { got.append(f) } }
+            // On a page boundary: every byte past the cut is in a page the truncation took away,
+            // so the reading faults (and the guard answers) rather than reading the zeros the
+            // page holding the new end has past it.
+            let cut = (ends[readFirst - 1] + (1 << 20)) & ~4095
+            #expect(truncate(path, off_t(cut)) == 0)
+            var failure: CaptureFileError?
+            do throws(CaptureFileError) {
+                while let f = try reader.nextFrame() { got.append(f) }
+            } catch { failure = error }
+            // Every frame wholly before the cut, and at most the one across it (its lost bytes
+            // read as zeros: the page of the new end does not fault).
+            let whole = ends.firstIndex { $0 > cut } ?? ends.count
+            #expect(got.count >= whole && got.count <= whole + 1, "\(got.count) frames, \(whole) whole before the cut")
+            #expect(zip(got.prefix(whole), memory).allSatisfy { $0 == $1 })
+            #expect(failure?.rule == .truncatedRecord && failure?.detail.contains("truncated to \(cut) bytes") == true, "\(String(describing: failure))")
+        }
+    }
+
+    /// The same through the RTP fast path, the file cut from inside the datagram callback (the
+    /// scan is in the middle of a mapped window): the datagrams before the cut, then the error.
+    @Test("the RTP fast path over a file truncated mid-window: no SIGBUS, the datagrams before the cut, then an error")
+    func fastPathOverATruncatedFile() throws {
+        let frames = Self.frames(20_000)
+        let file = Build.pcap(frames)
+        let path = try Self.write(file, "fast-shrinks.pcap")
+        defer { unlink(path) }
+        let general = try Self.datagrams(path, fast: false).0
+        let ends = Self.recordEnds(frames)
+        let reader = try SIPCaptureReader(path: path, datagrams: true, payloads: true)
+        var seen: [String] = [], events: [CaptureEvent] = []
+        var cut = 0
+        var failure: CaptureFileError?
+        do throws(CaptureFileError) {
+            while try reader.nextEvents(into: &events, rtp: { d in
+                seen.append("\(d.frameNumber) \(d.timestamp) \(d.source) \(d.destination) rtp \(d.payload.count) \(d.payload.last ?? 0)")
+                if seen.count == 3000 {
+                    cut = (ends[d.frameNumber - 1] + 300_000) & ~4095
+                    _ = truncate(path, off_t(cut))
+                }
+            }) {
+                for e in events { if case .datagram(let d) = e { seen.append("\(d.frameNumber) \(d.timestamp) \(d.source) \(d.destination) \(d.kind) \(d.payload.count) \(d.payload.last ?? 0)") } }
+            }
+        } catch { failure = error }
+        let whole = ends.firstIndex { $0 > cut } ?? ends.count
+        #expect(cut > 0)
+        #expect(seen.count >= 3000 && seen.count <= whole + 1, "\(seen.count) datagrams, \(whole) whole before the cut")
+        // The same datagrams as the general path, up to the one across the cut.
+        #expect(seen.dropLast() == general.prefix(seen.count - 1))
+        #expect(failure?.rule == .truncatedRecord && failure?.detail.contains("truncated to \(cut) bytes") == true, "\(String(describing: failure))")
+    }
+
+    /// A capture still being written (tcpdump's buffered writes end mid-record): what the file
+    /// holds when the reading gets there is read, appended records included, up to its last
+    /// whole record; the half record at the end is reported as such.
+    @Test("a file appended to while read: the appended records are read, up to the last whole one")
+    func growingFile() throws {
+        let frames = Self.frames(12_000)
+        let file = Build.pcap(frames)
+        let ends = Self.recordEnds(frames)
+        let path = try Self.write(Array(file[..<(ends[1999] + 10)]), "grows.pcap")
+        defer { unlink(path) }
+        let reader = try CaptureFileReader(path: path)
+        var got: [CaptureFrame] = []
+        for _ in 0..<1500 { if let f = try reader.nextFrame() { got.append(f) } }
+        // The writer goes on: the rest of frame 2,001, then up to half of frame 11,001 (past the first window).
+        let fd = open(path, O_WRONLY | O_APPEND)
+        #expect(fd >= 0)
+        let more = Array(file[(ends[1999] + 10)..<(ends[10_999] + 40)])
+        #expect(more.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) } == more.count)
+        close(fd)
+        var failure: CaptureFileError?
+        do throws(CaptureFileError) {
+            while let f = try reader.nextFrame() { got.append(f) }
+        } catch { failure = error }
+        let memory = readAll(try CaptureFileReader(bytes: file)).0
+        #expect(got.count == 11_000, "\(got.count) frames")
+        #expect(zip(got, memory).allSatisfy { $0 == $1 })
+        #expect(failure?.rule == .truncatedRecord && failure?.offset == Int64(ends[10_999]), "\(String(describing: failure))")
+    }
 }
