@@ -254,4 +254,21 @@ struct TransferorReplacesRuleTests {
             #expect(found.isEmpty, "\(replaces): \(found)")
         }
     }
+
+    /// The fault `wrong-replaces-tags` swaps the tags of a right Replaces (escaped or not), and
+    /// leaves every other message alone.
+    @Test func theFaultSwapsTheTags() throws {
+        let rewrite = Misbehaviour.wrongReplacesTags.rewriter()
+        let right = Self.refer(Self.target("k1%3Bto-tag%3Drk%3Bfrom-tag%3Ddk"))
+        let wrong = try #require(rewrite(right))
+        let replaces = try #require(try wrong.referToReplaces())
+        #expect(replaces.callID == "k1" && replaces.toTag == "dk" && replaces.fromTag == "rk", "\(wrong[.referTo] ?? "")")
+        #expect(findings(wrong).map(\.rule.id) == [Misbehaviour.wrongReplacesTags.brokenRule.id])
+        let lower = try #require(rewrite(Self.refer(Self.target("k1%3bfrom-tag%3ddk%3bto-tag%3drk"))))
+        let swapped = try #require(try lower.referToReplaces())
+        #expect(swapped.toTag == "dk" && swapped.fromTag == "rk", "\(lower[.referTo] ?? "")")
+        let blind = Self.refer("<sip:consult@127.0.0.1:4000>")
+        #expect(rewrite(blind)?.serialized() == blind.serialized())
+        #expect(rewrite(Self.consultation)?.serialized() == Self.consultation.serialized())
+    }
 }
