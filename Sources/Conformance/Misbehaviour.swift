@@ -55,9 +55,14 @@ public enum Misbehaviour: String, Sendable, CaseIterable {
     /// INVITE required, the extensions the 420 refused included (breaks RFC 3261 §8.1.3.5; with
     /// `call --100rel required`, whose retry drops `Require: 100rel`).
     case requireAfter420 = "require-after-420"
+    /// A caller transferring a call attended (`call --consult`): the Replaces in its REFER's
+    /// Refer-To names the consultation dialog with to-tag and from-tag swapped, as the
+    /// transferor sees it rather than the target (breaks RFC 3891 §3, RFC 5589 §7).
+    case wrongReplacesTags = "wrong-replaces-tags"
 
     /// The suite whose tests catch this fault: `uas` (a phone answering), `uac` (a phone
-    /// calling: `switchboard call --misbehave`), `registrar`, `transfer` or `forward-uas`.
+    /// calling: `switchboard call --misbehave`), `registrar`, `transfer`, `transfer-uac` (a phone
+    /// transferring: `switchboard call --consult`) or `forward-uas`.
     public var suite: String {
         switch self {
         case .noContactIn2xx, .wrongToTag, .no2xxRetransmission, .noRetryAfterIn500, .noUnsupportedIn420, .noMinSEIn422, .unreliableProvisional,
@@ -67,6 +72,7 @@ public enum Misbehaviour: String, Sendable, CaseIterable {
         case .noNotifyAfterRefer, .referWithoutSipfrag, .notifyWithoutSubscriptionState: return "transfer"
         case .noContactIn3xx: return "forward-uas"
         case .requireAfter420: return "uac"
+        case .wrongReplacesTags: return "transfer-uac"
         }
     }
 
@@ -90,6 +96,7 @@ public enum Misbehaviour: String, Sendable, CaseIterable {
         case .reuseBranch, .noACKRetransmission: return .ack2xx
         case .noACKOfNon2xx: return .ackNon2xx
         case .requireAfter420: return .requireAfter420
+        case .wrongReplacesTags: return .replacesNamesDialog
         }
     }
 
@@ -202,6 +209,7 @@ public enum Misbehaviour: String, Sendable, CaseIterable {
                 try? out.set(.require, original)
                 return out
             }
+        case .wrongReplacesTags: return Self.swapReplacesTags
         case .noSessionExpiresRefresher:
             return { m in
                 guard !m.isRequest, (200...299).contains(m.statusCode ?? 0), let method = try? m.cseq().method, method == .invite || method == .update,
@@ -247,6 +255,37 @@ public enum Misbehaviour: String, Sendable, CaseIterable {
             default: return m
             }
         }
+    }
+
+    /// Swaps the to-tag and from-tag of the Replaces embedded in a REFER's Refer-To (escaped in
+    /// the URI's headers, `to-tag%3D…`, or not): the transferor names the consultation dialog
+    /// from its own side, not the target's. Other messages pass unchanged.
+    static let swapReplacesTags: @Sendable (SIPMessage) -> SIPMessage? = { m in
+        let toPattern = #"(?i)to-tag(%3D|=)[^%>;&?]+"#, fromPattern = #"(?i)from-tag(%3D|=)[^%>;&?]+"#
+        guard m.method == .refer, let referTo = m[.referTo],
+              let to = referTo.range(of: toPattern, options: .regularExpression),
+              let from = referTo.range(of: fromPattern, options: .regularExpression) else { return m }
+        func value(_ parameter: Substring) -> Substring {
+            let sign = parameter.range(of: "%3D", options: .caseInsensitive) ?? parameter.range(of: "=")!
+            return parameter[sign.upperBound...]
+        }
+        func name(_ parameter: Substring) -> Substring {
+            let sign = parameter.range(of: "%3D", options: .caseInsensitive) ?? parameter.range(of: "=")!
+            return parameter[..<sign.upperBound]
+        }
+        let toParameter = referTo[to], fromParameter = referTo[from]
+        var swapped = referTo
+        // The later one first, so that the earlier range stays valid.
+        if to.lowerBound > from.lowerBound {
+            swapped.replaceSubrange(to, with: name(toParameter) + value(fromParameter))
+            swapped.replaceSubrange(from, with: name(fromParameter) + value(toParameter))
+        } else {
+            swapped.replaceSubrange(from, with: name(fromParameter) + value(toParameter))
+            swapped.replaceSubrange(to, with: name(toParameter) + value(fromParameter))
+        }
+        var out = m
+        try? out.set(.referTo, swapped)
+        return out
     }
 
     static func is2xxToInvite(_ m: SIPMessage) -> Bool {

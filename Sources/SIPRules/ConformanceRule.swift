@@ -97,13 +97,16 @@ extension ConformanceRule {
     /// After a 420 the UAC's retry no longer requires what the UAS said it does not support.
     public static let requireAfter420 = ConformanceRule(id: "require-after-420", reference: "RFC 3261 §8.1.3.5",
         requirement: "an INVITE retried after a 420 (Bad Extension) omits the extensions the 420's Unsupported header field listed: none of them is in its Require")
+    /// An attended transferor's Replaces names the consultation dialog as its target sees it.
+    public static let replacesNamesDialog = ConformanceRule(id: "replaces-names-dialog", reference: "RFC 3891 §3; RFC 5589 §7",
+        requirement: "a Replaces a UA sends (in a REFER's Refer-To) naming one of its dialogs gives that dialog's Call-ID with to-tag the tag of the peer that will receive the INVITE with Replaces (the target) and from-tag its own")
     /// Every rule the checker reports, in the order of the list above.
     public static let all: [ConformanceRule] = [.contactIn2xx, .dialogTagStable, .cseqIncreases, .retransmit2xx, .viaBranch, .recordRouteEchoed,
                                                 .responseCopiesRequest, .mandatoryHeaders, .wellFormed, .ack2xx, .ackNon2xx, .inviteRetransmission,
                                                 .registerContactExpires, .notifySubscriptionState, .referNotifySipfrag, .referToCount,
                                                 .replacesDialog, .contactIn3xx, .unsupportedIn420, .retryAfterIn500, .reliableProvisional, .minSEIn422,
                                                 .sessionExpiresRefresher, .prackRAck, .sessionExpiresAfter422,
-                                                .requireAfter420]
+                                                .requireAfter420, .replacesNamesDialog]
 }
 
 /// A rule broken by the DUT, at a message of the exchange.

@@ -108,6 +108,11 @@ public struct RuleChecker: Sendable {
             }
             if m.isRequest {
                 checkDUTRequest(m, cseq, i, &dutBranches, &dutCSeq, add)
+                // An attended transferor's Replaces (once per REFER: copies repeat it).
+                if m.method == .refer, let problem = dialogs.referReplacesProblem(m),
+                   reportedCopy.insert("replaces|\(m.callID ?? "")|\(cseq?.sequence ?? 0)").inserted {
+                    add(.replacesNamesDialog, i, problem)
+                }
                 continue
             }
             // A response from the DUT.
@@ -478,7 +483,7 @@ public struct RuleChecker: Sendable {
 /// it is early, confirmed or over, so that an INVITE with Replaces can be judged against RFC 3891 §3.
 struct DialogBook {
     enum Phase { case early, confirmed, terminated }
-    struct Dialog { var initiatedByDUT: Bool; var phase: Phase }
+    struct Dialog { var initiatedByDUT: Bool; var phase: Phase; var callID = ""; var dutTag = ""; var runnerTag = "" }
     /// By "Call-ID|DUT's tag|runner's tag".
     var dialogs: [String: Dialog] = [:]
     /// The DUT's dialog-creating INVITEs, by Call-ID and CSeq: its From tag.
@@ -498,15 +503,15 @@ struct DialogBook {
             return
         }
         guard cseq.method == .invite, let code = m.statusCode, code > 100, let from = m.fromTag, let to = m.toTag else { return }
-        let k: String, byDUT: Bool
+        let k: String, byDUT: Bool, dutTag: String, runnerTag: String
         if sent {
             // Our answer to the DUT's INVITE: the DUT's tag is its From tag.
             guard dutInvites["\(callID)|\(cseq.sequence)"] == from else { return }
-            k = Self.key(callID, dut: from, runner: to); byDUT = true
+            k = Self.key(callID, dut: from, runner: to); byDUT = true; dutTag = from; runnerTag = to
         } else {
-            k = Self.key(callID, dut: to, runner: from); byDUT = false
+            k = Self.key(callID, dut: to, runner: from); byDUT = false; dutTag = to; runnerTag = from
         }
-        var d = dialogs[k] ?? Dialog(initiatedByDUT: byDUT, phase: .early)
+        var d = dialogs[k] ?? Dialog(initiatedByDUT: byDUT, phase: .early, callID: callID, dutTag: dutTag, runnerTag: runnerTag)
         if (200...299).contains(code), d.phase == .early { d.phase = .confirmed }
         if code >= 300, d.phase == .early { d.phase = .terminated }
         dialogs[k] = d
@@ -518,6 +523,22 @@ struct DialogBook {
     static func claimsReplaces(request: SIPMessage, response: SIPMessage) -> Bool {
         let tags = ((try? request.require()) ?? []) + ((try? response.supported()) ?? []) + ((try? response.require()) ?? [])
         return tags.contains { $0.lowercased() == "replaces" }
+    }
+
+    /// What is wrong with the Replaces a REFER of the DUT's carries in its Refer-To (RFC 3891 §3,
+    /// RFC 5589 §7), or `nil`. Judged only when the Replaces names (by Call-ID) a dialog the DUT
+    /// initiated towards the runner and the runner answered with a tag: the runner is then the
+    /// target that receives the INVITE with Replaces, so the to-tag must be the runner's tag and
+    /// the from-tag the DUT's, the dialog as the target sees it.
+    func referReplacesProblem(_ refer: SIPMessage) -> String? {
+        guard refer.method == .refer, let r = (try? refer.referToReplaces()) ?? nil else { return nil }
+        let candidates = dialogs.values.filter { $0.initiatedByDUT && $0.callID == r.callID }
+        guard !candidates.isEmpty, !candidates.contains(where: { $0.runnerTag == r.toTag && $0.dutTag == r.fromTag }) else { return nil }
+        if let d = candidates.first(where: { $0.runnerTag == r.fromTag && $0.dutTag == r.toTag }) {
+            return "the REFER's Replaces names dialog \(r.callID) with its tags the wrong way round (to-tag \(r.toTag), from-tag \(r.fromTag)): to-tag is the target's (\(d.runnerTag)), from-tag the DUT's (\(d.dutTag))"
+        }
+        let known = candidates.map { "to-tag \($0.runnerTag), from-tag \($0.dutTag)" }.sorted().joined(separator: " or ")
+        return "the REFER's Replaces names dialog \(r.callID) with to-tag \(r.toTag), from-tag \(r.fromTag); that dialog is \(known) as the target (the runner) sees it"
     }
 
     /// What an INVITE of the runner's with Replaces must get instead of a 2xx, or `nil` when a

@@ -111,7 +111,7 @@ struct PhoneOptions: ParsableArguments {
     @OptionGroup var tracing: TraceOptions
     @OptionGroup var capture: CaptureOptions
 
-    @Option(name: .long, help: ArgumentHelp("Break an RFC rule on purpose, to test conformance checkers: \(Misbehaviour.allCases.filter { ["uas", "uac", "transfer", "forward-uas"].contains($0.suite) }.map(\.rawValue).joined(separator: ", ")) (the uac ones as a caller, the others as the answering side).",
+    @Option(name: .long, help: ArgumentHelp("Break an RFC rule on purpose, to test conformance checkers: \(Misbehaviour.allCases.filter { ["uas", "uac", "transfer", "transfer-uac", "forward-uas"].contains($0.suite) }.map(\.rawValue).joined(separator: ", ")) (the uac ones as a caller, wrong-replaces-tags as a caller transferring with --consult, the others as the answering side).",
                                             valueName: "fault"))
     var misbehave: Misbehaviour?
 

@@ -159,3 +159,116 @@ struct TransferRuleCheckerTests {
         #expect(rules(Array(silent), absent: absent) == expected, "\(name) with Supported: replaces")
     }
 }
+
+/// An attended transferor's Replaces (RFC 3891 §3, RFC 5589 §7): the DUT called the runner
+/// (the consultation call k1: the DUT's tag dk, the runner's rk), then sends a REFER whose
+/// Refer-To carries a Replaces; it must name k1 as the runner (the target) sees it.
+struct TransferorReplacesRuleTests {
+    static func msg(_ text: String) -> SIPMessage { RuleCheckerTests.msg(text) }
+
+    /// The DUT's consultation INVITE (Call-ID k1, From tag dk).
+    static let consultation = msg("""
+        INVITE sip:consult@127.0.0.1:4000 SIP/2.0
+        Via: SIP/2.0/UDP 127.0.0.1:5090;branch=z9hG4bK-k1
+        Max-Forwards: 70
+        From: <sip:dut@127.0.0.1:5090>;tag=dk
+        To: <sip:consult@127.0.0.1:4000>
+        Call-ID: k1
+        CSeq: 1 INVITE
+        Contact: <sip:dut@127.0.0.1:5090>
+        Content-Length: 0
+        """)
+
+    /// The DUT's ACK of the runner's 200 to the consultation INVITE.
+    static let ack = msg("""
+        ACK sip:consult@127.0.0.1:4000 SIP/2.0
+        Via: SIP/2.0/UDP 127.0.0.1:5090;branch=z9hG4bK-k1a
+        Max-Forwards: 70
+        From: <sip:dut@127.0.0.1:5090>;tag=dk
+        To: <sip:consult@127.0.0.1:4000>;tag=rk
+        Call-ID: k1
+        CSeq: 1 ACK
+        Content-Length: 0
+        """)
+
+    /// A REFER of the DUT's in its first call k0 with this Refer-To.
+    static func refer(_ referTo: String) -> SIPMessage {
+        msg("""
+            REFER sip:conform@127.0.0.1:4000 SIP/2.0
+            Via: SIP/2.0/UDP 127.0.0.1:5090;branch=z9hG4bK-rf
+            Max-Forwards: 70
+            From: <sip:dut@127.0.0.1:5090>;tag=d0
+            To: <sip:conform@127.0.0.1:4000>;tag=r0
+            Call-ID: k0
+            CSeq: 3 REFER
+            Refer-To: \(referTo)
+            Content-Length: 0
+            """)
+    }
+
+    static func target(_ replaces: String) -> String { "<sip:consult@127.0.0.1:4000?Replaces=\(replaces)>" }
+
+    /// The findings of: the consultation call set up, then the REFER `refer` (sent twice when `copies`).
+    func findings(_ refer: SIPMessage, copies: Int = 1) -> [ConformanceFinding] {
+        let answer = RuleCheckerTests.response(200, to: Self.consultation, tag: "rk", extra: ["Contact: <sip:consult@127.0.0.1:4000>"])
+        let list: [(Bool, SIPMessage)] = [(false, Self.consultation), (true, answer), (false, Self.ack)] + Array(repeating: (false, refer), count: copies)
+        let records = list.enumerated().map { RuleChecker.Record(sent: $0.element.0, time: Double($0.offset) * 0.01, message: $0.element.1) }
+        return RuleChecker(checks2xxRetransmissions: false, checksInviteRetransmissions: false).check(records, end: 1)
+    }
+
+    static let rows: [(String, String, [String])] = [
+        ("the target's view: to-tag the runner's, from-tag the DUT's", target("k1%3Bto-tag%3Drk%3Bfrom-tag%3Ddk"), []),
+        ("from-tag first", target("k1%3Bfrom-tag%3Ddk%3Bto-tag%3Drk"), []),
+        ("tags swapped (the transferor's view)", target("k1%3Bto-tag%3Ddk%3Bfrom-tag%3Drk"), ["replaces-names-dialog"]),
+        ("a to-tag of no dialog", target("k1%3Bto-tag%3Dzz%3Bfrom-tag%3Ddk"), ["replaces-names-dialog"]),
+        ("a from-tag of no dialog", target("k1%3Bto-tag%3Drk%3Bfrom-tag%3Dzz"), ["replaces-names-dialog"]),
+        ("a Call-ID the checker never saw: not judged", target("elsewhere%3Bto-tag%3Ddk%3Bfrom-tag%3Drk"), []),
+        ("no Replaces (blind transfer)", "<sip:consult@127.0.0.1:4000>", []),
+    ]
+
+    @Test(arguments: rows.indices)
+    func aTransferorsReplaces(_ row: Int) {
+        let (name, referTo, expected) = Self.rows[row]
+        let found = findings(Self.refer(referTo))
+        #expect(found.map(\.rule.id) == expected, "\(name): \(found)")
+        if !expected.isEmpty {
+            #expect(found[0].messageIndex == 3, "\(name): the finding is on the REFER")
+        }
+    }
+
+    @Test func aRetransmittedReferIsNamedOnce() {
+        let found = findings(Self.refer(Self.target("k1%3Bto-tag%3Ddk%3Bfrom-tag%3Drk")), copies: 2)
+        #expect(found.map(\.rule.id) == ["replaces-names-dialog"], "\(found)")
+        #expect(found.first?.detail.contains("wrong way round") == true, "\(found)")
+    }
+
+    @Test func aDialogTheRunnerInitiatedIsNotJudged() {
+        // The runner called the DUT (c1: the runner's tag ft, the DUT's tt); a Replaces naming it
+        // either way is not this rule's (the DUT did not place that call to the target).
+        let invite = TransferRuleCheckerTests.invite("c1", tag: "ft", branch: "z9hG4bK-1")
+        let answer = TransferRuleCheckerTests.ok(200, invite)
+        for replaces in ["c1%3Bto-tag%3Dft%3Bfrom-tag%3Dtt", "c1%3Bto-tag%3Dtt%3Bfrom-tag%3Dft"] {
+            let list: [(Bool, SIPMessage)] = [(true, invite), (false, answer), (false, Self.refer(Self.target(replaces)))]
+            let records = list.enumerated().map { RuleChecker.Record(sent: $0.element.0, time: Double($0.offset) * 0.01, message: $0.element.1) }
+            let found = RuleChecker(checks2xxRetransmissions: false, checksInviteRetransmissions: false).check(records, end: 1)
+            #expect(found.isEmpty, "\(replaces): \(found)")
+        }
+    }
+
+    /// The fault `wrong-replaces-tags` swaps the tags of a right Replaces (escaped or not), and
+    /// leaves every other message alone.
+    @Test func theFaultSwapsTheTags() throws {
+        let rewrite = Misbehaviour.wrongReplacesTags.rewriter()
+        let right = Self.refer(Self.target("k1%3Bto-tag%3Drk%3Bfrom-tag%3Ddk"))
+        let wrong = try #require(rewrite(right))
+        let replaces = try #require(try wrong.referToReplaces())
+        #expect(replaces.callID == "k1" && replaces.toTag == "dk" && replaces.fromTag == "rk", "\(wrong[.referTo] ?? "")")
+        #expect(findings(wrong).map(\.rule.id) == [Misbehaviour.wrongReplacesTags.brokenRule.id])
+        let lower = try #require(rewrite(Self.refer(Self.target("k1%3bfrom-tag%3ddk%3bto-tag%3drk"))))
+        let swapped = try #require(try lower.referToReplaces())
+        #expect(swapped.toTag == "dk" && swapped.fromTag == "rk", "\(lower[.referTo] ?? "")")
+        let blind = Self.refer("<sip:consult@127.0.0.1:4000>")
+        #expect(rewrite(blind)?.serialized() == blind.serialized())
+        #expect(rewrite(Self.consultation)?.serialized() == Self.consultation.serialized())
+    }
+}

@@ -186,22 +186,6 @@ struct TransferSuiteTests {
         return outcome?.isSuccess == true
     }
 
-    /// Swaps the to-tag and from-tag of the Replaces in a REFER's Refer-To (a transferor that
-    /// names the consultation dialog from its own side, not the target's).
-    static let swapReplacesTags: @Sendable (SIPMessage) -> SIPMessage? = { m in
-        guard m.method == .refer, let referTo = m[.referTo],
-              let to = referTo.range(of: #"to-tag%3D[^%>;]+"#, options: .regularExpression),
-              let from = referTo.range(of: #"from-tag%3D[^%>;]+"#, options: .regularExpression) else { return m }
-        let toTag = referTo[to].dropFirst("to-tag%3D".count), fromTag = referTo[from].dropFirst("from-tag%3D".count)
-        var swapped = referTo
-        swapped.replaceSubrange(from, with: "from-tag%3D" + toTag)
-        let again = swapped.range(of: #"to-tag%3D[^%>;]+"#, options: .regularExpression)!
-        swapped.replaceSubrange(again, with: "to-tag%3D" + fromTag)
-        var out = m
-        try? out.set(.referTo, swapped)
-        return out
-    }
-
     /// Runs the `transfer-uac` test `test` listening at `target` while `drive` has `phone` call
     /// it and transfer the call; the report and what `drive` returned.
     static func transferor(_ test: String, at target: SIPURI, _ phone: Phone,
@@ -226,12 +210,26 @@ struct TransferSuiteTests {
         let refer = try #require(messages.first { $0.direction == .received && $0.summary.hasPrefix("REFER") })
         #expect(refer.text.contains("Replaces="), "\(refer.text)")
         #expect(messages.contains { $0.direction == .received && $0.summary.hasPrefix("INVITE sip:\(TransferSuite.consultUser)@") })
-        // A transferor naming the consultation dialog with its tags the wrong way round fails, saying so.
-        let swapped = try UACSuiteTests.callingPhone(Self.swapReplacesTags)
+        // A transferor naming the consultation dialog with its tags the wrong way round
+        // (`call --consult … --misbehave wrong-replaces-tags`) fails, saying so, and the checker
+        // names exactly the fault's rule, on the REFER.
+        let fault = Misbehaviour.wrongReplacesTags
+        #expect(fault.suite == "transfer-uac")
+        let swapped = try UACSuiteTests.callingPhone(fault.rewriter())
         defer { swapped.close() }
         let (bad, _) = try await Self.transferor("transferor-attended", at: target, swapped, Self.transferAttendedOnce)
         #expect(bad.results.map(\.verdict) == [.fail], "\(Self.describe(bad))")
         #expect(bad.results[0].reason?.contains("wrong way round") == true, "\(Self.describe(bad))")
+        let findings = bad.results.flatMap(\.findings)
+        #expect(Set(findings.map(\.rule)) == [fault.brokenRule], "\(Self.describe(bad))")
+        if let at = findings.first?.messageIndex, at < bad.results[0].messages.count {
+            #expect(bad.results[0].messages[at].summary.hasPrefix("REFER"), "\(Self.describe(bad))")
+        }
+        #expect(bad.junitXML.contains(fault.brokenRule.reference))
+        // The suite's other test, a blind transfer (no Replaces), is untouched by the fault.
+        let (blind, blindDone) = try await Self.transferor("transferor-blind", at: target, swapped, Self.transferOnce)
+        #expect(blindDone)
+        #expect(blind.allPassed && blind.results.allSatisfy { $0.findings.isEmpty }, "\(Self.describe(blind))")
     }
 
     @Test(.timeLimit(.minutes(1)))
