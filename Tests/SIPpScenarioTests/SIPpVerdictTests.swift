@@ -116,9 +116,11 @@ struct SIPpVerdictTests {
 
     /// Our built-in uac against SIPp's built-in uas over TCP, one connection (`-t t1`) and a
     /// connection per call (`-t tn`), beside SIPp's own uac against the same: every call of
-    /// either caller succeeds, and SIPp's uas ends the same way for both (it fails the calls
-    /// still in its 4 s timewait when the caller closes its connections at the end, whichever
-    /// caller it is).
+    /// either caller succeeds, and SIPp's uas takes all ten calls and ends normally for both: 0,
+    /// or 1 when it failed calls still in its 4 s timewait as the caller closed its connections
+    /// at the end. Which of the two is a race between the callers' last BYE and their exit (SIPp's
+    /// uas with SIPp's own uac gave 1 in one CI run and 0 in the next), so the two exit codes are
+    /// not compared with each other; a crash, a timeout or SIPp's other codes fail.
     @Test(.timeLimit(.minutes(1)), arguments: ["t1", "tn"])
     func ourUACAgainstSIPpsUASOverTCP(_ mode: String) async throws {
         var uas: [Int32?] = []
@@ -141,7 +143,7 @@ struct SIPpVerdictTests {
             #expect(s.log.contains("Incoming calls created |        0                  |       10"), "sipp: \(s.log)")
             uas.append(s.status)
         }
-        #expect(uas[0] == uas[1], "SIPp's uas with SIPp's uac: \(String(describing: uas[0])), with ours: \(String(describing: uas[1]))")
+        #expect(uas.allSatisfy { $0 == 0 || $0 == 1 }, "SIPp's uas with SIPp's uac: \(String(describing: uas[0])), with ours: \(String(describing: uas[1]))")
     }
 
     /// SIPp's built-in uac over TCP (one connection, and one per call) against our built-in uas.
