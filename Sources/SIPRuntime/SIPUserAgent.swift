@@ -144,6 +144,16 @@ public final class SIPUserAgent: Sendable {
     public let tracing: Bool
 
     private let continuation: AsyncStream<Event>.Continuation
+    /// The owner's handler (``setEventHandler(_:)``), run on the agent's queue; events it
+    /// raises while it runs wait in `pending`; `unconsumed` counts the events yielded to
+    /// ``events`` that the owner has not finished (``eventConsumed()``).
+    private struct Delivery {
+        var handler: (@Sendable (Event) -> Bool)?
+        var pending: [Event] = []
+        var running = false
+        var unconsumed = 0
+    }
+    private let delivery = Mutex(Delivery())
     /// How many dialogs the agent holds outside INVITE sessions (mirrors `State.dialogs.count`).
     private let heldDialogs = Atomic<Int>(0)
     private let queue = InlineSerialQueue()
@@ -383,7 +393,7 @@ public final class SIPUserAgent: Sendable {
             key = k
         }
         endpoint.respond(r, to: transaction)
-        if tracing, let peer = peerForResponse(r) { continuation.yield(.trace(r, outgoing: true, peer: peer)) }
+        if tracing, let peer = peerForResponse(r) { emitOnQueue(.trace(r, outgoing: true, peer: peer)) }
         return key
     }
 
@@ -460,7 +470,7 @@ public final class SIPUserAgent: Sendable {
         let key = Self.registrationKey(aor)
         await onQueue {
             guard let p = peer ?? self.resolver(registrar, self.configuration.transport) else {
-                self.continuation.yield(.registration(.failed(.transport), aor: aor))
+                self.emit(.registration(.failed(.transport), aor: aor))
                 return
             }
             let sc = self.sessionConfiguration
@@ -542,7 +552,7 @@ public final class SIPUserAgent: Sendable {
     /// Sends `request` in a new client transaction to `peer` and returns its final response
     /// (nil on a timeout or transport error), traced both ways when tracing.
     private func finalResponse(to request: SIPMessage, peer: SIPPeer) async -> SIPMessage? {
-        if tracing { continuation.yield(.trace(request, outgoing: true, peer: peer)) }
+        if tracing { emitOnQueue(.trace(request, outgoing: true, peer: peer)) }
         let response: SIPMessage? = await withCheckedContinuation { (c: CheckedContinuation<SIPMessage?, Never>) in
             let once = Mutex(false)
             endpoint.sendRequest(request, to: peer) { event in
@@ -556,18 +566,106 @@ public final class SIPUserAgent: Sendable {
                 c.resume(returning: r)
             }
         }
-        if tracing, let r = response { continuation.yield(.trace(r, outgoing: false, peer: peer)) }
+        if tracing, let r = response { emitOnQueue(.trace(r, outgoing: false, peer: peer)) }
         return response
     }
 
-    // MARK: Internals
+    // MARK: The owner's synchronous path
 
-    private func onQueue<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+    /// Hands every later event to `handler` on the agent's queue (the thread that read the
+    /// message, or the timer's), in order: an owner that handles a message start to finish
+    /// there (a `Phone`) pays no stream, task or thread hop per message. The handler returns
+    /// false for an event it must handle asynchronously: that event goes to ``events``, and so
+    /// does every later one until the owner has called ``eventConsumed()`` for each (order is
+    /// kept). Events the handler raises itself (a command it runs with
+    /// ``performOnQueue(_:_:)``) are handed to it after it returns. Set once, right after init;
+    /// the owner reads ``events`` too (events raised before are there, and count).
+    package func setEventHandler(_ handler: @escaping @Sendable (Event) -> Bool) {
+        delivery.withLock { $0.handler = handler }
+    }
+
+    /// The owner of the ``setEventHandler(_:)`` handler has finished with an event it read from
+    /// ``events``.
+    package func eventConsumed() {
+        delivery.withLock { $0.unconsumed -= 1 }
+    }
+
+    /// Runs `body` on the agent's queue and returns its result: where the ``setEventHandler(_:)``
+    /// handler runs, and where ``performOnQueue(_:_:)`` and ``sessionOnQueue(_:)`` may be called.
+    package func onQueue<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
         // Unchecked: the queue runs every item exactly once (no allocation for the check).
         await withUnsafeContinuation { (c: UnsafeContinuation<T, Never>) in
             queue.async { c.resume(returning: body()) }
         }
     }
+
+    /// ``perform(_:_:)`` from code already on the agent's queue (the event handler, an
+    /// ``onQueue(_:)`` body): the command runs now; the events it raises follow the handler's.
+    package func performOnQueue(_ key: SessionKey, _ command: (inout InviteSession) throws(SessionError) -> [InviteSession.Action]) throws(SessionError) {
+        let r = state.withLock { s -> Result<[SessionManager.Output], SessionError> in
+            do throws(SessionError) {
+                return .success(try s.manager.perform(key, command))
+            } catch {
+                return .failure(error)
+            }
+        }
+        apply(try r.get())
+    }
+
+    /// ``session(_:)`` from code already on the agent's queue.
+    package func sessionOnQueue(_ key: SessionKey) -> InviteSession? { state.withLock { $0.manager[key] } }
+
+    /// ``sessionState(_:)`` from code already on the agent's queue.
+    package func sessionStateOnQueue(_ key: SessionKey) -> SessionState? { state.withLock { $0.manager.state(of: key) } }
+
+    /// An event to the owner's handler (on the queue: callers are queue items) or to ``events``.
+    private func emit(_ event: Event) {
+        enum Route { case stream, later, handler(@Sendable (Event) -> Bool) }
+        let route = delivery.withLock { d -> Route in
+            if d.running {
+                d.pending.append(event)
+                return .later
+            }
+            guard let h = d.handler, d.unconsumed == 0 else {
+                d.unconsumed += 1
+                return .stream
+            }
+            d.running = true
+            return .handler(h)
+        }
+        switch route {
+        case .stream:
+            continuation.yield(event)
+        case .later:
+            break
+        case .handler(let handler):
+            // Each event goes to the handler while nothing waits in the stream, else after it.
+            var item: (event: Event, direct: Bool)? = (event, true)
+            while let (e, direct) = item {
+                if !direct || !handler(e) {
+                    if direct { delivery.withLock { $0.unconsumed += 1 } }
+                    continuation.yield(e)
+                }
+                item = delivery.withLock { d -> (event: Event, direct: Bool)? in
+                    guard !d.pending.isEmpty else {
+                        d.running = false
+                        return nil
+                    }
+                    let n = d.pending.removeFirst()
+                    if d.unconsumed == 0 { return (n, true) }
+                    d.unconsumed += 1
+                    return (n, false)
+                }
+            }
+        }
+    }
+
+    /// An event raised outside the queue (an application command's trace), handed over on it.
+    private func emitOnQueue(_ event: Event) {
+        queue.async { self.emit(event) }
+    }
+
+    // MARK: Internals
 
     private func endpointEvent(_ event: EndpointEvent) {
         queue.async { self.handleEndpointEvent(event) }
@@ -576,7 +674,7 @@ public final class SIPUserAgent: Sendable {
     private func handleEndpointEvent(_ event: EndpointEvent) {
         switch event {
         case .request(let r):
-            if tracing { continuation.yield(.trace(r.message, outgoing: false, peer: r.peer)) }
+            if tracing { emit(.trace(r.message, outgoing: false, peer: r.peer)) }
             // Looked for only while such dialogs exist: other requests pay one atomic load.
             if heldDialogs.load(ordering: .relaxed) > 0, let callID = r.message.callID, let toTag = r.message.toTag {
                 // A request in a dialog held outside the INVITE sessions (a REFER subscription).
@@ -594,7 +692,7 @@ public final class SIPUserAgent: Sendable {
                 }
                 if let held {
                     if held {
-                        continuation.yield(.dialogRequest(key, r.message, r.transaction))
+                        emit(.dialogRequest(key, r.message, r.transaction))
                     } else {
                         // A CSeq going back, or tags that do not fit (RFC 3261 §12.2.2).
                         endpoint.respond(SIPMessage(responseTo: r.message, statusCode: 500), to: r.transaction)
@@ -605,13 +703,13 @@ public final class SIPUserAgent: Sendable {
             let out = state.withLock { $0.manager.request(r.message, transaction: r.transaction) }
             apply(out, peer: r.peer)
         case .cancel(let r, let invite):
-            if tracing { continuation.yield(.trace(r.message, outgoing: false, peer: r.peer)) }
+            if tracing { emit(.trace(r.message, outgoing: false, peer: r.peer)) }
             apply(state.withLock { $0.manager.cancel(r.message, transaction: r.transaction, invite: invite) })
         case .ack(let m, let peer):
-            if tracing { continuation.yield(.trace(m, outgoing: false, peer: peer)) }
+            if tracing { emit(.trace(m, outgoing: false, peer: peer)) }
             apply(state.withLock { $0.manager.ack(m) })
         case .strayResponse(let m, let peer):
-            if tracing { continuation.yield(.trace(m, outgoing: false, peer: peer)) }
+            if tracing { emit(.trace(m, outgoing: false, peer: peer)) }
             apply(state.withLock { $0.manager.response(m) })
         case .serverTransactionFailed(let id, let timer):
             apply(state.withLock { $0.manager.serverTransactionFailed(id, timeout: timer != nil) })
@@ -629,10 +727,10 @@ public final class SIPUserAgent: Sendable {
                 endpoint.respond(m, to: tx)
             case .incomingCall(let key, let m):
                 if debugs { logger(for: key).debug("incoming call", metadata: ["sip.from": "\((try? m.from().uri.description) ?? "?")"]) }
-                continuation.yield(.incomingCall(key, m))
+                emit(.incomingCall(key, m))
             case .request(let m, let tx):
                 if m.method == .refer, configuration.handlesOutOfDialogRefer, let p = peer {
-                    continuation.yield(.outOfDialogRefer(m, tx, from: p))
+                    emit(.outOfDialogRefer(m, tx, from: p))
                     continue
                 }
                 let code: Int
@@ -661,7 +759,7 @@ public final class SIPUserAgent: Sendable {
                     endpoint.logger.debug("refused an out-of-dialog \(m.method?.token ?? "?") with \(code)",
                                           metadata: ["sip.call_id": "\(m.callID ?? "")", "sip.peer": "\(peer.map { "\($0)" } ?? "?")"])
                 }
-                if let p = peer { continuation.yield(.request(m, from: p)) }
+                if let p = peer { emit(.request(m, from: p)) }
             }
         }
     }
@@ -681,7 +779,7 @@ public final class SIPUserAgent: Sendable {
                 }
                 return
             }
-            if tracing { continuation.yield(.trace(m, outgoing: true, peer: peer)) }
+            if tracing { emit(.trace(m, outgoing: true, peer: peer)) }
             if m.method == .ack {
                 endpoint.sendStateless(m, to: peer)
                 return
@@ -699,7 +797,7 @@ public final class SIPUserAgent: Sendable {
                 if located != nil, m.method == .invite { s.invites[id] = (key, m) }
             }
         case .respond(let m, let tx):
-            if tracing, let p = peerForResponse(m) { continuation.yield(.trace(m, outgoing: true, peer: p)) }
+            if tracing, let p = peerForResponse(m) { emit(.trace(m, outgoing: true, peer: p)) }
             endpoint.respond(m, to: tx)
         case .startTimer(let t, let after):
             let tk = TimerKey(key: key, timer: t)
@@ -723,7 +821,7 @@ public final class SIPUserAgent: Sendable {
                 if sessionConfiguration.outboundRoute.isEmpty { state.withLock { $0.targets[key] = nil } }
                 logger(for: key).info("redirected (\(code)) to \(target)")
             }
-            continuation.yield(.session(key, e))
+            emit(.session(key, e))
             if case .stateChanged(.terminated) = e {
                 let handles = state.withLock { s -> [TimerService.Handle] in
                     s.targets[key] = nil
@@ -739,7 +837,7 @@ public final class SIPUserAgent: Sendable {
     private func clientEvent(_ event: ClientTransactionEvent, transaction: TransactionID?, peer: SIPPeer) {
         switch event {
         case .provisional(let m), .final(let m):
-            if tracing { continuation.yield(.trace(m, outgoing: false, peer: peer)) }
+            if tracing { emit(.trace(m, outgoing: false, peer: peer)) }
             // RFC 3263 §4.3: a 503 from a located target moves on to the next one, like a
             // timeout (its transaction has ACKed it); the session never sees it.
             if case .final = event, m.statusCode == 503, let id = transaction, failOver(id, peer: peer, timedOut: false, status: 503) { return }
@@ -804,7 +902,7 @@ public final class SIPUserAgent: Sendable {
             switch a {
             case .send(let m):
                 guard let peer = state.withLock({ $0.registrations[key]?.registrar }) else { continue }
-                if tracing { continuation.yield(.trace(m, outgoing: true, peer: peer)) }
+                if tracing { emit(.trace(m, outgoing: true, peer: peer)) }
                 endpoint.sendRequest(m, to: peer) { [weak self] event in
                     guard let self else { return }
                     self.queue.async { self.registrationEvent(event, peer: peer, key: key) }
@@ -837,7 +935,7 @@ public final class SIPUserAgent: Sendable {
             case .state(let st):
                 guard let aor = state.withLock({ $0.registrations[key]?.aor }) else { continue }
                 endpoint.logger.info("registration \(st)", metadata: ["sip.aor": "\(aor)"])
-                continuation.yield(.registration(st, aor: aor))
+                emit(.registration(st, aor: aor))
             }
         }
     }
@@ -846,10 +944,10 @@ public final class SIPUserAgent: Sendable {
         let input: RegistrationClient.Event
         switch event {
         case .provisional(let m):
-            if tracing { continuation.yield(.trace(m, outgoing: false, peer: peer)) }
+            if tracing { emit(.trace(m, outgoing: false, peer: peer)) }
             return
         case .final(let m):
-            if tracing { continuation.yield(.trace(m, outgoing: false, peer: peer)) }
+            if tracing { emit(.trace(m, outgoing: false, peer: peer)) }
             input = .response(m)
         case .timeout: input = .timeout
         case .transportError: input = .transportError

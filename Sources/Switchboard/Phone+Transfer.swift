@@ -457,6 +457,12 @@ extension Phone {
                 }
             }
         }
+        transferCallEnded(key, state)
+    }
+
+    /// A call's state change, for the transfers it takes part in as the call a REFER was about
+    /// (not as a transferee's new call: ``transferCallChanged(_:_:)``): an ended call ends them.
+    func transferCallEnded(_ key: SessionKey, _ state: SessionState) {
         if state.isTerminated {
             transfers.withLock { book in
                 if var o = book.outgoing[key] {

@@ -157,10 +157,17 @@ public final class Phone: Sendable {
                                                                     credentials: configuration.credentials),
                           contactUser: configuration.identity.user, phone: self, agent: agent)
         accountList.withLock { $0 = [own] }
+        // Events are handled on the agent's queue, on the thread that read the message (no
+        // stream, task or hop per message); the few that must wait (screening by a directory,
+        // forwarding, Replaces, transfers) go through the agent's stream to this task, and the
+        // events after them follow there until it caught up (order is kept).
+        let trace = trace
+        agent.setEventHandler { [weak self] e in self?.handleNow(e, trace: trace) ?? true }
         let t = Task { [agent, weak self] in
             for await e in agent.events {
                 guard let self else { return }
-                if case .trace(let m, let out, let peer) = e { trace?(m, out, peer) } else { await self.handle(e) }
+                if !(await agent.onQueue { self.handleNow(e, trace: trace) }) { await self.handle(e) }
+                agent.eventConsumed()
             }
         }
         task.withLock { $0 = t }
@@ -620,80 +627,42 @@ public final class Phone: Sendable {
         return result.map { SessionBody.sdp($0.sdp.serialized()) }
     }
 
-    private func handle(_ e: SIPUserAgent.Event) async {
+    /// Handles `e` now, on the agent's queue, when nothing in it has to wait; false (nothing
+    /// done) leaves it to ``handle(_:)``.
+    private func handleNow(_ e: SIPUserAgent.Event, trace: (@Sendable (SIPMessage, Bool, SIPPeer) -> Void)?) -> Bool {
         switch e {
         case .incomingCall(let key, let m):
-            let screened = await screen(m)
-            if case .refuse(let status, let why) = screened {
-                // Never alerted: answered at once, logged, not in the incoming calls.
-                report("\(name): refused a call from \((try? m.from().uri.description) ?? "?") (\(why)) with \(status)")
-                agent.logger(for: key).info("call refused by screening (\(why)) with \(status)")
-                try? await agent.perform(key) { s throws(SessionError) in try s.reject(status) }
-                return
-            }
-            incoming.withLock { $0.append(key) }
-            let from = try? m.from()
-            var label: String? = nil
-            if case .identified(let l) = screened, (from?.displayName ?? nil)?.isEmpty ?? true { label = l }
-            let call = Call(id: callCount.add(1, ordering: .relaxed).newValue, key: key, direction: .incoming,
-                            remote: from?.uri, phone: self, account: account(for: m), label: label, attachedData: attachedData(of: m, key: key))
-            register(call)
-            arrivals.publish(call)
-            report({
-                let referredBy = ((try? m.referredBy()) ?? nil).map { " (Referred-By \($0.uri))" } ?? ""
-                let replaces = ((try? m.replaces()) ?? nil).map { " (Replaces \($0))" } ?? ""
-                return "\(name): incoming call from \(from.map { $0.uri.description } ?? "?")\(referredBy)\(replaces)"
-            }())
-            if !forwardTargets.isEmpty {
-                await forward(key, to: forwardTargets)
-            } else if let replaced = await replacesDecision(for: key, invite: m) {
-                // RFC 3891: a call that replaces one of ours is answered at once, or refused.
-                await takeReplacing(key, m, replaced)
-            } else if let delay = autoAnswer {
-                await answerIncoming(key, after: delay, invite: m)
-            }
+            // Screening by a directory, forwarding and Replaces wait for answers: not here.
+            guard !screening.doNotDisturb, screening.directory == nil, forwardTargets.isEmpty, m.values(.replaces).isEmpty else { return false }
+            admit(key, m, screened: .pass)
+            if let delay = autoAnswer { answerIncomingOnQueue(key, after: delay, invite: m) }
         case .session(let key, let ev):
-            let call = call(for: key)
-            // The media stops before the call is seen ended (its `.mediaActive(false)` first).
-            if case .stateChanged(let s) = ev, s.isTerminated { stopMedia(key) }
-            call?.feed(ev)
-            if case .requestCompleted(let method, let code, _) = ev {
-                if method == .invite, let held = pendingHold.withLock({ $0.removeValue(forKey: key) }), (200..<300).contains(code) {
-                    call?.noteHold(local: held)
-                }
-                completions.publish((key, method, code))
+            switch ev {
+            case .request(let m, _) where m.method == .refer || m.method == .notify: return false
+            case .requestCompleted(let method, _, _) where method == .refer || method == .notify: return false
+            case .stateChanged where transfers.withLock({ $0.byNewCall[key] != nil }): return false
+            default: break
             }
-            if case .stateChanged(let s) = ev, s.isTerminated {
-                liveCalls.withLock { _ = $0.removeValue(forKey: key) }
-            }
+            sessionEvent(key, ev)
             switch ev {
             case .stateChanged(let s):
-                if s.isTerminated {
-                    _ = engines.withLock { $0.removeValue(forKey: key) }
-                    stopMedia(key)
-                }
-                if s.isTerminated || s == .confirmed { _ = offerEngines.withLock { $0.removeValue(forKey: key) } }
-                // Reported before it is recorded: whoever waits for the state sees the lines first.
-                report("\(name): \(s.label)")
-                callStates.withLock { $0[key, default: []].append(s) }
-                if s.isTerminated { forgetOldCalls(ended: key) }
-                await transferCallChanged(key, s)
+                transferCallEnded(key, s)
             case .remoteOffer(let b, let method):
                 // Answer re-INVITEs and UPDATEs (and a 2xx offer to our offerless INVITE); the
                 // initial INVITE's offer is answered when the call is accepted.
-                guard await agent.sessionState(key) != .incoming else { break }
+                guard agent.sessionStateOnQueue(key) != .incoming else { break }
                 report("\(name): peer offers \(PhoneSDP.direction(of: b)) in \(method.token)")
                 switch answer(key, offer: b) {
                 case .success(let a):
-                    try? await agent.perform(key) { s throws(SessionError) in try s.answer(a) }
+                    try? agent.performOnQueue(key) { s throws(SessionError) in try s.answer(a) }
                 case .failure(let err):
                     report("\(name): refusing the offer: \(err.reason)")
                     let warning = err.warningHeaderValue()
-                    try? await agent.perform(key) { s throws(SessionError) in try s.rejectOffer(488, warning: warning) }
+                    try? agent.performOnQueue(key) { s throws(SessionError) in try s.rejectOffer(488, warning: warning) }
                 }
             case .offerRequested:
                 if case .success(let sdp) = withEngine(key, { (e: inout OfferAnswer) throws(OfferAnswerError) in try e.makeOffer() }) {
-                    try? await agent.perform(key) { s throws(SessionError) in try s.answer(.sdp(sdp.serialized())) }
+                    try? agent.performOnQueue(key) { s throws(SessionError) in try s.answer(.sdp(sdp.serialized())) }
                 }
             case .remoteAnswer(let b):
                 let beforeAnswer = offerEngines.withLock { $0[key] }
@@ -711,38 +680,9 @@ public final class Phone: Sendable {
                 case .failure(let err):
                     report("\(name): bad answer: \(err.reason)")
                 }
-            case .request(let m, let tx) where m.method == .refer:
-                await receivedRefer(key, m, tx)
-            case .request(let m, let tx) where m.method == .notify:
-                await receivedNotify(key, m, tx)
-            case .requestCompleted(let method, let code, let response) where method == .refer || method == .notify:
-                await transferRequestCompleted(key, method, code, response)
             case .request(let m, let tx):
-                if m.method == .info, let body = SessionBody(of: m), body.contentType.type.lowercased() == "application",
-                    body.contentType.subtype.lowercased() == "dtmf-relay"
-                {
-                    // RFC 4733's SIP INFO fallback (application/dtmf-relay); a bad body is a 400.
-                    guard let relay = try? DTMFRelayBody(parsing: body.bytes) else {
-                        try? await agent.perform(key) { s throws(SessionError) in s.respond(to: m, in: tx, statusCode: 400) }
-                        break
-                    }
-                    report("\(name): DTMF received \(relay.signal) (INFO)")
-                    call?.note(.digit(relay.signal, via: .info))
-                    infoDigits.withLock { $0[key, default: ""].append(relay.signal) }
-                } else if m.method == .info, let body = SessionBody(of: m), body.contentType.type.lowercased() == "application",
-                          body.contentType.subtype.lowercased() == CallData.contentType.subtype {
-                    // Call data (CallData): a body that is not form-encoded UTF-8 is a 400.
-                    let data: CallData
-                    do throws(CallDataError) {
-                        data = try CallData(encoded: String(decoding: body.bytes, as: UTF8.self))
-                    } catch {
-                        try? await agent.perform(key) { s throws(SessionError) in s.respond(to: m, in: tx, statusCode: 400) }
-                        break
-                    }
-                    report("\(name): data received: \(data)")
-                    call?.note(.data(data))
-                }
-                try? await agent.perform(key) { s throws(SessionError) in s.respond(to: m, in: tx, statusCode: 200) }
+                let status = receivedInDialog(key, m)
+                try? agent.performOnQueue(key) { s throws(SessionError) in s.respond(to: m, in: tx, statusCode: status) }
             case .requestCompleted(let method, let code, _):
                 if (method == .invite || method == .update) && code >= 300 {
                     // Our offer was refused: the previous description stands.
@@ -761,53 +701,173 @@ public final class Phone: Sendable {
             metrics?.registration(s)
             account.publish(s)
             report(account.isPrimary ? "\(name): \(s.label)" : "\(name): \(aor): \(s.label)")
+        case .trace(let m, let out, let peer):
+            trace?(m, out, peer)
+        case .outOfDialogRefer, .dialogRequest:
+            return false
+        case .request:
+            break
+        }
+        return true
+    }
+
+    /// What ``handleNow(_:trace:)`` leaves: the events that wait for an answer (a directory,
+    /// a decision, a transfer's NOTIFY), off the agent's queue.
+    private func handle(_ e: SIPUserAgent.Event) async {
+        switch e {
+        case .incomingCall(let key, let m):
+            let screened = await screen(m)
+            if case .refuse(let status, let why) = screened {
+                // Never alerted: answered at once, logged, not in the incoming calls.
+                report("\(name): refused a call from \((try? m.from().uri.description) ?? "?") (\(why)) with \(status)")
+                agent.logger(for: key).info("call refused by screening (\(why)) with \(status)")
+                try? await agent.perform(key) { s throws(SessionError) in try s.reject(status) }
+                return
+            }
+            admit(key, m, screened: screened)
+            if !forwardTargets.isEmpty {
+                await forward(key, to: forwardTargets)
+            } else if let replaced = await replacesDecision(for: key, invite: m) {
+                // RFC 3891: a call that replaces one of ours is answered at once, or refused.
+                await takeReplacing(key, m, replaced)
+            } else if let delay = autoAnswer {
+                await answerIncoming(key, after: delay, invite: m)
+            }
+        case .session(let key, let ev):
+            sessionEvent(key, ev)
+            switch ev {
+            case .stateChanged(let s):
+                await transferCallChanged(key, s)
+            case .request(let m, let tx) where m.method == .refer:
+                await receivedRefer(key, m, tx)
+            case .request(let m, let tx) where m.method == .notify:
+                await receivedNotify(key, m, tx)
+            case .requestCompleted(let method, let code, let response) where method == .refer || method == .notify:
+                await transferRequestCompleted(key, method, code, response)
+            default:
+                break
+            }
         case .outOfDialogRefer(let m, let tx, _):
             await receivedOutOfDialogRefer(m, tx)
         case .dialogRequest(let key, let m, let tx):
             await receivedSubscriptionRequest(key, m, tx)
-        case .request, .trace:
+        case .registration, .request, .trace:
             break
         }
+    }
+
+    /// A new incoming call (past screening): noted, made a ``Call``, announced.
+    private func admit(_ key: SessionKey, _ m: SIPMessage, screened: Screening) {
+        incoming.withLock { $0.append(key) }
+        let from = try? m.from()
+        var label: String? = nil
+        if case .identified(let l) = screened, (from?.displayName ?? nil)?.isEmpty ?? true { label = l }
+        let call = Call(id: callCount.add(1, ordering: .relaxed).newValue, key: key, direction: .incoming,
+                        remote: from?.uri, phone: self, account: account(for: m), label: label, attachedData: attachedData(of: m, key: key))
+        register(call)
+        arrivals.publish(call)
+        report({
+            let referredBy = ((try? m.referredBy()) ?? nil).map { " (Referred-By \($0.uri))" } ?? ""
+            let replaces = ((try? m.replaces()) ?? nil).map { " (Replaces \($0))" } ?? ""
+            return "\(name): incoming call from \(from.map { $0.uri.description } ?? "?")\(referredBy)\(replaces)"
+        }())
+    }
+
+    /// What every session event does to the call and the phone's records, before the event's
+    /// own handling (which may wait).
+    private func sessionEvent(_ key: SessionKey, _ ev: SessionEvent) {
+        let call = call(for: key)
+        // The media stops before the call is seen ended (its `.mediaActive(false)` first).
+        if case .stateChanged(let s) = ev, s.isTerminated { stopMedia(key) }
+        call?.feed(ev)
+        if case .requestCompleted(let method, let code, _) = ev {
+            if method == .invite, let held = pendingHold.withLock({ $0.removeValue(forKey: key) }), (200..<300).contains(code) {
+                call?.noteHold(local: held)
+            }
+            completions.publish((key, method, code))
+        }
+        guard case .stateChanged(let s) = ev else { return }
+        if s.isTerminated {
+            liveCalls.withLock { _ = $0.removeValue(forKey: key) }
+            _ = engines.withLock { $0.removeValue(forKey: key) }
+        }
+        if s.isTerminated || s == .confirmed { _ = offerEngines.withLock { $0.removeValue(forKey: key) } }
+        // Reported before it is recorded: whoever waits for the state sees the lines first.
+        report("\(name): \(s.label)")
+        callStates.withLock { $0[key, default: []].append(s) }
+        if s.isTerminated { forgetOldCalls(ended: key) }
+    }
+
+    /// An in-dialog request other than REFER and NOTIFY (INFO with digits or call data…):
+    /// noted on the call; the status to answer it with (400 for a body that cannot be read).
+    private func receivedInDialog(_ key: SessionKey, _ m: SIPMessage) -> Int {
+        guard m.method == .info, let body = SessionBody(of: m), body.contentType.type.lowercased() == "application" else { return 200 }
+        let call = call(for: key)
+        let subtype = body.contentType.subtype.lowercased()
+        if subtype == "dtmf-relay" {
+            // RFC 4733's SIP INFO fallback (application/dtmf-relay); a bad body is a 400.
+            guard let relay = try? DTMFRelayBody(parsing: body.bytes) else { return 400 }
+            report("\(name): DTMF received \(relay.signal) (INFO)")
+            call?.note(.digit(relay.signal, via: .info))
+            infoDigits.withLock { $0[key, default: ""].append(relay.signal) }
+        } else if subtype == CallData.contentType.subtype {
+            // Call data (CallData): a body that is not form-encoded UTF-8 is a 400.
+            let data: CallData
+            do throws(CallDataError) {
+                data = try CallData(encoded: String(decoding: body.bytes, as: UTF8.self))
+            } catch {
+                return 400
+            }
+            report("\(name): data received: \(data)")
+            call?.note(.data(data))
+        }
+        return 200
     }
 
     /// Answers an incoming call: its offer (if any) now (a refusal is a 488), 180 (or a 183 with
     /// early media) unless `ring` is off, then the 200 after `delay`.
     /// `invite`, when given, is the call's INVITE (its offer is read from it instead of the session).
     func answerIncoming(_ key: SessionKey, after delay: Duration, ring: Bool = true, invite: SIPMessage? = nil) async {
+        await agent.onQueue { self.answerIncomingOnQueue(key, after: delay, ring: ring, invite: invite) }
+    }
+
+    /// ``answerIncoming(_:after:ring:invite:)`` on the agent's queue: the 200 (when it goes at
+    /// once) is out when this returns (a Replaces takeover ends the old call only then).
+    private func answerIncomingOnQueue(_ key: SessionKey, after delay: Duration, ring: Bool = true, invite: SIPMessage? = nil) {
         // The offer in the INVITE (if any) is answered now; a refusal is a 488.
         let offer: SessionBody?
-        if let invite { offer = SessionBody(of: invite) } else { offer = await agent.session(key)?.remoteBody }
+        if let invite { offer = SessionBody(of: invite) } else { offer = agent.sessionOnQueue(key)?.remoteBody }
         if let o = offer, case .failure(let err) = answer(key, offer: o) {
             report("\(name): refusing the offer: \(err.reason)")
             let warning = err.warningHeaderValue() ?? ""
-            try? await agent.perform(key) { s throws(SessionError) in try s.reject(488, headers: [(.warning, warning)]) }
+            try? agent.performOnQueue(key) { s throws(SessionError) in try s.reject(488, headers: [(.warning, warning)]) }
             return
         }
         let early = offer == nil ? nil : mediaOptions?.earlyMedia
         if let early {
             // Early media: the answer goes in a 183 now, the same one in the 200 later.
             let answer = engines.withLock { $0[key]?.localDescription }.map { SessionBody.sdp($0.serialized()) }
-            try? await agent.perform(key) { s throws(SessionError) in try s.provisional(183, body: answer) }
+            try? agent.performOnQueue(key) { s throws(SessionError) in try s.provisional(183, body: answer) }
             report("\(name): early media for \(early)")
         } else if delay > .zero {
-            if ring { try? await agent.perform(key) { s throws(SessionError) in try s.provisional(180) } }
+            if ring { try? agent.performOnQueue(key) { s throws(SessionError) in try s.provisional(180) } }
         }
         let hasOffer = offer != nil
         guard early != nil || delay > .zero else {
-            // Answered at once (the 180, when it rings, and the 200 in one step): the 200 is out
-            // when this returns (a Replaces takeover ends the old call only then).
-            await sendAnswer(key, hasOffer: hasOffer, afterEarlyMedia: false, ringFirst: ring)
+            // Answered at once (the 180, when it rings, and the 200 in one step).
+            sendAnswer(key, hasOffer: hasOffer, afterEarlyMedia: false, ringFirst: ring)
             return
         }
-        // Ring in a task of its own: this loop keeps handling events meanwhile.
+        // Ring in a task of its own: the queue goes on meanwhile.
         Task {
             try? await Task.sleep(for: early ?? delay)
-            await self.sendAnswer(key, hasOffer: hasOffer, afterEarlyMedia: early != nil)
+            await self.agent.onQueue { self.sendAnswer(key, hasOffer: hasOffer, afterEarlyMedia: early != nil) }
         }
     }
 
-    /// The 200 to an incoming call: our answer to its offer, or our offer when it had none.
-    private func sendAnswer(_ key: SessionKey, hasOffer: Bool, afterEarlyMedia: Bool, ringFirst: Bool = false) async {
+    /// The 200 to an incoming call, on the agent's queue: our answer to its offer, or our offer
+    /// when it had none.
+    private func sendAnswer(_ key: SessionKey, hasOffer: Bool, afterEarlyMedia: Bool, ringFirst: Bool = false) {
         if afterEarlyMedia, let options = mediaOptions, options.earlyInput != nil, let media = media(key) {
             // The call's own input takes over from the early one, in the same stream.
             do {
@@ -825,7 +885,7 @@ public final class Phone: Sendable {
                 SessionBody.sdp(try e.makeOffer().serialized())
             }.get()
         }
-        try? await agent.perform(key) { s throws(SessionError) in
+        try? agent.performOnQueue(key) { s throws(SessionError) in
             ringFirst ? try s.provisional(180) + s.accept(body: body) : try s.accept(body: body)
         }
     }
