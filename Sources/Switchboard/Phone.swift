@@ -837,17 +837,22 @@ public final class Phone: Sendable {
         // The offer in the INVITE (if any) is answered now; a refusal is a 488.
         let offer: SessionBody?
         if let invite { offer = SessionBody(of: invite) } else { offer = agent.sessionOnQueue(key)?.remoteBody }
-        if let o = offer, case .failure(let err) = answer(key, offer: o) {
-            report("\(name): refusing the offer: \(err.reason)")
-            let warning = err.warningHeaderValue() ?? ""
-            try? agent.performOnQueue(key) { s throws(SessionError) in try s.reject(488, headers: [(.warning, warning)]) }
-            return
+        var answerBody: SessionBody?
+        if let o = offer {
+            switch answer(key, offer: o) {
+            case .success(let a):
+                answerBody = a
+            case .failure(let err):
+                report("\(name): refusing the offer: \(err.reason)")
+                let warning = err.warningHeaderValue() ?? ""
+                try? agent.performOnQueue(key) { s throws(SessionError) in try s.reject(488, headers: [(.warning, warning)]) }
+                return
+            }
         }
         let early = offer == nil ? nil : mediaOptions?.earlyMedia
         if let early {
             // Early media: the answer goes in a 183 now, the same one in the 200 later.
-            let answer = engines.withLock { $0[key]?.localDescription }.map { SessionBody.sdp($0.serialized()) }
-            try? agent.performOnQueue(key) { s throws(SessionError) in try s.provisional(183, body: answer) }
+            try? agent.performOnQueue(key) { s throws(SessionError) in try s.provisional(183, body: answerBody) }
             report("\(name): early media for \(early)")
         } else if delay > .zero {
             if ring { try? agent.performOnQueue(key) { s throws(SessionError) in try s.provisional(180) } }
@@ -855,7 +860,7 @@ public final class Phone: Sendable {
         let hasOffer = offer != nil
         guard early != nil || delay > .zero else {
             // Answered at once (the 180, when it rings, and the 200 in one step).
-            sendAnswer(key, hasOffer: hasOffer, afterEarlyMedia: false, ringFirst: ring)
+            sendAnswer(key, hasOffer: hasOffer, afterEarlyMedia: false, ringFirst: ring, answer: answerBody)
             return
         }
         // Ring in a task of its own: the queue goes on meanwhile.
@@ -865,9 +870,9 @@ public final class Phone: Sendable {
         }
     }
 
-    /// The 200 to an incoming call, on the agent's queue: our answer to its offer, or our offer
-    /// when it had none.
-    private func sendAnswer(_ key: SessionKey, hasOffer: Bool, afterEarlyMedia: Bool, ringFirst: Bool = false) {
+    /// The 200 to an incoming call, on the agent's queue: our answer to its offer (`answer`
+    /// when just made, else the engine's), or our offer when it had none.
+    private func sendAnswer(_ key: SessionKey, hasOffer: Bool, afterEarlyMedia: Bool, ringFirst: Bool = false, answer: SessionBody? = nil) {
         if afterEarlyMedia, let options = mediaOptions, options.earlyInput != nil, let media = media(key) {
             // The call's own input takes over from the early one, in the same stream.
             do {
@@ -877,7 +882,9 @@ public final class Phone: Sendable {
             }
         }
         let body: SessionBody?
-        if hasOffer {
+        if hasOffer, let answer {
+            body = answer
+        } else if hasOffer {
             body = engines.withLock { $0[key]?.localDescription }.map { SessionBody.sdp($0.serialized()) }
         } else {
             // No offer in the INVITE: ours goes in the 200, the answer in the ACK.
