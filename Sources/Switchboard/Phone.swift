@@ -95,8 +95,9 @@ public final class Phone: Sendable {
 
     /// - Parameters:
     ///   - autoAnswer: answer incoming calls after ringing this long (nil: leave them ringing).
-    ///   - report: one line per state change.
-    ///   - trace: every message sent and received, with the peer.
+    ///   - report: one line per state change (called where the phone handles the event, mostly
+    ///     on the thread that read the message: it must return quickly and never wait).
+    ///   - trace: every message sent and received, with the peer (called like `report`).
     ///   - codecs: what we offer and accept, in preference order.
     ///   - media: real media per call; nil writes a placeholder port (SIP port + 2) and sends none.
     ///   - dns: where RFC 3263 server location asks (NAPTR, SRV, A/AAAA) when a call's next hop
