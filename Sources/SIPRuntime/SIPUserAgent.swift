@@ -825,9 +825,14 @@ public final class SIPUserAgent: Sendable {
             if case .stateChanged(.terminated) = e {
                 let handles = state.withLock { s -> [TimerService.Handle] in
                     s.targets[key] = nil
-                    let mine = s.timers.filter { $0.key.key == key }
-                    for k in mine.keys { s.timers[k] = nil }
-                    return Array(mine.values)
+                    // Looked up by the session's key and each kind of timer: the cost does not
+                    // grow with the other calls' timers (a filter of them all did).
+                    guard !s.timers.isEmpty else { return [] }
+                    var mine: [TimerService.Handle] = []
+                    for t in SessionTimer.allCases {
+                        if let h = s.timers.removeValue(forKey: TimerKey(key: key, timer: t)) { mine.append(h) }
+                    }
+                    return mine
                 }
                 for h in handles { endpoint.timerService.cancel(h) }
             }

@@ -562,7 +562,8 @@ public final class Phone: Sendable {
     /// Contact carries it, else the one account with that user, else the phone's own.
     func account(for request: SIPMessage) -> Account {
         let list = accounts
-        guard let user = (try? request.requestURI().sipURI)?.user else { return list[0] }
+        // One account (the phone's own): nothing to choose, the Request-URI is not read.
+        guard list.count > 1, let user = (try? request.requestURI().sipURI)?.user else { return list[0] }
         if let a = list.first(where: { $0.contactUser == user }) { return a }
         let same = list.filter { $0.addressOfRecord.user == user }
         return same.count == 1 ? same[0] : list[0]
