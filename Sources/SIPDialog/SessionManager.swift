@@ -237,7 +237,9 @@ public struct SessionManager: Sendable {
         var actions = actions
         var out: [Output] = []
         out.reserveCapacity(actions.count + (last == nil ? 0 : 1))
-        actions.reverse()
+        // Reversed in place through the buffer (bitwise swaps: the array's own reverse() swaps
+        // through copies), then popped from the end.
+        actions.withUnsafeMutableBufferPointer { $0.reverse() }
         while let a = actions.popLast() { out.append(.session(key, a)) }
         if let last { out.append(last) }
         return out

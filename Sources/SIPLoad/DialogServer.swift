@@ -303,10 +303,12 @@ public final class DialogServer: Sendable {
 
     private func process(_ outputs: consuming [SessionManager.Output], _ s: inout State, _ work: inout [Work]) {
         defer { s.stats.liveDialogs = s.manager.count }
-        // Each output is moved out of the array and its message on into `work` (iterating
-        // would copy every output and release the array's copies after).
+        // Each output is moved out of the array and its message on into `work`: iterating would
+        // copy every output (retaining its message's buffers) and the array release them again.
+        // Reversed in place through the buffer (bitwise swaps; the array's own reverse() swaps
+        // through copies), then popped from the end.
         var outputs = outputs
-        outputs.reverse()
+        outputs.withUnsafeMutableBufferPointer { $0.reverse() }
         while let o = outputs.popLast() {
             switch consume o {
             case .session(let key, let action):
@@ -403,8 +405,9 @@ public final class DialogServer: Sendable {
     // MARK: After the lock
 
     private func carryOut(_ work: consuming [Work]) {
+        // Moved out of the array, as in `process`.
         var work = work
-        work.reverse()
+        work.withUnsafeMutableBufferPointer { $0.reverse() }
         while let w = work.popLast() {
             switch consume w {
             case .respond(let m, let tx):
