@@ -156,14 +156,15 @@ public struct SessionManager: Sendable {
         }
         guard method == .invite else { return [.request(m, transaction: tx)] }
         guard acceptsCalls else { return [.respond(SIPMessage(responseTo: m, statusCode: 480, toTag: String(rng.next(), radix: 36)), in: tx)] }
-        var s = InviteSession(incoming: m, transaction: tx, shared: sharedConfiguration, credentials: credentials, seed: rng.next())
-        let key = SessionKey(callID: s.callID, localTag: s.localTag)
-        let actions = s.start()
+        // Made in its box and started there (a session is about 2 KB: no copies of it).
+        let slot = Slot(InviteSession(incoming: m, transaction: tx, shared: sharedConfiguration, credentials: credentials, seed: rng.next()),
+                        inviteTransaction: tx)
+        let key = SessionKey(callID: slot.session.callID, localTag: slot.session.localTag)
+        let actions = slot.session.start()
         byInviteTransaction[tx] = key
-        let slot = Slot(s, inviteTransaction: tx)
         sessions[key] = slot
-        let refused = s.isTerminated
-        return wrap(key, actions, slot) + (refused ? [] : [.incomingCall(key, m)])
+        let refused = slot.session.isTerminated
+        return wrap(key, actions, slot, then: refused ? nil : .incomingCall(key, m))
     }
 
     /// A CANCEL matched to the INVITE server transaction `invite`.
@@ -225,11 +226,22 @@ public struct SessionManager: Sendable {
 
     /// The session's actions as outputs; a session that ended leaves the table. `slot` is the
     /// session's box in the table (found by the caller: no second look-up by key).
-    private mutating func wrap(_ key: SessionKey, _ actions: [InviteSession.Action], _ slot: Slot) -> [Output] {
+    /// `then` goes after the session's actions.
+    private mutating func wrap(_ key: SessionKey, _ actions: consuming [InviteSession.Action], _ slot: Slot, then last: Output? = nil) -> [Output] {
         if slot.session.isTerminated {
             sessions[key] = nil
             if let tx = slot.inviteTransaction { byInviteTransaction[tx] = nil }
         }
-        return actions.map { .session(key, $0) }
+        // The actions are moved into the outputs, not copied (a copy retains each message's
+        // buffers, and the actions' array would release them again).
+        var actions = actions
+        var out: [Output] = []
+        out.reserveCapacity(actions.count + (last == nil ? 0 : 1))
+        // Reversed in place through the buffer (bitwise swaps: the array's own reverse() swaps
+        // through copies), then popped from the end.
+        actions.withUnsafeMutableBufferPointer { $0.reverse() }
+        while let a = actions.popLast() { out.append(.session(key, a)) }
+        if let last { out.append(last) }
+        return out
     }
 }

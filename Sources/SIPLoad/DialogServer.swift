@@ -82,14 +82,17 @@ public final class DialogServer: Sendable {
         public var peakLiveDialogs = 0
     }
 
-    struct TimerKey: Hashable { var key: SessionKey; var timer: SessionTimer }
-
     struct State: ~Copyable {
         var manager: SessionManager
-        /// Running session timers: the service's handle and the number the timer's callback
-        /// carries, so a callback that lost a race with a restart or cancel is ignored.
-        var timers: [TimerKey: (handle: TimerService.Handle, serial: UInt64)] = [:]
-        var timerSerial: UInt64 = 0
+        /// The sessions with timers running, one entry each (a session without any has none:
+        /// an established call costs nothing here).
+        var timers: [SessionKey: SessionTimerSlots] = [:]
+        /// Whose timers an entry's number (in a timer's callback) names.
+        var timerOwners: [UInt64: SessionKey] = [:]
+        var lastTimerOwner: UInt64 = 0
+        /// A session known to have no entry in `timers`: the cancels a session sends in a row
+        /// (all of its timers when it ends) cost no look-up after the first.
+        var withoutTimers: SessionKey?
         var stats = Statistics()
         var closed = false
     }
@@ -153,6 +156,9 @@ public final class DialogServer: Sendable {
 
     public var statistics: Statistics { state.withLock { $0.stats } }
 
+    /// The number of session timers running (for tests: a call that ended leaves none).
+    package var runningTimers: Int { state.withLock { s in s.timers.values.reduce(0) { $0 + $1.running } } }
+
     /// Ends a call: BYE when it is up, 603 (or `code`) while it is unanswered. Returns whether
     /// the call was known and had something to end.
     @discardableResult
@@ -172,12 +178,12 @@ public final class DialogServer: Sendable {
 
     /// Stops the timers and closes the sockets.
     public func close() {
-        let handles = state.withLock { s -> [TimerService.Handle] in
+        let entries = state.withLock { s -> [SessionTimerSlots] in
             s.closed = true
-            defer { s.timers.removeAll() }
-            return s.timers.values.map { $0.handle }
+            defer { s.timers.removeAll(); s.timerOwners.removeAll() }
+            return Array(s.timers.values)
         }
-        for h in handles { endpoint.timerService.cancel(h) }
+        for e in entries { e.cancelAll(endpoint.timerService) }
         endpoint.close()
     }
 
@@ -228,23 +234,83 @@ public final class DialogServer: Sendable {
         carryOut(work)
     }
 
-    private func timerFired(_ tk: TimerKey, _ serial: UInt64) {
+    /// A session timer is due: `a` is its entry's number and slot, `id` the timer's handle
+    /// (an older timer of the slot, restarted or cancelled since, is ignored).
+    package func timerFired(_ a: UInt64, _ id: UInt64) {
+        let number = a >> SessionTimerSlots.slotBits
+        let slot = Int(truncatingIfNeeded: a & SessionTimerSlots.slotMask)
         let work = state.withLock { s -> [Work] in
-            guard !s.closed, s.timers[tk]?.serial == serial else { return [] }
-            s.timers[tk] = nil
+            guard !s.closed, let key = s.timerOwners[number], let i = s.timers.index(forKey: key),
+                  s.timers.values[i][slot] == id else { return [] }
+            s.timers.values[i][slot] = 0
+            if s.timers.values[i].isIdle {
+                s.timers.remove(at: i)
+                s.timerOwners[number] = nil
+            }
             var work: [Work] = []
-            process(s.manager.timerFired(tk.key, tk.timer), &s, &work)
+            process(s.manager.timerFired(key, SessionTimerSlots.timer(at: slot)), &s, &work)
             return work
         }
         carryOut(work)
     }
 
+    private func startTimer(_ key: SessionKey, _ t: SessionTimer, after: Duration, _ s: inout State) {
+        let slot = SessionTimerSlots.slot(of: t)
+        let timers = endpoint.timerService
+        if let i = s.timers.index(forKey: key) {
+            let number = s.timers.values[i].number
+            let old = s.timers.values[i][slot]
+            if old != 0 { timers.cancel(TimerService.Handle(id: old)) }
+            s.timers.values[i][slot] = timers.schedule(after: after, target: self, number << SessionTimerSlots.slotBits | UInt64(slot)).id
+        } else {
+            s.lastTimerOwner &+= 1
+            let number = s.lastTimerOwner
+            var e = SessionTimerSlots(number: number)
+            e[slot] = timers.schedule(after: after, target: self, number << SessionTimerSlots.slotBits | UInt64(slot)).id
+            s.timers[key] = e
+            s.timerOwners[number] = key
+            if s.withoutTimers == key { s.withoutTimers = nil }
+        }
+    }
+
+    private func cancelTimer(_ key: SessionKey, _ t: SessionTimer, _ s: inout State) {
+        if s.withoutTimers == key { return }
+        guard let i = s.timers.index(forKey: key) else {
+            s.withoutTimers = key
+            return
+        }
+        let slot = SessionTimerSlots.slot(of: t)
+        let id = s.timers.values[i][slot]
+        guard id != 0 else { return }
+        endpoint.timerService.cancel(TimerService.Handle(id: id))
+        s.timers.values[i][slot] = 0
+        if s.timers.values[i].isIdle {
+            s.timerOwners[s.timers.values[i].number] = nil
+            s.timers.remove(at: i)
+            s.withoutTimers = key
+        }
+    }
+
+    /// The session ended: whatever it left running is cancelled.
+    private func cancelTimers(_ key: SessionKey, _ s: inout State) {
+        if s.withoutTimers == key { return }
+        guard let e = s.timers.removeValue(forKey: key) else { return }
+        s.timerOwners[e.number] = nil
+        e.cancelAll(endpoint.timerService)
+    }
+
     // MARK: Under the lock
 
-    private func process(_ outputs: [SessionManager.Output], _ s: inout State, _ work: inout [Work]) {
+    private func process(_ outputs: consuming [SessionManager.Output], _ s: inout State, _ work: inout [Work]) {
         defer { s.stats.liveDialogs = s.manager.count }
-        for o in outputs {
-            switch o {
+        // Each output is moved out of the array and its message on into `work`: iterating would
+        // copy every output (retaining its message's buffers) and the array release them again.
+        // Reversed in place through the buffer (bitwise swaps; the array's own reverse() swaps
+        // through copies), then popped from the end.
+        var outputs = outputs
+        outputs.withUnsafeMutableBufferPointer { $0.reverse() }
+        while let o = outputs.popLast() {
+            switch consume o {
             case .session(let key, let action):
                 apply(key, action, &s, &work)
             case .respond(let m, let tx):
@@ -294,21 +360,16 @@ public final class DialogServer: Sendable {
         process(out ?? [], &s, &work)
     }
 
-    private func apply(_ key: SessionKey, _ action: InviteSession.Action, _ s: inout State, _ work: inout [Work]) {
-        switch action {
+    private func apply(_ key: SessionKey, _ action: consuming InviteSession.Action, _ s: inout State, _ work: inout [Work]) {
+        switch consume action {
         case .send(let m):
             work.append(.send(m, key))
         case .respond(let m, let tx):
             work.append(.respond(m, tx))
         case .startTimer(let t, let after):
-            let tk = TimerKey(key: key, timer: t)
-            if let old = s.timers[tk] { endpoint.timerService.cancel(old.handle) }
-            s.timerSerial &+= 1
-            let serial = s.timerSerial
-            let h = endpoint.timerService.schedule(after: after) { [weak self] in self?.timerFired(tk, serial) }
-            s.timers[tk] = (h, serial)
+            startTimer(key, t, after: after, &s)
         case .cancelTimer(let t):
-            if let h = s.timers.removeValue(forKey: TimerKey(key: key, timer: t)) { endpoint.timerService.cancel(h.handle) }
+            cancelTimer(key, t, &s)
         case .event(let e):
             switch e {
             case .stateChanged(.confirmed):
@@ -321,14 +382,12 @@ public final class DialogServer: Sendable {
                 case .noAck: s.stats.ackTimeouts += 1
                 default: s.stats.otherEnds += 1
                 }
-                for t in SessionTimer.allCases {
-                    if let h = s.timers.removeValue(forKey: TimerKey(key: key, timer: t)) { endpoint.timerService.cancel(h.handle) }
-                }
+                cancelTimers(key, &s)
                 let ended = handlers.ended
                 work.append(.run { ended(key, reason) })
             case .remoteAnswer(let body):
                 handlers.answer(key, body)
-            case .remoteOffer(let offer, _) where s.manager[key]?.state == .confirmed:
+            case .remoteOffer(let offer, _) where s.manager.state(of: key) == .confirmed:
                 // A re-INVITE or UPDATE with an offer (the initial one is answered by answerCall).
                 answerInDialog(key, offer, &s, &work)
             case .offerRequested:
@@ -345,9 +404,12 @@ public final class DialogServer: Sendable {
 
     // MARK: After the lock
 
-    private func carryOut(_ work: [Work]) {
-        for w in work {
-            switch w {
+    private func carryOut(_ work: consuming [Work]) {
+        // Moved out of the array, as in `process`.
+        var work = work
+        work.withUnsafeMutableBufferPointer { $0.reverse() }
+        while let w = work.popLast() {
+            switch consume w {
             case .respond(let m, let tx):
                 endpoint.respond(m, to: tx)
             case .run(let body):
@@ -401,6 +463,62 @@ public final class DialogServer: Sendable {
         if let r = try? m.route().first, let u = r.sipURI { return SIPUserAgent.literalPeer(u, kind) }
         guard let u = try? m.requestURI().sipURI else { return nil }
         return SIPUserAgent.literalPeer(u, kind)
+    }
+}
+
+extension DialogServer: TimerTarget {}
+
+/// The session timers running for one session in a ``DialogServer``: the timer service's handle
+/// number per ``SessionTimer`` (0: not running), inline (no allocation), and the entry's number
+/// that the timers' callbacks carry (with the slot) to find the session again.
+struct SessionTimerSlots: Sendable {
+    static let slotBits: UInt64 = 3
+    static let slotMask: UInt64 = 1 << slotBits - 1
+
+    let number: UInt64
+    private var ids: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0)
+
+    init(number: UInt64) { self.number = number }
+
+    subscript(slot: Int) -> UInt64 {
+        get { withUnsafeBytes(of: ids) { $0.load(fromByteOffset: slot * 8, as: UInt64.self) } }
+        set { withUnsafeMutableBytes(of: &ids) { $0.storeBytes(of: newValue, toByteOffset: slot * 8, as: UInt64.self) } }
+    }
+
+    /// Whether no slot holds a timer.
+    var isIdle: Bool { ids.0 | ids.1 | ids.2 | ids.3 | ids.4 | ids.5 | ids.6 | ids.7 == 0 }
+
+    /// How many of the slots hold a timer.
+    var running: Int { (0..<8).reduce(0) { self[$1] != 0 ? $0 + 1 : $0 } }
+
+    func cancelAll(_ service: TimerService) {
+        for slot in 0..<8 where self[slot] != 0 { service.cancel(TimerService.Handle(id: self[slot])) }
+    }
+
+    static func slot(of t: SessionTimer) -> Int {
+        switch t {
+        case .retransmit2xx: 0
+        case .ackTimeout: 1
+        case .retransmitProvisional: 2
+        case .prackTimeout: 3
+        case .glareRetry: 4
+        case .cancelGuard: 5
+        case .sessionRefresh: 6
+        case .sessionExpiry: 7
+        }
+    }
+
+    static func timer(at slot: Int) -> SessionTimer {
+        switch slot {
+        case 0: .retransmit2xx
+        case 1: .ackTimeout
+        case 2: .retransmitProvisional
+        case 3: .prackTimeout
+        case 4: .glareRetry
+        case 5: .cancelGuard
+        case 6: .sessionRefresh
+        default: .sessionExpiry
+        }
     }
 }
 

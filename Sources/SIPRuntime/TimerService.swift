@@ -32,7 +32,11 @@ package protocol TimerTarget: AnyObject, Sendable {
 /// the heap are durations since that clock's origin. Call
 /// ``shutdown()`` when done: the thread keeps the service alive until then.
 public final class TimerService: Sendable {
-    public struct Handle: Hashable, Sendable { let id: UInt64 }
+    public struct Handle: Hashable, Sendable {
+        /// The timer's number: unique for the service's lifetime, never 0.
+        package let id: UInt64
+        package init(id: UInt64) { self.id = id }
+    }
 
     /// What a timer runs.
     enum Action: Sendable {
@@ -90,15 +94,28 @@ public final class TimerService: Sendable {
     /// gone by then (it is held weakly). Nothing is allocated for the timer.
     @discardableResult
     package func schedule(after delay: Duration, target: any TimerTarget, _ a: UInt64, _ b: UInt64) -> Handle {
-        insert(.target(WeakTimerTarget(target), a, b), after: delay)
+        insert(after: delay) { _ in .target(WeakTimerTarget(target), a, b) }
+    }
+
+    /// Calls `target.timerFired(a, id)` after `delay` on the timer thread, where `id` is the
+    /// returned handle's ``Handle/id``: the owner keeps only that number per timer and knows a
+    /// callback that lost a race with a restart or cancel by it. Nothing is allocated.
+    @discardableResult
+    package func schedule(after delay: Duration, target: any TimerTarget, _ a: UInt64) -> Handle {
+        insert(after: delay) { id in .target(WeakTimerTarget(target), a, id) }
     }
 
     private func insert(_ action: Action, after delay: Duration) -> Handle {
+        insert(after: delay) { _ in action }
+    }
+
+    /// Arms the action `make` builds from the timer's id.
+    private func insert(after delay: Duration, _ make: (UInt64) -> Action) -> Handle {
         let deadline = MonotonicClock.now.sinceOrigin + max(delay, .zero)
         let (id, first) = state.withLock { s -> (UInt64, Bool) in
             let id = s.nextID
             s.nextID += 1
-            s.actions[id] = action
+            s.actions[id] = make(id)
             let first = s.heap.push(id, at: deadline)
             return (id, first)
         }

@@ -44,6 +44,7 @@ struct DialogServerSIPpTests {
         #expect(s.ackTimeouts == 0 && s.refused == 0 && s.otherEnds == 0)
         #expect(s.liveDialogs == 0)
         #expect(offers.value == 300, "every INVITE's SDP offer reached the answerer")
+        #expect(server.runningTimers == 0, "every call's session timers were cancelled or fired")
     }
 }
 
@@ -91,6 +92,7 @@ struct DialogServerLoopbackTests {
         while server.statistics.liveDialogs > 0 && clock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
         let st = server.statistics
         #expect(st.invites == 1 && st.confirmed == 1 && st.remoteHangups == 1 && st.liveDialogs == 0)
+        #expect(server.runningTimers == 0)
     }
 
     @Test("a 2xx never ACKed is retransmitted on the session's timer, then the call ends with a BYE", .timeLimit(.minutes(1)))
@@ -135,5 +137,6 @@ struct DialogServerLoopbackTests {
         #expect(finals.load(ordering: .relaxed) >= 2)
         while server.statistics.liveDialogs > 0 && clock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
         #expect(server.statistics.liveDialogs == 0)
+        #expect(server.runningTimers == 0, "the 2xx's timers ended with the call")
     }
 }
