@@ -75,10 +75,16 @@ extension SIPMessage {
         // Every Via, From and To checked, none kept (no allocation; the usual shapes by a
         // quick scan, see FastCheck).
         var vias = 0
-        try forEachElement(.via) { (el: ArraySlice<UInt8>) throws(SIPParseError) -> Bool in
-            try Via.check(el)
-            vias += 1
-            return true
+        for e in entries where e.known == KnownHeader.via.rawValue {
+            // A line the quick scan accepts whole holds one Via (no comma outside its quoted
+            // values): no need to split it.
+            let line = storage[e.valueRange]
+            if FastCheck.on(line, FastCheck.via) { vias += 1; continue }
+            try forEachListElement(line) { (el: ArraySlice<UInt8>) throws(SIPParseError) -> Bool in
+                try Via.check(el)
+                vias += 1
+                return true
+            }
         }
         if vias == 0 { throw missing(.via) }
         // From then To (a literal list here would be an array built per message).

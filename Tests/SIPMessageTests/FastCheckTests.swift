@@ -126,17 +126,31 @@ struct FastCheckTests {
         }
     }
 
-    @Test("values the scan passes on are refused with the decoder's error")
-    func refusedByDecoder() throws {
-        let text = "INVITE sip:bob@h SIP/2.0\r\nVia: SIP/2.0/UDP h;rport=70000\r\nFrom: <sip:a@h>;tag=1\r\nTo: <sip:b@h>\r\n"
-            + "Call-ID: c1\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n"
+    /// The validation error of a request with these Via lines, or nil when it validates.
+    static func viaError(_ vias: [String]) throws -> SIPParseError? {
+        let text = "INVITE sip:bob@h SIP/2.0\r\n" + vias.map { "Via: \($0)\r\n" }.joined()
+            + "From: <sip:a@h>;tag=1\r\nTo: <sip:b@h>\r\nCall-ID: c1\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n"
         let m = try SIPMessage(bytes: Array(text.utf8))
-        #expect(throws: SIPParseError.self) { try m.validate() }
         do {
             try m.validate()
+            return nil
         } catch {
-            #expect(error.rule == .via)
-            #expect(error.detail == "rport must be a port")
+            return error
         }
+    }
+
+    @Test("values the scan passes on are refused with the decoder's error")
+    func refusedByDecoder() throws {
+        let one = try #require(try FastCheckTests.viaError(["SIP/2.0/UDP h;rport=70000"]))
+        #expect(one.rule == .via)
+        #expect(one.detail == "rport must be a port")
+        // A line of two Vias is split; the bad second one is found, at its own offset.
+        let line = "SIP/2.0/UDP a;branch=z9hG4bK1, SIP/2.0/UDP b;ttl=256"
+        let two = try #require(try FastCheckTests.viaError(["SIP/2.0/UDP h;branch=z9hG4bK0", line]))
+        #expect(two.rule == .via)
+        #expect(two.detail == "ttl must be 0-255")
+        let text = "INVITE sip:bob@h SIP/2.0\r\nVia: SIP/2.0/UDP h;branch=z9hG4bK0\r\nVia: " + line
+        #expect(two.offset == text.utf8.count - "ttl=256".utf8.count)
+        #expect(try FastCheckTests.viaError(["SIP/2.0/UDP a;branch=z9hG4bK1;x=\"p,q\", SIP/2.0/UDP b;ttl=1"]) == nil)
     }
 }
