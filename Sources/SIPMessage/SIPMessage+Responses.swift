@@ -9,7 +9,9 @@ extension SIPMessage {
             throw SIPParseError(offset: 0, rule: .method, detail: "the method must be a token")
         }
         guard !text.isEmpty else { throw SIPParseError(offset: 0, rule: .requestLine, detail: "empty Request-URI") }
-        for (k, b) in text.utf8.enumerated() where b <= 0x20 || b == 0x7F {
+        // One pass over the contiguous UTF-8 (an enumerated `utf8` view cost ~70 instructions a byte).
+        var t = text
+        if let k = t.withUTF8({ p in p.firstIndex { $0 <= 0x20 || $0 == 0x7F } }) {
             throw SIPParseError(offset: k, rule: .requestLine, detail: "white space or control byte inside the Request-URI")
         }
         self.init(method: method, uriText: text)
