@@ -264,21 +264,27 @@ extension SIPMessage {
     func checkContacts() throws(SIPParseError) {
         var count = 0
         var wildcard: Int? = nil
-        try forEachElement(.contact) { (el: ArraySlice<UInt8>) throws(SIPParseError) -> Bool in
-            count += 1
-            if el.count == 1, el.first == UInt8(ascii: "*") {
-                wildcard = el.startIndex
+        for e in entries where e.known == KnownHeader.contact.rawValue {
+            // A line the quick scan accepts whole holds one address (no comma outside its
+            // brackets and quoted strings): no need to split it.
+            let line = storage[e.valueRange]
+            if FastCheck.on(line, FastCheck.contact) { count += 1; continue }
+            try forEachListElement(line) { (el: ArraySlice<UInt8>) throws(SIPParseError) -> Bool in
+                count += 1
+                if el.count == 1, el.first == UInt8(ascii: "*") {
+                    wildcard = el.startIndex
+                    return true
+                }
+                if FastCheck.on(el, FastCheck.contact) { return true }
+                let plain = !el.contains(UInt8(ascii: ";"))
+                    || !el.contains { $0 | 0x20 == UInt8(ascii: "q") || $0 | 0x20 == UInt8(ascii: "x") }
+                if plain {
+                    try NameAddress.check(el)
+                } else {
+                    try SIPMessage.checkContactParameters(NameAddress.parse(el), at: el.startIndex)
+                }
                 return true
             }
-            if FastCheck.on(el, FastCheck.contact) { return true }
-            let plain = !el.contains(UInt8(ascii: ";"))
-                || !el.contains { $0 | 0x20 == UInt8(ascii: "q") || $0 | 0x20 == UInt8(ascii: "x") }
-            if plain {
-                try NameAddress.check(el)
-            } else {
-                try SIPMessage.checkContactParameters(NameAddress.parse(el), at: el.startIndex)
-            }
-            return true
         }
         if let at = wildcard, count > 1 { throw SIPParseError(offset: at, rule: .nameAddress, detail: "'*' must be the only Contact") }
     }

@@ -126,10 +126,12 @@ struct FastCheckTests {
         }
     }
 
-    /// The validation error of a request with these Via lines, or nil when it validates.
-    static func viaError(_ vias: [String]) throws -> SIPParseError? {
+    /// The validation error of a request with these Via lines (and other header lines), or nil
+    /// when it validates.
+    static func viaError(_ vias: [String], _ others: [String] = []) throws -> SIPParseError? {
         let text = "INVITE sip:bob@h SIP/2.0\r\n" + vias.map { "Via: \($0)\r\n" }.joined()
-            + "From: <sip:a@h>;tag=1\r\nTo: <sip:b@h>\r\nCall-ID: c1\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n"
+            + "From: <sip:a@h>;tag=1\r\nTo: <sip:b@h>\r\nCall-ID: c1\r\nCSeq: 1 INVITE\r\n" + others.map { "\($0)\r\n" }.joined()
+            + "Content-Length: 0\r\n\r\n"
         let m = try SIPMessage(bytes: Array(text.utf8))
         do {
             try m.validate()
@@ -137,6 +139,16 @@ struct FastCheckTests {
         } catch {
             return error
         }
+    }
+
+    @Test("Contact lines: one address passes whole, a list is split and checked element by element")
+    func contactLines() throws {
+        let via = ["SIP/2.0/UDP h;branch=z9hG4bK0"]
+        #expect(try FastCheckTests.viaError(via, ["Contact: <sip:a@h>;expires=60, \"B, C\" <sip:b@h>"]) == nil)
+        let q = try #require(try FastCheckTests.viaError(via, ["Contact: <sip:a@h>", "Contact: <sip:a@h>, <sip:b@h>;q=2"]))
+        #expect(q.rule == .parameter)
+        let star = try #require(try FastCheckTests.viaError(via, ["Contact: <sip:a@h>", "Contact: *"]))
+        #expect(star.detail == "'*' must be the only Contact")
     }
 
     @Test("values the scan passes on are refused with the decoder's error")
