@@ -48,11 +48,19 @@ enum PercentEscaping {
         if s.utf8.allSatisfy(allowed) { return s }
         var out: [UInt8] = []
         out.reserveCapacity(s.utf8.count + 8)
-        func hex(_ v: UInt8) -> UInt8 { v < 10 ? 0x30 + v : 0x37 + v }
-        for c in s.utf8 {
-            if allowed(c) { out.append(c) } else { out.append(UInt8(ascii: "%")); out.append(hex(c >> 4)); out.append(hex(c & 15)) }
-        }
+        append(s, allowed: allowed, to: &out)
         return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Appends `s` to `out`, escaping every byte not in `allowed`.
+    static func append(_ s: String, allowed: (UInt8) -> Bool, to out: inout [UInt8]) {
+        func hex(_ v: UInt8) -> UInt8 { v < 10 ? 0x30 + v : 0x37 + v }
+        var s = s
+        s.withUTF8 { bytes in
+            for c in bytes {
+                if allowed(c) { out.append(c) } else { out.append(UInt8(ascii: "%")); out.append(hex(c >> 4)); out.append(hex(c & 15)) }
+            }
+        }
     }
 
     static func isUserChar(_ c: UInt8) -> Bool { ByteClass.test(c, ByteClass.unreserved | ByteClass.userExtra) }

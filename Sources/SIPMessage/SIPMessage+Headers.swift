@@ -24,24 +24,51 @@ extension SIPMessage {
     /// IPv6 reference among them): decode it with ``topVia()`` then.
     package var topViaSentBy: (host: ArraySlice<UInt8>, port: UInt16?)? {
         guard let v = firstValueBytes(.via) else { return nil }
-        var c = Cursor(v)
-        c.skipWS()
-        // SIP / 2.0 / transport
-        for k in 0..<3 {
-            guard !c.token().isEmpty else { return nil }
-            if k < 2 { guard c.consume(UInt8(ascii: "/")) else { return nil } }
+        // On the buffer (a Cursor's closures and bounds checks cost more than the scan).
+        let found: (Range<Int>, UInt16?)? = v.withUnsafeBufferPointer { p in
+            let end = p.count
+            var i = 0
+            func skipLWS() { while i < end, isWS(p[i]) || p[i] == 0x0D || p[i] == 0x0A { i &+= 1 } }
+            skipLWS()
+            // SIP / 2.0 / transport
+            for k in 0..<3 {
+                let s = i
+                while i < end, isTokenByte(p[i]) { i &+= 1 }
+                guard i > s else { return nil }
+                if k < 2 {
+                    var j = i
+                    FastCheck.skipSpaces(p, &j, end)
+                    guard j < end, p[j] == UInt8(ascii: "/") else { return nil }
+                    j &+= 1
+                    FastCheck.skipSpaces(p, &j, end)
+                    i = j
+                }
+            }
+            let ws = i
+            skipLWS()
+            guard i > ws else { return nil }
+            let hs = i
+            while i < end, FastCheck.inSet(p[i], FastCheck.alnumLow, FastCheck.alnumHigh)
+                || p[i] == UInt8(ascii: "-") || p[i] == UInt8(ascii: ".") || p[i] == UInt8(ascii: "_") { i &+= 1 }
+            guard i > hs, i == end || p[i] != UInt8(ascii: "[") else { return nil }
+            let host = hs..<i
+            var j = i
+            FastCheck.skipSpaces(p, &j, end)
+            guard j < end, p[j] == UInt8(ascii: ":") else { return (host, nil) }
+            j &+= 1
+            FastCheck.skipSpaces(p, &j, end)
+            let ps = j
+            var n = 0
+            while j < end, isDigit(p[j]) {
+                n = n &* 10 &+ Int(p[j] &- 0x30)
+                if n > 65535 { return nil }
+                j &+= 1
+            }
+            guard j > ps else { return nil }
+            return (host, UInt16(n))
         }
-        let ws = c.i
-        c.skipWS()
-        guard c.i > ws else { return nil }
-        let host = c.take { ByteClass.test($0, ByteClass.hostChar) || $0 == UInt8(ascii: "_") }
-        guard !host.isEmpty, c.peek != UInt8(ascii: "[") else { return nil }
-        var port: UInt16? = nil
-        if c.consume(UInt8(ascii: ":")) {
-            guard let n = try? c.number(max: 65535, .port, "port") else { return nil }
-            port = UInt16(n)
-        }
-        return (host, port)
+        guard let (r, port) = found else { return nil }
+        return (v[(v.startIndex + r.lowerBound)..<(v.startIndex + r.upperBound)], port)
     }
 
     /// The From tag, found without decoding the whole From header.
@@ -237,20 +264,27 @@ extension SIPMessage {
     func checkContacts() throws(SIPParseError) {
         var count = 0
         var wildcard: Int? = nil
-        try forEachElement(.contact) { (el: ArraySlice<UInt8>) throws(SIPParseError) -> Bool in
-            count += 1
-            if el.count == 1, el.first == UInt8(ascii: "*") {
-                wildcard = el.startIndex
+        for e in entries where e.known == KnownHeader.contact.rawValue {
+            // A line the quick scan accepts whole holds one address (no comma outside its
+            // brackets and quoted strings): no need to split it.
+            let line = storage[e.valueRange]
+            if FastCheck.on(line, FastCheck.contact) { count += 1; continue }
+            try forEachListElement(line) { (el: ArraySlice<UInt8>) throws(SIPParseError) -> Bool in
+                count += 1
+                if el.count == 1, el.first == UInt8(ascii: "*") {
+                    wildcard = el.startIndex
+                    return true
+                }
+                if FastCheck.on(el, FastCheck.contact) { return true }
+                let plain = !el.contains(UInt8(ascii: ";"))
+                    || !el.contains { $0 | 0x20 == UInt8(ascii: "q") || $0 | 0x20 == UInt8(ascii: "x") }
+                if plain {
+                    try NameAddress.check(el)
+                } else {
+                    try SIPMessage.checkContactParameters(NameAddress.parse(el), at: el.startIndex)
+                }
                 return true
             }
-            let plain = !el.contains(UInt8(ascii: ";"))
-                || !el.contains { $0 | 0x20 == UInt8(ascii: "q") || $0 | 0x20 == UInt8(ascii: "x") }
-            if plain {
-                _ = try NameAddress.parse(el, keep: false)
-            } else {
-                try SIPMessage.checkContactParameters(NameAddress.parse(el), at: el.startIndex)
-            }
-            return true
         }
         if let at = wildcard, count > 1 { throw SIPParseError(offset: at, rule: .nameAddress, detail: "'*' must be the only Contact") }
     }
@@ -287,7 +321,7 @@ extension SIPMessage {
     /// Decodes every address of `h` and keeps none (validation).
     func checkAddresses(_ h: KnownHeader) throws(SIPParseError) {
         try forEachElement(h) { (el: ArraySlice<UInt8>) throws(SIPParseError) -> Bool in
-            _ = try NameAddress.parse(el, keep: false)
+            try NameAddress.check(el)
             return true
         }
     }

@@ -9,7 +9,9 @@ extension SIPMessage {
             throw SIPParseError(offset: 0, rule: .method, detail: "the method must be a token")
         }
         guard !text.isEmpty else { throw SIPParseError(offset: 0, rule: .requestLine, detail: "empty Request-URI") }
-        for (k, b) in text.utf8.enumerated() where b <= 0x20 || b == 0x7F {
+        // One pass over the contiguous UTF-8 (an enumerated `utf8` view cost ~70 instructions a byte).
+        var t = text
+        if let k = t.withUTF8({ p in p.firstIndex { $0 <= 0x20 || $0 == 0x7F } }) {
             throw SIPParseError(offset: k, rule: .requestLine, detail: "white space or control byte inside the Request-URI")
         }
         self.init(method: method, uriText: text)
@@ -82,19 +84,23 @@ extension SIPMessage {
     ///   bytes, or when this is a response.
     public func replacingRequestURI(_ text: String) throws(SIPParseError) -> SIPMessage {
         guard let method else { throw SIPParseError(offset: 0, rule: .requestLine, detail: "a response has no Request-URI") }
-        var m = try SIPMessage(method: method, requestURI: text)
-        for e in entries {
-            let ns = m.storage.count
-            m.storage.append(contentsOf: storage[e.nameRange])
-            let vs = m.storage.count
-            m.storage.append(contentsOf: storage[e.valueRange])
-            m.entries.append(HeaderEntry(known: e.known, nameStart: UInt32(ns), nameEnd: UInt32(vs), valueStart: UInt32(vs), valueEnd: UInt32(m.storage.count)))
+        // The same checks as a request built from text (and the same errors), then one copy:
+        // the header index, the unfolded values and the body stay where they are in the
+        // storage, the new Request-URI goes after them (no per-line copying).
+        let checked = try SIPMessage(method: method, requestURI: text)
+        let uri = checked.storage
+        var m = self
+        let old = storage.count
+        m.storage = [UInt8](unsafeUninitializedCapacity: old + uri.count) { out, count in
+            storage.withUnsafeBufferPointer { src in
+                if let s = src.baseAddress, old > 0 { out.baseAddress!.initialize(from: s, count: old) }
+            }
+            uri.withUnsafeBufferPointer { src in
+                if let s = src.baseAddress, uri.count > 0 { (out.baseAddress! + old).initialize(from: s, count: uri.count) }
+            }
+            count = old + uri.count
         }
-        if !body.isEmpty {
-            let s = m.storage.count
-            m.storage.append(contentsOf: body)
-            m.bodyRange = s..<m.storage.count
-        }
+        m.startIndex = .request(method: method, uri: old..<(old + uri.count), version: .sip20)
         m.pristineRange = nil
         return m
     }

@@ -19,7 +19,9 @@ extension SIPMessage {
         if version != .sip20 {
             throw SIPParseError(offset: pristineRange?.lowerBound ?? 0, rule: .unsupportedVersion, detail: "\(version) is not supported")
         }
-        if let b = requestURIBytes {
+        // A plain SIP Request-URI (the usual case) passes the quick scan; anything else is
+        // decoded, and refused with the decoder's error.
+        if let b = requestURIBytes, !FastCheck.on(b, FastCheck.sipURI) {
             do throws(SIPParseError) {
                 // Checked, not kept: a SIP URI's headers are what follows a '?' after its user
                 // part (which runs to the first '@'; host, port and parameters hold no '?').
@@ -70,33 +72,27 @@ extension SIPMessage {
         for slot in 1..<8 where lines[slot] > 1 {
             throw SIPParseError(offset: Int(second[slot]), rule: .duplicateHeader, detail: "\(order[slot].canonicalName) appears more than once")
         }
-        // Every Via, From and To checked, none kept (no allocation).
+        // Every Via, From and To checked, none kept (no allocation; the usual shapes by a
+        // quick scan, see FastCheck).
         var vias = 0
-        try forEachElement(.via) { (el: ArraySlice<UInt8>) throws(SIPParseError) -> Bool in
-            _ = try Via.parse(el, keep: false)
-            vias += 1
-            return true
+        for e in entries where e.known == KnownHeader.via.rawValue {
+            // A line the quick scan accepts whole holds one Via (no comma outside its quoted
+            // values): no need to split it.
+            let line = storage[e.valueRange]
+            if FastCheck.on(line, FastCheck.via) { vias += 1; continue }
+            try forEachListElement(line) { (el: ArraySlice<UInt8>) throws(SIPParseError) -> Bool in
+                try Via.check(el)
+                vias += 1
+                return true
+            }
         }
         if vias == 0 { throw missing(.via) }
-        for h: KnownHeader in [.from, .to] {
-            guard let v = try single(h) else { throw missing(h) }
-            _ = try NameAddress.parse(v, keep: false)
-        }
-        if let id = callIDBytes {
-            // word [ "@" word ], checked in place (no array of the parts).
-            func check(_ p: ArraySlice<UInt8>) throws(SIPParseError) {
-                guard !p.isEmpty else { throw SIPParseError(offset: id.startIndex, rule: .headerStructure, detail: "empty word in Call-ID") }
-                if let bad = p.firstIndex(where: { !ByteClass.test($0, ByteClass.word) }) {
-                    throw SIPParseError(offset: bad, rule: .headerStructure, detail: "byte 0x\(String(id[bad], radix: 16)) is not allowed in Call-ID")
-                }
-            }
-            if let at = id.firstIndex(of: UInt8(ascii: "@")) {
-                try check(id[..<at])
-                try check(id[(at + 1)...])
-            } else {
-                try check(id)
-            }
-        }
+        // From then To (a literal list here would be an array built per message).
+        guard let from = try single(.from) else { throw missing(.from) }
+        try NameAddress.check(from)
+        guard let to = try single(.to) else { throw missing(.to) }
+        try NameAddress.check(to)
+        if let id = callIDBytes, !FastCheck.on(id, FastCheck.callID) { try SIPMessage.checkCallID(id) }
         let cs = try cseq()
         if let m = method, cs.method != m {
             let at = firstValueBytes(.cseq)?.startIndex ?? 0
@@ -108,6 +104,24 @@ extension SIPMessage {
         try checkAddresses(.route)
         try checkAddresses(.recordRoute)
         _ = try contentType()
+    }
+}
+
+extension SIPMessage {
+    /// `word [ "@" word ]`, checked in place (no array of the parts).
+    static func checkCallID(_ id: ArraySlice<UInt8>) throws(SIPParseError) {
+        func check(_ p: ArraySlice<UInt8>) throws(SIPParseError) {
+            guard !p.isEmpty else { throw SIPParseError(offset: id.startIndex, rule: .headerStructure, detail: "empty word in Call-ID") }
+            if let bad = p.firstIndex(where: { !ByteClass.test($0, ByteClass.word) }) {
+                throw SIPParseError(offset: bad, rule: .headerStructure, detail: "byte 0x\(String(id[bad], radix: 16)) is not allowed in Call-ID")
+            }
+        }
+        if let at = id.firstIndex(of: UInt8(ascii: "@")) {
+            try check(id[..<at])
+            try check(id[(at + 1)...])
+        } else {
+            try check(id)
+        }
     }
 }
 

@@ -52,23 +52,39 @@ public struct SIPURI: Sendable, Hashable, CustomStringConvertible {
     }
 
     public var description: String {
-        var s = secure ? "sips:" : "sip:"
+        // Written as bytes into one buffer (string concatenation per component cost several
+        // times more); each component escaped as ``PercentEscaping/encode(_:allowed:)`` does.
+        var out: [UInt8] = []
+        out.reserveCapacity(64)
+        out.append(contentsOf: secure ? "sips:".utf8 : "sip:".utf8)
         if let u = user {
-            s += PercentEscaping.encode(u, allowed: PercentEscaping.isUserChar)
-            if let p = password { s += ":" + PercentEscaping.encode(p, allowed: PercentEscaping.isPasswordChar) }
-            s += "@"
+            PercentEscaping.append(u, allowed: PercentEscaping.isUserChar, to: &out)
+            if let p = password {
+                out.append(UInt8(ascii: ":"))
+                PercentEscaping.append(p, allowed: PercentEscaping.isPasswordChar, to: &out)
+            }
+            out.append(UInt8(ascii: "@"))
         }
-        s += host.description
-        if let p = port { s += ":\(p)" }
+        switch host {
+        case .domain(let h), .ipv4(let h): out.append(contentsOf: h.utf8)
+        case .ipv6(let h): out.append(UInt8(ascii: "[")); out.append(contentsOf: h.utf8); out.append(UInt8(ascii: "]"))
+        }
+        if let p = port { out.append(UInt8(ascii: ":")); out.append(contentsOf: String(p).utf8) }
         for p in parameters {
-            s += ";" + PercentEscaping.encode(p.name, allowed: PercentEscaping.isParamChar)
-            if let v = p.value { s += "=" + PercentEscaping.encode(v, allowed: PercentEscaping.isParamChar) }
+            out.append(UInt8(ascii: ";"))
+            PercentEscaping.append(p.name, allowed: PercentEscaping.isParamChar, to: &out)
+            if let v = p.value {
+                out.append(UInt8(ascii: "="))
+                PercentEscaping.append(v, allowed: PercentEscaping.isParamChar, to: &out)
+            }
         }
         for (k, h) in headers.enumerated() {
-            s += k == 0 ? "?" : "&"
-            s += PercentEscaping.encode(h.name, allowed: PercentEscaping.isHeaderChar) + "=" + PercentEscaping.encode(h.value ?? "", allowed: PercentEscaping.isHeaderChar)
+            out.append(k == 0 ? UInt8(ascii: "?") : UInt8(ascii: "&"))
+            PercentEscaping.append(h.name, allowed: PercentEscaping.isHeaderChar, to: &out)
+            out.append(UInt8(ascii: "="))
+            PercentEscaping.append(h.value ?? "", allowed: PercentEscaping.isHeaderChar, to: &out)
         }
-        return s
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// URI comparison of RFC 3261 §19.1.4: scheme, user and password case-sensitive (after

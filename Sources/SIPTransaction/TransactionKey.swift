@@ -45,10 +45,7 @@ enum ServerKey: Hashable, Sendable {
         let method = asMethod ?? (m == .ack ? .invite : m)
         // The common case read from the bytes, without decoding the Via.
         if let branch = request.topViaBranchBytes, branch.starts(with: Via.magicCookie.utf8), let sentBy = request.topViaSentBy {
-            var key = String(decoding: sentBy.host, as: UTF8.self).lowercased()
-            key += ":"
-            key += String(sentBy.port ?? 0)
-            self = .rfc3261(branch: String(decoding: branch, as: UTF8.self), sentBy: key, method: method)
+            self = .rfc3261(branch: String(decoding: branch, as: UTF8.self), sentBy: ServerKey.sentBy(sentBy.host, sentBy.port ?? 0), method: method)
             return
         }
         guard let via = try? request.topVia() else { return nil }
@@ -61,6 +58,29 @@ enum ServerKey: Hashable, Sendable {
             v.parameters.remove("received")
             v.parameters.remove("rport")
             self = .rfc2543(requestURI: uri, fromTag: request.fromTag ?? "", callID: id, cseq: cs.sequence, via: v.description, method: method)
+        }
+    }
+
+    /// `host:port` with the host in lower case, as the decoded path writes it
+    /// (`via.host.address.lowercased() + ":" + port`), built in one buffer: the host bytes
+    /// of a scanned sent-by are ASCII (host characters), so ASCII lower-casing is the same.
+    static func sentBy(_ host: ArraySlice<UInt8>, _ port: UInt16) -> String {
+        String(unsafeUninitializedCapacity: host.count + 6) { out in
+            var n = 0
+            for b in host {
+                out[n] = (b &- 0x41) < 26 ? b | 0x20 : b
+                n += 1
+            }
+            out[n] = UInt8(ascii: ":")
+            n += 1
+            var digits = 1, p = Int(port)
+            while p >= 10 { p /= 10; digits += 1 }
+            p = Int(port)
+            for k in stride(from: n + digits - 1, through: n, by: -1) {
+                out[k] = UInt8(0x30 + p % 10)
+                p /= 10
+            }
+            return n + digits
         }
     }
 }

@@ -1,0 +1,323 @@
+/// Validation's quick accept: byte scanners over the shapes that real traffic writes
+/// (`"Alice" <sip:alice@host:5060;transport=udp>;tag=1`, `SIP/2.0/UDP host:port;branch=…`),
+/// without building values, closures or copies. Each scanner answers `true` only for input
+/// that the full decoder (``NameAddress/parse(_:keep:)``, ``Via/parse(_:keep:)``,
+/// ``URI/parse(_:keep:)``) accepts too — its grammar is a subset of theirs —, and `false`
+/// for anything else, which then goes through the full decoder: every error is still the
+/// full decoder's, with its rule, offset and detail.
+enum FastCheck {
+    typealias Bytes = UnsafeBufferPointer<UInt8>
+
+    // Byte sets as two 64-bit maps (bytes 0-63, 64-127); bytes ≥ 128 are in none.
+    // user-unreserved / unreserved: alphanum - _ . ! ~ * ' ( ) & = + $ , ; ? /
+    static let userLow: UInt64 = 0xABFF_FFD2_0000_0000, userHigh: UInt64 = 0x47FF_FFFE_87FF_FFFE
+    // param-unreserved / unreserved: alphanum - _ . ! ~ * ' ( ) [ ] / : & + $
+    static let paramLow: UInt64 = 0x07FF_EFD2_0000_0000, paramHigh: UInt64 = 0x47FF_FFFE_AFFF_FFFE
+    // word (Call-ID): alphanum - . ! % * _ + ` ' ~ ( ) < > : \ " / [ ] ? { }
+    static let wordLow: UInt64 = 0xD7FF_EFA6_0000_0000, wordHigh: UInt64 = 0x6FFF_FFFF_BFFF_FFFE
+    // alphanum
+    static let alnumLow: UInt64 = 0x03FF_0000_0000_0000, alnumHigh: UInt64 = 0x07FF_FFFE_07FF_FFFE
+
+    @inline(__always) static func inSet(_ b: UInt8, _ low: UInt64, _ high: UInt64) -> Bool {
+        if b < 64 { return (low >> UInt64(b)) & 1 != 0 }
+        if b < 128 { return (high >> UInt64(b &- 64)) & 1 != 0 }
+        return false
+    }
+
+    @inline(__always) static func skipSpaces(_ p: Bytes, _ i: inout Int, _ end: Int) {
+        while i < end, isWS(p[i]) { i &+= 1 }
+    }
+
+    /// Runs `check` over the slice's bytes.
+    @inline(__always) static func on(_ b: ArraySlice<UInt8>, _ check: (Bytes, Int, Int) -> Bool) -> Bool {
+        b.withUnsafeBufferPointer { p in check(p, 0, p.count) }
+    }
+
+    // MARK: Hosts
+
+    /// A host name or IPv4 address as ``SIPHost/parse(_:allowBareIPv6:keep:)`` accepts it
+    /// (IPv6 references are left to it).
+    static func host(_ p: Bytes, _ lo: Int, _ hi: Int) -> Bool {
+        guard lo < hi else { return false }
+        var numeric = true
+        for k in lo..<hi where !(isDigit(p[k]) || p[k] == UInt8(ascii: ".")) { numeric = false; break }
+        if numeric {
+            var parts = 0, value = 0, digits = 0
+            for k in lo..<hi {
+                let c = p[k]
+                if c == UInt8(ascii: ".") {
+                    guard digits > 0 else { return false }
+                    parts += 1; value = 0; digits = 0
+                } else {
+                    guard digits < 3 else { return false }
+                    value = value * 10 + Int(c &- 0x30); digits += 1
+                    if value > 255 { return false }
+                }
+            }
+            return parts == 3 && digits > 0
+        }
+        var labelStart = lo
+        var k = lo
+        while k <= hi {
+            if k == hi || p[k] == UInt8(ascii: ".") {
+                if k == labelStart {
+                    guard k == hi, k > lo else { return false }
+                } else if p[labelStart] == UInt8(ascii: "-") || p[k - 1] == UInt8(ascii: "-") {
+                    return false
+                }
+                labelStart = k &+ 1
+            } else {
+                let c = p[k]
+                guard inSet(c, alnumLow, alnumHigh) || c == UInt8(ascii: "-") || c == UInt8(ascii: "_") else { return false }
+            }
+            k &+= 1
+        }
+        return true
+    }
+
+    /// A decimal run of at least one digit, at most `max`, from `i` (moved past it).
+    @inline(__always) static func number(_ p: Bytes, _ i: inout Int, _ end: Int, max: Int) -> Bool {
+        let s = i
+        var v = 0
+        while i < end, isDigit(p[i]) {
+            v = v &* 10 &+ Int(p[i] &- 0x30)
+            if v > max { return false }
+            i &+= 1
+        }
+        return i > s
+    }
+
+    // MARK: URIs
+
+    /// A `sip:`/`sips:` URI without escapes, password, IPv6 reference or headers.
+    static func sipURI(_ p: Bytes, _ lo: Int, _ hi: Int) -> Bool {
+        var i = lo
+        guard hi - lo >= 5, lowerASCII(p[i]) == UInt8(ascii: "s"), lowerASCII(p[i + 1]) == UInt8(ascii: "i"),
+              lowerASCII(p[i + 2]) == UInt8(ascii: "p") else { return false }
+        if p[i + 3] == UInt8(ascii: ":") {
+            i += 4
+        } else if lowerASCII(p[i + 3]) == UInt8(ascii: "s"), p[i + 4] == UInt8(ascii: ":") {
+            i += 5
+        } else {
+            return false
+        }
+        // userinfo up to the first '@' (user characters only: no ':' password, no '%').
+        if let at = memchrIndex(p, UInt8(ascii: "@"), i, hi) {
+            guard at > i else { return false }
+            for k in i..<at where !inSet(p[k], userLow, userHigh) { return false }
+            i = at &+ 1
+        }
+        let hs = i
+        while i < hi, p[i] != UInt8(ascii: ":"), p[i] != UInt8(ascii: ";"), p[i] != UInt8(ascii: "?") {
+            if p[i] == UInt8(ascii: "[") { return false }
+            i &+= 1
+        }
+        guard host(p, hs, i) else { return false }
+        if i < hi, p[i] == UInt8(ascii: ":") {
+            i &+= 1
+            guard number(p, &i, hi, max: 65535) else { return false }
+        }
+        while i < hi, p[i] == UInt8(ascii: ";") {
+            i &+= 1
+            let s = i
+            var eq = -1
+            while i < hi, p[i] != UInt8(ascii: ";") {
+                let c = p[i]
+                if c == UInt8(ascii: "="), eq < 0 {
+                    guard i > s else { return false }
+                    eq = i
+                } else if !inSet(c, paramLow, paramHigh) {
+                    return false  // '?', '%', a second '=', …: the full decoder says what it is
+                }
+                i &+= 1
+            }
+            guard i > s, eq != i &- 1 else { return false }
+        }
+        return i == hi
+    }
+
+    // MARK: Header values
+
+    /// `word [ "@" word ]` (Call-ID).
+    static func callID(_ p: Bytes, _ lo: Int, _ hi: Int) -> Bool {
+        var at = -1
+        for k in lo..<hi where !inSet(p[k], wordLow, wordHigh) {
+            guard p[k] == UInt8(ascii: "@"), at < 0 else { return false }
+            at = k
+        }
+        return hi > lo && at != lo && at != hi &- 1
+    }
+
+    /// `*( SEMI token [ EQUAL ( token-ish / simple quoted-string ) ] )` to the end, as
+    /// ``Cursor/parameters(_:keep:check:)`` followed by ``Cursor/requireEnd(_:_:)`` accept
+    /// them; each parameter's name and value range go to `each`, which may refuse it.
+    @inline(__always)
+    static func parameters(_ p: Bytes, _ i: Int, _ end: Int, _ each: (_ name: Range<Int>, _ value: Range<Int>?) -> Bool) -> Bool {
+        var i = i
+        while true {
+            skipSpaces(p, &i, end)
+            if i == end { return true }
+            guard p[i] == UInt8(ascii: ";") else { return false }
+            i &+= 1
+            skipSpaces(p, &i, end)
+            let ns = i
+            while i < end, isTokenByte(p[i]) { i &+= 1 }
+            guard i > ns else { return false }
+            let name = ns..<i
+            skipSpaces(p, &i, end)
+            var value: Range<Int>? = nil
+            if i < end, p[i] == UInt8(ascii: "=") {
+                i &+= 1
+                skipSpaces(p, &i, end)
+                guard i < end else { return false }
+                if p[i] == UInt8(ascii: "\"") {
+                    // A quoted string without escapes or control bytes.
+                    i &+= 1
+                    let vs = i
+                    while i < end, p[i] != UInt8(ascii: "\"") {
+                        let c = p[i]
+                        guard c >= 0x20, c < 0x7F, c != UInt8(ascii: "\\") else { return false }
+                        i &+= 1
+                    }
+                    guard i < end else { return false }
+                    value = vs..<i
+                    i &+= 1
+                } else {
+                    let vs = i
+                    while i < end {
+                        let c = p[i]
+                        guard isTokenByte(c) || c == UInt8(ascii: ":") || c == UInt8(ascii: "]") else { break }
+                        i &+= 1
+                    }
+                    // '[' (an IPv6 reference) is left to the full decoder.
+                    guard i > vs, i == end || p[i] != UInt8(ascii: "[") else { return false }
+                    value = vs..<i
+                }
+            }
+            guard each(name, value) else { return false }
+        }
+    }
+
+    /// A From, To, Contact, Route or Record-Route value: `[display] <sip-uri> *(;param)` or a
+    /// bare SIP URI with parameters.
+    static func nameAddress(_ p: Bytes, _ lo: Int, _ hi: Int) -> Bool {
+        nameAddress(p, lo, hi) { _, _ in true }
+    }
+
+    /// A Contact address (no `q` or `expires` parameter, which the full check reads).
+    static func contact(_ p: Bytes, _ lo: Int, _ hi: Int) -> Bool {
+        nameAddress(p, lo, hi) { name, _ in
+            !(name.count == 1 && lowerASCII(p[name.lowerBound]) == UInt8(ascii: "q")) && !(name.count == 7 && nameIs(p, name, "expires"))
+        }
+    }
+
+    @inline(__always)
+    static func nameAddress(_ p: Bytes, _ lo: Int, _ hi: Int, _ each: (_ name: Range<Int>, _ value: Range<Int>?) -> Bool) -> Bool {
+        var i = lo
+        skipSpaces(p, &i, hi)
+        guard i < hi else { return false }
+        let uriStart: Int, uriEnd: Int
+        if p[i] == UInt8(ascii: "\"") {
+            i &+= 1
+            while i < hi, p[i] != UInt8(ascii: "\"") {
+                let c = p[i]
+                guard c >= 0x20, c < 0x7F, c != UInt8(ascii: "\\") else { return false }
+                i &+= 1
+            }
+            guard i < hi else { return false }
+            i &+= 1
+            skipSpaces(p, &i, hi)
+            guard i < hi, p[i] == UInt8(ascii: "<") else { return false }
+        }
+        if let lq = memchrIndex(p, UInt8(ascii: "<"), i, hi) {
+            // An unquoted display name: tokens and white space only.
+            for k in i..<lq where !(isTokenByte(p[k]) || isWS(p[k])) { return false }
+            guard let rq = memchrIndex(p, UInt8(ascii: ">"), lq &+ 1, hi) else { return false }
+            uriStart = lq &+ 1
+            uriEnd = rq
+            i = rq &+ 1
+        } else {
+            uriStart = i
+            while i < hi, p[i] != UInt8(ascii: ";"), !isWS(p[i]) {
+                let c = p[i]
+                if c == UInt8(ascii: "?") || c == UInt8(ascii: ",") || c == UInt8(ascii: "\"") || c == UInt8(ascii: ">") { return false }
+                i &+= 1
+            }
+            uriEnd = i
+        }
+        guard uriEnd > uriStart, sipURI(p, uriStart, uriEnd) else { return false }
+        return parameters(p, i, hi, each)
+    }
+
+    /// One Via value: `SIP/2.0/transport host[:port]` and parameters, `branch` with a value,
+    /// `rport` empty or a port, `received` a host name or IPv4 address (`ttl` is left to the
+    /// full decoder).
+    static func via(_ p: Bytes, _ lo: Int, _ hi: Int) -> Bool {
+        var i = lo
+        skipSpaces(p, &i, hi)
+        for k in 0..<3 {
+            let s = i
+            while i < hi, isTokenByte(p[i]) { i &+= 1 }
+            guard i > s else { return false }
+            if k < 2 {
+                skipSpaces(p, &i, hi)
+                guard i < hi, p[i] == UInt8(ascii: "/") else { return false }
+                i &+= 1
+                skipSpaces(p, &i, hi)
+            }
+        }
+        let ws = i
+        skipSpaces(p, &i, hi)
+        guard i > ws else { return false }
+        let hs = i
+        while i < hi, inSet(p[i], alnumLow, alnumHigh) || p[i] == UInt8(ascii: "-") || p[i] == UInt8(ascii: ".") || p[i] == UInt8(ascii: "_") { i &+= 1 }
+        guard i < hi ? p[i] != UInt8(ascii: "[") : true, host(p, hs, i) else { return false }
+        var j = i
+        skipSpaces(p, &j, hi)
+        if j < hi, p[j] == UInt8(ascii: ":") {
+            j &+= 1
+            skipSpaces(p, &j, hi)
+            guard number(p, &j, hi, max: 65535) else { return false }
+            i = j
+        }
+        return parameters(p, i, hi) { name, value in
+            switch name.count {
+            case 6 where nameIs(p, name, "branch"):
+                return value.map { !$0.isEmpty } ?? false
+            case 5 where nameIs(p, name, "rport"):
+                guard let v = value else { return true }
+                var k = v.lowerBound
+                return number(p, &k, v.upperBound, max: 65535) && k == v.upperBound
+            case 8 where nameIs(p, name, "received"):
+                guard let v = value, memchrIndex(p, UInt8(ascii: ":"), v.lowerBound, v.upperBound) == nil else { return false }
+                return host(p, v.lowerBound, v.upperBound)
+            case 3 where nameIs(p, name, "ttl"):
+                return false
+            default:
+                return true
+            }
+        }
+    }
+
+    @inline(__always) static func nameIs(_ p: Bytes, _ r: Range<Int>, _ lower: StaticString) -> Bool {
+        let s = lower.utf8Start
+        for k in 0..<r.count where lowerASCII(p[r.lowerBound &+ k]) != s[k] { return false }
+        return true
+    }
+}
+
+extension NameAddress {
+    /// Checks an address as ``parse(_:keep:)`` does, keeping nothing.
+    static func check(_ b: ArraySlice<UInt8>) throws(SIPParseError) {
+        if FastCheck.on(b, FastCheck.nameAddress) { return }
+        _ = try parse(b, keep: false)
+    }
+}
+
+extension Via {
+    /// Checks a Via value as ``parse(_:keep:)`` does, keeping nothing.
+    static func check(_ b: ArraySlice<UInt8>) throws(SIPParseError) {
+        if FastCheck.on(b, FastCheck.via) { return }
+        _ = try parse(b, keep: false)
+    }
+}
