@@ -136,8 +136,6 @@ struct Side {
         var endedAt: Double?
         /// Whether the INVITE that made the dialog was answered 2xx (the session is adopted then).
         var confirmed = false
-        /// Our session on the dialog, made at its first re-INVITE or UPDATE.
-        var session: InviteSession?
         init(request: SIPMessage, response: SIPMessage, uac: Bool) {
             self.request = request
             self.response = response
@@ -145,6 +143,9 @@ struct Side {
         }
     }
 
+    /// Our sessions, by the key of the dialog they adopted, made at its first re-INVITE or UPDATE
+    /// (apart from ``dialogs``, whose values stay small: most calls never make one).
+    var sessions: [String: InviteSession] = [:]
     /// Our re-INVITEs and UPDATEs in a session without a final response from P, by "dialog key|CSeq":
     /// when we sent them, whether they carried an offer, whether P answered provisionally (so P
     /// had them: a request of P's crossing one unanswered is glare, nobody's fault), whether a
@@ -227,7 +228,7 @@ struct Side {
     mutating func ourRequest(_ m: SIPMessage, reliable: Bool, now: Double) {
         guard let method = m.method, let branch = m.topViaBranch, let cseq = try? m.cseq() else { return }
         if method == .ack {
-            if let d = sessionKey(local: m.fromTag, remote: m.toTag) { dialogs[d]?.session?.replaySent(m) }
+            if let d = sessionKey(local: m.fromTag, remote: m.toTag) { sessions[d]?.replaySent(m) }
             return
         }
         let key = Self.key(branch, method)
@@ -235,7 +236,7 @@ struct Side {
         ours[key] = m
         apply(layer.sendRequest(m, to: party, reliable: reliable).1, at: now)
         if [.invite, .update, .bye].contains(method), let d = sessionKey(local: m.fromTag, remote: m.toTag, opening: method != .bye) {
-            dialogs[d]?.session?.replaySent(m)
+            sessions[d]?.replaySent(m)
             if method != .bye {
                 sessionSent[d + "|\(cseq.sequence)"] = (method, cseq.sequence, now, !m.body.isEmpty, false, false)
             }
@@ -269,28 +270,27 @@ struct Side {
                 dialogs[local + "|" + remote]?.endedAt = now
                 // The session takes P's BYE once it is answered 2xx.
                 if let bye = partyByes.removeValue(forKey: local + "|" + remote + "|\(cseq.sequence)") {
-                    _ = dialogs[local + "|" + remote]?.session?.handle(.request(bye.request, transaction: bye.transaction))
+                    _ = sessions[local + "|" + remote]?.handle(.request(bye.request, transaction: bye.transaction))
                 }
             }
         default: break
         }
         if code >= 200, cseq.method == .invite || cseq.method == .update, let d = sessionKey(local: r.toTag, remote: r.fromTag) {
-            dialogs[d]?.session?.replayResponded(r)
+            sessions[d]?.replayResponded(r)
             if cseq.method == .invite, partyInvite[d]?.sequence == cseq.sequence { partyInvite[d] = nil }
         }
     }
 
-    /// The key of a confirmed dialog our side holds (our tag, P's tag) that has a session, or,
-    /// `opening` one, gets one now.
+    /// The key of a dialog our side holds (our tag, P's tag) that has a session, or, `opening`
+    /// one (the dialog confirmed, not ended), gets one now.
     mutating func sessionKey(local: String?, remote: String?, opening: Bool = false) -> String? {
-        guard let local, let remote else { return nil }
+        guard let local, let remote, opening || !sessions.isEmpty else { return nil }
         let key = local + "|" + remote
-        guard let held = dialogs[key], held.confirmed else { return nil }
-        if held.session != nil { return key }
-        guard opening, complete, held.endedAt == nil,
+        if sessions[key] != nil { return key }
+        guard opening, complete, let held = dialogs[key], held.confirmed, held.endedAt == nil,
               let d = held.dialog ?? (held.uac ? Self.dialog(uac: held.request, response: held.response)
                                                 : Self.dialog(uas: held.request, response: held.response)) else { return nil }
-        dialogs[key]?.session = InviteSession(adopting: d, role: held.uac ? .uac : .uas, configuration: Self.sessionConfiguration,
+        sessions[key] = InviteSession(adopting: d, role: held.uac ? .uac : .uas, configuration: Self.sessionConfiguration,
                                               localBody: nil, remoteBody: nil)
         return key
     }
@@ -417,7 +417,7 @@ struct Side {
             if sessionKey(local: local, remote: remote) != nil { partyByes[local + "|" + remote + "|\(sequence)"] = (m, transaction) }
             return
         }
-        guard let key = sessionKey(local: local, remote: remote, opening: true), var session = dialogs[key]?.session, !session.isTerminated else { return }
+        guard let key = sessionKey(local: local, remote: remote, opening: true), var session = sessions[key], !session.isTerminated else { return }
         for (k, s) in sessionSent where k.hasPrefix(key + "|") && now - s.time > check.patience {
             sessionSent[k] = nil
             _ = session.handle(.requestFailed(s.method, cseq: s.sequence, timeout: true))
@@ -427,12 +427,12 @@ struct Side {
             _ = session.handle(.serverTransactionFailed(p.transaction, timeout: true))
         }
         guard !session.isTerminated else {
-            dialogs[key]?.session = session
+            sessions[key] = session
             return
         }
         let outstanding = session.outstandingOffer
         let outputs = session.handle(.request(m, transaction: transaction))
-        dialogs[key]?.session = session
+        sessions[key] = session
         let refusal = outputs.lazy.compactMap { o -> Int? in
             if case .respond(let r, _) = o, let code = r.statusCode, code >= 300 { return code }
             return nil
@@ -470,7 +470,7 @@ struct Side {
     /// the session without an answer (none in it, none in a provisional before) is an
     /// `offer-answer` finding.
     mutating func sessionResponse(_ index: Int, _ r: SIPMessage, code: Int, method: SIPMethod, sequence: UInt32, key: String) {
-        guard var session = dialogs[key]?.session else { return }
+        guard var session = sessions[key] else { return }
         let sent = key + "|\(sequence)"
         if code < 200 {
             if code > 100, sessionSent[sent]?.method == method {
@@ -482,7 +482,7 @@ struct Side {
         let s = sessionSent.removeValue(forKey: sent)
         let awaited = session.outstandingOffer?.byUs == true
         let outputs = session.handle(.response(r))
-        dialogs[key]?.session = session
+        sessions[key] = session
         guard let s, s.method == method, s.offer, awaited, !s.early, (200...299).contains(code) else { return }
         let answered = outputs.contains { if case .event(.remoteAnswer) = $0 { return true } else { return false } }
         if !answered {
@@ -517,11 +517,11 @@ struct Side {
         }
         let outputs = apply(layer.receive(m, from: party, reliable: reliable), at: now)
         guard outputs.contains(where: { if case .ack = $0 { return true } else { return false } }) else { return }
-        if let key = sessionKey(local: m.toTag, remote: m.fromTag), var session = dialogs[key]?.session {
+        if let key = sessionKey(local: m.toTag, remote: m.fromTag), var session = sessions[key] {
             // The ACK of our 2xx to P's offerless re-INVITE carries P's answer to our offer there.
             let awaited = session.outstandingOffer.map { $0.byUs && $0.method == .invite } ?? false
             let acked = session.handle(.ack(m))
-            dialogs[key]?.session = session
+            sessions[key] = session
             let took = acked.contains { if case .cancelTimer(.retransmit2xx) = $0 { return true } else { return false } }
             if awaited, took, !acked.contains(where: { if case .event(.remoteAnswer) = $0 { return true } else { return false } }) {
                 add(.offerAnswer, index, .session,
