@@ -7,7 +7,7 @@ import PacketCapture
 extension CaptureCheck {
     /// The layers of the check that can name a broken rule: the ``rules`` read the captured
     /// messages as a whole (timing, pairs of messages, bodies); the other layers are our own
-    /// machines (``TransactionLayer``, ``Dialog``, the INVITE session's §14 rules, the
+    /// machines (``TransactionLayer``, ``Dialog``, ``InviteSession``, the
     /// ``ReferSubscriber``) driven with the capture's messages, playing the peer of the party
     /// judged. A finding both found carries both.
     public struct Layers: OptionSet, Sendable, Hashable, CustomStringConvertible {
@@ -20,7 +20,9 @@ extension CaptureCheck {
         public static let transaction = Layers(rawValue: 2)
         /// Our dialog (RFC 3261 §12): tags, CSeq order, the end of the dialog, the ACK of a 2xx.
         public static let dialog = Layers(rawValue: 4)
-        /// Our INVITE session (RFC 3261 §14): one INVITE transaction at a time in a dialog.
+        /// Our INVITE session (``InviteSession``, adopting the captured dialog): one INVITE
+        /// transaction at a time (RFC 3261 §14), one offer at a time (RFC 3264 §4, RFC 3311
+        /// §5.2), an answer to each offer.
         public static let session = Layers(rawValue: 8)
         /// Our REFER subscription (RFC 3515, RFC 6665): NOTIFYs of a live subscription only.
         public static let subscription = Layers(rawValue: 16)
@@ -40,9 +42,10 @@ extension CaptureCheck {
 /// call, and each of the two as the party judged (P), our machines play the other party (Q):
 /// Q's requests open client transactions in a ``TransactionLayer`` that P's responses are fed
 /// to; P's requests go in as received requests (server transactions), and Q's responses are
-/// sent in them; the dialogs Q holds (``Dialog``) check P's requests inside them; the session's
-/// §14 rule (one INVITE transaction at a time) and the ``ReferSubscriber`` of each REFER Q sent
-/// judge P's re-INVITEs and NOTIFYs. The clock is the capture's: the layer's timers (Timers
+/// sent in them; the dialogs Q holds (``Dialog``) check P's requests inside them; once a dialog
+/// is confirmed, an ``InviteSession`` adopting it replays its re-INVITEs, UPDATEs, BYEs, their
+/// responses and ACKs (Q's as sent, P's as received) and judges P's; the ``ReferSubscriber`` of
+/// each REFER Q sent judges P's NOTIFYs. The clock is the capture's: the layer's timers (Timers
 /// B, D, F, H, I, K, L, M) fire at their virtual deadlines before each message.
 ///
 /// What a machine refuses or would answer with an error is a finding against P, only where the
@@ -131,6 +134,8 @@ struct Side {
         var request: SIPMessage, response: SIPMessage, uac: Bool
         var dialog: Dialog?
         var endedAt: Double?
+        /// Whether the INVITE that made the dialog was answered 2xx (the session is adopted then).
+        var confirmed = false
         init(request: SIPMessage, response: SIPMessage, uac: Bool) {
             self.request = request
             self.response = response
@@ -138,8 +143,24 @@ struct Side {
         }
     }
 
-    /// The INVITE transaction in progress in the pair's dialogs (RFC 3261 §14).
-    var pendingInvite: (byParty: Bool, sequence: UInt32, answeredByParty: Bool, time: Double)?
+    /// Our sessions, by the key of the dialog they adopted, made at its first re-INVITE or UPDATE
+    /// (apart from ``dialogs``, whose values stay small: most calls never make one).
+    var sessions: [String: InviteSession] = [:]
+    /// Our re-INVITEs and UPDATEs in a session without a final response from P, by "dialog key|CSeq":
+    /// when we sent them, whether they carried an offer, whether P answered provisionally (so P
+    /// had them: a request of P's crossing one unanswered is glare, nobody's fault), whether a
+    /// provisional of P's carried a session description (an answer may come there).
+    var sessionSent: [String: (method: SIPMethod, sequence: UInt32, time: Double, offer: Bool, answered: Bool, early: Bool)] = [:]
+    /// P's re-INVITE in progress in a session, by dialog key.
+    var partyInvite: [String: (transaction: TransactionID, sequence: UInt32, time: Double)] = [:]
+    /// P's BYEs, by "dialog key|CSeq", given to the session when our side answers them 2xx (a
+    /// challenged BYE is sent again).
+    var partyByes: [String: (request: SIPMessage, transaction: TransactionID)] = [:]
+    /// The configuration of the sessions our side plays (only its timers matter to a replay).
+    static let sessionConfiguration: InviteSessionConfiguration = {
+        let us = NameAddress(uri: .other(scheme: "sip", text: "replay.invalid"))
+        return InviteSessionConfiguration(localParty: us, contact: us, viaSentBy: "replay.invalid", sessionTimer: nil)
+    }()
     /// The subscriptions of the REFERs our side sent to P.
     var subscribers: [ReferSubscriber] = []
 
@@ -194,7 +215,6 @@ struct Side {
 
     mutating func take(_ index: Int, _ x: CaptureCheck.Message, now: Double) {
         advance(to: now)
-        if let p = pendingInvite, now - p.time > check.patience { pendingInvite = nil }
         let m = x.message
         if x.source == party {
             if m.isRequest { partyRequest(index, m, reliable: x.reliable, now: now) } else { partyResponse(index, m, reliable: x.reliable, now: now) }
@@ -206,14 +226,22 @@ struct Side {
     /// Our request to P: a client transaction (an ACK is none; a copy is the transaction's own
     /// retransmission).
     mutating func ourRequest(_ m: SIPMessage, reliable: Bool, now: Double) {
-        guard let method = m.method, method != .ack, let branch = m.topViaBranch, let cseq = try? m.cseq() else { return }
+        guard let method = m.method, let branch = m.topViaBranch, let cseq = try? m.cseq() else { return }
+        if method == .ack {
+            if let d = sessionKey(local: m.fromTag, remote: m.toTag) { sessions[d]?.replaySent(m) }
+            return
+        }
         let key = Self.key(branch, method)
         guard ours[key] == nil else { return }
         ours[key] = m
         apply(layer.sendRequest(m, to: party, reliable: reliable).1, at: now)
+        if [.invite, .update, .bye].contains(method), let d = sessionKey(local: m.fromTag, remote: m.toTag, opening: method != .bye) {
+            sessions[d]?.replaySent(m)
+            if method != .bye {
+                sessionSent[d + "|\(cseq.sequence)"] = (method, cseq.sequence, now, !m.body.isEmpty, false, false)
+            }
+        }
         switch method {
-        case .invite:
-            pendingInvite = (false, cseq.sequence, false, now)
         case .refer:
             let noSubscription = m["Refer-Sub"]?.lowercased().hasPrefix("false") == true
             subscribers.append(ReferSubscriber(referCSeq: cseq.sequence, configuration: .init(requestedNoSubscription: noSubscription)))
@@ -230,21 +258,41 @@ struct Side {
         }
         switch cseq.method {
         case .invite:
-            if code >= 200 {
-                finals[cseq.sequence] = code
-                if let p = pendingInvite, p.byParty, p.sequence == cseq.sequence { pendingInvite = nil }
-            }
+            if code >= 200 { finals[cseq.sequence] = code }
             // Our side's dialog as UAS: P's initial INVITE and our tagged 1xx or 2xx.
             if (101...299).contains(code), let tag = r.toTag, let invite = invites[cseq.sequence], invite.toTag == nil,
-               let remote = invite.fromTag, dialogs[tag + "|" + remote] == nil {
-                dialogs[tag + "|" + remote] = Held(request: invite, response: r, uac: false)
+               let remote = invite.fromTag {
+                if dialogs[tag + "|" + remote] == nil { dialogs[tag + "|" + remote] = Held(request: invite, response: r, uac: false) }
+                if code >= 200 { dialogs[tag + "|" + remote]?.confirmed = true }
             }
         case .bye:
             if (200...299).contains(code), let local = r.toTag, let remote = r.fromTag, dialogs[local + "|" + remote]?.endedAt == nil {
                 dialogs[local + "|" + remote]?.endedAt = now
+                // The session takes P's BYE once it is answered 2xx.
+                if let bye = partyByes.removeValue(forKey: local + "|" + remote + "|\(cseq.sequence)") {
+                    _ = sessions[local + "|" + remote]?.handle(.request(bye.request, transaction: bye.transaction))
+                }
             }
         default: break
         }
+        if code >= 200, cseq.method == .invite || cseq.method == .update, let d = sessionKey(local: r.toTag, remote: r.fromTag) {
+            sessions[d]?.replayResponded(r)
+            if cseq.method == .invite, partyInvite[d]?.sequence == cseq.sequence { partyInvite[d] = nil }
+        }
+    }
+
+    /// The key of a dialog our side holds (our tag, P's tag) that has a session, or, `opening`
+    /// one (the dialog confirmed, not ended), gets one now.
+    mutating func sessionKey(local: String?, remote: String?, opening: Bool = false) -> String? {
+        guard let local, let remote, opening || !sessions.isEmpty else { return nil }
+        let key = local + "|" + remote
+        if sessions[key] != nil { return key }
+        guard opening, complete, let held = dialogs[key], held.confirmed, held.endedAt == nil,
+              let d = held.dialog ?? (held.uac ? Self.dialog(uac: held.request, response: held.response)
+                                                : Self.dialog(uas: held.request, response: held.response)) else { return nil }
+        sessions[key] = InviteSession(adopting: d, role: held.uac ? .uac : .uas, configuration: Self.sessionConfiguration,
+                                              localBody: nil, remoteBody: nil)
+        return key
     }
 
     /// P's response to our request.
@@ -258,13 +306,15 @@ struct Side {
                     + "no client transaction of ours has that branch and method", once: "stray|\(branch)|\(cseq.method.token)")
         }
         guard let request else { return }
+        if request.toTag != nil, [.invite, .update, .bye].contains(cseq.method), let d = sessionKey(local: r.fromTag, remote: r.toTag) {
+            sessionResponse(index, r, code: code, method: cseq.method, sequence: cseq.sequence, key: d)
+        }
         switch cseq.method {
         case .invite:
-            if code >= 200, let p = pendingInvite, !p.byParty, p.sequence == cseq.sequence { pendingInvite = nil }
-            if code > 100, code < 200, let p = pendingInvite, !p.byParty, p.sequence == cseq.sequence { pendingInvite?.answeredByParty = true }
             // Our side's dialog as UAC: our initial INVITE and P's tagged 1xx or 2xx.
-            if (101...299).contains(code), request.toTag == nil, let local = request.fromTag, let tag = r.toTag, dialogs[local + "|" + tag] == nil {
-                dialogs[local + "|" + tag] = Held(request: request, response: r, uac: true)
+            if (101...299).contains(code), request.toTag == nil, let local = request.fromTag, let tag = r.toTag {
+                if dialogs[local + "|" + tag] == nil { dialogs[local + "|" + tag] = Held(request: request, response: r, uac: true) }
+                if code >= 200 { dialogs[local + "|" + tag]?.confirmed = true }
             }
         case .bye:
             if (200...299).contains(code), let local = r.fromTag, let remote = r.toTag, dialogs[local + "|" + remote]?.endedAt == nil {
@@ -301,24 +351,21 @@ struct Side {
             }
         }
         let outputs = apply(layer.receive(m, from: party, reliable: reliable), at: now)
-        var opened = false
+        var opened: TransactionID?
         for o in outputs {
             if case .request(_, _, let id) = o {
                 serverTransactions[Self.key(branch, method)] = id
-                opened = true
+                opened = id
             }
         }
-        guard opened else { return }
+        guard let opened else { return }
         if method == .invite { invites[cseq.sequence] = m }
-        if m.toTag == nil {
-            if method == .invite { pendingInvite = (true, cseq.sequence, false, now) }
-            return
-        }
-        inDialog(index, m, method: method, sequence: cseq.sequence, now: now)
+        guard m.toTag != nil else { return }
+        inDialog(index, m, method: method, sequence: cseq.sequence, transaction: opened, now: now)
     }
 
     /// A new request of P inside a dialog.
-    mutating func inDialog(_ index: Int, _ m: SIPMessage, method: SIPMethod, sequence: UInt32, now: Double) {
+    mutating func inDialog(_ index: Int, _ m: SIPMessage, method: SIPMethod, sequence: UInt32, transaction: TransactionID, now: Double) {
         guard let local = m.toTag, let remote = m.fromTag else { return }
         let key = local + "|" + remote
         let session: Set<SIPMethod> = [.invite, .update, .info, .prack, .bye]
@@ -352,26 +399,97 @@ struct Side {
         }
         // A BYE ends the dialog when it is answered 2xx (a challenged BYE is sent again).
         if method != .bye { dialogs[key]?.dialog = d }
-        if method == .invite { reinvite(index, sequence: sequence, now: now) }
+        if [.invite, .update, .bye].contains(method) { sessionRequest(index, m, method: method, sequence: sequence, transaction: transaction, now: now) }
     }
 
-    /// RFC 3261 §14: a re-INVITE while an INVITE transaction is in progress in the dialog.
-    mutating func reinvite(_ index: Int, sequence: UInt32, now: Double) {
-        if let p = pendingInvite, p.sequence != sequence || !p.byParty {
-            if p.byParty {
-                add(.reinviteWhilePending, index, .session,
-                    "the re-INVITE (CSeq \(sequence)) came while the party's INVITE (CSeq \(p.sequence)) had no final response: "
-                        + "our session would answer 500 with Retry-After")
-                return
-            }
-            if p.answeredByParty {
-                add(.reinviteWhilePending, index, .session,
-                    "the re-INVITE (CSeq \(sequence)) came while our INVITE (CSeq \(p.sequence)), which the party had answered provisionally, "
-                        + "had no final response: our session would answer 491")
-                return
-            }
+    // MARK: The session
+
+    /// P's re-INVITE, UPDATE or BYE in a confirmed dialog, to our ``InviteSession`` on it: what
+    /// it refuses is a finding. A 500 (P's own re-INVITE had no final response) or a 491 to a
+    /// re-INVITE while our INVITE was in progress is `reinvite-while-pending`; another 491 (an
+    /// offer while one is outstanding) is `offer-while-pending`. A request crossing ours (P had
+    /// not answered ours at all) is glare, nobody's fault. What waited longer than
+    /// ``CaptureCheck/patience`` for its final response is over for the session (Timer B or a
+    /// transaction given up).
+    mutating func sessionRequest(_ index: Int, _ m: SIPMessage, method: SIPMethod, sequence: UInt32, transaction: TransactionID, now: Double) {
+        guard let local = m.toTag, let remote = m.fromTag else { return }
+        if method == .bye {
+            if sessionKey(local: local, remote: remote) != nil { partyByes[local + "|" + remote + "|\(sequence)"] = (m, transaction) }
+            return
         }
-        pendingInvite = (true, sequence, false, now)
+        guard let key = sessionKey(local: local, remote: remote, opening: true), var session = sessions[key], !session.isTerminated else { return }
+        for (k, s) in sessionSent where k.hasPrefix(key + "|") && now - s.time > check.patience {
+            sessionSent[k] = nil
+            _ = session.handle(.requestFailed(s.method, cseq: s.sequence, timeout: true))
+        }
+        if let p = partyInvite[key], now - p.time > check.patience {
+            partyInvite[key] = nil
+            _ = session.handle(.serverTransactionFailed(p.transaction, timeout: true))
+        }
+        guard !session.isTerminated else {
+            sessions[key] = session
+            return
+        }
+        let outstanding = session.outstandingOffer
+        let outputs = session.handle(.request(m, transaction: transaction))
+        sessions[key] = session
+        let refusal = outputs.lazy.compactMap { o -> Int? in
+            if case .respond(let r, _) = o, let code = r.statusCode, code >= 300 { return code }
+            return nil
+        }.first
+        let ours = sessionSent.filter { $0.key.hasPrefix(key + "|") }.map(\.value).sorted { $0.sequence < $1.sequence }
+        switch refusal {
+        case nil:
+            if method == .invite { partyInvite[key] = (transaction, sequence, now) }
+        case 500 where method == .invite:
+            let earlier = partyInvite[key].map { " (CSeq \($0.sequence))" } ?? ""
+            add(.reinviteWhilePending, index, .session,
+                "the re-INVITE (CSeq \(sequence)) came while the party's INVITE\(earlier) had no final response: "
+                    + "our session would answer 500 with Retry-After")
+        case 491:
+            if method == .invite, let q = ours.first(where: { $0.method == .invite }) {
+                guard q.answered else { return }
+                add(.reinviteWhilePending, index, .session,
+                    "the re-INVITE (CSeq \(sequence)) came while our INVITE (CSeq \(q.sequence)), which the party had answered provisionally, "
+                        + "had no final response: our session would answer 491")
+            } else if let o = outstanding, !o.byUs {
+                add(.offerWhilePending, index, .session,
+                    "the \(method.token) (CSeq \(sequence)) makes an offer while the party's own offer (in its \(o.method.token)) has no answer: "
+                        + "our session would answer 491")
+            } else if let q = ours.first(where: { $0.method == .invite || $0.offer }), q.answered {
+                add(.offerWhilePending, index, .session,
+                    "the \(method.token) (CSeq \(sequence)) makes an offer while our \(q.method.token) (CSeq \(q.sequence)), which the party had answered "
+                        + "provisionally, " + (q.offer ? "had its offer unanswered" : "had no final response") + ": our session would answer 491")
+            }
+        default:
+            break
+        }
+    }
+
+    /// P's response to our re-INVITE, UPDATE or BYE in a session. A 2xx to our offer that leaves
+    /// the session without an answer (none in it, none in a provisional before) is an
+    /// `offer-answer` finding.
+    mutating func sessionResponse(_ index: Int, _ r: SIPMessage, code: Int, method: SIPMethod, sequence: UInt32, key: String) {
+        guard var session = sessions[key] else { return }
+        let sent = key + "|\(sequence)"
+        if code < 200 {
+            if code > 100, sessionSent[sent]?.method == method {
+                sessionSent[sent]?.answered = true
+                if !r.body.isEmpty { sessionSent[sent]?.early = true }
+            }
+            return
+        }
+        let s = sessionSent.removeValue(forKey: sent)
+        let awaited = session.outstandingOffer?.byUs == true
+        let outputs = session.handle(.response(r))
+        sessions[key] = session
+        guard let s, s.method == method, s.offer, awaited, !s.early, (200...299).contains(code) else { return }
+        let answered = outputs.contains { if case .event(.remoteAnswer) = $0 { return true } else { return false } }
+        if !answered {
+            add(.offerAnswer, index, .session,
+                "the \(code) to our \(method.token) (CSeq \(sequence)) with an offer carries no answer: our session is left with its offer unanswered",
+                once: "noanswer|\(key)|\(sequence)")
+        }
     }
 
     /// A NOTIFY of a REFER subscription, to the subscriber of the REFER our side sent.
@@ -398,7 +516,20 @@ struct Side {
             return
         }
         let outputs = apply(layer.receive(m, from: party, reliable: reliable), at: now)
-        guard complete, outputs.contains(where: { if case .ack = $0 { return true } else { return false } }) else { return }
+        guard outputs.contains(where: { if case .ack = $0 { return true } else { return false } }) else { return }
+        if let key = sessionKey(local: m.toTag, remote: m.fromTag), var session = sessions[key] {
+            // The ACK of our 2xx to P's offerless re-INVITE carries P's answer to our offer there.
+            let awaited = session.outstandingOffer.map { $0.byUs && $0.method == .invite } ?? false
+            let acked = session.handle(.ack(m))
+            sessions[key] = session
+            let took = acked.contains { if case .cancelTimer(.retransmit2xx) = $0 { return true } else { return false } }
+            if awaited, took, !acked.contains(where: { if case .event(.remoteAnswer) = $0 { return true } else { return false } }) {
+                add(.offerAnswer, index, .session,
+                    "the ACK (CSeq \(cseq)) carries no answer to the offer of our 2xx to the party's offerless re-INVITE: our session is left with its offer unanswered",
+                    once: "ackanswer|\(key)|\(cseq)")
+            }
+        }
+        guard complete else { return }
         if finals[cseq] == nil {
             add(.ackAnswersFinal, index, .dialog,
                 "the ACK (CSeq \(cseq)) acknowledges no final response: our side never answered an INVITE with that CSeq number finally",

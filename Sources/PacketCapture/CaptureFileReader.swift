@@ -13,6 +13,16 @@ import CMapGuard
 /// throws a ``CaptureFileError`` saying where and why (and keeps throwing it).
 ///
 /// The reader owns an open file, so it is not `Sendable`: use it from one task.
+///
+/// - Important: A regular file is read through memory-mapped windows. So that a file truncated
+///   by another process while it is read ends the reading with an error instead of killing the
+///   process, the first reader opened on a mapped file installs a **process-wide SIGBUS
+///   handler** (`sigaction`, once for the process's lifetime, never removed). It handles only a
+///   fault inside a window a reader has registered (it maps zero pages over the rest of the
+///   window and flags it); any other SIGBUS is passed on to the handler that was installed
+///   before it (chained: Swift's backtracer, the application's own, or the default action).
+///   An application that installs its own SIGBUS handler after opening a reader should chain
+///   to the previous one likewise.
 public final class CaptureFileReader {
     /// The container format of the file.
     public enum Format: Sendable, Hashable {

@@ -190,6 +190,13 @@ public struct Dialog: Sendable, Hashable {
     /// Ends the dialog (BYE sent or received, or a failure for an early dialog).
     public mutating func terminate() { state = .terminated }
 
+    /// Capture replay (``InviteSession/init(adopting:role:configuration:localBody:remoteBody:)``):
+    /// our side sent a request of the dialog with CSeq `sequence`, built elsewhere (captured);
+    /// the next one ``makeRequest(_:via:contact:)`` builds goes above it.
+    package mutating func noteSent(sequence: UInt32) {
+        if localSequence.map({ sequence > $0 }) ?? true { localSequence = sequence }
+    }
+
     /// Checks a request received in this dialog (§12.2.2): it must belong to it and its CSeq
     /// must not go back; a target-refresh request (re-INVITE, UPDATE, and the other methods
     /// RFC 6665 names) with a Contact moves the remote target.

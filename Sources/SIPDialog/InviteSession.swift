@@ -216,6 +216,33 @@ public struct InviteSession: Sendable {
         serverInvite = ServerInvite(transaction: transaction, request: request, cseq: (try? request.cseq().sequence) ?? 0, isInitial: true)
     }
 
+    /// A session on a dialog that already exists, confirmed, its initial offer and answer done:
+    /// `dialog` names the Call-ID, both tags, both CSeq numbers, the route set and the remote
+    /// target; `localBody` and `remoteBody` are the session descriptions the two sides agreed on
+    /// (nil for a call without one); `role` says whether our side sent the INVITE that made the
+    /// dialog.
+    ///
+    /// The capture check (`switchboard capture FILE --check`) adopts each captured call's dialog
+    /// this way to play one party: what that party sent is replayed with ``replaySent(_:)``
+    /// and ``replayResponded(_:)`` (as captured, never built here), what the peer sent goes to
+    /// ``handle(_:)`` as for a live call, and the session's answers say what it would refuse.
+    /// The session's timers are the driver's: a replay need not run them.
+    package init(adopting dialog: Dialog, role: Role, configuration: InviteSessionConfiguration, localBody: SessionBody?,
+                 remoteBody: SessionBody?) {
+        self.role = role
+        sharedConfiguration = SharedConfiguration(configuration)
+        rng = SplitMix64(seed: 0)
+        callID = dialog.id.callID
+        localTag = dialog.id.localTag
+        target = role == .uac ? NameAddress(uri: dialog.remoteTarget) : Self.noTarget
+        nextRSeq = 1
+        self.dialog = dialog
+        self.localBody = localBody
+        self.remoteBody = remoteBody
+        inviteFinal = true
+        state = .confirmed
+    }
+
     /// Whether the session is over.
     public var isTerminated: Bool { state.isTerminated }
 
@@ -1409,5 +1436,84 @@ final class SharedConfiguration: Sendable {
         self.value = value
         contactHeader = value.contact.description
         allowHeader = value.allow.isEmpty ? nil : value.allow.map(\.token).joined(separator: ", ")
+    }
+}
+
+// MARK: - Replay of a captured dialog
+
+extension InviteSession {
+    /// The offer made and not answered yet in the dialog (RFC 3264 §4): `byUs` when our side
+    /// made it, in a request of `method` or in the 2xx to one (nil when none is outstanding).
+    package var outstandingOffer: (byUs: Bool, method: SIPMethod)? {
+        switch offer {
+        case .none: return nil
+        case .local(let m): return (true, m)
+        case .remote(let m): return (false, m)
+        }
+    }
+
+    /// Replay (``init(adopting:role:configuration:localBody:remoteBody:)``): our side sent
+    /// `request` in the dialog as captured (its CSeq, branch and body are the capture's). A
+    /// request opens what its response will close, as if a command had sent it: a re-INVITE or
+    /// UPDATE with a body makes our offer, a BYE winds the session down; an ACK carrying our
+    /// answer to the offer of a 2xx closes that offer. CANCEL is not the session's.
+    package mutating func replaySent(_ request: SIPMessage) {
+        guard let method = request.method, method != .cancel, let seq = try? request.cseq().sequence, var d = dialog, !state.isTerminated else { return }
+        let body = SessionBody(of: request)
+        if method == .ack {
+            guard let a = ackAwaitingAnswer, a.cseq == seq else { return }
+            ackAwaitingAnswer = nil
+            offer = .none
+            if let body { localBody = body }
+            acks[seq] = request
+            return
+        }
+        d.noteSent(sequence: seq)
+        dialog = d
+        // An offer while another is outstanding is not ours to make (``reinvite(body:)`` and
+        // ``update(body:)`` throw): the one outstanding stays.
+        if method == .invite || method == .update, let body, offer == .none {
+            offer = .local(method)
+            localBody = body
+        }
+        pending[seq] = Pending(method: method, body: body, extra: [], request: request)
+        if method == .bye { state = .terminating }
+    }
+
+    /// Replay: our side answered the peer's re-INVITE or UPDATE with `response` as captured (a
+    /// final response; a provisional changes nothing). A 2xx answers the peer's offer or, to an
+    /// offerless re-INVITE, makes ours (the ACK answers it); another final refuses the offer.
+    /// A request of ours that a command would have refused (an offer while one is outstanding)
+    /// is recorded as sent, and the outstanding offer kept.
+    /// A response to a request the session refused itself, or handles itself (BYE, PRACK, an
+    /// UPDATE without offer), changes nothing.
+    package mutating func replayResponded(_ response: SIPMessage) {
+        guard let code = response.statusCode, code >= 200, let cs = try? response.cseq(), !state.isTerminated else { return }
+        let body = SessionBody(of: response)
+        switch cs.method {
+        case .invite:
+            guard var si = serverInvite, !si.isInitial, si.cseq == cs.sequence, si.final == nil else { return }
+            if (200..<300).contains(code) {
+                if case .remote(.invite) = offer {
+                    offer = .none
+                    if let body { localBody = body }
+                } else if let body, offer == .none, SessionBody(of: si.request) == nil {
+                    offer = .local(.invite)
+                    localBody = body
+                }
+                si.final = response
+                serverInvite = si
+            } else {
+                if case .remote(.invite) = offer { offer = .none }
+                serverInvite = nil
+            }
+        case .update:
+            guard let u = pendingUpdate, (try? u.request.cseq().sequence) == cs.sequence else { return }
+            pendingUpdate = nil
+            offer = .none
+            if (200..<300).contains(code), let body { localBody = body }
+        default:
+            return
+        }
     }
 }

@@ -175,6 +175,10 @@ extension ConformanceRule {
     /// One INVITE transaction at a time in a dialog (RFC 3261 §14.1; the UAS answers 500 or 491, §14.2).
     public static let reinviteWhilePending = ConformanceRule(id: "reinvite-while-pending", reference: "RFC 3261 §14.1 / §14.2",
         requirement: "a UA does not start an INVITE transaction in a dialog while another one is in progress in either direction (its peer answers 500 or 491)")
+    /// One offer at a time in a dialog (RFC 3264 §4; RFC 3311 §5.2: an UPDATE with an offer while
+    /// one is outstanding gets 491).
+    public static let offerWhilePending = ConformanceRule(id: "offer-while-pending", reference: "RFC 3264 §4 / RFC 3311 §5.2",
+        requirement: "a UA makes no new offer (in a re-INVITE or an UPDATE) in a dialog while an offer it made or received there is unanswered (its peer answers 491)")
     /// A NOTIFY belongs to a live subscription (RFC 6665 §4.1.3; RFC 3515 §2.4.5).
     public static let notifyInSubscription = ConformanceRule(id: "notify-in-subscription", reference: "RFC 6665 §4.1.3 / RFC 3515 §2.4.5",
         requirement: "a NOTIFY of a REFER's subscription comes while the subscription lives: none after the NOTIFY that terminated it, none for a refused REFER (the subscriber answers 481)")
@@ -184,6 +188,6 @@ extension ConformanceRule {
         .inviteRetransmission, .nonInviteRetransmission, .retransmit2xx, .retransmitNon2xx, .ack2xx, .ackNon2xx, .requestAfterBye, .unknownDialog,
         .dialogTagStable, .dialogTags, .cseqIncreases, .offerAnswer, .contactIn2xx, .contactIn3xx, .referNotify, .redirectLoop,
         .notifySubscriptionState, .referNotifySipfrag, .referToCount,
-        .viaBranch, .responseMatchesTransaction, .ackAnswersFinal, .reinviteWhilePending, .notifyInSubscription,
+        .viaBranch, .responseMatchesTransaction, .ackAnswersFinal, .reinviteWhilePending, .offerWhilePending, .notifyInSubscription,
     ]
 }

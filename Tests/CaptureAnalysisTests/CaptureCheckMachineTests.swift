@@ -106,6 +106,78 @@ struct CaptureCheckMachineTests {
         #expect(x.check().isEmpty, "\(x.check())")
     }
 
+    @Test func anUpdateWithAnOfferWhileOneIsOutstandingGets491FromOurSession() {
+        // B offers in a re-INVITE; A answers it provisionally (so A has it), then offers in an
+        // UPDATE before answering: RFC 3311 §5.2, our session answers 491.
+        var s = T.cleanCall(upToBye: false)
+        let reB = T.request("INVITE", 1, branch: "z9hG4bK-rb", fromCallee: true, body: T.offer)
+        s.ba(2, reB)
+        s.ab(2.01, T.response(180, to: reB, tag: "at"))
+        let update = T.request("UPDATE", 2, branch: "z9hG4bK-u2", body: T.offer)
+        s.ab(2.5, update)                                                      // frame 8
+        s.ba(2.51, T.response(491, to: update))
+        s.ab(3, T.response(200, to: reB, tag: "at", body: T.answer))
+        s.ba(3.01, T.request("ACK", 1, branch: "z9hG4bK-rba", fromCallee: true))
+        let f = s.check()
+        expectOnly(f, .offerWhilePending, party: Self.a, frame: 8, layers: .session)
+        #expect(f.first?.detail.contains("491") == true, "\(f)")
+
+        // UPDATEs that cross (neither side had seen the other's offer), both refused 491: glare, no finding.
+        var x = T.cleanCall(upToBye: false)
+        let updateB = T.request("UPDATE", 1, branch: "z9hG4bK-ub", fromCallee: true, body: T.offer)
+        x.ab(2, update)
+        x.ba(2.001, updateB)
+        x.ba(2.01, T.response(491, to: update))
+        x.ab(2.02, T.response(491, to: updateB, tag: "at"))
+        #expect(x.check().isEmpty, "\(x.check())")
+    }
+
+    @Test func anOfferLeftWithoutAnswerIsFoundByOurSession() {
+        // B offers in a re-INVITE; A's 200 carries no answer (RFC 3261 §13.3.1: it is due there).
+        var s = T.cleanCall(upToBye: false)
+        let reB = T.request("INVITE", 1, branch: "z9hG4bK-rb", fromCallee: true, body: T.offer)
+        s.ba(2, reB)
+        s.ab(2.01, T.response(200, to: reB, tag: "at"))                       // frame 7
+        s.ba(2.02, T.request("ACK", 1, branch: "z9hG4bK-rba", fromCallee: true))
+        let f = s.check()
+        expectOnly(f, .offerAnswer, party: Self.a, frame: 7, layers: .session)
+        #expect(f.first?.detail.contains("carries no answer") == true, "\(f)")
+
+        // A's offerless re-INVITE gets B's offer in the 200; A's ACK carries no answer: the
+        // rules see it too.
+        var t = T.cleanCall(upToBye: false)
+        let re2 = T.request("INVITE", 2, branch: "z9hG4bK-r2")
+        t.ab(2, re2)
+        t.ba(2.01, T.response(200, to: re2, body: T.offer))
+        t.ab(2.02, T.request("ACK", 2, branch: "z9hG4bK-a2"))                  // frame 8
+        expectOnly(t.check(), .offerAnswer, party: Self.a, frame: 8, layers: [.rules, .session])
+    }
+
+    @Test func aCallWithReinvitesAndUpdatesDoneRightHasNoSessionFinding() {
+        var s = T.cleanCall(upToBye: false)
+        let re2 = T.request("INVITE", 2, branch: "z9hG4bK-r2", body: T.offer)  // A offers in a re-INVITE
+        s.ab(2, re2)
+        s.ba(2.01, T.response(100, to: re2, contact: false))
+        s.ba(2.02, T.response(200, to: re2, body: T.answer))
+        s.ab(2.03, T.request("ACK", 2, branch: "z9hG4bK-a2"))
+        // B asks for an offer (its CSeq numbers apart from A's: the rules pair an ACK with an
+        // INVITE by CSeq number).
+        let reB = T.request("INVITE", 11, branch: "z9hG4bK-rb", fromCallee: true)
+        s.ba(3, reB)
+        s.ab(3.01, T.response(200, to: reB, tag: "at", body: T.offer))
+        s.ba(3.02, T.request("ACK", 11, branch: "z9hG4bK-rba", fromCallee: true, body: T.answer))
+        let update = T.request("UPDATE", 3, branch: "z9hG4bK-u3", body: T.offer)  // A offers in an UPDATE
+        s.ab(4, update)
+        s.ba(4.01, T.response(200, to: update, body: T.answer))
+        let refresh = T.request("UPDATE", 12, branch: "z9hG4bK-ub", fromCallee: true)  // B refreshes
+        s.ba(5, refresh)
+        s.ab(5.01, T.response(200, to: refresh, tag: "at"))
+        let bye = T.request("BYE", 4, branch: "z9hG4bK-b4")
+        s.ab(10, bye)
+        s.ba(10.01, T.response(200, to: bye))
+        #expect(s.check().isEmpty, "\(s.check())")
+    }
+
     @Test func a2xxCopyAfterTheAckIsAcknowledgedAgainButAnAckForNoFinalIsNot() {
         // The 200 retransmitted after the ACK, ACKed again: fine.
         var s = T.cleanCall(upToBye: false)

@@ -380,3 +380,81 @@ struct InviteSessionTests {
         #expect(a[key]?.configuration.viaSentBy == Self.config.viaSentBy)
     }
 }
+
+/// ``InviteSession/init(adopting:role:configuration:localBody:remoteBody:)``: a session on a
+/// dialog made elsewhere (a captured one), its own side replayed as sent, the peer's handled.
+@Suite("InviteSession adopting a dialog")
+struct InviteSessionAdoptionTests {
+    typealias T = InviteSessionTests
+
+    /// Our side as UAS of the dialog of ``InviteSessionTests/incomingInvite(_:body:)``, with tag `at`.
+    static func adopted() throws -> InviteSession {
+        let invite = T.incomingInvite()
+        let ok = T.reply(invite, 200, tag: "at", contact: "<sip:alice@192.0.2.1>")
+        let dialog = try Dialog(uasRequest: invite, response: ok)
+        return InviteSession(adopting: dialog, role: .uas, configuration: T.config, localBody: T.answer, remoteBody: T.offer)
+    }
+
+    /// Our re-INVITE as a capture shows it: CSeq `cseq`, our tag, the peer's.
+    static func ours(_ method: SIPMethod, cseq: UInt32, body: SessionBody?) throws -> SIPMessage {
+        var m = try SIPMessage(method: method, uri: try SIPURI("sip:bob@192.0.2.2"))
+        try m.append(.via, "SIP/2.0/UDP 192.0.2.1;branch=z9hG4bK-ours\(cseq)")
+        try m.append(.from, "<sip:alice@a.example>;tag=at")
+        try m.append(.to, "<sip:bob@b.example>;tag=bt")
+        try m.append(.callID, "c1@b")
+        try m.append(.cseq, CSeq(cseq, method))
+        try m.append(.contact, "<sip:alice@192.0.2.1>")
+        if let body { m.setBody(body.bytes, contentType: body.contentType) }
+        return try SIPMessage(bytes: m.serialized())
+    }
+
+    @Test("the adopted session keeps the dialog's Call-ID, tags and CSeq, and is up with no offer outstanding")
+    func adoption() throws {
+        var s = try Self.adopted()
+        #expect(s.callID == "c1@b" && s.localTag == "at" && s.dialogID?.remoteTag == "bt")
+        #expect(s.state == .confirmed && s.canOffer && s.outstandingOffer == nil)
+        #expect(s.localBody == T.answer && s.remoteBody == T.offer)
+        // A captured request of ours moves our CSeq: the next one we build goes above it.
+        s.replaySent(try Self.ours(.info, cseq: 7, body: nil))
+        let next = try #require(T.sent(try s.reinvite(body: T.offer)).first)
+        #expect(try next.cseq().sequence == 8 && next.toTag == "bt" && next.fromTag == "at")
+    }
+
+    @Test("our replayed offer is outstanding: the peer's UPDATE with an offer gets 491, its 2xx with the answer closes it")
+    func replayedOffer() throws {
+        var s = try Self.adopted()
+        let reinvite = try Self.ours(.invite, cseq: 3, body: T.offer)
+        s.replaySent(reinvite)
+        #expect(s.outstandingOffer?.byUs == true && s.outstandingOffer?.method == .invite)
+        let update = T.inDialog(.update, cseq: 11, toTag: "at", body: T.offer)
+        #expect(T.responses(s.handle(.request(update, transaction: TransactionID(rawValue: 2)))).first?.statusCode == 491)
+        let out = s.handle(.response(T.reply(reinvite, 200, tag: "bt", body: T.answer)))
+        #expect(T.events(out).contains { if case .remoteAnswer = $0 { return true } else { return false } })
+        #expect(T.sent(out).first?.method == .ack)
+        #expect(s.outstandingOffer == nil && s.canOffer)
+    }
+
+    @Test("our replayed 2xx to the peer's offerless re-INVITE makes our offer, its ACK answers it; a refused re-INVITE leaves none")
+    func replayedResponses() throws {
+        var s = try Self.adopted()
+        let reinvite = T.inDialog(.invite, cseq: 11, toTag: "at")
+        let asked = s.handle(.request(reinvite, transaction: TransactionID(rawValue: 2)))
+        #expect(T.events(asked).contains { if case .offerRequested = $0 { return true } else { return false } })
+        var ok = SIPMessage(responseTo: reinvite, statusCode: 200, toTag: "at")
+        ok.setBody(T.offer.bytes, contentType: T.offer.contentType)
+        s.replayResponded(ok)
+        #expect(s.outstandingOffer?.byUs == true)
+        // A second re-INVITE before the ACK: the first is answered, so not 500, but our offer is out: 491.
+        let second = T.inDialog(.invite, cseq: 12, toTag: "at", body: T.offer)
+        #expect(T.responses(s.handle(.request(second, transaction: TransactionID(rawValue: 3)))).first?.statusCode == 491)
+        let acked = s.handle(.ack(T.inDialog(.ack, cseq: 11, toTag: "at", body: T.answer)))
+        #expect(T.events(acked).contains { if case .remoteAnswer = $0 { return true } else { return false } })
+        #expect(s.outstandingOffer == nil)
+
+        let offered = T.inDialog(.invite, cseq: 13, toTag: "at", body: T.offer)
+        _ = s.handle(.request(offered, transaction: TransactionID(rawValue: 4)))
+        #expect(s.outstandingOffer?.byUs == false)
+        s.replayResponded(SIPMessage(responseTo: offered, statusCode: 488, toTag: "at"))
+        #expect(s.outstandingOffer == nil && s.canOffer)
+    }
+}

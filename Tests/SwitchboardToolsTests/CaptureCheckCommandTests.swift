@@ -246,17 +246,34 @@ struct CaptureCheckCommandTests {
         #expect(report.text.contains("100 calls checked, 0 findings"), "\(report.text)")
     }
 
+    /// The check of the capture at `path` of two calls with our phone at `dut`, told to break a
+    /// rule (`fault`) or not: exactly the fault's rule, every finding the phone's, exit 1; or, from
+    /// a clean phone, nothing and exit 0. The report, for what a test looks at beyond that.
+    @discardableResult
+    static func expectOnlyTheFault(_ fault: Misbehaviour?, capture path: String, dut: String,
+                                   sourceLocation: SourceLocation = #_sourceLocation) -> CaptureCommand.Report {
+        let r = CaptureCommand.run(path: path, view: .check)
+        #expect(r.error == nil, sourceLocation: sourceLocation)
+        #expect(r.analysis.calls.count == 2, sourceLocation: sourceLocation)
+        let findings = r.analysis.calls.flatMap(\.findings)
+        if let fault {
+            #expect(Set(findings.map(\.rule)) == [fault.brokenRule], "\(r.text)", sourceLocation: sourceLocation)
+            #expect(findings.allSatisfy { $0.party.description == dut }, "\(r.text)", sourceLocation: sourceLocation)
+            #expect(r.exitCode == 1, sourceLocation: sourceLocation)
+        } else {
+            #expect(findings.isEmpty, "\(r.text)", sourceLocation: sourceLocation)
+            #expect(r.exitCode == 0, sourceLocation: sourceLocation)
+        }
+        return r
+    }
+
     /// Our answering phone told to break a rule (`switchboard answer --misbehave`), called by the
     /// conformance runner (which holds its ACK back 2.6 s in `2xx-retransmission`) with every
     /// datagram recorded: the capture check finds exactly the fault's rule, and nothing on a
     /// clean phone.
     @Test(.timeLimit(.minutes(1)), arguments: [nil, Misbehaviour.no2xxRetransmission, .noContactIn2xx, .wrongToTag])
     func theFaultOfOurUASIsFoundInItsCapture(_ fault: Misbehaviour?) async throws {
-        let any = try SocketAddress(ip: "127.0.0.1", port: 0)
-        var endpoint = SIPEndpoint.Configuration(listen: [.udp(any)])
-        endpoint.outboundRewrite = fault?.rewriter()
-        let phone = try Phone(name: "dut", configuration: SIPUserAgent.Configuration(endpoint: endpoint, identity: try SIPURI("sip:dut@127.0.0.1")),
-                              autoAnswer: .milliseconds(300))
+        let phone = try CaptureSideTests.phone("dut", autoAnswer: .milliseconds(300), fault: fault)
         defer { phone.close() }
         let path = NSTemporaryDirectory() + "capture-check-fault-\(UUID().uuidString).pcapng"
         defer { unlink(path) }
@@ -267,20 +284,10 @@ struct CaptureCheckCommandTests {
         capture.close()
         #expect(report.results.count == 2)
 
-        let r = CaptureCommand.run(path: path, view: .check)
-        #expect(r.error == nil)
-        #expect(r.analysis.calls.count == 2)
-        let findings = r.analysis.calls.flatMap(\.findings)
-        let dut = "127.0.0.1:\(port)"
+        Self.expectOnlyTheFault(fault, capture: path, dut: "127.0.0.1:\(port)")
         if let fault {
-            #expect(Set(findings.map(\.rule)) == [fault.brokenRule], "\(r.text)")
-            #expect(findings.allSatisfy { $0.party.description == dut }, "\(r.text)")
-            #expect(r.exitCode == 1)
             // The conformance runner named the same rule.
             #expect(Set(report.results.flatMap(\.findings).map(\.rule)) == [fault.brokenRule])
-        } else {
-            #expect(findings.isEmpty, "\(r.text)")
-            #expect(r.exitCode == 0)
         }
     }
 
@@ -294,11 +301,7 @@ struct CaptureCheckCommandTests {
     /// that recent is not judged — the capture may have been cut short.)
     @Test(.timeLimit(.minutes(1)), arguments: [nil, Misbehaviour.reuseBranch])
     func theFaultOfOurCallerIsFoundInItsCapture(_ fault: Misbehaviour?) async throws {
-        let any = try SocketAddress(ip: "127.0.0.1", port: 0)
-        var endpoint = SIPEndpoint.Configuration(listen: [.udp(any)])
-        endpoint.outboundRewrite = fault?.rewriter()
-        let phone = try Phone(name: "dut", configuration: SIPUserAgent.Configuration(endpoint: endpoint, identity: try SIPURI("sip:dut@127.0.0.1"),
-                                                                                     transport: .udp))
+        let phone = try CaptureSideTests.phone("dut", fault: fault)
         defer { phone.close() }
         let path = NSTemporaryDirectory() + "capture-check-caller-\(UUID().uuidString).pcapng"
         defer { unlink(path) }
@@ -323,22 +326,13 @@ struct CaptureCheckCommandTests {
         capture.close()
         #expect(report.results.count == 2)
 
-        let r = CaptureCommand.run(path: path, view: .check)
-        #expect(r.error == nil)
-        #expect(r.analysis.calls.count == 2)
+        let r = Self.expectOnlyTheFault(fault, capture: path, dut: "127.0.0.1:\(CaptureSideTests.port(phone))")
         let findings = r.analysis.calls.flatMap(\.findings)
-        let dut = "127.0.0.1:\(phone.agent.endpoint.localAddresses[0].address.port)"
-        if let fault {
-            #expect(Set(findings.map(\.rule)) == [fault.brokenRule], "\(r.text)")
-            #expect(findings.allSatisfy { $0.party.description == dut }, "\(r.text)")
+        if fault != nil {
             #expect(findings.allSatisfy { $0.layers == .transaction }, "\(r.text)")
             // Once per call: the ACK of each call's 2xx (its copies' ACKs on the same branch are not told again).
             #expect(findings.count == 2 && Set(findings.map(\.callID)).count == 2, "\(r.text)")
             #expect(r.text.contains("(found by our transaction machine)"), "\(r.text)")
-            #expect(r.exitCode == 1)
-        } else {
-            #expect(findings.isEmpty, "\(r.text)")
-            #expect(r.exitCode == 0)
         }
     }
 }
