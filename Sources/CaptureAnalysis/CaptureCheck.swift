@@ -498,14 +498,18 @@ private struct Pass {
     /// RFC 3264 through RFC 3261 §13.2.1: an offer in the INVITE is answered in the first
     /// response with SDP, an offer in the 2xx in the ACK, an offer in a reliable 1xx (RFC 3262
     /// §5) in its PRACK; an UPDATE's offer in its 2xx.
+    ///
+    /// Each side of a dialog numbers its own requests (RFC 3261 §12.2.1.1), so a request, its
+    /// responses and its ACK are paired by CSeq *and* the request's From tag — the sender's tag,
+    /// the same on every hop —: a callee's re-INVITE with CSeq 1 is not the caller's INVITE 1.
     mutating func offerAnswer() {
         var done: Set<String> = []
         for (i, x) in info.enumerated() {
             guard let method = x.method, method == .invite || method == .update, let cseq = x.cseq else { continue }
-            guard done.insert("\(cseq.sequence)|\(method.token)").inserted else { continue }
+            guard done.insert("\(cseq.sequence)|\(method.token)|\(x.fromTag ?? "")").inserted else { continue }
             let responses = ms.indices.filter { j in
-                j > i && info[j].cseq?.sequence == cseq.sequence && info[j].cseq?.method == method && (info[j].code ?? 0) > 100
-                    && (info[j].code ?? 0) < 300
+                j > i && info[j].cseq?.sequence == cseq.sequence && info[j].cseq?.method == method && info[j].fromTag == x.fromTag
+                    && (info[j].code ?? 0) > 100 && (info[j].code ?? 0) < 300
             }
             if let offer = x.sdp {
                 // The first response with a session description is the answer.
@@ -515,7 +519,8 @@ private struct Pass {
                     add(.offerAnswer, ok, ms[ok].source, "the \(info[ok].code!) to the UPDATE with an offer carries no answer")
                 }
                 if method == .invite, let ack = ms.indices.first(where: { j in
-                    j > i && info[j].method == .ack && info[j].cseq?.sequence == cseq.sequence && info[j].sdp != nil
+                    j > i && info[j].method == .ack && info[j].cseq?.sequence == cseq.sequence && info[j].fromTag == x.fromTag
+                        && info[j].sdp != nil
                 }), responses.contains(where: { info[$0].sdp != nil }) {
                     add(.offerAnswer, ack, ms[ack].source,
                         "the ACK carries a session description, an answer without an offer: the INVITE's offer was already answered")
@@ -532,7 +537,9 @@ private struct Pass {
             guard let ok = responses.first(where: { (200...299).contains(info[$0].code!) }) else { continue }
             // Neither carrying a session description is a call without media (load tests): no exchange to judge.
             guard let offer = info[ok].sdp else { continue }
-            guard let ack = ms.indices.first(where: { j in j > ok && info[j].method == .ack && info[j].cseq?.sequence == cseq.sequence }) else { continue }
+            guard let ack = ms.indices.first(where: { j in
+                j > ok && info[j].method == .ack && info[j].cseq?.sequence == cseq.sequence && info[j].fromTag == x.fromTag
+            }) else { continue }
             guard let answer = info[ack].sdp else {
                 add(.offerAnswer, ack, ms[ack].source, "the ACK carries no answer to the offer of the \(info[ok].code!) (the INVITE had none)")
                 continue

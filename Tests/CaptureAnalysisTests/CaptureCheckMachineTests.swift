@@ -160,16 +160,16 @@ struct CaptureCheckMachineTests {
         s.ba(2.01, T.response(100, to: re2, contact: false))
         s.ba(2.02, T.response(200, to: re2, body: T.answer))
         s.ab(2.03, T.request("ACK", 2, branch: "z9hG4bK-a2"))
-        // B asks for an offer (its CSeq numbers apart from A's: the rules pair an ACK with an
-        // INVITE by CSeq number).
-        let reB = T.request("INVITE", 11, branch: "z9hG4bK-rb", fromCallee: true)
+        // B asks for an offer, numbering its requests from 1 as A did (RFC 3261 §12.2.1.1: each
+        // side its own CSeq space): B's INVITE 1 and its ACK are not A's INVITE 1 and ACK.
+        let reB = T.request("INVITE", 1, branch: "z9hG4bK-rb", fromCallee: true)
         s.ba(3, reB)
         s.ab(3.01, T.response(200, to: reB, tag: "at", body: T.offer))
-        s.ba(3.02, T.request("ACK", 11, branch: "z9hG4bK-rba", fromCallee: true, body: T.answer))
+        s.ba(3.02, T.request("ACK", 1, branch: "z9hG4bK-rba", fromCallee: true, body: T.answer))
         let update = T.request("UPDATE", 3, branch: "z9hG4bK-u3", body: T.offer)  // A offers in an UPDATE
         s.ab(4, update)
         s.ba(4.01, T.response(200, to: update, body: T.answer))
-        let refresh = T.request("UPDATE", 12, branch: "z9hG4bK-ub", fromCallee: true)  // B refreshes
+        let refresh = T.request("UPDATE", 2, branch: "z9hG4bK-ub", fromCallee: true)  // B refreshes
         s.ba(5, refresh)
         s.ab(5.01, T.response(200, to: refresh, tag: "at"))
         let bye = T.request("BYE", 4, branch: "z9hG4bK-b4")
