@@ -445,17 +445,24 @@ public struct RTPStreamAnalyzer: Sendable {
             }
             return addDecrypting(d, key: key, hold: true)
         case .rtcp:
-            switch decryption!.unprotectRTCP(d.payload, source: d.source, destination: d.destination) {
-            case .plain: addRTCP(d)
-            case .decrypted:
-                srtcpDecrypted += 1
-                var clear = d
-                clear.payload = decryption!.scratch[...]
-                addRTCP(clear)
-            case .opaque, .held: srtcpDropped += 1
-            }
+            for held in decryption!.takeReadyRTCP(source: d.source, destination: d.destination) { addSecureRTCP(held, hold: false) }
+            addSecureRTCP(d, hold: true)
             return nil
         case .other: return nil
+        }
+    }
+
+    /// An SRTCP datagram: decrypted and analysed, held for a key not announced yet, or dropped.
+    private mutating func addSecureRTCP(_ d: CapturedDatagram, hold: Bool) {
+        switch decryption!.unprotectRTCP(d, hold: hold) {
+        case .plain: addRTCP(d)
+        case .decrypted:
+            srtcpDecrypted += 1
+            var clear = d
+            clear.payload = decryption!.scratch[...]
+            addRTCP(clear)
+        case .held: break
+        case .opaque: srtcpDropped += 1
         }
     }
 
@@ -653,10 +660,13 @@ public struct RTPStreamAnalyzer: Sendable {
     /// Ends the analysis: fills ``streams`` (ordered by first packet) and ``calls``.
     public mutating func finish() {
         #if canImport(SRTP)
-        // Packets held for a key that never came count from their headers.
+        // Packets held whose flow saw no later packet: decrypted if a key came since; else RTP
+        // counts from its headers and SRTCP is dropped.
         if decryption != nil {
             for d in decryption!.takeAllHeld() {
-                if let h = RTPHeaderView(d.payload) {
+                if d.kind == .rtcp {
+                    addSecureRTCP(d, hold: false)
+                } else if let h = RTPHeaderView(d.payload) {
                     _ = addDecrypting(d, key: StreamKey(source: d.source, destination: d.destination, ssrc: h.ssrc), hold: false)
                 }
             }

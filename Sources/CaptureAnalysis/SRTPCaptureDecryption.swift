@@ -174,13 +174,37 @@ struct SRTPCaptureDecryption: Sendable {
     }
 
     /// Unprotects an RTCP datagram's payload into ``scratch``.
-    mutating func unprotectRTCP(_ payload: ArraySlice<UInt8>, source: CaptureEndpoint, destination: CaptureEndpoint) -> Outcome {
-        let key = RTPStreamAnalyzer.StreamKey(source: source, destination: destination, ssrc: 0)
+    /// SRTCP of a flow without a key yet (sent before the SDP that carries it reached the
+    /// capture: an answerer's early RTCP, say) is held (copied) when `hold` is set, like RTP,
+    /// and taken back by ``takeReadyRTCP(source:destination:)`` once the key is known.
+    mutating func unprotectRTCP(_ d: CapturedDatagram, hold: Bool = true) -> Outcome {
+        let key = RTPStreamAnalyzer.StreamKey(source: d.source, destination: d.destination, ssrc: 0)
         guard let i = decryptorIndex(key, in: \.rtcpFlows, rtcp: true) else { return .plain }
-        _ = refresh(decryptor: i, source: source, destination: destination, rtcp: true)
-        let outcome = unprotect(payload, decryptor: i, rtcp: true)
+        _ = refresh(decryptor: i, source: d.source, destination: d.destination, rtcp: true)
+        if hold, decryptors[i].candidates.isEmpty, decryptors[i].held.count < Self.maximumHeld, heldTotal < Self.maximumHeldTotal {
+            var copy = d
+            copy.payload = Array(d.payload)[...]
+            decryptors[i].held.append(copy)
+            heldTotal += 1
+            return .held
+        }
+        let outcome = unprotect(d.payload, decryptor: i, rtcp: true)
         if outcome == .decrypted { rtcpDecrypted += 1 } else { rtcpDropped += 1 }
         return outcome
+    }
+
+    /// The SRTCP held for the flow from `source` to `destination` (in capture order), once a key
+    /// for it was announced since; empty while there is none.
+    mutating func takeReadyRTCP(source: CaptureEndpoint, destination: CaptureEndpoint) -> [CapturedDatagram] {
+        let key = RTPStreamAnalyzer.StreamKey(source: source, destination: destination, ssrc: 0)
+        guard let i = rtcpFlows[key], i >= 0, !decryptors[i].held.isEmpty else { return [] }
+        _ = refresh(decryptor: i, source: source, destination: destination, rtcp: true)
+        guard !decryptors[i].candidates.isEmpty else { return [] }
+        defer {
+            heldTotal -= decryptors[i].held.count
+            decryptors[i].held = []
+        }
+        return decryptors[i].held
     }
 
     /// The decryptor of the RTP stream or RTCP flow `key`, as `table` records it: made when the

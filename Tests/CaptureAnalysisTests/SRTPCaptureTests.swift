@@ -184,6 +184,34 @@ struct SRTPCaptureTests {
         #expect(wrong.srtcpDecrypted == 0 && wrong.srtcpDropped == 1 && wrong.streams.first?.reports.isEmpty == true)
     }
 
+    @Test("SRTCP sent before the SDP with its key reached the capture is held and decrypted once the key is seen; never seen: dropped")
+    func srtcpHeldUntilAnswer() throws {
+        let ka = Self.key(), kb = Self.key()
+        let block = RTCPReportBlock(ssrc: 0x1234_5678, fractionLost: 0, cumulativeLost: 0, extendedHighestSequence: 109, jitter: 8,
+                                    lastSR: 0, delaySinceLastSR: 0)
+        var rr = try #require(RTCPCompoundPacket(packets: [.receiverReport(RTCPReceiverReport(ssrc: 0xB, reports: [block]))]).serialized())
+        try SRTPSession(direction: .outbound, crypto: kb).protectRTCP(&rr)
+        let from = CaptureEndpoint(address: Self.b.address, port: 6001), to = CaptureEndpoint(address: Self.a.address, port: 4001)
+        let fromA = try Self.packets(10, crypto: ka)
+        // B (the answerer) reports before its answer's SDP is seen: held, then decrypted.
+        var r = RTPStreamAnalyzer()
+        r.announce(Self.media(Self.a, crypto: [ka]), callID: "c1")
+        for d in fromA[..<5] { r.add(d) }
+        r.add(T.datagram(rr, ms: 90, from: from, to: to))
+        r.announce(Self.media(Self.b, crypto: [kb]), callID: "c1")
+        for d in fromA[5...] { r.add(d) }
+        r.finish()
+        #expect(r.srtcpDecrypted == 1 && r.srtcpDropped == 0, "\(r.srtcpDecrypted) \(r.srtcpDropped)")
+        #expect(r.streams.first?.reports.count == 1)
+        // B's key never announced: the held report is dropped at the end, nothing analysed.
+        var never = RTPStreamAnalyzer()
+        never.announce(Self.media(Self.a, crypto: [ka]), callID: "c1")
+        for d in fromA[..<5] { never.add(d) }
+        never.add(T.datagram(rr, ms: 90, from: from, to: to))
+        never.finish()
+        #expect(never.srtcpDecrypted == 0 && never.srtcpDropped == 1 && never.streams.first?.reports.isEmpty == true)
+    }
+
     @Test("no SRTP announced and no key: plain analysis, no SRTP status")
     func plainUntouched() throws {
         let r = Self.run(try Self.packets(6, crypto: nil), announce: [T.media(Self.b)])
