@@ -136,6 +136,9 @@ struct Side {
         var endedAt: Double?
         /// Whether the INVITE that made the dialog was answered 2xx (the session is adopted then).
         var confirmed = false
+        /// Whether the INVITE that made the dialog had its final response (2xx or not): until
+        /// then the dialog is early and that INVITE is in progress in it.
+        var settled = false
         init(request: SIPMessage, response: SIPMessage, uac: Bool) {
             self.request = request
             self.response = response
@@ -259,6 +262,9 @@ struct Side {
         switch cseq.method {
         case .invite:
             if code >= 200 { finals[cseq.sequence] = code }
+            if code >= 200, let tag = r.toTag, let invite = invites[cseq.sequence], invite.toTag == nil, let remote = invite.fromTag {
+                dialogs[tag + "|" + remote]?.settled = true
+            }
             // Our side's dialog as UAS: P's initial INVITE and our tagged 1xx or 2xx.
             if (101...299).contains(code), let tag = r.toTag, let invite = invites[cseq.sequence], invite.toTag == nil,
                let remote = invite.fromTag {
@@ -316,6 +322,7 @@ struct Side {
                 if dialogs[local + "|" + tag] == nil { dialogs[local + "|" + tag] = Held(request: request, response: r, uac: true) }
                 if code >= 200 { dialogs[local + "|" + tag]?.confirmed = true }
             }
+            if code >= 200, request.toTag == nil, let local = request.fromTag, let tag = r.toTag { dialogs[local + "|" + tag]?.settled = true }
         case .bye:
             if (200...299).contains(code), let local = r.fromTag, let remote = r.toTag, dialogs[local + "|" + remote]?.endedAt == nil {
                 dialogs[local + "|" + remote]?.endedAt = now
@@ -413,6 +420,10 @@ struct Side {
     /// transaction given up).
     mutating func sessionRequest(_ index: Int, _ m: SIPMessage, method: SIPMethod, sequence: UInt32, transaction: TransactionID, now: Double) {
         guard let local = m.toTag, let remote = m.fromTag else { return }
+        if method == .invite, let held = dialogs[local + "|" + remote], !held.settled {
+            earlyReinvite(index, held: held, sequence: sequence)
+            return
+        }
         if method == .bye {
             if sessionKey(local: local, remote: remote) != nil { partyByes[local + "|" + remote + "|\(sequence)"] = (m, transaction) }
             return
@@ -463,6 +474,23 @@ struct Side {
             }
         default:
             break
+        }
+    }
+
+    /// RFC 3261 §14.1, §14.2: P's INVITE in an early dialog, while the INVITE that made it has
+    /// no final response. No session is adopted before the dialog is confirmed, so this is judged
+    /// here: P's own INVITE in progress (P the caller) gets 500 from a UAS; our INVITE, which P
+    /// answered provisionally (P the callee), makes our session answer 491.
+    mutating func earlyReinvite(_ index: Int, held: Held, sequence: UInt32) {
+        let first = (try? held.request.cseq()).map { " (CSeq \($0.sequence))" } ?? ""
+        if held.uac {
+            add(.reinviteWhilePending, index, .session,
+                "the re-INVITE (CSeq \(sequence)) came in the early dialog while our INVITE\(first), which the party had answered "
+                    + "provisionally, had no final response: our session would answer 491")
+        } else {
+            add(.reinviteWhilePending, index, .session,
+                "the re-INVITE (CSeq \(sequence)) came in the early dialog while the party's INVITE\(first) had no final response: "
+                    + "our session would answer 500 with Retry-After")
         }
     }
 

@@ -153,6 +153,47 @@ struct CaptureCheckMachineTests {
         expectOnly(t.check(), .offerAnswer, party: Self.a, frame: 8, layers: [.rules, .session])
     }
 
+    @Test func aReinviteInAnEarlyDialogIsFoundBeforeAnySessionIsAdopted() {
+        // A re-INVITEs in the early dialog B's 180 made, before B's final response: 500.
+        var s = T.Script()
+        s.ab(0, T.invite)
+        s.ba(0.01, T.response(180, to: T.invite))
+        let re2 = T.request("INVITE", 2, branch: "z9hG4bK-r2", body: T.offer)
+        s.ab(0.5, re2)                                                         // frame 3
+        s.ba(0.51, T.response(500, to: re2, extra: ["Retry-After: 1"]))
+        s.ab(0.52, T.request("ACK", 2, branch: "z9hG4bK-r2"))
+        s.ba(1, T.ok)
+        s.ab(1.01, T.ack)
+        let f = s.check()
+        expectOnly(f, .reinviteWhilePending, party: Self.a, frame: 3, layers: .session)
+        #expect(f.first?.detail.contains("early dialog") == true && f.first?.detail.contains("500") == true, "\(f)")
+
+        // B re-INVITEs in the early dialog its 183 made, while A's INVITE has no final response: 491.
+        var g = T.Script()
+        g.ab(0, T.invite)
+        g.ba(0.01, T.response(183, to: T.invite))
+        let reB = T.request("INVITE", 1, branch: "z9hG4bK-rb", fromCallee: true, body: T.offer)
+        g.ba(0.5, reB)                                                         // frame 3
+        g.ab(0.51, T.response(491, to: reB, tag: "at"))
+        g.ba(0.52, T.request("ACK", 1, branch: "z9hG4bK-rb", fromCallee: true))
+        g.ba(1, T.ok)
+        g.ab(1.01, T.ack)
+        let gf = g.check()
+        expectOnly(gf, .reinviteWhilePending, party: Self.b, frame: 3, layers: .session)
+        #expect(gf.first?.detail.contains("491") == true, "\(gf)")
+
+        // The same re-INVITE once the INVITE was answered 2xx: the session takes it, no finding.
+        var c = T.Script()
+        c.ab(0, T.invite)
+        c.ba(0.01, T.response(180, to: T.invite))
+        c.ba(0.2, T.ok)
+        c.ab(0.21, T.ack)
+        c.ab(0.5, re2)
+        c.ba(0.51, T.response(200, to: re2, body: T.answer))
+        c.ab(0.52, T.request("ACK", 2, branch: "z9hG4bK-a2"))
+        #expect(c.check().isEmpty, "\(c.check())")
+    }
+
     @Test func aCallWithReinvitesAndUpdatesDoneRightHasNoSessionFinding() {
         var s = T.cleanCall(upToBye: false)
         let re2 = T.request("INVITE", 2, branch: "z9hG4bK-r2", body: T.offer)  // A offers in a re-INVITE
