@@ -152,14 +152,19 @@ struct SRTPCaptureDecryption: Sendable {
     mutating func unprotectRTP(_ d: CapturedDatagram, key: RTPStreamAnalyzer.StreamKey, hold: Bool = true) -> Outcome {
         let payload = d.payload
         guard let i = decryptorIndex(key, in: \.rtpStreams, rtcp: false) else { return .plain }
-        if hold, decryptors[i].candidates.isEmpty, decryptors[i].held.count < Self.maximumHeld, heldTotal < Self.maximumHeldTotal {
-            var copy = d
-            copy.payload = Array(d.payload)[...]
-            decryptors[i].held.append(copy)
-            heldTotal += 1
-            return .held
-        }
+        if hold, self.hold(d, decryptor: i) { return .held }
         return unprotect(payload, decryptor: i, rtcp: false)
+    }
+
+    /// Holds (copies) `d` for decryptor `i` while it has no key, within the limits; false when
+    /// it has a key or the limits are reached.
+    private mutating func hold(_ d: CapturedDatagram, decryptor i: Int) -> Bool {
+        guard decryptors[i].candidates.isEmpty, decryptors[i].held.count < Self.maximumHeld, heldTotal < Self.maximumHeldTotal else { return false }
+        var copy = d
+        copy.payload = Array(d.payload)[...]
+        decryptors[i].held.append(copy)
+        heldTotal += 1
+        return true
     }
 
     /// Counts a packet's outcome in the status of its stream.
@@ -174,6 +179,7 @@ struct SRTPCaptureDecryption: Sendable {
     }
 
     /// Unprotects an RTCP datagram's payload into ``scratch``.
+    ///
     /// SRTCP of a flow without a key yet (sent before the SDP that carries it reached the
     /// capture: an answerer's early RTCP, say) is held (copied) when `hold` is set, like RTP,
     /// and taken back by ``takeReadyRTCP(source:destination:)`` once the key is known.
@@ -181,13 +187,7 @@ struct SRTPCaptureDecryption: Sendable {
         let key = RTPStreamAnalyzer.StreamKey(source: d.source, destination: d.destination, ssrc: 0)
         guard let i = decryptorIndex(key, in: \.rtcpFlows, rtcp: true) else { return .plain }
         _ = refresh(decryptor: i, source: d.source, destination: d.destination, rtcp: true)
-        if hold, decryptors[i].candidates.isEmpty, decryptors[i].held.count < Self.maximumHeld, heldTotal < Self.maximumHeldTotal {
-            var copy = d
-            copy.payload = Array(d.payload)[...]
-            decryptors[i].held.append(copy)
-            heldTotal += 1
-            return .held
-        }
+        if hold, self.hold(d, decryptor: i) { return .held }
         let outcome = unprotect(d.payload, decryptor: i, rtcp: true)
         if outcome == .decrypted { rtcpDecrypted += 1 } else { rtcpDropped += 1 }
         return outcome
