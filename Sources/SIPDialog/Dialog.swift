@@ -20,6 +20,14 @@ public struct DialogID: Hashable, Sendable, CustomStringConvertible {
         self.init(callID: id, localTag: to, remoteTag: from)
     }
 
+    /// Whether an incoming request belongs to this dialog, seen from its UAS side: what
+    /// `DialogID(incoming: request) == self` tells, compared on the header bytes (no String
+    /// is built per request).
+    public func matches(incoming request: SIPMessage) -> Bool {
+        guard let id = request.callIDBytes, let to = request.toTagBytes, let from = request.fromTagBytes else { return false }
+        return id.elementsEqual(callID.utf8) && to.elementsEqual(localTag.utf8) && from.elementsEqual(remoteTag.utf8)
+    }
+
     /// The ID of the dialog a response to our request belongs to (From tag ours, To tag theirs).
     public init?(response: SIPMessage) {
         guard let id = response.callID, let from = response.fromTag, let to = response.toTag else { return nil }
@@ -142,7 +150,7 @@ public struct Dialog: Sendable, Hashable {
             remoteSequence = try request.cseq().sequence
             guard let contact = try request.contact()?.addresses.first else { throw DialogError.missing("Contact in the request") }
             remoteTarget = contact.uri
-            secure = try request.requestURI().scheme == "sips"
+            secure = try request.requestURIIsSIPS()
         } catch {
             throw DialogError(reading: error)
         }
@@ -201,7 +209,7 @@ public struct Dialog: Sendable, Hashable {
     /// must not go back; a target-refresh request (re-INVITE, UPDATE, and the other methods
     /// RFC 6665 names) with a Contact moves the remote target.
     public mutating func receive(_ request: SIPMessage) throws(DialogError) {
-        guard DialogID(incoming: request) == id else { throw .notThisDialog }
+        guard id.matches(incoming: request) else { throw .notThisDialog }
         let seq: UInt32
         do { seq = try request.cseq().sequence } catch { throw .malformed(error) }
         let method = request.method

@@ -534,12 +534,16 @@ public struct InviteSession: Sendable {
         peerAllowsUpdate = ((try? request.allow()) ?? []).contains(.update)
         peerSupportsTimer = supported.contains("timer") || require.contains("timer")
         peerSupportsTargetDialog = supported.contains("tdialog") || require.contains("tdialog")
-        let known: Set<String> = configuration.reliableProvisional == .unsupported ? ["timer"] : ["100rel", "timer"]
-        let unknown = require.filter { !known.contains($0.lowercased()) }
+        // No set of known option tags is built per INVITE (most carry no Require).
+        let with100rel = configuration.reliableProvisional != .unsupported
+        let unknown = require.filter {
+            let tag = $0.lowercased()
+            return tag != "timer" && !(with100rel && tag == "100rel")
+        }
         if !unknown.isEmpty {
             return refuseInitial(420, headers: [(.unsupported, unknown.joined(separator: ", "))])
         }
-        guard (try? request.contact()?.addresses.first) != nil, request.fromTag != nil else {
+        guard request.hasContactAddresses, request.fromTagBytes != nil else {
             return refuseInitial(400, reason: "Missing Contact or From tag")
         }
         let peer100rel = require.contains("100rel") || supported.contains("100rel")

@@ -147,7 +147,8 @@ public struct SessionManager: Sendable {
     /// A new request in a server transaction.
     public mutating func request(_ m: SIPMessage, transaction tx: TransactionID) -> [Output] {
         guard let method = m.method else { return [] }
-        if let callID = m.callID, let toTag = m.toTag {
+        // An initial INVITE (no To tag, the usual case) builds no Call-ID String here.
+        if m.toTagBytes != nil, let callID = m.callID, let toTag = m.toTag {
             let key = SessionKey(callID: callID, localTag: toTag)
             guard let slot = slot(key) else {
                 return [.respond(SIPMessage(responseTo: m, statusCode: 481), in: tx)]

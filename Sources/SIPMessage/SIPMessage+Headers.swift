@@ -165,6 +165,16 @@ extension SIPMessage {
         return try URI.parse(b)
     }
 
+    /// Whether the Request-URI's scheme is `sips` (a secure dialog, RFC 3261 §12.1): read on the
+    /// bytes when the quick scan accepts a plain SIP URI, else decoded (throwing what
+    /// ``requestURI()`` throws).
+    package func requestURIIsSIPS() throws(SIPParseError) -> Bool {
+        if let b = requestURIBytes, FastCheck.on(b, FastCheck.sipURI) {
+            return lowerASCII(b[b.startIndex + 3]) == UInt8(ascii: "s")
+        }
+        return try requestURI().scheme == "sips"
+    }
+
     /// Every Via value, top first.
     public func via() throws(SIPParseError) -> [Via] {
         var out: [Via] = []
@@ -257,11 +267,19 @@ extension SIPMessage {
         return false
     }
 
+    /// Whether the message carries Contact addresses (not the wildcard) that all decode: what
+    /// `(try? contact()?.addresses.first) != nil` tells, without building the addresses (an
+    /// INVITE session's check of a dialog-creating request).
+    package var hasContactAddresses: Bool { (try? checkContacts()) == false }
+
     /// Validation's Contact check: what ``scanContacts(_:)`` checks, keeping nothing. An address
     /// that cannot carry a `q` or `expires` parameter (no ';', or no byte of "q" or "x" in either
     /// case) is only decoded, without allocating (a phone's or SIPp's Contact, per message);
-    /// others go through the full decoding and the parameter checks.
-    func checkContacts() throws(SIPParseError) {
+    /// others go through the full decoding and the parameter checks. Returns what
+    /// ``scanContacts(_:)`` does: `nil` for none, `true` for the wildcard alone, `false` for
+    /// addresses.
+    @discardableResult
+    func checkContacts() throws(SIPParseError) -> Bool? {
         var count = 0
         var wildcard: Int? = nil
         for e in entries where e.known == KnownHeader.contact.rawValue {
@@ -286,7 +304,12 @@ extension SIPMessage {
                 return true
             }
         }
-        if let at = wildcard, count > 1 { throw SIPParseError(offset: at, rule: .nameAddress, detail: "'*' must be the only Contact") }
+        guard count > 0 else { return nil }
+        if let at = wildcard {
+            guard count == 1 else { throw SIPParseError(offset: at, rule: .nameAddress, detail: "'*' must be the only Contact") }
+            return true
+        }
+        return false
     }
 
     /// A Contact's q is a qvalue and its expires delta-seconds.

@@ -143,6 +143,49 @@ struct DialogTests {
         #expect(d.remoteTarget.description == "sip:bob@client.biloxi.example.com;transport=tcp")
     }
 
+    /// `secure` follows the Request-URI's scheme in either case (§12.1.1), whether the URI is read
+    /// on its bytes (a plain one) or decoded (an escaped user part).
+    @Test func uasDialogIsSecureForASipsRequestURI() throws {
+        let cases = [("sips:bob@client.biloxi.example.com", true), ("SIPS:bob@client.biloxi.example.com", true),
+                     ("sip:bob@client.biloxi.example.com", false), ("sips:b%6Fb@client.biloxi.example.com", true),
+                     ("sip:b%6Fb@client.biloxi.example.com", false)]
+        for (uri, secure) in cases {
+            let invite = msg(String(decoding: Flow.inviteAtBob.serialized(), as: UTF8.self).replacingOccurrences(
+                "INVITE sip:bob@client.biloxi.example.com SIP/2.0", "INVITE \(uri) SIP/2.0"))
+            var response = SIPMessage(responseTo: invite, statusCode: 200, toTag: "314159")
+            try response.append(.contact, "<sip:bob@client.biloxi.example.com>")
+            #expect(try Dialog(uasRequest: invite, response: response).secure == secure, "\(uri)")
+        }
+    }
+
+    /// The Contact check of a dialog-creating request: addresses that decode, not none, not the
+    /// wildcard, not one that does not parse.
+    @Test func contactCheckWantsDecodableAddresses() {
+        let text = String(decoding: Flow.invite.serialized(), as: UTF8.self)
+        let contact = "Contact: <sip:alice@client.atlanta.example.com;transport=tcp>\r\n"
+        func with(_ line: String) -> SIPMessage { msg(text.replacingOccurrences(contact, line)) }
+        #expect(Flow.invite.hasContactAddresses)
+        #expect(with("Contact: <sip:a@192.0.2.1>, \"B\" <sip:b@192.0.2.2>;q=0.5\r\n").hasContactAddresses)
+        #expect(!with("").hasContactAddresses)
+        #expect(!with("Contact: *\r\n").hasContactAddresses)
+        #expect(!with("Contact: <sip:alice@client\r\n").hasContactAddresses)
+        #expect(!with("Contact: <sip:a@192.0.2.1>;q=2\r\n").hasContactAddresses)
+    }
+
+    /// An incoming request matches a dialog (UAS side) by Call-ID, its To tag (ours) and its
+    /// From tag (the peer's), as `DialogID(incoming:)` compares them.
+    @Test func incomingRequestsMatchByCallIDAndTags() {
+        let id = DialogID(callID: "3848276298220188511@atlanta.example.com", localTag: "314159", remoteTag: "9fxced76sl")
+        let text = String(decoding: Flow.invite.serialized(), as: UTF8.self).replacingOccurrences(
+            "To: Bob <sip:bob@biloxi.example.com>", "To: Bob <sip:bob@biloxi.example.com>;tag=314159")
+        let inDialog = msg(text)
+        #expect(id.matches(incoming: inDialog) && DialogID(incoming: inDialog) == id)
+        #expect(!id.matches(incoming: Flow.invite))
+        #expect(!id.matches(incoming: msg(text.replacingOccurrences("tag=314159", "tag=31415"))))
+        #expect(!id.matches(incoming: msg(text.replacingOccurrences("tag=9fxced76sl", "tag=9fxced76sm"))))
+        #expect(!id.matches(incoming: msg(text.replacingOccurrences("Call-ID: 3848", "Call-ID: 4848"))))
+    }
+
     @Test func receivedRequestsFollowSection1222() throws {
         var d = try Dialog(uacRequest: Flow.invite, response: Flow.ok)
         func fromBob(_ method: String, cseq: Int, contact: String? = nil, toTag: String = "9fxced76sl") -> SIPMessage {
