@@ -44,7 +44,7 @@ enum ServerKey: Hashable, Sendable {
         guard let m = request.method else { return nil }
         let method = asMethod ?? (m == .ack ? .invite : m)
         // The common case read from the bytes, without decoding the Via.
-        if let branch = request.topViaBranchBytes, branch.starts(with: Via.magicCookie.utf8), let sentBy = request.topViaSentBy {
+        if let branch = request.topViaBranchBytes, ServerKey.hasMagicCookie(branch), let sentBy = request.topViaSentBy {
             self = .rfc3261(branch: String(decoding: branch, as: UTF8.self), sentBy: ServerKey.sentBy(sentBy.host, sentBy.port ?? 0), method: method)
             return
         }
@@ -59,6 +59,30 @@ enum ServerKey: Hashable, Sendable {
             v.parameters.remove("rport")
             self = .rfc2543(requestURI: uri, fromTag: request.fromTag ?? "", callID: id, cseq: cs.sequence, via: v.description, method: method)
         }
+    }
+
+    /// Hashes what tells transactions apart in practice (the branch; for an RFC 2543 request
+    /// the Call-ID and CSeq number), not every field: equal keys still hash equally, and the
+    /// sent-by, the method and the other strings are compared only on a bucket hit.
+    @usableFromInline
+    func hash(into hasher: inout Hasher) {
+        switch self {
+        case .rfc3261(let branch, _, _):
+            hasher.combine(branch)
+        case .rfc2543(_, _, let callID, let cseq, _, _):
+            hasher.combine(callID)
+            hasher.combine(cseq)
+        }
+    }
+
+    /// Whether a branch starts with RFC 3261's magic cookie `z9hG4bK` (case-sensitive, as
+    /// `hasPrefix` on the decoded branch), compared on the bytes.
+    @usableFromInline
+    static func hasMagicCookie(_ branch: ArraySlice<UInt8>) -> Bool {
+        guard branch.count >= 7 else { return false }
+        let i = branch.startIndex
+        return branch[i] == 0x7A && branch[i + 1] == 0x39 && branch[i + 2] == 0x68 && branch[i + 3] == 0x47
+            && branch[i + 4] == 0x34 && branch[i + 5] == 0x62 && branch[i + 6] == 0x4B
     }
 
     /// `host:port` with the host in lower case, as the decoded path writes it
@@ -94,6 +118,14 @@ struct MergeKey: Hashable, Sendable {
     var callID: String
     var cseq: UInt32
     var method: SIPMethod
+
+    /// Hashes the Call-ID and CSeq number only (the From tag and method are compared on a
+    /// bucket hit): equal keys still hash equally.
+    @usableFromInline
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(callID)
+        hasher.combine(cseq)
+    }
 
     @usableFromInline
     init?(request: SIPMessage) {

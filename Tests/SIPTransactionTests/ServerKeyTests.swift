@@ -54,4 +54,27 @@ struct ServerKeyTests {
         #expect(Array(s.host) == Array("198.51.100.7".utf8))
         #expect(s.port == 5070)
     }
+
+    /// Keys hash the branch only: keys that differ in sent-by or method are still distinct
+    /// (a set holds all of them), and equal keys are found.
+    @Test func keysDifferingBeyondTheBranchStayDistinct() throws {
+        let a = ServerKey.rfc3261(branch: "z9hG4bKsame", sentBy: "192.0.2.1:5060", method: .invite)
+        let b = ServerKey.rfc3261(branch: "z9hG4bKsame", sentBy: "192.0.2.2:5060", method: .invite)
+        let c = ServerKey.rfc3261(branch: "z9hG4bKsame", sentBy: "192.0.2.1:5060", method: .bye)
+        let set: Set<ServerKey> = [a, b, c]
+        #expect(set.count == 3)
+        #expect(set.contains(.rfc3261(branch: "z9hG4bKsame", sentBy: "192.0.2.2:5060", method: .invite)))
+        #expect(!set.contains(.rfc3261(branch: "z9hG4bKsame", sentBy: "192.0.2.3:5060", method: .invite)))
+    }
+
+    /// The magic cookie is compared exactly, on the bytes: a branch that only resembles it
+    /// (another case, or cut short) is keyed by the RFC 2543 rule.
+    @Test(arguments: ["z9hG4bk-lower", "z9hG4b", "Z9hG4bK-upper"])
+    func branchWithoutTheExactCookieUsesTheRFC2543Key(branch: String) throws {
+        let m = try Self.request(via: "SIP/2.0/UDP 192.0.2.1:5060;branch=\(branch)")
+        guard case .rfc2543 = try #require(ServerKey(request: m)) else {
+            Issue.record("expected an RFC 2543 key for branch \(branch)")
+            return
+        }
+    }
 }
