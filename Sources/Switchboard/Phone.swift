@@ -322,9 +322,10 @@ public final class Phone: Sendable {
     /// Runs `body` on the session's engine (made on first use).
     func withEngine<T>(_ key: SessionKey, _ body: (inout OfferAnswer) throws(OfferAnswerError) -> T) -> Result<T, OfferAnswerError> {
         engines.withLock { all in
-            var e = all[key] ?? newEngine(for: key)
-            defer { all[key] = e }
-            do throws(OfferAnswerError) { return .success(try body(&e)) } catch { return .failure(error) }
+            // Changed in place in the dictionary (kept on a throw too, as before): no copy of
+            // the engine to write back.
+            if all[key] == nil { all[key] = newEngine(for: key) }
+            do throws(OfferAnswerError) { return .success(try body(&all[key]!)) } catch { return .failure(error) }
         }
     }
 
