@@ -243,7 +243,9 @@ func stamped(_ start: MonotonicClock.Instant, dropping prefixLength: Int) -> @Se
         bytes.append(UInt8(48 + fraction % 10))
         bytes.append(0x20)
         bytes.append(0x20)
-        bytes.append(contentsOf: line)
+        // From the string's own storage when it has one (a native string does): a copy, not a
+        // byte-by-byte walk.
+        if line.withContiguousStorageIfAvailable({ bytes.append(contentsOf: $0) }) == nil { bytes.append(contentsOf: line) }
         // puts: stdout's own buffer and lock like print, without print's boxing of its
         // arguments and the String it would be given; a NUL in the line would cut it short.
         guard !bytes.contains(0) else { return print(String(decoding: bytes, as: UTF8.self)) }
