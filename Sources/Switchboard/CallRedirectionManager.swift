@@ -376,7 +376,8 @@ public final class CallRedirectionManager: Sendable {
             broadcast.publish(Redirection(flow: s.flow, state: s.state, source: s.source.flatMap { i.calls[$0] },
                                           target: s.target.flatMap { i.calls[$0] }, transferOutcome: s.transferOutcome))
         }
-        let tracked = i.machine.trackedCalls
-        if i.calls.count != tracked.count { i.calls = i.calls.filter { tracked.contains($0.key) } }
+        // Counted, not compared as sets: a state change of a followed call (every change of a
+        // phone that only answers) builds nothing here.
+        if i.calls.count != i.machine.trackedCount { i.calls = i.calls.filter { i.machine.tracks($0.key) } }
     }
 }

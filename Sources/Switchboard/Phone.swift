@@ -191,7 +191,16 @@ public final class Phone: Sendable {
 
     /// The placeholder RTP port written in our descriptions when the phone has no media.
     private var placeholderPort: UInt16 { UInt16(truncatingIfNeeded: Int(agent.endpoint.localAddresses[0].address.port) &+ 2) }
-    private var sipAddress: String { agent.endpoint.localAddresses[0].address.ipString }
+    private var sipAddress: String {
+        let at = agent.endpoint.localAddresses[0].address
+        if let known = sipAddressText.withLock({ $0 }), known.address == at { return known.text }
+        let text = at.ipString
+        sipAddressText.withLock { $0 = (at, text) }
+        return text
+    }
+    /// ``sipAddress``'s text and the address it was written from (made again only when the
+    /// endpoint's address changes, not for every call).
+    private let sipAddressText = Mutex<(address: SocketAddress, text: String)?>(nil)
 
     /// A media session for a new call (nil without media options, or when no port is free).
     /// An incoming call with early media starts with the early input.
@@ -322,9 +331,10 @@ public final class Phone: Sendable {
     /// Runs `body` on the session's engine (made on first use).
     func withEngine<T>(_ key: SessionKey, _ body: (inout OfferAnswer) throws(OfferAnswerError) -> T) -> Result<T, OfferAnswerError> {
         engines.withLock { all in
-            var e = all[key] ?? newEngine(for: key)
-            defer { all[key] = e }
-            do throws(OfferAnswerError) { return .success(try body(&e)) } catch { return .failure(error) }
+            // Changed in place in the dictionary (kept on a throw too, as before): no copy of
+            // the engine to write back.
+            if all[key] == nil { all[key] = newEngine(for: key) }
+            do throws(OfferAnswerError) { return .success(try body(&all[key]!)) } catch { return .failure(error) }
         }
     }
 

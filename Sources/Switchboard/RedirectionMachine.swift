@@ -125,6 +125,12 @@ public struct RedirectionMachine: Sendable, Hashable {
     /// The ids of the calls the machine follows (not ended, or part of the redirection).
     public var trackedCalls: Set<CallID> { Set(calls.keys) }
 
+    /// How many calls the machine follows (``trackedCalls``'s count, without building the set).
+    var trackedCount: Int { calls.count }
+
+    /// Whether the machine follows `id` (is in ``trackedCalls``).
+    func tracks(_ id: CallID) -> Bool { calls[id] != nil }
+
     /// The state of a followed call.
     public func state(of id: CallID) -> CallState? { calls[id]?.state }
 

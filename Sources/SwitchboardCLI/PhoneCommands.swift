@@ -1,4 +1,9 @@
 import Conformance
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import ArgumentParser
 import Synchronization
 import SIPMessage
@@ -207,7 +212,14 @@ struct Demo: AsyncParsableCommand {
 
 /// Prints state changes with the time since start.
 func stamped(_ start: MonotonicClock.Instant) -> @Sendable (String) -> Void {
-    { line in
+    stamped(start, dropping: 0)
+}
+
+/// Like ``stamped(_:)``, for lines that start with a known ASCII prefix of `prefixLength`
+/// bytes (a phone's "name: "), written without it and without copying the rest.
+func stamped(_ start: MonotonicClock.Instant, dropping prefixLength: Int) -> @Sendable (String) -> Void {
+    { text in
+        let line = text.utf8.dropFirst(prefixLength)
         let d = (MonotonicClock.now - start).components
         let ms = d.seconds * 1000 + d.attoseconds / 1_000_000_000_000_000
         // "%7.3f  " without Foundation (whose ICU-backed loading costs every command ~10 ms),
@@ -216,7 +228,7 @@ func stamped(_ start: MonotonicClock.Instant) -> @Sendable (String) -> Void {
         var count = 1, w = whole
         while w >= 10 { w /= 10; count += 1 }
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(count + 9 + line.utf8.count)
+        bytes.reserveCapacity(count + 10 + line.count)
         for _ in (count + 4)..<max(count + 4, 7) { bytes.append(0x20) }
         let end = bytes.count + count
         bytes.append(contentsOf: repeatElement(0x30, count: count))
@@ -231,8 +243,14 @@ func stamped(_ start: MonotonicClock.Instant) -> @Sendable (String) -> Void {
         bytes.append(UInt8(48 + fraction % 10))
         bytes.append(0x20)
         bytes.append(0x20)
-        bytes.append(contentsOf: line.utf8)
-        print(String(decoding: bytes, as: UTF8.self))
+        // From the string's own storage when it has one (a native string does): a copy, not a
+        // byte-by-byte walk.
+        if line.withContiguousStorageIfAvailable({ bytes.append(contentsOf: $0) }) == nil { bytes.append(contentsOf: line) }
+        // puts: stdout's own buffer and lock like print, without print's boxing of its
+        // arguments and the String it would be given; a NUL in the line would cut it short.
+        guard !bytes.contains(0) else { return print(String(decoding: bytes, as: UTF8.self)) }
+        bytes.append(0)
+        bytes.withUnsafeBufferPointer { b in b.withMemoryRebound(to: CChar.self) { _ = puts($0.baseAddress!) } }
     }
 }
 
@@ -292,11 +310,12 @@ struct Call: AsyncParsableCommand {
         var config = common.agent(point, identity: identity, outboundProxy: try proxy.map { try SIPURI($0) }, label: "switchboard.call", mirror: mirror)
         config.redirects = RedirectPolicy(mode: redirects == .follow ? .follow : .fail)
         config.reliableProvisional = reliableProvisional.policy
-        let say = stamped(.now)
+        let start = MonotonicClock.now
+        let say = stamped(start)
         let host = point.address.ipString
         let accepts = common.transfer.refer == .accept
         let phone = try Phone(name: "call", configuration: config, media: try common.media.phoneMedia(host: host),
-                              referDecision: { _, _ in accepts }, report: { say(String($0.dropFirst(6))) }, trace: common.tracing.traceLines())
+                              referDecision: { _, _ in accepts }, report: stamped(start, dropping: 6), trace: common.tracing.traceLines())
         defer { phone.close() }
         say("from \(identity) on \(phone.agent.endpoint.localAddresses[0])")
         if let r = common.account.register {
@@ -460,14 +479,16 @@ struct Answer: AsyncParsableCommand {
         let mirror = try common.capture.sink()
         defer { mirror?.close() }
         let config = common.agent(point, identity: identity, label: "switchboard.answer", mirror: mirror)
-        let say = stamped(.now)
+        let start = MonotonicClock.now
+        let say = stamped(start)
+        let report = stamped(start, dropping: 8)
         let accepts = common.transfer.refer == .accept
         let phone = try Phone(name: "answer", configuration: config, autoAnswer: .milliseconds(Int64(ring)),
                               media: try phoneMedia(host: host),
                               forwardTo: try (forwardTo ?? "").split(separator: ",").map { try SIPURI(String($0)) },
                               forwardHistory: forwardHistory.history,
                               referDecision: { _, _ in accepts },
-                              report: { say(String($0.dropFirst(8))) }, trace: common.tracing.traceLines())
+                              report: report, trace: common.tracing.traceLines())
         defer { phone.close() }
         // Subscribed before the first call can come, and only when something is to be done per
         // call: a phone that just answers costs the command nothing per call.
