@@ -6,7 +6,12 @@ import SIPAuth
 public struct Registrar: Sendable {
     /// One registered contact of an address of record.
     public struct Binding: Sendable, Hashable {
-        public var contact: NameAddress
+        public var contact: NameAddress {
+            didSet { uriText = contact.uri.description }
+        }
+        /// The contact's URI as text, written once when the binding is made (a proxy retargets a
+        /// request to it for every request rather than formatting the URI again).
+        public private(set) var uriText: String
         /// Capture of the `expires` deadline, in the caller's seconds.
         public var expiresAt: Int64
         public var callID: String
@@ -44,13 +49,18 @@ public struct Registrar: Sendable {
     }
 
     /// The key of an address of record: `user@host`, host lower-cased (RFC 3261 §10.3 step 5).
+    /// A host without ASCII capitals (the usual case) is used as it is, not lower-cased again.
     static func key(_ uri: SIPURI) -> String {
-        (uri.user ?? "") + "@" + uri.host.address.lowercased()
+        let host = uri.host.address
+        let lower = host.utf8.contains { $0 &- 0x41 < 26 || $0 >= 0x80 } ? host.lowercased() : host
+        return (uri.user ?? "") + "@" + lower
     }
 
     /// The live bindings of an address of record.
     public func lookup(_ aor: SIPURI, now: Int64) -> [Binding] {
-        (bindings[Registrar.key(aor)] ?? []).filter { $0.expiresAt > now }
+        guard let all = bindings[Registrar.key(aor)] else { return [] }
+        // All live (the usual case): the stored array itself, without a filtered copy.
+        return all.allSatisfy { $0.expiresAt > now } ? all : all.filter { $0.expiresAt > now }
     }
 
     /// The number of addresses of record with at least one live binding.
@@ -128,7 +138,7 @@ public struct Registrar: Sendable {
                 guard granted > 0 else { continue }
                 var bare = c
                 bare.parameters.remove("expires")
-                current.append(Binding(contact: bare, expiresAt: now + Int64(granted), callID: callID, cseq: cseq,
+                current.append(Binding(contact: bare, uriText: bare.uri.description, expiresAt: now + Int64(granted), callID: callID, cseq: cseq,
                                        instanceID: c.parameters["+sip.instance"] ?? nil, regID: c.parameters["reg-id"] ?? nil))
             }
         case nil:

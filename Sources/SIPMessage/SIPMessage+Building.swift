@@ -118,13 +118,18 @@ extension SIPMessage {
     /// the first element of the first line, or the whole line when it holds one element.
     public mutating func removeFirstElement(_ name: SIPHeaderName) {
         guard let at = entries.firstIndex(where: { matches($0, name) }) else { return }
-        let els = splitHeaderList(storage[entries[at].valueRange])
+        // Only the second element's start matters: the walk stops there, nothing is collected.
+        var second: Int?, seen = 0
+        forEachListElement(storage[entries[at].valueRange]) { el in
+            seen += 1
+            if seen == 2 { second = el.startIndex; return false }
+            return true
+        }
         pristineRange = nil
-        if els.count <= 1 {
-            entries.remove(at: at)
-        } else {
-            let start = els[1].startIndex
+        if let start = second {
             entries[at].valueStart = UInt32(start)
+        } else {
+            entries.remove(at: at)
         }
     }
 

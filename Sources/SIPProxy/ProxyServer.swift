@@ -93,8 +93,21 @@ public final class ProxyServer: Sendable {
     private let endpointBox = Mutex<SIPEndpoint?>(nil)
     /// The attached endpoint's bound addresses, read once at ``attach(_:)`` (they are fixed once
     /// bound) rather than formatted again for every request: as a URI writes them (IP text,
-    /// port) for `isUs`, and as `host:port` by transport for our Via and Record-Route.
-    private let localPoints = Mutex<(points: [(host: String, port: UInt16)], sentBy: [(kind: TransportKind, text: String)])>(([], []))
+    /// port) for `isUs`, and by transport as the start of our Via up to its branch value
+    /// (`SIP/2.0/UDP host:port;branch=`) and as our Record-Route value, both written once here.
+    private let localPoints = Mutex<(points: [(host: String, port: UInt16)], sentBy: [LocalPoint])>(([], []))
+
+    /// A bound address's Via prefix and Record-Route value, formatted once at ``attach(_:)``.
+    struct LocalPoint {
+        var kind: TransportKind
+        var viaPrefix: String
+        var recordRoute: String
+        init(kind: TransportKind, hostPort: String) {
+            self.kind = kind
+            viaPrefix = "SIP/2.0/\(kind.viaToken) \(hostPort);branch="
+            recordRoute = kind == .udp ? "<sip:\(hostPort);lr>" : "<sip:\(hostPort);lr;transport=\(kind.viaToken.lowercased())>"
+        }
+    }
 
     public init(configuration: Configuration) {
         self.configuration = configuration
@@ -109,7 +122,7 @@ public final class ProxyServer: Sendable {
     public func attach(_ endpoint: SIPEndpoint) {
         let locals = endpoint.localAddresses
         let points = locals.map { (host: $0.address.ipString, port: $0.address.port) }
-        let sentBy = locals.map { (kind: $0.transport, text: $0.address.description) }
+        let sentBy = locals.map { LocalPoint(kind: $0.transport, hostPort: $0.address.description) }
         localPoints.withLock { $0 = (points, sentBy) }
         endpointBox.withLock { $0 = endpoint }
     }
@@ -189,7 +202,7 @@ public final class ProxyServer: Sendable {
             endpoint.respond(SIPMessage(responseTo: m, statusCode: 502), to: r.transaction)
             return
         }
-        decorate(&m, endpoint: endpoint, transport: peer.transport, dialogCreating: m.toTag == nil && [.invite, .subscribe, .refer].contains(m.method))
+        decorate(&m, endpoint: endpoint, transport: peer.transport, dialogCreating: m.toTag == nil && Self.createsDialog(m.method))
         let serverTx = r.transaction
         let method = m.method
         // Noted before sending: the response may come back before sendRequest returns.
@@ -229,14 +242,30 @@ public final class ProxyServer: Sendable {
         }
     }
 
+    /// INVITE, SUBSCRIBE and REFER create dialogs (they get our Record-Route).
+    private static func createsDialog(_ method: SIPMethod?) -> Bool {
+        switch method {
+        case .invite?, .subscribe?, .refer?: return true
+        default: return false
+        }
+    }
+
     enum Routing { case forward(SIPURI), fork([SIPURI]), refuse(Int) }
 
     /// Where a request goes (§16.4–16.6): a Route naming us is removed; the next Route, else a
     /// Request-URI in our domain (or naming us) looked up in the location service (the
     /// Request-URI becomes the newest registered contact), else the Request-URI.
     private func route(_ m: inout SIPMessage, _ endpoint: SIPEndpoint) -> Routing {
-        if let first = try? m.route().first, let u = first.sipURI, isUs(u, endpoint) { m.removeFirstElement(.route) }
-        if let first = try? m.route().first, let u = first.sipURI { return .forward(u) }
+        // The Route set is parsed once: when its first entry names us it is removed and the
+        // next one (if any) is where the request goes.
+        if let routes = try? m.route(), let first = routes.first {
+            var next: SIPURI? = first.sipURI
+            if let u = next, isUs(u, endpoint) {
+                m.removeFirstElement(.route)
+                next = routes.count > 1 ? routes[1].sipURI : nil
+            }
+            if let u = next { return .forward(u) }
+        }
         guard let ruri = try? m.requestURI().sipURI else { return .refuse(416) }
         guard isOurDomainOrAddress(ruri, endpoint) else { return .forward(ruri) }
         var aor = ruri
@@ -249,10 +278,11 @@ public final class ProxyServer: Sendable {
         var named = ruri
         named.port = nil
         named.parameters = []
-        let bindings = state.withLock { s in
+        var bindings = state.withLock { s in
             let inDomain = s.registrar.lookup(aor, now: now)
             return inDomain.isEmpty && !isDomain(ruri.host.address) ? s.registrar.lookup(named, now: now) : inDomain
-        }.sorted { $0.expiresAt > $1.expiresAt }
+        }
+        if bindings.count > 1 { bindings.sort { $0.expiresAt > $1.expiresAt } }
         guard let binding = bindings.first, let contact = binding.contact.sipURI else {
             return .refuse(m.toTag == nil ? 404 : 481)
         }
@@ -263,7 +293,7 @@ public final class ProxyServer: Sendable {
             let contacts = bindings.compactMap { $0.contact.sipURI }.filter { !isUs($0, endpoint) }
             if contacts.count > 1 { return .fork(contacts) }
         }
-        guard let retargeted = try? m.replacingRequestURI(contact.description) else { return .refuse(500) }
+        guard let retargeted = try? m.replacingRequestURI(binding.uriText) else { return .refuse(500) }
         m = retargeted
         return .forward(contact)
     }
@@ -292,16 +322,14 @@ public final class ProxyServer: Sendable {
             r.removeFirstElement(.via)
             response = r
         }
-        let d = state.withLock { s in Self.dispose(response, branch: k, in: &s.forwards[server]) }
-        if let relay = d.relay {
-            state.withLock { s in
-                s.stats.relayedResponses += 1
-                if s.forwards[server]?.done == true { s.forwards[server] = nil }
-            }
-            endpoint.respond(relay, to: server)
-        } else {
-            state.withLock { s in if s.forwards[server]?.done == true { s.forwards[server] = nil } }
+        // One lock for the disposition, the count and the end of a context all answered.
+        let d = state.withLock { s in
+            let d = Self.dispose(response, branch: k, in: &s.forwards[server])
+            if d.relay != nil { s.stats.relayedResponses += 1 }
+            if s.forwards[server]?.done == true { s.forwards[server] = nil }
+            return d
         }
+        if let relay = d.relay { endpoint.respond(relay, to: server) }
         for b in d.cancel { sendCancel(b, endpoint) }
     }
 
@@ -404,13 +432,11 @@ public final class ProxyServer: Sendable {
 
     private func decorate(_ m: inout SIPMessage, endpoint: SIPEndpoint, transport: TransportKind, dialogCreating: Bool) {
         // The first bound address of the transport, else the first of all.
-        guard let local = localPoints.withLock({ l in (l.sentBy.first { $0.kind == transport } ?? l.sentBy.first)?.text }) else { return }
+        guard let local = localPoints.withLock({ l in l.sentBy.first { $0.kind == transport } ?? l.sentBy.first }) else { return }
         let mf = ((try? m.maxForwards()) ?? nil) ?? 70
         try? m.set(.maxForwards, String(max(0, mf - 1)))
         if dialogCreating && configuration.recordRoute {
-            var rr = "sip:\(local);lr"
-            if transport != .udp { rr += ";transport=\(transport.viaToken.lowercased())" }
-            try? m.prepend(.recordRoute, "<\(rr)>")
+            try? m.prepend(.recordRoute, local.recordRoute)
         }
         let branch: String
         if m.method == .ack {
@@ -419,7 +445,7 @@ public final class ProxyServer: Sendable {
         } else {
             branch = TransactionLayer<SIPPeer>.newBranch()
         }
-        try? m.prepend(.via, "SIP/2.0/\(transport.viaToken) \(local);branch=\(branch);rport")
+        try? m.prepend(.via, local.viaPrefix + branch + ";rport")
     }
 
     /// The transport a URI names (`;transport=`, or TLS for a `sips:` URI), else the one the

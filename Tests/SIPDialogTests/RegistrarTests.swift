@@ -64,6 +64,8 @@ struct RegistrarTests {
         #expect(reg.registeredCount(now: 10) == 2)
         Self.exchange(&laptop, &reg, laptop.stop(), now: 20)
         #expect(reg.lookup(try! SIPURI("sip:alice@example.com"), now: 20).map(\.contact.uri.description) == ["sip:alice@192.0.2.10:5061"])
+        // The URI text a proxy retargets to is the contact's, kept when the binding was made.
+        #expect(reg.lookup(try! SIPURI("sip:alice@example.com"), now: 20).map(\.uriText) == ["sip:alice@192.0.2.10:5061"])
     }
 
     @Test func wrongPasswordOtherUsersAORAndShortIntervals() {
