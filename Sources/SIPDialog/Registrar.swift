@@ -19,6 +19,17 @@ public struct Registrar: Sendable {
         /// RFC 5626 `+sip.instance` and `reg-id`, when the UA sent them.
         public var instanceID: String?
         public var regID: String?
+
+        /// A binding of `contact`; its ``uriText`` is derived here, as `contact`'s `didSet` does later.
+        init(contact: NameAddress, expiresAt: Int64, callID: String, cseq: UInt32, instanceID: String?, regID: String?) {
+            self.contact = contact
+            uriText = contact.uri.description
+            self.expiresAt = expiresAt
+            self.callID = callID
+            self.cseq = cseq
+            self.instanceID = instanceID
+            self.regID = regID
+        }
     }
 
     public struct Configuration: Sendable {
@@ -138,7 +149,7 @@ public struct Registrar: Sendable {
                 guard granted > 0 else { continue }
                 var bare = c
                 bare.parameters.remove("expires")
-                current.append(Binding(contact: bare, uriText: bare.uri.description, expiresAt: now + Int64(granted), callID: callID, cseq: cseq,
+                current.append(Binding(contact: bare, expiresAt: now + Int64(granted), callID: callID, cseq: cseq,
                                        instanceID: c.parameters["+sip.instance"] ?? nil, regID: c.parameters["reg-id"] ?? nil))
             }
         case nil:
