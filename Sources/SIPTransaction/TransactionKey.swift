@@ -5,27 +5,67 @@ public struct TransactionID: Hashable, Sendable, CustomStringConvertible {
     public let rawValue: UInt64
     public init(rawValue: UInt64) { self.rawValue = rawValue }
     public var description: String { "tx\(rawValue)" }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(rawValue) }
+
+    /// The tables of the runtime look transactions up by id several times a message. Ids are
+    /// handed out by the layer in sequence (no peer chooses them), so a multiply-and-fold of the
+    /// number spreads them over the buckets as well as SipHash does, for a fraction of its cost.
+    public func _rawHashValue(seed: Int) -> Int {
+        let x = (rawValue ^ UInt64(UInt(bitPattern: seed))) &* 0x9E37_79B9_7F4A_7C15
+        return Int(truncatingIfNeeded: x ^ (x >> 32))
+    }
+}
+
+/// A key's hash, computed once when the key is made: the tables hash a key on every look-up,
+/// insertion and removal, and a key's bytes (a branch, a Call-ID) come from the peer, so they
+/// are hashed with the process's seeded `Hasher` (SipHash, which resists chosen collisions)
+/// exactly once, and the tables reuse the result.
+@usableFromInline
+protocol PrehashedKey: Hashable {
+    var hashWord: Int { get }
+}
+
+extension PrehashedKey {
+    @usableFromInline
+    func hash(into hasher: inout Hasher) { hasher.combine(hashWord) }
+
+    /// The stored hash with the table's seed folded in (the hash is already seeded SipHash).
+    @usableFromInline
+    func _rawHashValue(seed: Int) -> Int { hashWord ^ seed }
 }
 
 /// RFC 3261 §17.1.3: a response matches a client transaction by the top Via branch and the
 /// CSeq method.
 @usableFromInline
-struct ClientKey: Hashable, Sendable {
+struct ClientKey: PrehashedKey, Sendable {
     var branch: String
     var method: SIPMethod
+    @usableFromInline let hashWord: Int
+
+    init(branch: ArraySlice<UInt8>, method: SIPMethod) {
+        self.branch = String(decoding: branch, as: UTF8.self)
+        self.method = method
+        var h = Hasher()
+        branch.withUnsafeBytes { h.combine(bytes: $0) }
+        hashWord = h.finalize()
+    }
 
     @usableFromInline
     init?(response: SIPMessage) {
-        guard let b = response.topViaBranch, let cs = try? response.cseq() else { return nil }
-        branch = b
-        method = cs.method
+        guard let b = response.topViaBranchBytes, let cs = try? response.cseq() else { return nil }
+        self.init(branch: b, method: cs.method)
     }
 
     @usableFromInline
     init?(request: SIPMessage) {
-        guard let b = request.topViaBranch, let m = request.method else { return nil }
-        branch = b
-        method = m == .ack ? .invite : m
+        guard let b = request.topViaBranchBytes, let m = request.method else { return nil }
+        self.init(branch: b, method: m == .ack ? .invite : m)
+    }
+
+    @usableFromInline
+    static func == (a: ClientKey, b: ClientKey) -> Bool {
+        a.hashWord == b.hashWord && a.branch == b.branch && a.method == b.method
     }
 }
 
@@ -33,10 +73,44 @@ struct ClientKey: Hashable, Sendable {
 /// magic cookie), its sent-by, and the method (ACK matching INVITE); requests from RFC 2543
 /// elements, whose branch lacks the cookie, match on Request-URI, From tag, Call-ID, CSeq
 /// number, the top Via and the method.
+///
+/// The key is hashed once, from the bytes: by the branch (for an RFC 2543 request the Call-ID and CSeq number), which is
+/// what tells transactions apart in practice; equal keys still hash equally, and the sent-by,
+/// the method and the other fields are compared on a bucket hit.
 @usableFromInline
-enum ServerKey: Hashable, Sendable {
-    case rfc3261(branch: String, sentBy: String, method: SIPMethod)
-    case rfc2543(requestURI: String, fromTag: String, callID: String, cseq: UInt32, via: String, method: SIPMethod)
+struct ServerKey: PrehashedKey, Sendable {
+    @usableFromInline
+    enum Kind: Hashable, Sendable {
+        case rfc3261(branch: String, sentBy: String)
+        case rfc2543(requestURI: String, fromTag: String, callID: String, cseq: UInt32, via: String)
+    }
+
+    var kind: Kind
+    var method: SIPMethod
+    @usableFromInline let hashWord: Int
+
+    /// An RFC 3261 key from the branch bytes and the sent-by (`host:port`, host in lower case).
+    init(branch: ArraySlice<UInt8>, sentBy: String, method: SIPMethod) {
+        kind = .rfc3261(branch: String(decoding: branch, as: UTF8.self), sentBy: sentBy)
+        self.method = method
+        var h = Hasher()
+        branch.withUnsafeBytes { h.combine(bytes: $0) }
+        hashWord = h.finalize()
+    }
+
+    /// An RFC 3261 key from decoded text (the decoded path, and tests).
+    static func rfc3261(branch: String, sentBy: String, method: SIPMethod) -> ServerKey {
+        ServerKey(branch: ArraySlice(branch.utf8), sentBy: sentBy, method: method)
+    }
+
+    init(rfc2543 requestURI: String, fromTag: String, callID: String, cseq: UInt32, via: String, method: SIPMethod) {
+        kind = .rfc2543(requestURI: requestURI, fromTag: fromTag, callID: callID, cseq: cseq, via: via)
+        self.method = method
+        var h = Hasher()
+        h.combine(callID)
+        h.combine(cseq)
+        hashWord = h.finalize()
+    }
 
     /// The key of `request`; `asMethod` overrides the method (a CANCEL looking for its INVITE).
     @usableFromInline
@@ -45,49 +119,43 @@ enum ServerKey: Hashable, Sendable {
         let method = asMethod ?? (m == .ack ? .invite : m)
         // The common case read from the bytes, without decoding the Via.
         if let branch = request.topViaBranchBytes, ServerKey.hasMagicCookie(branch), let sentBy = request.topViaSentBy {
-            self = .rfc3261(branch: String(decoding: branch, as: UTF8.self), sentBy: ServerKey.sentBy(sentBy.host, sentBy.port ?? 0), method: method)
+            self.init(branch: branch, sentBy: ServerKey.sentBy(sentBy.host, sentBy.port ?? 0), method: method)
             return
         }
         guard let via = try? request.topVia() else { return nil }
         if let b = via.branch, b.hasPrefix(Via.magicCookie) {
-            let sentBy = via.host.address.lowercased() + ":" + String(via.port ?? 0)
-            self = .rfc3261(branch: b, sentBy: sentBy, method: method)
+            self = .rfc3261(branch: b, sentBy: via.host.address.lowercased() + ":" + String(via.port ?? 0), method: method)
         } else {
             guard let uri = request.requestURIText, let id = request.callID, let cs = try? request.cseq() else { return nil }
             var v = via
             v.parameters.remove("received")
             v.parameters.remove("rport")
-            self = .rfc2543(requestURI: uri, fromTag: request.fromTag ?? "", callID: id, cseq: cs.sequence, via: v.description, method: method)
+            self.init(rfc2543: uri, fromTag: request.fromTag ?? "", callID: id, cseq: cs.sequence, via: v.description, method: method)
         }
     }
 
-    /// Hashes what tells transactions apart in practice (the branch; for an RFC 2543 request
-    /// the Call-ID and CSeq number), not every field: equal keys still hash equally, and the
-    /// sent-by, the method and the other strings are compared only on a bucket hit.
     @usableFromInline
-    func hash(into hasher: inout Hasher) {
-        switch self {
-        case .rfc3261(let branch, _, _):
-            hasher.combine(branch)
-        case .rfc2543(_, _, let callID, let cseq, _, _):
-            hasher.combine(callID)
-            hasher.combine(cseq)
-        }
+    static func == (a: ServerKey, b: ServerKey) -> Bool {
+        a.hashWord == b.hashWord && a.method == b.method && a.kind == b.kind
     }
 
-    /// Whether a branch starts with RFC 3261's magic cookie `z9hG4bK` (case-sensitive, as
-    /// `hasPrefix` on the decoded branch), compared on the bytes.
+    /// Whether a branch starts with RFC 3261's magic cookie (``Via/magicCookie``, compared
+    /// case-sensitively, as `hasPrefix` on the decoded branch), on the bytes.
     @usableFromInline
     static func hasMagicCookie(_ branch: ArraySlice<UInt8>) -> Bool {
-        guard branch.count >= 7 else { return false }
-        let i = branch.startIndex
-        return branch[i] == 0x7A && branch[i + 1] == 0x39 && branch[i + 2] == 0x68 && branch[i + 3] == 0x47
-            && branch[i + 4] == 0x34 && branch[i + 5] == 0x62 && branch[i + 6] == 0x4B
+        let cookie = Via.magicCookie.utf8
+        guard branch.count >= cookie.count else { return false }
+        var i = branch.startIndex
+        for c in cookie {
+            guard branch[i] == c else { return false }
+            i += 1
+        }
+        return true
     }
 
     /// `host:port` with the host in lower case, as the decoded path writes it
-    /// (`via.host.address.lowercased() + ":" + port`), built in one buffer: the host bytes
-    /// of a scanned sent-by are ASCII (host characters), so ASCII lower-casing is the same.
+    /// (`via.host.address.lowercased() + ":" + port`), built in one buffer: the host bytes of
+    /// a scanned sent-by are ASCII (host characters), so ASCII lower-casing is the same.
     static func sentBy(_ host: ArraySlice<UInt8>, _ port: UInt16) -> String {
         String(unsafeUninitializedCapacity: host.count + 6) { out in
             var n = 0
@@ -111,29 +179,32 @@ enum ServerKey: Hashable, Sendable {
 
 /// RFC 3261 §8.2.2.2: a request without a To tag whose From tag, Call-ID and CSeq match an
 /// ongoing server transaction, but which does not match that transaction, arrived twice over
-/// different paths (a fork loop) and is answered 482.
+/// different paths (a fork loop) and is answered 482. Hashed once by the Call-ID
+/// and CSeq number (the From tag and method are compared on a bucket hit).
 @usableFromInline
-struct MergeKey: Hashable, Sendable {
+struct MergeKey: PrehashedKey, Sendable {
     var fromTag: String
     var callID: String
     var cseq: UInt32
     var method: SIPMethod
-
-    /// Hashes the Call-ID and CSeq number only (the From tag and method are compared on a
-    /// bucket hit): equal keys still hash equally.
-    @usableFromInline
-    func hash(into hasher: inout Hasher) {
-        hasher.combine(callID)
-        hasher.combine(cseq)
-    }
+    @usableFromInline let hashWord: Int
 
     @usableFromInline
     init?(request: SIPMessage) {
         guard request.toTagBytes == nil, let m = request.method, m != .ack, m != .cancel,
-              let ft = request.fromTag, let id = request.callID, let cs = try? request.cseq() else { return nil }
-        fromTag = ft
-        callID = id
+              let ft = request.fromTagBytes, let id = request.callIDBytes, let cs = try? request.cseq() else { return nil }
+        fromTag = String(decoding: ft, as: UTF8.self)
+        callID = String(decoding: id, as: UTF8.self)
         cseq = cs.sequence
         method = m
+        var h = Hasher()
+        id.withUnsafeBytes { h.combine(bytes: $0) }
+        h.combine(cs.sequence)
+        hashWord = h.finalize()
+    }
+
+    @usableFromInline
+    static func == (a: MergeKey, b: MergeKey) -> Bool {
+        a.hashWord == b.hashWord && a.cseq == b.cseq && a.method == b.method && a.callID == b.callID && a.fromTag == b.fromTag
     }
 }
