@@ -97,10 +97,11 @@ struct Cursor {
 
     mutating func token() -> ArraySlice<UInt8> { take(while: isTokenByte) }
 
-    mutating func requireToken(_ rule: SIPParseError.Rule, _ what: String) throws(SIPParseError) -> String {
+    /// A token, as text (with `keep` false, only checked: an empty string comes back).
+    mutating func requireToken(_ rule: SIPParseError.Rule, _ what: String, keep: Bool = true) throws(SIPParseError) -> String {
         let t = token()
         guard !t.isEmpty else { throw error(rule, "expected \(what)") }
-        return String(sipBytes: t)
+        return keep ? String(sipBytes: t) : ""
     }
 
     /// Reads a quoted string (the cursor at its opening quote) and returns its unescaped text

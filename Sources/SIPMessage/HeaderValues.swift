@@ -24,12 +24,22 @@ public struct MediaType: Sendable, Hashable, CustomStringConvertible {
     public var description: String { essence + parameters.text }
 
     static func parse(_ b: ArraySlice<UInt8>) throws(SIPParseError) -> MediaType {
+        try scan(b, keep: true)
+    }
+
+    /// Checks a media type as ``parse(_:)`` does, with the same errors, keeping nothing (no
+    /// allocation: validation runs on every message that has a Content-Type).
+    static func check(_ b: ArraySlice<UInt8>) throws(SIPParseError) {
+        _ = try scan(b, keep: false)
+    }
+
+    private static func scan(_ b: ArraySlice<UInt8>, keep: Bool) throws(SIPParseError) -> MediaType {
         var c = Cursor(b)
         c.skipWS()
-        let t = try c.requireToken(.headerStructure, "a media type")
+        let t = try c.requireToken(.headerStructure, "a media type", keep: keep)
         try c.expect(UInt8(ascii: "/"), .headerStructure, "'/' in the media type")
-        let s = try c.requireToken(.headerStructure, "a media subtype")
-        let p = try c.parameters(.headerStructure)
+        let s = try c.requireToken(.headerStructure, "a media subtype", keep: keep)
+        let p = try c.parameters(.headerStructure, keep: keep)
         try c.requireEnd(.headerStructure, "after the media type")
         return MediaType(type: t, subtype: s, parameters: p)
     }

@@ -21,10 +21,20 @@ extension SIPMessage {
     /// Creates a response with a status code (100-699) and a reason phrase.
     /// - Precondition: `statusCode` is in 100...699 and the reason phrase holds no line break.
     public init(statusCode: Int, reasonPhrase: String? = nil) {
+        self.init(statusCode: statusCode, reasonPhrase: reasonPhrase, capacity: 0, headers: 0)
+    }
+
+    /// A response with room for `capacity` more bytes and `headers` header lines, so that
+    /// filling it in does not grow its buffers (one allocation each).
+    init(statusCode: Int, reasonPhrase: String?, capacity: Int, headers: Int) {
         precondition((100...699).contains(statusCode), "status code must be 100-699")
         let text = SIPMessage.oneLine(reasonPhrase ?? SIPMessage.defaultReasonPhrase(statusCode))
-        let bytes = Array(text.utf8)
-        self.init(storage: bytes, entries: [], startIndex: .response(version: .sip20, code: statusCode, reason: 0..<bytes.count),
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(text.utf8.count + capacity)
+        bytes.append(contentsOf: text.utf8)
+        var entries: [HeaderEntry] = []
+        entries.reserveCapacity(headers)
+        self.init(storage: bytes, entries: entries, startIndex: .response(version: .sip20, code: statusCode, reason: 0..<bytes.count),
                   bodyRange: bytes.count..<bytes.count, pristineRange: nil)
     }
 

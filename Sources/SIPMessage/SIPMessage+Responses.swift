@@ -21,11 +21,10 @@ extension SIPMessage {
     /// To (with `toTag` added when the request's To has none), Call-ID, CSeq and, for
     /// 100 Trying, the Timestamp.
     public init(responseTo request: SIPMessage, statusCode: Int, reasonPhrase: String? = nil, toTag: String? = nil) {
-        self.init(statusCode: statusCode, reasonPhrase: reasonPhrase)
         // One allocation for the copied headers (the request's size bounds them), not one per
         // doubling; the caller's additions (Contact, a body) usually fit in the slack.
-        storage.reserveCapacity(storage.count + request.bodyRange.lowerBound + 256)
-        entries.reserveCapacity(request.entries.count + 4)
+        self.init(statusCode: statusCode, reasonPhrase: reasonPhrase, capacity: request.bodyRange.lowerBound + 256,
+                  headers: request.entries.count + 4)
         let addTag = toTag != nil && request.toTagBytes == nil
         for e in request.entries {
             guard let k = KnownHeader(rawValue: e.known) else { continue }

@@ -103,7 +103,7 @@ extension SIPMessage {
         try checkContacts()
         try checkAddresses(.route)
         try checkAddresses(.recordRoute)
-        _ = try contentType()
+        if let v = try single(.contentType) { try MediaType.check(v) }
     }
 }
 
