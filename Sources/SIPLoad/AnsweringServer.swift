@@ -31,7 +31,8 @@ public final class AnsweringServer: Sendable {
         var timer: TimerService.Handle?
     }
 
-    struct DialogKey: Hashable { var callID: String; var cseq: UInt32 }
+    /// The Call-ID held inline (no allocation per INVITE and ACK) and the CSeq number.
+    struct DialogKey: Hashable { var callID: SIPByteKey; var cseq: UInt32 }
 
     public let answerCode: Int
     public let contact: String
@@ -75,8 +76,8 @@ public final class AnsweringServer: Sendable {
                     // RFC 3261 §12.1.1: a response that establishes a dialog copies every
                     // Record-Route value of the request, in order.
                     for rr in r.message.valueBytes(.recordRoute) { try? response.append(.recordRoute, String(decoding: rr, as: UTF8.self)) }
-                    if let id = r.message.callID, let cs = try? r.message.cseq() {
-                        let key = DialogKey(callID: id, cseq: cs.sequence)
+                    if let id = r.message.callIDBytes, let cs = try? r.message.cseq() {
+                        let key = DialogKey(callID: SIPByteKey(id), cseq: cs.sequence)
                         state.withLock { $0.pending[key] = Pending(response: response, peer: r.peer, interval: timers.t1, elapsed: .zero) }
                         if !r.peer.transport.isReliable { scheduleRetransmission(key, after: timers.t1) }
                         else { scheduleAckTimeout(key) }
@@ -95,9 +96,10 @@ public final class AnsweringServer: Sendable {
             endpoint.respond(SIPMessage(responseTo: c.message, statusCode: 200), to: c.transaction)
             endpoint.respond(SIPMessage(responseTo: c.message, statusCode: 487, toTag: nextTag()), to: invite)
         case .ack(let m, _):
-            guard let id = m.callID, let cs = try? m.cseq() else { return }
+            guard let id = m.callIDBytes, let cs = try? m.cseq() else { return }
+            let key = DialogKey(callID: SIPByteKey(id), cseq: cs.sequence)
             let timer = state.withLock { s -> TimerService.Handle? in
-                guard let p = s.pending.removeValue(forKey: DialogKey(callID: id, cseq: cs.sequence)) else { return nil }
+                guard let p = s.pending.removeValue(forKey: key) else { return nil }
                 s.stats.acks += 1
                 return p.timer
             }

@@ -81,7 +81,9 @@ struct ClientKey: PrehashedKey, Sendable {
 struct ServerKey: PrehashedKey, Sendable {
     @usableFromInline
     enum Kind: Hashable, Sendable {
-        case rfc3261(branch: String, sentBy: String)
+        /// The branch and the sent-by in one string (one allocation), a space between them:
+        /// the branch, a token, holds none, so the first space splits the two.
+        case rfc3261(branchAndSentBy: String)
         case rfc2543(requestURI: String, fromTag: String, callID: String, cseq: UInt32, via: String)
     }
 
@@ -89,18 +91,23 @@ struct ServerKey: PrehashedKey, Sendable {
     var method: SIPMethod
     @usableFromInline let hashWord: Int
 
-    /// An RFC 3261 key from the branch bytes and the sent-by (`host:port`, host in lower case).
-    init(branch: ArraySlice<UInt8>, sentBy: String, method: SIPMethod) {
-        kind = .rfc3261(branch: String(decoding: branch, as: UTF8.self), sentBy: sentBy)
+    /// An RFC 3261 key from the branch bytes and the sent-by's host bytes and port (the host
+    /// lower-cased here, as the decoded path writes it:
+    /// `via.host.address.lowercased() + ":" + port`).
+    init(branch: ArraySlice<UInt8>, host: ArraySlice<UInt8>, port: UInt16, method: SIPMethod) {
+        kind = .rfc3261(branchAndSentBy: ServerKey.join(branch, host, port))
         self.method = method
         var h = Hasher()
         branch.withUnsafeBytes { h.combine(bytes: $0) }
         hashWord = h.finalize()
     }
 
-    /// An RFC 3261 key from decoded text (the decoded path, and tests).
+    /// An RFC 3261 key from decoded text (the decoded path, and tests); `sentBy` is
+    /// `host:port` with the host in lower case.
     static func rfc3261(branch: String, sentBy: String, method: SIPMethod) -> ServerKey {
-        ServerKey(branch: ArraySlice(branch.utf8), sentBy: sentBy, method: method)
+        var k = ServerKey(branch: ArraySlice(branch.utf8), host: [], port: 0, method: method)
+        k.kind = .rfc3261(branchAndSentBy: branch + " " + sentBy)
+        return k
     }
 
     init(rfc2543 requestURI: String, fromTag: String, callID: String, cseq: UInt32, via: String, method: SIPMethod) {
@@ -119,7 +126,7 @@ struct ServerKey: PrehashedKey, Sendable {
         let method = asMethod ?? (m == .ack ? .invite : m)
         // The common case read from the bytes, without decoding the Via.
         if let branch = request.topViaBranchBytes, ServerKey.hasMagicCookie(branch), let sentBy = request.topViaSentBy {
-            self.init(branch: branch, sentBy: ServerKey.sentBy(sentBy.host, sentBy.port ?? 0), method: method)
+            self.init(branch: branch, host: sentBy.host, port: sentBy.port ?? 0, method: method)
             return
         }
         guard let via = try? request.topVia() else { return nil }
@@ -139,26 +146,29 @@ struct ServerKey: PrehashedKey, Sendable {
         a.hashWord == b.hashWord && a.method == b.method && a.kind == b.kind
     }
 
-    /// Whether a branch starts with RFC 3261's magic cookie (``Via/magicCookie``, compared
-    /// case-sensitively, as `hasPrefix` on the decoded branch), on the bytes.
+    /// Whether a branch starts with RFC 3261's magic cookie, ``Via/magicCookie`` (`z9hG4bK`,
+    /// compared case-sensitively, as `hasPrefix` on the decoded branch), on the bytes: written
+    /// out here, as reading the string's bytes costs more than the compare (a test holds the
+    /// two equal).
     @usableFromInline
     static func hasMagicCookie(_ branch: ArraySlice<UInt8>) -> Bool {
-        let cookie = Via.magicCookie.utf8
-        guard branch.count >= cookie.count else { return false }
-        var i = branch.startIndex
-        for c in cookie {
-            guard branch[i] == c else { return false }
-            i += 1
-        }
-        return true
+        guard branch.count >= 7 else { return false }
+        let i = branch.startIndex
+        return branch[i] == 0x7A && branch[i + 1] == 0x39 && branch[i + 2] == 0x68 && branch[i + 3] == 0x47
+            && branch[i + 4] == 0x34 && branch[i + 5] == 0x62 && branch[i + 6] == 0x4B
     }
 
-    /// `host:port` with the host in lower case, as the decoded path writes it
-    /// (`via.host.address.lowercased() + ":" + port`), built in one buffer: the host bytes of
+    /// `branch host:port` with the host in lower case, built in one buffer: the host bytes of
     /// a scanned sent-by are ASCII (host characters), so ASCII lower-casing is the same.
-    static func sentBy(_ host: ArraySlice<UInt8>, _ port: UInt16) -> String {
-        String(unsafeUninitializedCapacity: host.count + 6) { out in
+    static func join(_ branch: ArraySlice<UInt8>, _ host: ArraySlice<UInt8>, _ port: UInt16) -> String {
+        String(unsafeUninitializedCapacity: branch.count + host.count + 7) { out in
             var n = 0
+            for b in branch {
+                out[n] = b
+                n += 1
+            }
+            out[n] = UInt8(ascii: " ")
+            n += 1
             for b in host {
                 out[n] = (b &- 0x41) < 26 ? b | 0x20 : b
                 n += 1
@@ -183,8 +193,9 @@ struct ServerKey: PrehashedKey, Sendable {
 /// and CSeq number (the From tag and method are compared on a bucket hit).
 @usableFromInline
 struct MergeKey: PrehashedKey, Sendable {
-    var fromTag: String
-    var callID: String
+    /// The From tag and the Call-ID in one string (one allocation), a space between them: the
+    /// tag, a token, holds none, so the first space splits the two.
+    var fromTagAndCallID: String
     var cseq: UInt32
     var method: SIPMethod
     @usableFromInline let hashWord: Int
@@ -193,8 +204,14 @@ struct MergeKey: PrehashedKey, Sendable {
     init?(request: SIPMessage) {
         guard request.toTagBytes == nil, let m = request.method, m != .ack, m != .cancel,
               let ft = request.fromTagBytes, let id = request.callIDBytes, let cs = try? request.cseq() else { return nil }
-        fromTag = String(decoding: ft, as: UTF8.self)
-        callID = String(decoding: id, as: UTF8.self)
+        fromTagAndCallID = String(unsafeUninitializedCapacity: ft.count + 1 + id.count) { out in
+            var n = 0
+            for b in ft { out[n] = b; n += 1 }
+            out[n] = UInt8(ascii: " ")
+            n += 1
+            for b in id { out[n] = b; n += 1 }
+            return n
+        }
         cseq = cs.sequence
         method = m
         var h = Hasher()
@@ -205,6 +222,6 @@ struct MergeKey: PrehashedKey, Sendable {
 
     @usableFromInline
     static func == (a: MergeKey, b: MergeKey) -> Bool {
-        a.hashWord == b.hashWord && a.cseq == b.cseq && a.method == b.method && a.callID == b.callID && a.fromTag == b.fromTag
+        a.hashWord == b.hashWord && a.cseq == b.cseq && a.method == b.method && a.fromTagAndCallID == b.fromTagAndCallID
     }
 }

@@ -67,6 +67,12 @@ struct ServerKeyTests {
         #expect(!set.contains(.rfc3261(branch: "z9hG4bKsame", sentBy: "192.0.2.3:5060", method: .invite)))
     }
 
+    /// The cookie written out in `hasMagicCookie` is ``Via/magicCookie``.
+    @Test func writtenOutCookieIsTheViaCookie() {
+        #expect(ServerKey.hasMagicCookie(ArraySlice(Via.magicCookie.utf8)))
+        #expect(!ServerKey.hasMagicCookie(ArraySlice(Via.magicCookie.utf8.dropLast())))
+    }
+
     /// The magic cookie is compared exactly, on the bytes: a branch that only resembles it
     /// (another case, or cut short) is keyed by the RFC 2543 rule.
     @Test(arguments: ["z9hG4bk-lower", "z9hG4b", "Z9hG4bK-upper"])
