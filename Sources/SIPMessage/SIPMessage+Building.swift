@@ -88,11 +88,19 @@ extension SIPMessage {
 
     mutating func appendUnchecked(_ name: SIPHeaderName, _ value: String) {
         let ns = storage.count
-        storage.append(contentsOf: name.spelling.utf8)
+        appendText(name.spelling)
         let vs = storage.count
-        storage.append(contentsOf: value.utf8)
+        appendText(value)
         entries.append(HeaderEntry(known: name.known?.rawValue ?? 0, nameStart: UInt32(ns), nameEnd: UInt32(vs), valueStart: UInt32(vs), valueEnd: UInt32(storage.count)))
         pristineRange = nil
+    }
+
+    /// Appends a string's UTF-8 bytes to the storage as one block copy (appending its
+    /// `utf8` view goes byte by byte through the generic path).
+    @inline(__always)
+    mutating func appendText(_ text: String) {
+        var t = text
+        t.withUTF8 { storage.append(contentsOf: $0) }
     }
 
     /// Inserts a header line before every other line of the same name (a proxy adding its Via).

@@ -35,10 +35,11 @@ extension SIPMessage {
                 appendRaw(.to, request.storage[e.valueRange])
                 if addTag, let tag = toTag {
                     // A tag is a token: anything else could inject parameters or elements.
-                    let safe = tag.utf8.lazy.filter(isTokenByte)
-                    if !safe.isEmpty {
-                        storage.append(contentsOf: ";tag=".utf8)
-                        storage.append(contentsOf: safe)
+                    // The usual tag is all token bytes and is copied as a block.
+                    let clean = tag.utf8.allSatisfy(isTokenByte)
+                    if clean ? !tag.isEmpty : tag.utf8.contains(where: isTokenByte) {
+                        appendText(";tag=")
+                        if clean { appendText(tag) } else { storage.append(contentsOf: tag.utf8.lazy.filter(isTokenByte)) }
                         entries[entries.count - 1].valueEnd = UInt32(storage.count)
                     }
                 }
@@ -68,7 +69,7 @@ extension SIPMessage {
 
     mutating func appendRaw(_ k: KnownHeader, _ value: ArraySlice<UInt8>) {
         let ns = storage.count
-        storage.append(contentsOf: k.canonicalName.utf8)
+        appendText(k.canonicalName)
         let vs = storage.count
         storage.append(contentsOf: value)
         entries.append(HeaderEntry(known: k.rawValue, nameStart: UInt32(ns), nameEnd: UInt32(vs), valueStart: UInt32(vs), valueEnd: UInt32(storage.count)))
