@@ -36,6 +36,8 @@ public final class AnsweringServer: Sendable {
 
     public let answerCode: Int
     public let contact: String
+    /// The Contact header's value (`<contact>`), written once.
+    private let contactValue: String
     private let timers: TransactionTimers
     private let state = Mutex<(stats: Statistics, pending: [DialogKey: Pending], tag: UInt64)>((Statistics(), [:], 0))
     private let endpointBox = Mutex<SIPEndpoint?>(nil)
@@ -46,6 +48,7 @@ public final class AnsweringServer: Sendable {
     public init(answerCode: Int, contact: String, timers: TransactionTimers = .rfc3261) {
         self.answerCode = answerCode
         self.contact = contact
+        contactValue = "<\(contact)>"
         self.timers = timers
     }
 
@@ -56,10 +59,25 @@ public final class AnsweringServer: Sendable {
 
     public var statistics: Statistics { state.withLock { $0.stats } }
 
+    /// `sb` and a counter in base 36, written in place (a tag of up to 15 bytes is held in
+    /// the string itself: no allocation).
     private func nextTag() -> String {
-        state.withLock { s in
+        let n = state.withLock { s in
             s.tag += 1
-            return "sb" + String(s.tag, radix: 36)
+            return s.tag
+        }
+        return String(unsafeUninitializedCapacity: 15) { out in
+            out[0] = UInt8(ascii: "s")
+            out[1] = UInt8(ascii: "b")
+            var digits = 1, v = n
+            while v >= 36 { v /= 36; digits += 1 }
+            v = n
+            for k in stride(from: 1 + digits, through: 2, by: -1) {
+                let d = UInt8(v % 36)
+                out[k] = d < 10 ? 0x30 + d : 0x57 + d
+                v /= 36
+            }
+            return 2 + digits
         }
     }
 
@@ -72,10 +90,12 @@ public final class AnsweringServer: Sendable {
             if method == .invite {
                 var response = SIPMessage(responseTo: r.message, statusCode: answerCode, toTag: nextTag())
                 if (200..<300).contains(answerCode) {
-                    try? response.append(.contact, "<\(contact)>")
+                    try? response.append(.contact, contactValue)
                     // RFC 3261 §12.1.1: a response that establishes a dialog copies every
                     // Record-Route value of the request, in order.
-                    for rr in r.message.valueBytes(.recordRoute) { try? response.append(.recordRoute, String(decoding: rr, as: UTF8.self)) }
+                    if r.message.firstValueBytes(.recordRoute) != nil {
+                        for rr in r.message.valueBytes(.recordRoute) { try? response.append(.recordRoute, String(decoding: rr, as: UTF8.self)) }
+                    }
                     if let id = r.message.callIDBytes, let cs = try? r.message.cseq() {
                         let key = DialogKey(callID: SIPByteKey(id), cseq: cs.sequence)
                         state.withLock { $0.pending[key] = Pending(response: response, peer: r.peer, interval: timers.t1, elapsed: .zero) }
@@ -135,7 +155,10 @@ public final class AnsweringServer: Sendable {
 
     /// Remembers the pending answer's timer, so its ACK cancels it.
     private func note(_ handle: TimerService.Handle, for key: DialogKey) {
-        state.withLock { s in s.pending[key]?.timer = handle }
+        // In place (the optional-chained subscript copies the entry out and back).
+        state.withLock { s in
+            if let i = s.pending.index(forKey: key) { s.pending.values[i].timer = handle }
+        }
     }
 
     private func scheduleAckTimeout(_ key: DialogKey) {

@@ -168,6 +168,10 @@ public final class SIPEndpoint: Sendable, TimerTarget {
         var outputs: [TransactionLayer<SIPPeer>.Output] = []
         /// In increasing index order; empty (no allocation) unless a client transaction reports.
         var client: [(index: Int, handler: ClientHandler, event: ClientTransactionEvent)] = []
+        /// A new INVITE server transaction's 100 Trying timer, not started yet: it is started
+        /// after the TU has seen the request, and only if the TU has not answered by then (a TU
+        /// that answers at once — the usual server — costs no timer to start and cancel).
+        var trying: (id: TransactionID, after: Duration)?
 
         static var none: Work { Work() }
 
@@ -410,9 +414,10 @@ public final class SIPEndpoint: Sendable, TimerTarget {
                 let before = c.layer.counters.retransmissionsAbsorbed
                 let out = c.layer.receive(message, from: peer, reliable: peer.transport.isReliable)
                 if c.layer.counters.retransmissionsAbsorbed != before { c.stats.retransmissionsReceived += 1 }
-                return scheduleTimers(out, &c)
+                return scheduleTimers(out, &c, deferTrying: true)
             }
             execute(outputs)
+            if let t = outputs.trying { armTrying(t.id, after: t.after) }
         case .malformed(let bytes, let source, let error):
             if let capture, let local = localAddress(kind)?.address {
                 capture.record(SIPTrafficRecord(direction: .received, transport: kind, local: local, remote: source, bytes: bytes,
@@ -580,10 +585,13 @@ public final class SIPEndpoint: Sendable, TimerTarget {
 
     /// Starts and cancels timers while the lock is held, and finds the handlers of client
     /// transactions that report; the outputs are handed on as they are.
-    private func scheduleTimers(_ outputs: consuming [TransactionLayer<SIPPeer>.Output], _ c: inout Core) -> Work {
+    /// `deferTrying`: a 100 Trying timer is noted in the work, not started (see ``Work/trying``).
+    private func scheduleTimers(_ outputs: consuming [TransactionLayer<SIPPeer>.Output], _ c: inout Core, deferTrying: Bool = false) -> Work {
         var work = Work(outputs: outputs)
         for i in work.outputs.indices {
             switch work.outputs[i] {
+            case .startTimer(let id, .trying, let d) where deferTrying && work.trying == nil:
+                work.trying = (id, d)
             case .startTimer(let id, let t, let d):
                 // No callback: the timer service calls back `timerFired(_:_:)` with the
                 // transaction and the timer's code (nothing allocated per timer).
@@ -615,6 +623,15 @@ public final class SIPEndpoint: Sendable, TimerTarget {
             }
         }
         return work
+    }
+
+    /// Starts a deferred 100 Trying timer if the INVITE is still unanswered.
+    private func armTrying(_ id: TransactionID, after delay: Duration) {
+        core.withLock { c in
+            guard c.layer.awaitsTrying(id) else { return }
+            let h = timerService.schedule(after: delay, target: self, id.rawValue, SIPEndpoint.code(of: .trying))
+            if let old = c.timers[id, default: RunningTimers()].set(.trying, h) { timerService.cancel(old) }
+        }
     }
 
     private func execute(_ work: borrowing Work) {

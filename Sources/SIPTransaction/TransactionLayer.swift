@@ -125,6 +125,14 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
     /// Whether a transaction is alive.
     @inlinable public func contains(_ id: TransactionID) -> Bool { entries.index(forKey: id) != nil }
 
+    /// Whether `id` is an INVITE server transaction still waiting for the TU's first response
+    /// (its 100 Trying timer is due to run): a driver that starts that timer only after the TU
+    /// has seen the request asks this first.
+    public func awaitsTrying(_ id: TransactionID) -> Bool {
+        guard let i = entries.index(forKey: id), case .inviteServer(let t) = entries.values[i].machine else { return false }
+        return t.state == .proceeding && t.lastResponse == nil
+    }
+
     /// The state of a transaction, for tests and diagnostics.
     public func stateDescription(_ id: TransactionID) -> String? {
         guard let e = entries[id] else { return nil }
