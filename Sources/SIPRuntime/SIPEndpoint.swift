@@ -416,8 +416,9 @@ public final class SIPEndpoint: Sendable, TimerTarget {
                 if c.layer.counters.retransmissionsAbsorbed != before { c.stats.retransmissionsReceived += 1 }
                 return scheduleTimers(out, &c, deferTrying: true)
             }
+            let trying = outputs.trying
             execute(outputs)
-            if let t = outputs.trying { armTrying(t.id, after: t.after) }
+            if let t = trying { armTrying(t.id, after: t.after) }
         case .malformed(let bytes, let source, let error):
             if let capture, let local = localAddress(kind)?.address {
                 capture.record(SIPTrafficRecord(direction: .received, transport: kind, local: local, remote: source, bytes: bytes,
@@ -634,15 +635,21 @@ public final class SIPEndpoint: Sendable, TimerTarget {
         }
     }
 
-    private func execute(_ work: borrowing Work) {
+    /// Carries out the outputs in order. Each output is moved out of the array (a trivial one
+    /// left in its place) and taken apart by value: reading it in place would copy its message
+    /// and peer through the generic enum's value witnesses, and release them after.
+    private func execute(_ work: consuming Work) {
         var next = 0
-        for i in work.outputs.indices {
-            if next < work.client.count && work.client[next].index == i {
-                work.client[next].handler.call(work.client[next].event)
+        var outputs = work.outputs
+        let client = work.client
+        for i in outputs.indices {
+            if next < client.count && client[next].index == i {
+                client[next].handler.call(client[next].event)
                 next += 1
                 continue
             }
-            switch work.outputs[i] {
+            let output = Self.take(&outputs[i])
+            switch consume output {
             case .send(let m, let peer, let id):
                 if !send(m, to: peer, transaction: id) {
                     let more = core.withLock { c in scheduleTimers(c.layer.transportFailed(id), &c) }
@@ -665,6 +672,14 @@ public final class SIPEndpoint: Sendable, TimerTarget {
                 break
             }
         }
+    }
+
+    /// Moves an output out of its slot, leaving one that holds nothing to release.
+    @inline(__always)
+    private static func take(_ slot: inout TransactionLayer<SIPPeer>.Output) -> TransactionLayer<SIPPeer>.Output {
+        var out = TransactionLayer<SIPPeer>.Output.terminated(TransactionID(rawValue: 0))
+        swap(&out, &slot)
+        return out
     }
 
     /// One `trace` line per message: its first line, with the peer and Call-ID as metadata.

@@ -72,6 +72,20 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
                 return t.handle(event)
             }
         }
+
+        /// Whether this is an INVITE server transaction with no response yet (moved out and
+        /// back, as in `handle`, not copied).
+        @usableFromInline
+        mutating func awaitsTrying() -> Bool {
+            switch consume self {
+            case .inviteServer(let t):
+                defer { self = .inviteServer(t) }
+                return t.state == .proceeding && t.lastResponse == nil
+            case let other:
+                self = other
+                return false
+            }
+        }
     }
 
     @usableFromInline
@@ -127,10 +141,11 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
 
     /// Whether `id` is an INVITE server transaction still waiting for the TU's first response
     /// (its 100 Trying timer is due to run): a driver that starts that timer only after the TU
-    /// has seen the request asks this first.
-    public func awaitsTrying(_ id: TransactionID) -> Bool {
-        guard let i = entries.index(forKey: id), case .inviteServer(let t) = entries.values[i].machine else { return false }
-        return t.state == .proceeding && t.lastResponse == nil
+    /// has seen the request asks this first. `mutating` only to read the transaction where it
+    /// lies in the table (reading it out would copy it).
+    public mutating func awaitsTrying(_ id: TransactionID) -> Bool {
+        guard let i = entries.index(forKey: id) else { return false }
+        return entries.values[i].machine.awaitsTrying()
     }
 
     /// The state of a transaction, for tests and diagnostics.

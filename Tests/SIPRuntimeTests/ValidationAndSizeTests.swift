@@ -40,6 +40,49 @@ struct ValidationAndSizeTests {
         #expect(endpoint.statistics.rejected == 2)
     }
 
+    /// Sends `text` from a plain UDP socket and collects every response for `window`.
+    func responses(to text: String, from endpoint: SIPEndpoint, for window: Duration) async throws -> [SIPMessage] {
+        let got = Mutex<[SIPMessage]>([])
+        let sender = try UDPTransport(bindingTo: try SocketAddress(ip: "127.0.0.1", port: 0)) { e in
+            if case .message(let m) = e { got.withLock { $0.append(m.message) } }
+        }
+        defer { sender.close() }
+        try sender.send(Array(text.utf8), to: endpoint.localAddress(.udp)!.address)
+        try await Task.sleep(for: window)
+        return got.withLock { $0 }
+    }
+
+    static func invite(_ callID: String) -> String {
+        "INVITE sip:x@127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:5999;branch=z9hG4bK\(callID);rport\r\n"
+            + "From: <sip:a@b>;tag=1\r\nTo: <sip:x@127.0.0.1>\r\nCall-ID: \(callID)\r\nCSeq: 1 INVITE\r\nMax-Forwards: 70\r\n"
+            + "Contact: <sip:a@127.0.0.1:5999>\r\nContent-Length: 0\r\n\r\n"
+    }
+
+    /// RFC 3261 §17.2.1: an INVITE the TU leaves unanswered gets 100 Trying from the
+    /// transaction after 200 ms; one the TU answers while it handles the request gets only the
+    /// answer (the endpoint starts the Trying timer after the TU has seen the request, and only
+    /// if it has not answered).
+    @Test(.timeLimit(.minutes(1)))
+    func tryingOnlyForAnInviteLeftUnanswered() async throws {
+        let answerAtOnce = Mutex(false)
+        let box = Mutex<SIPEndpoint?>(nil)
+        let endpoint = try SIPEndpoint(configuration: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))])) { e in
+            guard case .request(let r) = e, answerAtOnce.withLock({ $0 }), let ep = box.withLock({ $0 }) else { return }
+            ep.respond(SIPMessage(responseTo: r.message, statusCode: 486, toTag: "busy"), to: r.transaction)
+        }
+        box.withLock { $0 = endpoint }
+        defer { endpoint.close() }
+
+        let left = try await responses(to: Self.invite("trying-left"), from: endpoint, for: .milliseconds(600))
+        #expect(left.map(\.statusCode) == [100])
+
+        // The 486 is retransmitted (Timer G: nobody ACKs it here); no 100 comes at any time.
+        answerAtOnce.withLock { $0 = true }
+        let answered = try await responses(to: Self.invite("trying-answered"), from: endpoint, for: .milliseconds(600))
+        #expect(answered.first?.statusCode == 486)
+        #expect(!answered.contains { $0.statusCode == 100 })
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func largeRequestsMoveFromUDPToTCP() async throws {
         let received = Mutex<[(SIPMessage, TransportKind)]>([])

@@ -47,6 +47,24 @@ struct TransactionLayerTests {
         #expect(layer.counters.strayResponses == 2)
     }
 
+    /// `awaitsTrying` holds for an INVITE server transaction until its first response, and
+    /// never for other transactions.
+    @Test func awaitsTryingUntilTheFirstResponse() throws {
+        var layer = Layer(seed: 1)
+        let inv = request("INVITE", branch: "z9hG4bKt")
+        let id = try #require(serverID(layer.receive(inv, from: "alice", reliable: false)))
+        let before = layer.awaitsTrying(id)
+        _ = layer.respond(response(180, to: inv), in: id)
+        let after = layer.awaitsTrying(id)
+        let bye = try #require(serverID(layer.receive(request("BYE", branch: "z9hG4bKb"), from: "alice", reliable: false)))
+        let forBye = layer.awaitsTrying(bye)
+        let unknown = layer.awaitsTrying(TransactionID(rawValue: 999))
+        #expect(before)
+        #expect(!after)
+        #expect(!forBye)
+        #expect(!unknown)
+    }
+
     @Test func serverTransactionAbsorbsRetransmissionsAndNon2xxACK() {
         var layer = Layer(seed: 2)
         let inv = request("INVITE", branch: "z9hG4bKs1")

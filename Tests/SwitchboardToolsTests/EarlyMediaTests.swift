@@ -79,6 +79,8 @@ import Switchboard
             return
         }
         let rate = file.sampleRate
+        // A recording shorter than the call fails here, not by indexing past its end.
+        try #require(Double(samples.count) > (answerAt + 0.9) * Double(rate), "recording of \(samples.count) samples for a call answered at \(answerAt) s")
         let before = Array(samples[Int(0.2 * Double(rate))..<Int((answerAt - 0.3) * Double(rate))])
         let beforeTone = ToneAnalysis.dominantFrequency(in: before, sampleRate: rate, range: 100...3500)
         #expect(abs((beforeTone?.frequency ?? 0) - 1000) < 8, "before the answer: \(String(describing: beforeTone))")
