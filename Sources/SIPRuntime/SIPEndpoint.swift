@@ -635,21 +635,15 @@ public final class SIPEndpoint: Sendable, TimerTarget {
         }
     }
 
-    /// Carries out the outputs in order. Each output is moved out of the array (a trivial one
-    /// left in its place) and taken apart by value: reading it in place would copy its message
-    /// and peer through the generic enum's value witnesses, and release them after.
-    private func execute(_ work: consuming Work) {
+    private func execute(_ work: borrowing Work) {
         var next = 0
-        var outputs = work.outputs
-        let client = work.client
-        for i in outputs.indices {
-            if next < client.count && client[next].index == i {
-                client[next].handler.call(client[next].event)
+        for i in work.outputs.indices {
+            if next < work.client.count && work.client[next].index == i {
+                work.client[next].handler.call(work.client[next].event)
                 next += 1
                 continue
             }
-            let output = Self.take(&outputs[i])
-            switch consume output {
+            switch work.outputs[i] {
             case .send(let m, let peer, let id):
                 if !send(m, to: peer, transaction: id) {
                     let more = core.withLock { c in scheduleTimers(c.layer.transportFailed(id), &c) }
@@ -672,14 +666,6 @@ public final class SIPEndpoint: Sendable, TimerTarget {
                 break
             }
         }
-    }
-
-    /// Moves an output out of its slot, leaving one that holds nothing to release.
-    @inline(__always)
-    private static func take(_ slot: inout TransactionLayer<SIPPeer>.Output) -> TransactionLayer<SIPPeer>.Output {
-        var out = TransactionLayer<SIPPeer>.Output.terminated(TransactionID(rawValue: 0))
-        swap(&out, &slot)
-        return out
     }
 
     /// One `trace` line per message: its first line, with the peer and Call-ID as metadata.
