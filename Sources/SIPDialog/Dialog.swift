@@ -25,7 +25,16 @@ public struct DialogID: Hashable, Sendable, CustomStringConvertible {
     /// is built per request).
     public func matches(incoming request: SIPMessage) -> Bool {
         guard let id = request.callIDBytes, let to = request.toTagBytes, let from = request.fromTagBytes else { return false }
-        return id.elementsEqual(callID.utf8) && to.elementsEqual(localTag.utf8) && from.elementsEqual(remoteTag.utf8)
+        return Self.same(id, callID) && Self.same(to, localTag) && Self.same(from, remoteTag)
+    }
+
+    /// Whether the bytes are the string's UTF-8, compared as two buffers (the generic
+    /// `elementsEqual` over a `String.UTF8View` steps through it a byte at a time).
+    static func same(_ bytes: ArraySlice<UInt8>, _ text: String) -> Bool {
+        var text = text
+        return text.withUTF8 { u in
+            bytes.count == u.count && bytes.withUnsafeBufferPointer { $0.elementsEqual(u) }
+        }
     }
 
     /// The ID of the dialog a response to our request belongs to (From tag ours, To tag theirs).
