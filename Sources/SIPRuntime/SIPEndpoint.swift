@@ -691,10 +691,13 @@ public final class SIPEndpoint: Sendable, TimerTarget {
         if peer.transport == .tcp { return sendStream(m, to: peer, transaction: transaction) }
         if peer.transport == .tls { return sendSecure(m, to: peer, transaction: transaction) }
         var destination = peer.address
-        if !m.isRequest, let top = m.firstValueBytes(.via), SIPBytes.parameter("rport", in: top) == nil {
-            // The sent-by port read from the bytes; an IPv6 sent-by is decoded.
+        if !m.isRequest {
+            // The sent-by port read from the bytes (an IPv6 sent-by is decoded); the rport
+            // parameter is looked for only when that port is not where the request came from.
             let port: UInt16? = if let sentBy = m.topViaSentBy { sentBy.port } else { (try? m.topVia())?.port }
-            if let port, port != destination.port { destination = destination.withPort(port) }
+            if let port, port != destination.port, let top = m.firstValueBytes(.via), SIPBytes.parameter("rport", in: top) == nil {
+                destination = destination.withPort(port)
+            }
         }
         let transports = udp.withLock { $0 }
         guard let t = transports.first(where: { $0.localAddress.isIPv6 == destination.isIPv6 }) ?? transports.first else {
