@@ -64,6 +64,43 @@ public final class ProxyServer: Sendable {
         /// INVITE server transaction → its response context: the branches forwarding it.
         var forwards: [TransactionID: ResponseContext] = [:]
         var stats = Statistics()
+        /// Request-URIs the location service resolved to a single binding, by their bytes:
+        /// emptied whenever a REGISTER is answered (bindings may have changed), an entry
+        /// unused once its binding expires.
+        var located: [LocatedKey: Located] = [:]
+    }
+
+    /// How many resolved Request-URIs are kept (all are dropped when one more comes).
+    static let locatedLimit = 1024
+
+    /// A Request-URI as written, hashed once (FNV-1a over its bytes).
+    struct LocatedKey: Hashable {
+        let bytes: ArraySlice<UInt8>
+        let hash: Int
+        init(_ bytes: ArraySlice<UInt8>) {
+            self.bytes = bytes
+            hash = Int(truncatingIfNeeded: ProxyServer.fnv1a(bytes))
+        }
+        func hash(into hasher: inout Hasher) { hasher.combine(hash) }
+        static func == (a: LocatedKey, b: LocatedKey) -> Bool { a.hash == b.hash && a.bytes == b.bytes }
+    }
+
+    /// Where a Request-URI in our domain went: its only live binding's contact, the text the
+    /// Request-URI becomes, and the next hop's address for the transport the request came over.
+    /// A class: a hit costs one retain, not a copy of every field.
+    final class Located: Sendable {
+        let contact: SIPURI
+        let uriText: String
+        let expiresAt: Int64
+        let arrivedOver: TransportKind
+        let peer: SIPPeer?
+        init(contact: SIPURI, uriText: String, expiresAt: Int64, arrivedOver: TransportKind, peer: SIPPeer?) {
+            self.contact = contact
+            self.uriText = uriText
+            self.expiresAt = expiresAt
+            self.arrivedOver = arrivedOver
+            self.peer = peer
+        }
     }
 
     /// One forwarded copy of an INVITE (RFC 3261 §16.6) and what became of it.
@@ -125,6 +162,7 @@ public final class ProxyServer: Sendable {
         let sentBy = locals.map { LocalPoint(kind: $0.transport, hostPort: $0.address.description) }
         localPoints.withLock { $0 = (points, sentBy) }
         endpointBox.withLock { $0 = endpoint }
+        state.withLock { $0.located.removeAll() }
     }
 
     public var statistics: Statistics { state.withLock { $0.stats } }
@@ -169,6 +207,7 @@ public final class ProxyServer: Sendable {
             // A REGISTER sent to our address rather than our domain registers in the domain.
             let resp = state.withLock { s in
                 s.stats.registers += 1
+                s.located.removeAll(keepingCapacity: true)
                 return s.registrar.handle(m, now: now, requestURIChecked: true, using: &s.rng)
             }
             if resp.statusCode == 200 {
@@ -179,17 +218,22 @@ public final class ProxyServer: Sendable {
             endpoint.respond(resp, to: r.transaction)
             return
         }
-        if let mf = try? m.maxForwards(), mf <= 0 {
+        let maxForwards = (try? m.maxForwards()) ?? nil
+        if let mf = maxForwards, mf <= 0 {
             refused(m, 483, r.peer)
             endpoint.respond(SIPMessage(responseTo: m, statusCode: 483), to: r.transaction)
             return
         }
         let target: SIPURI
-        switch route(&m, endpoint) {
-        case .forward(let t):
+        var edits: SIPMessage.ProxyEdits
+        let known: SIPPeer?
+        switch route(m, arrivedOver: r.peer.transport, endpoint) {
+        case .forward(let t, let e, let p):
             target = t
-        case .fork(let contacts):
-            fork(m, to: contacts, r, endpoint)
+            edits = e
+            known = p
+        case .fork(let contacts, let e):
+            fork(m, to: contacts, edits: e, maxForwards: maxForwards, r, endpoint)
             return
         case .refuse(let code):
             if code == 404 || code == 481 { state.withLock { $0.stats.notFound += 1 } }
@@ -197,12 +241,18 @@ public final class ProxyServer: Sendable {
             endpoint.respond(SIPMessage(responseTo: m, statusCode: code), to: r.transaction)
             return
         }
-        guard let peer = SIPUserAgent.literalPeer(target, transportOf(target, default: r.peer.transport)) else {
+        guard let peer = known ?? SIPUserAgent.literalPeer(target, transportOf(target, default: r.peer.transport)) else {
             refused(m, 502, r.peer)
             endpoint.respond(SIPMessage(responseTo: m, statusCode: 502), to: r.transaction)
             return
         }
-        decorate(&m, endpoint: endpoint, transport: peer.transport, dialogCreating: m.toTag == nil && Self.createsDialog(m.method))
+        decorate(&edits, m, transport: peer.transport, maxForwards: maxForwards, dialogCreating: Self.createsDialog(m.method) && m.toTag == nil)
+        guard let forwarded = m.forwarded(edits) else {
+            refused(m, 500, r.peer)
+            endpoint.respond(SIPMessage(responseTo: m, statusCode: 500), to: r.transaction)
+            return
+        }
+        m = forwarded
         let serverTx = r.transaction
         let method = m.method
         // Noted before sending: the response may come back before sendRequest returns.
@@ -217,12 +267,15 @@ public final class ProxyServer: Sendable {
 
     /// Forwards an INVITE to every contact in parallel (§16.6: a copy per target, each with a
     /// branch of its own), under one response context.
-    private func fork(_ m: SIPMessage, to contacts: [SIPURI], _ r: IncomingRequest, _ endpoint: SIPEndpoint) {
+    private func fork(_ m: SIPMessage, to contacts: [SIPURI], edits: SIPMessage.ProxyEdits, maxForwards: Int?, _ r: IncomingRequest,
+                      _ endpoint: SIPEndpoint) {
         var branches: [Branch] = []
         for contact in contacts {
-            guard var copy = try? m.replacingRequestURI(contact.description),
-                  let peer = SIPUserAgent.literalPeer(contact, transportOf(contact, default: r.peer.transport)) else { continue }
-            decorate(&copy, endpoint: endpoint, transport: peer.transport, dialogCreating: true)
+            guard let peer = SIPUserAgent.literalPeer(contact, transportOf(contact, default: r.peer.transport)) else { continue }
+            var e = edits
+            e.requestURI = contact.description
+            decorate(&e, m, transport: peer.transport, maxForwards: maxForwards, dialogCreating: true)
+            guard let copy = m.forwarded(e) else { continue }
             branches.append(Branch(request: copy, peer: peer))
         }
         guard !branches.isEmpty else {
@@ -250,29 +303,40 @@ public final class ProxyServer: Sendable {
         }
     }
 
-    enum Routing { case forward(SIPURI), fork([SIPURI]), refuse(Int) }
+    /// Where a request goes, and the edits that routing makes (the Route removed, the new
+    /// Request-URI) before the forwarded copy gets our Via.
+    /// A forward may come with the next hop's address already known (for the transport the
+    /// request arrived over).
+    enum Routing { case forward(SIPURI, SIPMessage.ProxyEdits, SIPPeer?), fork([SIPURI], SIPMessage.ProxyEdits), refuse(Int) }
 
     /// Where a request goes (§16.4–16.6): a Route naming us is removed; the next Route, else a
     /// Request-URI in our domain (or naming us) looked up in the location service (the
     /// Request-URI becomes the newest registered contact), else the Request-URI.
-    private func route(_ m: inout SIPMessage, _ endpoint: SIPEndpoint) -> Routing {
+    private func route(_ m: SIPMessage, arrivedOver kind: TransportKind, _ endpoint: SIPEndpoint) -> Routing {
+        var edits = SIPMessage.ProxyEdits()
         // The Route set is parsed once: when its first entry names us it is removed and the
         // next one (if any) is where the request goes.
         if let routes = try? m.route(), let first = routes.first {
             var next: SIPURI? = first.sipURI
             if let u = next, isUs(u, endpoint) {
-                m.removeFirstElement(.route)
+                edits.dropFirstElement = .route
                 next = routes.count > 1 ? routes[1].sipURI : nil
             }
-            if let u = next { return .forward(u) }
+            if let u = next { return .forward(u, edits, nil) }
+        }
+        // A Request-URI resolved before to a binding still live: no parsing, no lookup.
+        let now = seconds()
+        let key = m.requestURIBytes.map(LocatedKey.init)
+        if let key, let hit = state.withLock({ $0.located[key] }), hit.expiresAt > now {
+            edits.requestURI = hit.uriText
+            return .forward(hit.contact, edits, hit.arrivedOver == kind ? hit.peer : nil)
         }
         guard let ruri = try? m.requestURI().sipURI else { return .refuse(416) }
-        guard isOurDomainOrAddress(ruri, endpoint) else { return .forward(ruri) }
+        guard isOurDomainOrAddress(ruri, endpoint) else { return .forward(ruri, edits, nil) }
         var aor = ruri
         aor.host = .domain(configuration.domain)
         aor.port = nil
         aor.parameters = []
-        let now = seconds()
         // An address of record registered under our address (a REGISTER whose To names it
         // rather than our domain) is found under that address.
         var named = ruri
@@ -289,13 +353,21 @@ public final class ProxyServer: Sendable {
         // A contact that names us again would loop.
         if isUs(contact, endpoint) { return .refuse(482) }
         // A new INVITE for several bindings is forked to them all, newest first.
-        if m.method == .invite, m.toTag == nil, bindings.count > 1 {
+        if bindings.count > 1, m.method == .invite, m.toTag == nil {
             let contacts = bindings.compactMap { $0.contact.sipURI }.filter { !isUs($0, endpoint) }
-            if contacts.count > 1 { return .fork(contacts) }
+            if contacts.count > 1 { return .fork(contacts, edits) }
         }
-        guard let retargeted = try? m.replacingRequestURI(binding.uriText) else { return .refuse(500) }
-        m = retargeted
-        return .forward(contact)
+        edits.requestURI = binding.uriText
+        let peer = SIPUserAgent.literalPeer(contact, transportOf(contact, default: kind))
+        if bindings.count == 1, let key {
+            // The key keeps its own copy of the bytes, not the request's storage.
+            let entry = Located(contact: contact, uriText: binding.uriText, expiresAt: binding.expiresAt, arrivedOver: kind, peer: peer)
+            state.withLock { s in
+                if s.located.count >= Self.locatedLimit { s.located.removeAll(keepingCapacity: true) }
+                s.located[LocatedKey(ArraySlice(Array(key.bytes)))] = entry
+            }
+        }
+        return .forward(contact, edits, peer)
     }
 
     /// What the response context makes of a branch's response (§16.7): relay it or not, and
@@ -310,9 +382,7 @@ public final class ProxyServer: Sendable {
         let response: SIPMessage
         switch event {
         case .provisional(let resp), .final(let resp):
-            guard let code = resp.statusCode, code != 100 else { return }
-            var out = resp
-            out.removeFirstElement(.via)
+            guard let code = resp.statusCode, code != 100, let out = resp.forwarded(Self.popVia) else { return }
             response = out
         case .timeout, .transportError:
             guard let req = state.withLock({ $0.forwards[server]?.branches[k].request }) else { return }
@@ -407,11 +477,12 @@ public final class ProxyServer: Sendable {
 
     /// An ACK for a 2xx passes statelessly (§16.11), with our Via.
     private func forwardStateless(_ ack: SIPMessage, _ endpoint: SIPEndpoint) {
-        var m = ack
-        if let mf = try? m.maxForwards(), mf <= 0 { return }
-        guard case .forward(let t) = route(&m, endpoint), !isUs(t, endpoint),
-              let peer = SIPUserAgent.literalPeer(t, transportOf(t, default: .udp)) else { return }
-        decorate(&m, endpoint: endpoint, transport: peer.transport, dialogCreating: false)
+        let maxForwards = (try? ack.maxForwards()) ?? nil
+        if let mf = maxForwards, mf <= 0 { return }
+        guard case .forward(let t, var edits, let known) = route(ack, arrivedOver: .udp, endpoint), !isUs(t, endpoint),
+              let peer = known ?? SIPUserAgent.literalPeer(t, transportOf(t, default: .udp)) else { return }
+        decorate(&edits, ack, transport: peer.transport, maxForwards: maxForwards, dialogCreating: false)
+        guard let m = ack.forwarded(edits) else { return }
         state.withLock { $0.stats.acks += 1 }
         endpoint.sendStateless(m, to: peer)
     }
@@ -419,9 +490,7 @@ public final class ProxyServer: Sendable {
     /// A response that matched no transaction (a 2xx retransmitted after ours ended): pop our
     /// Via and send it to the next one.
     private func relayStateless(_ resp: SIPMessage, _ endpoint: SIPEndpoint) {
-        guard let vias = try? resp.via(), vias.count >= 2 else { return }
-        var out = resp
-        out.removeFirstElement(.via)
+        guard let vias = try? resp.via(), vias.count >= 2, let out = resp.forwarded(Self.popVia) else { return }
         let next = vias[1]
         guard let a = next.responseAddress else { return }
         let kind: TransportKind = switch next.transport.uppercased() { case "TCP": .tcp; case "TLS": .tls; default: .udp }
@@ -430,22 +499,64 @@ public final class ProxyServer: Sendable {
 
     // MARK: Helpers
 
-    private func decorate(_ m: inout SIPMessage, endpoint: SIPEndpoint, transport: TransportKind, dialogCreating: Bool) {
+    /// A response relayed upstream loses our Via (§16.7 step 3).
+    private static let popVia: SIPMessage.ProxyEdits = {
+        var e = SIPMessage.ProxyEdits()
+        e.dropFirstElement = .via
+        return e
+    }()
+
+    /// Adds to `edits` what every forwarded request gets (§16.6): Max-Forwards one less than
+    /// `maxForwards` (the request's, 70 when it has none), our Record-Route on a
+    /// dialog-creating request, our Via with a new branch (one derived from the incoming
+    /// branch for a stateless ACK).
+    private func decorate(_ edits: inout SIPMessage.ProxyEdits, _ m: SIPMessage, transport: TransportKind, maxForwards: Int?,
+                          dialogCreating: Bool) {
         // The first bound address of the transport, else the first of all.
         guard let local = localPoints.withLock({ l in l.sentBy.first { $0.kind == transport } ?? l.sentBy.first }) else { return }
-        let mf = ((try? m.maxForwards()) ?? nil) ?? 70
-        try? m.set(.maxForwards, String(max(0, mf - 1)))
+        edits.maxForwards = max(0, (maxForwards ?? 70) - 1)
         if dialogCreating && configuration.recordRoute {
-            try? m.prepend(.recordRoute, local.recordRoute)
+            edits.recordRoute = local.recordRoute
         }
         let branch: String
         if m.method == .ack {
             // Stateless forwarding: a branch derived from the incoming one (§16.11).
-            branch = Via.magicCookie + "a" + String(UInt64(truncatingIfNeeded: (m.topViaBranch ?? "").hashValue), radix: 36)
+            branch = Self.statelessBranch(m.topViaBranchBytes ?? [])
         } else {
             branch = TransactionLayer<SIPPeer>.newBranch()
         }
-        try? m.prepend(.via, local.viaPrefix + branch + ";rport")
+        edits.via = (local.viaPrefix, branch, ";rport")
+    }
+
+    /// The 64-bit FNV-1a hash of `bytes`.
+    static func fnv1a(_ bytes: ArraySlice<UInt8>) -> UInt64 {
+        bytes.withUnsafeBufferPointer { p in
+            var h: UInt64 = 0xCBF2_9CE4_8422_2325
+            for b in p { h = (h ^ UInt64(b)) &* 0x100_0000_01B3 }
+            return h
+        }
+    }
+
+    /// The branch of a request forwarded statelessly (§16.11): the magic cookie, `a`, and a
+    /// 64-bit FNV-1a hash of the incoming branch in base 36, so that a retransmission gets the
+    /// same branch.
+    static func statelessBranch(_ incoming: ArraySlice<UInt8>) -> String {
+        let h = fnv1a(incoming)
+        let prefix = Via.magicCookie + "a"
+        var digits = 1, v = h
+        while v >= 36 { v /= 36; digits += 1 }
+        return String(unsafeUninitializedCapacity: prefix.utf8.count + digits) { out in
+            var i = 0
+            for c in prefix.utf8 { out[i] = c; i += 1 }
+            var rest = h, k = i + digits - 1
+            repeat {
+                let d = UInt8(truncatingIfNeeded: rest % 36)
+                out[k] = d < 10 ? 0x30 + d : 0x57 + d
+                rest /= 36
+                k -= 1
+            } while rest > 0
+            return i + digits
+        }
     }
 
     /// The transport a URI names (`;transport=`, or TLS for a `sips:` URI), else the one the
