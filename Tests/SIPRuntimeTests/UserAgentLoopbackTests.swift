@@ -227,6 +227,31 @@ struct ProxyLoopbackTests {
         #expect(proxy.bindings(of: try SIPURI("sip:alice@switchboard.test")).isEmpty)
     }
 
+    @Test("a Request-URI the proxy resolved before is resolved again once a REGISTER removed the binding", .timeLimit(.minutes(1)))
+    func resolvedRequestURIForgottenOnRegister() async throws {
+        let (pe, _) = try Self.proxy()
+        defer { pe.close() }
+        let port = pe.localAddresses[0].address.port
+        let alice = try Self.agent("alice", password: "alicepw", proxyPort: port)
+        let bob = try Self.agent("bob", password: nil, proxyPort: port)
+        defer { alice.close(); bob.close() }
+        let a = AgentEvents(alice), b = AgentEvents(bob)
+        await alice.register(registrar: try SIPURI("sip:switchboard.test"), peer: pe.localAddresses[0], expires: 600)
+        try #require(await a.wait("registered") { es in es.contains { if case .registration(.registered, _) = $0 { return true } else { return false } } })
+        // Twice to her binding (the second time from what the proxy kept).
+        for round in 0..<2 {
+            let key = await bob.call(try SIPURI("sip:alice@switchboard.test"), offer: UserAgentLoopbackTests.offer)
+            try #require(await a.wait("incoming \(round)") { _ in a.incoming.count == round + 1 })
+            try await alice.perform(a.incoming[round]) { s throws(SessionError) in try s.reject(486) }
+            try #require(await b.wait("486 \(round)", b.has(key, .terminated(.rejected(486)))))
+        }
+        await alice.unregister()
+        try #require(await a.wait("unregistered") { es in es.contains { if case .registration(.unregistered, _) = $0 { return true } else { return false } } })
+        let key = await bob.call(try SIPURI("sip:alice@switchboard.test"), offer: UserAgentLoopbackTests.offer)
+        try #require(await b.wait("404", b.has(key, .terminated(.rejected(404)))))
+        #expect(a.incoming.count == 2)
+    }
+
     @Test("a call to an address of record nobody registered gets 404; a wrong password fails registration", .timeLimit(.minutes(1)))
     func notFoundAndBadPassword() async throws {
         let (pe, _) = try Self.proxy()
