@@ -4,9 +4,10 @@ extension SIPMessage {
     /// What a proxy changes in a message it forwards. The texts are the proxy's own (its
     /// sent-by and branch, its Record-Route): they are written as given, unchecked.
     package struct ProxyEdits: Sendable {
-        /// A Via line inserted before the first Via line (at the end when there is none): the
-        /// three pieces written one after the other (sent-by prefix, branch, parameters).
-        package var via: (prefix: String, branch: String, suffix: String)?
+        /// A Via line inserted before the first Via line (at the end when there is none),
+        /// written as `prefix` (up to `branch=`), the magic cookie, `tag`, `branch` in 16
+        /// lowercase hex digits, then `suffix` (no String is made for the branch).
+        package var via: ViaPieces?
         /// A Record-Route line inserted before the first Record-Route line (else at the end).
         package var recordRoute: String?
         /// The new Request-URI (checked: no white space or control byte).
@@ -18,6 +19,23 @@ extension SIPMessage {
         package var dropFirstElement: KnownHeader?
 
         package init() {}
+    }
+
+    /// The pieces of a proxy's Via (see ``ProxyEdits/via``).
+    package struct ViaPieces: Sendable {
+        package var prefix: String
+        package var tag: String
+        package var branch: UInt64
+        package var suffix: String
+        package init(prefix: String, tag: String = "", branch: UInt64, suffix: String) {
+            self.prefix = prefix
+            self.tag = tag
+            self.branch = branch
+            self.suffix = suffix
+        }
+
+        /// The written length.
+        var count: Int { prefix.utf8.count + Via.magicCookie.utf8.count + tag.utf8.count + 16 + suffix.utf8.count }
     }
 
     /// This message with `edits` applied, written at once in the canonical form
@@ -49,7 +67,7 @@ extension SIPMessage {
         total += 2 + 2 + plan.bodyCount
         var lines = 0
         var pass = plan
-        let viaLength = edits.via.map { $0.prefix.utf8.count + $0.branch.utf8.count + $0.suffix.utf8.count } ?? 0
+        let viaLength = edits.via?.count ?? 0
         let viaLine = names.length(ForwardingPlan.via) + 4 + viaLength
         let rrLine = names.length(ForwardingPlan.recordRoute) + 4 + (edits.recordRoute?.utf8.count ?? 0)
         for i in entries.indices {
@@ -140,34 +158,38 @@ extension SIPMessage {
         // On the buffer: a Via value is scanned for every response relayed.
         storage.withUnsafeBufferPointer { p -> Int? in
             let end = value.upperBound
-            var i = value.lowerBound
-            // Most values hold one element: no comma at all.
-            while i < end, p[i] != UInt8(ascii: ",") { i += 1 }
-            if i == end { return nil }
-            i = value.lowerBound
-            var inQuotes = false, angle = 0
-            while i < end {
-                let b = p[i]
-                if inQuotes {
-                    if b == UInt8(ascii: "\\") { i += 2; continue }
-                    if b == UInt8(ascii: "\"") { inQuotes = false }
-                } else if b == UInt8(ascii: ",") {
-                    if angle == 0 {
-                        var s = i + 1
-                        while s < end, isWS(p[s]) { s += 1 }
-                        return s
-                    }
-                } else if b == UInt8(ascii: "\"") {
-                    inQuotes = true
-                } else if b == UInt8(ascii: "<") {
-                    angle += 1
-                } else if b == UInt8(ascii: ">"), angle > 0 {
-                    angle -= 1
-                }
-                i += 1
-            }
-            return nil
+            // Most values hold one element (no comma at all) or a plain list (no quote or
+            // angle bracket before the first comma): memchr calls, no walk.
+            guard let comma = memchrIndex(p, UInt8(ascii: ","), value.lowerBound, end) else { return nil }
+            let plain = memchrIndex(p, UInt8(ascii: "\""), value.lowerBound, comma) == nil
+                && memchrIndex(p, UInt8(ascii: "<"), value.lowerBound, comma) == nil
+            guard let at = plain ? comma : topLevelComma(p, value) else { return nil }
+            var s = at + 1
+            while s < end, isWS(p[s]) { s += 1 }
+            return s
         }
+    }
+
+    /// The first comma of `p[value]` outside quotes and angle brackets.
+    private static func topLevelComma(_ p: UnsafeBufferPointer<UInt8>, _ value: Range<Int>) -> Int? {
+        var i = value.lowerBound, inQuotes = false, angle = 0
+        while i < value.upperBound {
+            let b = p[i]
+            if inQuotes {
+                if b == UInt8(ascii: "\\") { i += 2; continue }
+                if b == UInt8(ascii: "\"") { inQuotes = false }
+            } else if b == UInt8(ascii: ","), angle == 0 {
+                return i
+            } else if b == UInt8(ascii: "\"") {
+                inQuotes = true
+            } else if b == UInt8(ascii: "<") {
+                angle += 1
+            } else if b == UInt8(ascii: ">"), angle > 0 {
+                angle -= 1
+            }
+            i += 1
+        }
+        return nil
     }
 }
 
@@ -260,8 +282,17 @@ private struct LineWriter {
         name(known); w.put(value); end(known)
     }
 
-    mutating func via(_ v: (prefix: String, branch: String, suffix: String)) {
-        name(KnownHeader.via.rawValue); w.put(v.prefix); w.put(v.branch); w.put(v.suffix); end(KnownHeader.via.rawValue)
+    mutating func via(_ v: SIPMessage.ViaPieces) {
+        name(KnownHeader.via.rawValue)
+        w.put(v.prefix); w.put(Via.magicCookie); w.put(v.tag)
+        var shift = 60
+        while shift >= 0 {
+            let d = UInt8(truncatingIfNeeded: v.branch >> UInt64(shift)) & 0xF
+            w.put(d < 10 ? 0x30 + d : 0x57 + d)
+            shift -= 4
+        }
+        w.put(v.suffix)
+        end(KnownHeader.via.rawValue)
     }
 }
 

@@ -91,13 +91,14 @@ public final class ProxyServer: Sendable {
     final class Located: Sendable {
         let contact: SIPURI
         let uriText: String
-        let expiresAt: Int64
+        /// The binding's `expiresAt` on the monotonic clock (compared without converting the time).
+        let expiresAt: Duration
         let arrivedOver: TransportKind
         let peer: SIPPeer?
         init(contact: SIPURI, uriText: String, expiresAt: Int64, arrivedOver: TransportKind, peer: SIPPeer?) {
             self.contact = contact
             self.uriText = uriText
-            self.expiresAt = expiresAt
+            self.expiresAt = .seconds(expiresAt)
             self.arrivedOver = arrivedOver
             self.peer = peer
         }
@@ -325,9 +326,8 @@ public final class ProxyServer: Sendable {
             if let u = next { return .forward(u, edits, nil) }
         }
         // A Request-URI resolved before to a binding still live: no parsing, no lookup.
-        let now = seconds()
         let key = m.requestURIBytes.map(LocatedKey.init)
-        if let key, let hit = state.withLock({ $0.located[key] }), hit.expiresAt > now {
+        if let key, let hit = state.withLock({ $0.located[key] }), MonotonicClock.now.sinceOrigin < hit.expiresAt {
             edits.requestURI = hit.uriText
             return .forward(hit.contact, edits, hit.arrivedOver == kind ? hit.peer : nil)
         }
@@ -337,6 +337,7 @@ public final class ProxyServer: Sendable {
         aor.host = .domain(configuration.domain)
         aor.port = nil
         aor.parameters = []
+        let now = seconds()
         // An address of record registered under our address (a REGISTER whose To names it
         // rather than our domain) is found under that address.
         var named = ruri
@@ -518,14 +519,15 @@ public final class ProxyServer: Sendable {
         if dialogCreating && configuration.recordRoute {
             edits.recordRoute = local.recordRoute
         }
-        let branch: String
         if m.method == .ack {
-            // Stateless forwarding: a branch derived from the incoming one (§16.11).
-            branch = Self.statelessBranch(m.topViaBranchBytes ?? [])
+            // Stateless forwarding: a branch derived from the incoming one (§16.11), marked `a`:
+            // the same incoming branch gives the same branch.
+            edits.via = .init(prefix: local.viaPrefix, tag: "a", branch: Self.fnv1a(m.topViaBranchBytes ?? []), suffix: ";rport")
         } else {
-            branch = TransactionLayer<SIPPeer>.newBranch()
+            // A random branch, as TransactionLayer.newBranch() writes it (written in place).
+            var rng = SystemRandomNumberGenerator()
+            edits.via = .init(prefix: local.viaPrefix, branch: rng.next(), suffix: ";rport")
         }
-        edits.via = (local.viaPrefix, branch, ";rport")
     }
 
     /// The 64-bit FNV-1a hash of `bytes`.
@@ -534,28 +536,6 @@ public final class ProxyServer: Sendable {
             var h: UInt64 = 0xCBF2_9CE4_8422_2325
             for b in p { h = (h ^ UInt64(b)) &* 0x100_0000_01B3 }
             return h
-        }
-    }
-
-    /// The branch of a request forwarded statelessly (§16.11): the magic cookie, `a`, and a
-    /// 64-bit FNV-1a hash of the incoming branch in base 36, so that a retransmission gets the
-    /// same branch.
-    static func statelessBranch(_ incoming: ArraySlice<UInt8>) -> String {
-        let h = fnv1a(incoming)
-        let prefix = Via.magicCookie + "a"
-        var digits = 1, v = h
-        while v >= 36 { v /= 36; digits += 1 }
-        return String(unsafeUninitializedCapacity: prefix.utf8.count + digits) { out in
-            var i = 0
-            for c in prefix.utf8 { out[i] = c; i += 1 }
-            var rest = h, k = i + digits - 1
-            repeat {
-                let d = UInt8(truncatingIfNeeded: rest % 36)
-                out[k] = d < 10 ? 0x30 + d : 0x57 + d
-                rest /= 36
-                k -= 1
-            } while rest > 0
-            return i + digits
         }
     }
 

@@ -13,19 +13,24 @@ struct ForwardingTests {
         if let u = e.requestURI { r = try r.replacingRequestURI(u) }
         if let n = e.maxForwards { try r.set(.maxForwards, String(n)) }
         if let rr = e.recordRoute { try r.prepend(.recordRoute, rr) }
-        if let v = e.via { try r.prepend(.via, v.prefix + v.branch + v.suffix) }
+        if let v = e.via { try r.prepend(.via, v.prefix + Via.magicCookie + v.tag + hex16(v.branch) + v.suffix) }
         return r
+    }
+
+    static func hex16(_ v: UInt64) -> String {
+        let digits = String(v, radix: 16)
+        return String(repeating: "0", count: 16 - digits.count) + digits
     }
 
     static func requestEdits() -> [SIPMessage.ProxyEdits] {
         var all = SIPMessage.ProxyEdits()
-        all.via = ("SIP/2.0/UDP 192.0.2.7:5060;branch=", "z9hG4bKfwd1", ";rport")
+        all.via = .init(prefix: "SIP/2.0/UDP 192.0.2.7:5060;branch=", branch: 0xFD1, suffix: ";rport")
         all.recordRoute = "<sip:192.0.2.7:5060;lr>"
         all.requestURI = "sip:bob@198.51.100.9:5070;transport=udp"
         all.maxForwards = 69
         all.dropFirstElement = .route
         var viaOnly = SIPMessage.ProxyEdits()
-        viaOnly.via = ("SIP/2.0/TCP [2001:db8::7]:5060;branch=", "z9hG4bKa12", "")
+        viaOnly.via = .init(prefix: "SIP/2.0/TCP [2001:db8::7]:5060;branch=", tag: "a", branch: .max, suffix: "")
         viaOnly.maxForwards = 0
         return [all, viaOnly, SIPMessage.ProxyEdits()]
     }
@@ -73,7 +78,7 @@ struct ForwardingTests {
         let fwd = try #require(m.forwarded(Self.requestEdits()[0]))
         #expect(try fwd.route().count == 2)
         #expect(try fwd.maxForwards() == 69)
-        #expect(fwd.topViaBranch == "z9hG4bKfwd1")
+        #expect(fwd.topViaBranch == "z9hG4bK0000000000000fd1")
         #expect(try fwd.recordRoute().count == 2)
         // Lines the message did not have go at the end, Content-Length last.
         let bare = try SIPMessage(bytes: Array("OPTIONS sip:a@example.com SIP/2.0\r\nCall-ID: x\r\n\r\n".utf8))
