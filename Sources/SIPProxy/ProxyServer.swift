@@ -225,14 +225,12 @@ public final class ProxyServer: Sendable {
             endpoint.respond(SIPMessage(responseTo: m, statusCode: 483), to: r.transaction)
             return
         }
-        let target: SIPURI
+        let next: Next
         var edits: SIPMessage.ProxyEdits
-        let known: SIPPeer?
         switch route(m, arrivedOver: r.peer.transport, endpoint) {
-        case .forward(let t, let e, let p):
-            target = t
+        case .forward(let n, let e):
+            next = n
             edits = e
-            known = p
         case .fork(let contacts, let e):
             fork(m, to: contacts, edits: e, maxForwards: maxForwards, r, endpoint)
             return
@@ -242,7 +240,7 @@ public final class ProxyServer: Sendable {
             endpoint.respond(SIPMessage(responseTo: m, statusCode: code), to: r.transaction)
             return
         }
-        guard let peer = known ?? SIPUserAgent.literalPeer(target, transportOf(target, default: r.peer.transport)) else {
+        guard let peer = peer(of: next, arrivedOver: r.peer.transport) else {
             refused(m, 502, r.peer)
             endpoint.respond(SIPMessage(responseTo: m, statusCode: 502), to: r.transaction)
             return
@@ -306,9 +304,24 @@ public final class ProxyServer: Sendable {
 
     /// Where a request goes, and the edits that routing makes (the Route removed, the new
     /// Request-URI) before the forwarded copy gets our Via.
-    /// A forward may come with the next hop's address already known (for the transport the
-    /// request arrived over).
-    enum Routing { case forward(SIPURI, SIPMessage.ProxyEdits, SIPPeer?), fork([SIPURI], SIPMessage.ProxyEdits), refuse(Int) }
+    enum Routing { case forward(Next, SIPMessage.ProxyEdits), fork([SIPURI], SIPMessage.ProxyEdits), refuse(Int) }
+
+    /// The next hop of a forwarded request: a URI, or a binding the location service gave
+    /// (with the address for the transport the request arrived over; never us).
+    enum Next {
+        case uri(SIPURI)
+        case located(Located)
+    }
+
+    /// The address of `next` (an IP literal; `nil` otherwise).
+    private func peer(of next: Next, arrivedOver kind: TransportKind) -> SIPPeer? {
+        switch next {
+        case .uri(let u):
+            return SIPUserAgent.literalPeer(u, transportOf(u, default: kind))
+        case .located(let l):
+            return l.arrivedOver == kind ? l.peer : SIPUserAgent.literalPeer(l.contact, transportOf(l.contact, default: kind))
+        }
+    }
 
     /// Where a request goes (§16.4–16.6): a Route naming us is removed; the next Route, else a
     /// Request-URI in our domain (or naming us) looked up in the location service (the
@@ -317,22 +330,22 @@ public final class ProxyServer: Sendable {
         var edits = SIPMessage.ProxyEdits()
         // The Route set is parsed once: when its first entry names us it is removed and the
         // next one (if any) is where the request goes.
-        if let routes = try? m.route(), let first = routes.first {
+        if m.firstValueBytes(.route) != nil, let routes = try? m.route(), let first = routes.first {
             var next: SIPURI? = first.sipURI
             if let u = next, isUs(u, endpoint) {
                 edits.dropFirstElement = .route
                 next = routes.count > 1 ? routes[1].sipURI : nil
             }
-            if let u = next { return .forward(u, edits, nil) }
+            if let u = next { return .forward(.uri(u), edits) }
         }
         // A Request-URI resolved before to a binding still live: no parsing, no lookup.
         let key = m.requestURIBytes.map(LocatedKey.init)
         if let key, let hit = state.withLock({ $0.located[key] }), MonotonicClock.now.sinceOrigin < hit.expiresAt {
             edits.requestURI = hit.uriText
-            return .forward(hit.contact, edits, hit.arrivedOver == kind ? hit.peer : nil)
+            return .forward(.located(hit), edits)
         }
         guard let ruri = try? m.requestURI().sipURI else { return .refuse(416) }
-        guard isOurDomainOrAddress(ruri, endpoint) else { return .forward(ruri, edits, nil) }
+        guard isOurDomainOrAddress(ruri, endpoint) else { return .forward(.uri(ruri), edits) }
         var aor = ruri
         aor.host = .domain(configuration.domain)
         aor.port = nil
@@ -360,15 +373,15 @@ public final class ProxyServer: Sendable {
         }
         edits.requestURI = binding.uriText
         let peer = SIPUserAgent.literalPeer(contact, transportOf(contact, default: kind))
+        let entry = Located(contact: contact, uriText: binding.uriText, expiresAt: binding.expiresAt, arrivedOver: kind, peer: peer)
         if bindings.count == 1, let key {
             // The key keeps its own copy of the bytes, not the request's storage.
-            let entry = Located(contact: contact, uriText: binding.uriText, expiresAt: binding.expiresAt, arrivedOver: kind, peer: peer)
             state.withLock { s in
                 if s.located.count >= Self.locatedLimit { s.located.removeAll(keepingCapacity: true) }
                 s.located[LocatedKey(ArraySlice(Array(key.bytes)))] = entry
             }
         }
-        return .forward(contact, edits, peer)
+        return .forward(.located(entry), edits)
     }
 
     /// What the response context makes of a branch's response (§16.7): relay it or not, and
@@ -480,8 +493,8 @@ public final class ProxyServer: Sendable {
     private func forwardStateless(_ ack: SIPMessage, _ endpoint: SIPEndpoint) {
         let maxForwards = (try? ack.maxForwards()) ?? nil
         if let mf = maxForwards, mf <= 0 { return }
-        guard case .forward(let t, var edits, let known) = route(ack, arrivedOver: .udp, endpoint), !isUs(t, endpoint),
-              let peer = known ?? SIPUserAgent.literalPeer(t, transportOf(t, default: .udp)) else { return }
+        guard case .forward(let next, var edits) = route(ack, arrivedOver: .udp, endpoint), !isUs(next, endpoint),
+              let peer = peer(of: next, arrivedOver: .udp) else { return }
         decorate(&edits, ack, transport: peer.transport, maxForwards: maxForwards, dialogCreating: false)
         guard let m = ack.forwarded(edits) else { return }
         state.withLock { $0.stats.acks += 1 }
@@ -567,6 +580,12 @@ public final class ProxyServer: Sendable {
             if lx != ly { return false }
         }
         return ascii || host.lowercased() == configuration.domain.lowercased()
+    }
+
+    /// A located binding never names us (that is refused with 482 before it is kept).
+    private func isUs(_ next: Next, _ endpoint: SIPEndpoint) -> Bool {
+        if case .uri(let u) = next { return isUs(u, endpoint) }
+        return false
     }
 
     private func isUs(_ u: SIPURI, _ endpoint: SIPEndpoint) -> Bool {
