@@ -410,7 +410,6 @@ public final class ProxyServer: Sendable {
         let d = state.withLock { s in
             let d = Self.dispose(response, branch: k, in: &s.forwards[server])
             if d.relay != nil { s.stats.relayedResponses += 1 }
-            if s.forwards[server]?.done == true { s.forwards[server] = nil }
             return d
         }
         if let relay = d.relay { endpoint.respond(relay, to: server) }
@@ -418,10 +417,17 @@ public final class ProxyServer: Sendable {
     }
 
     /// §16.7 steps 5, 6 and 10 for one response of branch `k` in `context` (`nil`: a request
-    /// without one, a non-INVITE, or a 2xx retransmitted after the context ended: relayed).
+    /// without one, a non-INVITE, or a 2xx retransmitted after the context ended: relayed);
+    /// the context ends (becomes `nil`) once every branch has answered.
     private static func dispose(_ r: SIPMessage, branch k: Int, in context: inout ResponseContext?) -> Disposition {
-        guard var c = context, c.branches.indices.contains(k) else { return Disposition(relay: r) }
-        defer { context = c }
+        guard context?.branches.indices.contains(k) == true, var c = context else {
+            if context?.done == true { context = nil }
+            return Disposition(relay: r)
+        }
+        // `c` alone holds the context while it changes (its branches change in place); it goes
+        // back unless every branch has answered (one dictionary access for it all).
+        context = nil
+        defer { context = c.done ? nil : c }
         let code = r.statusCode ?? 0
         if code < 200 {
             c.branches[k].provisional = true
