@@ -95,12 +95,10 @@ public final class ProxyServer: Sendable {
         let expiresAt: Duration
         let arrivedOver: TransportKind
         let peer: SIPPeer?
-        init(contact: SIPURI, uriText: String, expiresAt: Int64, arrivedOver: TransportKind, peer: SIPPeer?) {
-            self.contact = contact
-            self.uriText = uriText
-            self.expiresAt = .seconds(expiresAt)
-            self.arrivedOver = arrivedOver
-            self.peer = peer
+        /// `binding` (whose contact is `contact`) as found for a request that arrived over `kind`.
+        init(_ binding: Registrar.Binding, contact: SIPURI, arrivedOver kind: TransportKind, peer: SIPPeer?) {
+            (self.contact, uriText, expiresAt) = (contact, binding.uriText, .seconds(binding.expiresAt))
+            (arrivedOver, self.peer) = (kind, peer)
         }
     }
 
@@ -373,7 +371,7 @@ public final class ProxyServer: Sendable {
         }
         edits.requestURI = binding.uriText
         let peer = SIPUserAgent.literalPeer(contact, transportOf(contact, default: kind))
-        let entry = Located(contact: contact, uriText: binding.uriText, expiresAt: binding.expiresAt, arrivedOver: kind, peer: peer)
+        let entry = Located(binding, contact: contact, arrivedOver: kind, peer: peer)
         if bindings.count == 1, let key {
             // The key keeps its own copy of the bytes, not the request's storage.
             state.withLock { s in
