@@ -64,6 +64,42 @@ public final class ProxyServer: Sendable {
         /// INVITE server transaction → its response context: the branches forwarding it.
         var forwards: [TransactionID: ResponseContext] = [:]
         var stats = Statistics()
+        /// Request-URIs the location service resolved to a single binding, by their bytes:
+        /// emptied whenever a REGISTER is answered (bindings may have changed), an entry
+        /// unused once its binding expires.
+        var located: [LocatedKey: Located] = [:]
+    }
+
+    /// How many resolved Request-URIs are kept (all are dropped when one more comes).
+    static let locatedLimit = 1024
+
+    /// A Request-URI as written, hashed once (FNV-1a over its bytes).
+    struct LocatedKey: Hashable {
+        let bytes: ArraySlice<UInt8>
+        let hash: Int
+        init(_ bytes: ArraySlice<UInt8>) {
+            self.bytes = bytes
+            hash = Int(truncatingIfNeeded: ProxyServer.fnv1a(bytes))
+        }
+        func hash(into hasher: inout Hasher) { hasher.combine(hash) }
+        static func == (a: LocatedKey, b: LocatedKey) -> Bool { a.hash == b.hash && a.bytes == b.bytes }
+    }
+
+    /// Where a Request-URI in our domain went: its only live binding's contact, the text the
+    /// Request-URI becomes, and the next hop's address for the transport the request came over.
+    /// A class: a hit costs one retain, not a copy of every field.
+    final class Located: Sendable {
+        let contact: SIPURI
+        let uriText: String
+        /// The binding's `expiresAt` on the monotonic clock (compared without converting the time).
+        let expiresAt: Duration
+        let arrivedOver: TransportKind
+        let peer: SIPPeer?
+        /// `binding` (whose contact is `contact`) as found for a request that arrived over `kind`.
+        init(_ binding: Registrar.Binding, contact: SIPURI, arrivedOver kind: TransportKind, peer: SIPPeer?) {
+            (self.contact, uriText, expiresAt) = (contact, binding.uriText, .seconds(binding.expiresAt))
+            (arrivedOver, self.peer) = (kind, peer)
+        }
     }
 
     /// One forwarded copy of an INVITE (RFC 3261 §16.6) and what became of it.
@@ -125,6 +161,7 @@ public final class ProxyServer: Sendable {
         let sentBy = locals.map { LocalPoint(kind: $0.transport, hostPort: $0.address.description) }
         localPoints.withLock { $0 = (points, sentBy) }
         endpointBox.withLock { $0 = endpoint }
+        state.withLock { $0.located.removeAll() }
     }
 
     public var statistics: Statistics { state.withLock { $0.stats } }
@@ -169,6 +206,7 @@ public final class ProxyServer: Sendable {
             // A REGISTER sent to our address rather than our domain registers in the domain.
             let resp = state.withLock { s in
                 s.stats.registers += 1
+                s.located.removeAll(keepingCapacity: true)
                 return s.registrar.handle(m, now: now, requestURIChecked: true, using: &s.rng)
             }
             if resp.statusCode == 200 {
@@ -179,17 +217,20 @@ public final class ProxyServer: Sendable {
             endpoint.respond(resp, to: r.transaction)
             return
         }
-        if let mf = try? m.maxForwards(), mf <= 0 {
+        let maxForwards = (try? m.maxForwards()) ?? nil
+        if let mf = maxForwards, mf <= 0 {
             refused(m, 483, r.peer)
             endpoint.respond(SIPMessage(responseTo: m, statusCode: 483), to: r.transaction)
             return
         }
-        let target: SIPURI
-        switch route(&m, endpoint) {
-        case .forward(let t):
-            target = t
-        case .fork(let contacts):
-            fork(m, to: contacts, r, endpoint)
+        let next: Next
+        var edits: SIPMessage.ProxyEdits
+        switch route(m, arrivedOver: r.peer.transport, endpoint) {
+        case .forward(let n, let e):
+            next = n
+            edits = e
+        case .fork(let contacts, let e):
+            fork(m, to: contacts, edits: e, maxForwards: maxForwards, r, endpoint)
             return
         case .refuse(let code):
             if code == 404 || code == 481 { state.withLock { $0.stats.notFound += 1 } }
@@ -197,12 +238,18 @@ public final class ProxyServer: Sendable {
             endpoint.respond(SIPMessage(responseTo: m, statusCode: code), to: r.transaction)
             return
         }
-        guard let peer = SIPUserAgent.literalPeer(target, transportOf(target, default: r.peer.transport)) else {
+        guard let peer = peer(of: next, arrivedOver: r.peer.transport) else {
             refused(m, 502, r.peer)
             endpoint.respond(SIPMessage(responseTo: m, statusCode: 502), to: r.transaction)
             return
         }
-        decorate(&m, endpoint: endpoint, transport: peer.transport, dialogCreating: m.toTag == nil && Self.createsDialog(m.method))
+        decorate(&edits, m, transport: peer.transport, maxForwards: maxForwards, dialogCreating: Self.createsDialog(m.method) && m.toTag == nil)
+        guard let forwarded = m.forwarded(edits) else {
+            refused(m, 500, r.peer)
+            endpoint.respond(SIPMessage(responseTo: m, statusCode: 500), to: r.transaction)
+            return
+        }
+        m = forwarded
         let serverTx = r.transaction
         let method = m.method
         // Noted before sending: the response may come back before sendRequest returns.
@@ -217,12 +264,15 @@ public final class ProxyServer: Sendable {
 
     /// Forwards an INVITE to every contact in parallel (§16.6: a copy per target, each with a
     /// branch of its own), under one response context.
-    private func fork(_ m: SIPMessage, to contacts: [SIPURI], _ r: IncomingRequest, _ endpoint: SIPEndpoint) {
+    private func fork(_ m: SIPMessage, to contacts: [SIPURI], edits: SIPMessage.ProxyEdits, maxForwards: Int?, _ r: IncomingRequest,
+                      _ endpoint: SIPEndpoint) {
         var branches: [Branch] = []
         for contact in contacts {
-            guard var copy = try? m.replacingRequestURI(contact.description),
-                  let peer = SIPUserAgent.literalPeer(contact, transportOf(contact, default: r.peer.transport)) else { continue }
-            decorate(&copy, endpoint: endpoint, transport: peer.transport, dialogCreating: true)
+            guard let peer = SIPUserAgent.literalPeer(contact, transportOf(contact, default: r.peer.transport)) else { continue }
+            var e = edits
+            e.requestURI = contact.description
+            decorate(&e, m, transport: peer.transport, maxForwards: maxForwards, dialogCreating: true)
+            guard let copy = m.forwarded(e) else { continue }
             branches.append(Branch(request: copy, peer: peer))
         }
         guard !branches.isEmpty else {
@@ -250,24 +300,50 @@ public final class ProxyServer: Sendable {
         }
     }
 
-    enum Routing { case forward(SIPURI), fork([SIPURI]), refuse(Int) }
+    /// Where a request goes, and the edits that routing makes (the Route removed, the new
+    /// Request-URI) before the forwarded copy gets our Via.
+    enum Routing { case forward(Next, SIPMessage.ProxyEdits), fork([SIPURI], SIPMessage.ProxyEdits), refuse(Int) }
+
+    /// The next hop of a forwarded request: a URI, or a binding the location service gave
+    /// (with the address for the transport the request arrived over; never us).
+    enum Next {
+        case uri(SIPURI)
+        case located(Located)
+    }
+
+    /// The address of `next` (an IP literal; `nil` otherwise).
+    private func peer(of next: Next, arrivedOver kind: TransportKind) -> SIPPeer? {
+        switch next {
+        case .uri(let u):
+            return SIPUserAgent.literalPeer(u, transportOf(u, default: kind))
+        case .located(let l):
+            return l.arrivedOver == kind ? l.peer : SIPUserAgent.literalPeer(l.contact, transportOf(l.contact, default: kind))
+        }
+    }
 
     /// Where a request goes (§16.4–16.6): a Route naming us is removed; the next Route, else a
     /// Request-URI in our domain (or naming us) looked up in the location service (the
     /// Request-URI becomes the newest registered contact), else the Request-URI.
-    private func route(_ m: inout SIPMessage, _ endpoint: SIPEndpoint) -> Routing {
+    private func route(_ m: SIPMessage, arrivedOver kind: TransportKind, _ endpoint: SIPEndpoint) -> Routing {
+        var edits = SIPMessage.ProxyEdits()
         // The Route set is parsed once: when its first entry names us it is removed and the
         // next one (if any) is where the request goes.
-        if let routes = try? m.route(), let first = routes.first {
+        if m.firstValueBytes(.route) != nil, let routes = try? m.route(), let first = routes.first {
             var next: SIPURI? = first.sipURI
             if let u = next, isUs(u, endpoint) {
-                m.removeFirstElement(.route)
+                edits.dropFirstElement = .route
                 next = routes.count > 1 ? routes[1].sipURI : nil
             }
-            if let u = next { return .forward(u) }
+            if let u = next { return .forward(.uri(u), edits) }
+        }
+        // A Request-URI resolved before to a binding still live: no parsing, no lookup.
+        let key = m.requestURIBytes.map(LocatedKey.init)
+        if let key, let hit = state.withLock({ $0.located[key] }), MonotonicClock.now.sinceOrigin < hit.expiresAt {
+            edits.requestURI = hit.uriText
+            return .forward(.located(hit), edits)
         }
         guard let ruri = try? m.requestURI().sipURI else { return .refuse(416) }
-        guard isOurDomainOrAddress(ruri, endpoint) else { return .forward(ruri) }
+        guard isOurDomainOrAddress(ruri, endpoint) else { return .forward(.uri(ruri), edits) }
         var aor = ruri
         aor.host = .domain(configuration.domain)
         aor.port = nil
@@ -289,13 +365,21 @@ public final class ProxyServer: Sendable {
         // A contact that names us again would loop.
         if isUs(contact, endpoint) { return .refuse(482) }
         // A new INVITE for several bindings is forked to them all, newest first.
-        if m.method == .invite, m.toTag == nil, bindings.count > 1 {
+        if bindings.count > 1, m.method == .invite, m.toTag == nil {
             let contacts = bindings.compactMap { $0.contact.sipURI }.filter { !isUs($0, endpoint) }
-            if contacts.count > 1 { return .fork(contacts) }
+            if contacts.count > 1 { return .fork(contacts, edits) }
         }
-        guard let retargeted = try? m.replacingRequestURI(binding.uriText) else { return .refuse(500) }
-        m = retargeted
-        return .forward(contact)
+        edits.requestURI = binding.uriText
+        let peer = SIPUserAgent.literalPeer(contact, transportOf(contact, default: kind))
+        let entry = Located(binding, contact: contact, arrivedOver: kind, peer: peer)
+        if bindings.count == 1, let key {
+            // The key keeps its own copy of the bytes, not the request's storage.
+            state.withLock { s in
+                if s.located.count >= Self.locatedLimit { s.located.removeAll(keepingCapacity: true) }
+                s.located[LocatedKey(ArraySlice(Array(key.bytes)))] = entry
+            }
+        }
+        return .forward(.located(entry), edits)
     }
 
     /// What the response context makes of a branch's response (§16.7): relay it or not, and
@@ -310,9 +394,7 @@ public final class ProxyServer: Sendable {
         let response: SIPMessage
         switch event {
         case .provisional(let resp), .final(let resp):
-            guard let code = resp.statusCode, code != 100 else { return }
-            var out = resp
-            out.removeFirstElement(.via)
+            guard let code = resp.statusCode, code != 100, let out = resp.forwarded(Self.popVia) else { return }
             response = out
         case .timeout, .transportError:
             guard let req = state.withLock({ $0.forwards[server]?.branches[k].request }) else { return }
@@ -326,7 +408,6 @@ public final class ProxyServer: Sendable {
         let d = state.withLock { s in
             let d = Self.dispose(response, branch: k, in: &s.forwards[server])
             if d.relay != nil { s.stats.relayedResponses += 1 }
-            if s.forwards[server]?.done == true { s.forwards[server] = nil }
             return d
         }
         if let relay = d.relay { endpoint.respond(relay, to: server) }
@@ -334,10 +415,17 @@ public final class ProxyServer: Sendable {
     }
 
     /// §16.7 steps 5, 6 and 10 for one response of branch `k` in `context` (`nil`: a request
-    /// without one, a non-INVITE, or a 2xx retransmitted after the context ended: relayed).
+    /// without one, a non-INVITE, or a 2xx retransmitted after the context ended: relayed);
+    /// the context ends (becomes `nil`) once every branch has answered.
     private static func dispose(_ r: SIPMessage, branch k: Int, in context: inout ResponseContext?) -> Disposition {
-        guard var c = context, c.branches.indices.contains(k) else { return Disposition(relay: r) }
-        defer { context = c }
+        guard context?.branches.indices.contains(k) == true, var c = context else {
+            if context?.done == true { context = nil }
+            return Disposition(relay: r)
+        }
+        // `c` alone holds the context while it changes (its branches change in place); it goes
+        // back unless every branch has answered (one dictionary access for it all).
+        context = nil
+        defer { context = c.done ? nil : c }
         let code = r.statusCode ?? 0
         if code < 200 {
             c.branches[k].provisional = true
@@ -407,11 +495,12 @@ public final class ProxyServer: Sendable {
 
     /// An ACK for a 2xx passes statelessly (§16.11), with our Via.
     private func forwardStateless(_ ack: SIPMessage, _ endpoint: SIPEndpoint) {
-        var m = ack
-        if let mf = try? m.maxForwards(), mf <= 0 { return }
-        guard case .forward(let t) = route(&m, endpoint), !isUs(t, endpoint),
-              let peer = SIPUserAgent.literalPeer(t, transportOf(t, default: .udp)) else { return }
-        decorate(&m, endpoint: endpoint, transport: peer.transport, dialogCreating: false)
+        let maxForwards = (try? ack.maxForwards()) ?? nil
+        if let mf = maxForwards, mf <= 0 { return }
+        guard case .forward(let next, var edits) = route(ack, arrivedOver: .udp, endpoint), !isUs(next, endpoint),
+              let peer = peer(of: next, arrivedOver: .udp) else { return }
+        decorate(&edits, ack, transport: peer.transport, maxForwards: maxForwards, dialogCreating: false)
+        guard let m = ack.forwarded(edits) else { return }
         state.withLock { $0.stats.acks += 1 }
         endpoint.sendStateless(m, to: peer)
     }
@@ -419,9 +508,7 @@ public final class ProxyServer: Sendable {
     /// A response that matched no transaction (a 2xx retransmitted after ours ended): pop our
     /// Via and send it to the next one.
     private func relayStateless(_ resp: SIPMessage, _ endpoint: SIPEndpoint) {
-        guard let vias = try? resp.via(), vias.count >= 2 else { return }
-        var out = resp
-        out.removeFirstElement(.via)
+        guard let vias = try? resp.via(), vias.count >= 2, let out = resp.forwarded(Self.popVia) else { return }
         let next = vias[1]
         guard let a = next.responseAddress else { return }
         let kind: TransportKind = switch next.transport.uppercased() { case "TCP": .tcp; case "TLS": .tls; default: .udp }
@@ -430,22 +517,43 @@ public final class ProxyServer: Sendable {
 
     // MARK: Helpers
 
-    private func decorate(_ m: inout SIPMessage, endpoint: SIPEndpoint, transport: TransportKind, dialogCreating: Bool) {
+    /// A response relayed upstream loses our Via (§16.7 step 3).
+    private static let popVia: SIPMessage.ProxyEdits = {
+        var e = SIPMessage.ProxyEdits()
+        e.dropFirstElement = .via
+        return e
+    }()
+
+    /// Adds to `edits` what every forwarded request gets (§16.6): Max-Forwards one less than
+    /// `maxForwards` (the request's, 70 when it has none), our Record-Route on a
+    /// dialog-creating request, our Via with a new branch (one derived from the incoming
+    /// branch for a stateless ACK).
+    private func decorate(_ edits: inout SIPMessage.ProxyEdits, _ m: SIPMessage, transport: TransportKind, maxForwards: Int?,
+                          dialogCreating: Bool) {
         // The first bound address of the transport, else the first of all.
         guard let local = localPoints.withLock({ l in l.sentBy.first { $0.kind == transport } ?? l.sentBy.first }) else { return }
-        let mf = ((try? m.maxForwards()) ?? nil) ?? 70
-        try? m.set(.maxForwards, String(max(0, mf - 1)))
+        edits.maxForwards = max(0, (maxForwards ?? 70) - 1)
         if dialogCreating && configuration.recordRoute {
-            try? m.prepend(.recordRoute, local.recordRoute)
+            edits.recordRoute = local.recordRoute
         }
-        let branch: String
         if m.method == .ack {
-            // Stateless forwarding: a branch derived from the incoming one (§16.11).
-            branch = Via.magicCookie + "a" + String(UInt64(truncatingIfNeeded: (m.topViaBranch ?? "").hashValue), radix: 36)
+            // Stateless forwarding: a branch derived from the incoming one (§16.11), marked `a`:
+            // the same incoming branch gives the same branch.
+            edits.via = .init(prefix: local.viaPrefix, tag: "a", branch: Self.fnv1a(m.topViaBranchBytes ?? []), suffix: ";rport")
         } else {
-            branch = TransactionLayer<SIPPeer>.newBranch()
+            // A random branch, as TransactionLayer.newBranch() writes it (written in place).
+            var rng = SystemRandomNumberGenerator()
+            edits.via = .init(prefix: local.viaPrefix, branch: rng.next(), suffix: ";rport")
         }
-        try? m.prepend(.via, local.viaPrefix + branch + ";rport")
+    }
+
+    /// The 64-bit FNV-1a hash of `bytes`.
+    static func fnv1a(_ bytes: ArraySlice<UInt8>) -> UInt64 {
+        bytes.withUnsafeBufferPointer { p in
+            var h: UInt64 = 0xCBF2_9CE4_8422_2325
+            for b in p { h = (h ^ UInt64(b)) &* 0x100_0000_01B3 }
+            return h
+        }
     }
 
     /// The transport a URI names (`;transport=`, or TLS for a `sips:` URI), else the one the
@@ -476,6 +584,12 @@ public final class ProxyServer: Sendable {
             if lx != ly { return false }
         }
         return ascii || host.lowercased() == configuration.domain.lowercased()
+    }
+
+    /// A located binding never names us (that is refused with 482 before it is kept).
+    private func isUs(_ next: Next, _ endpoint: SIPEndpoint) -> Bool {
+        if case .uri(let u) = next { return isUs(u, endpoint) }
+        return false
     }
 
     private func isUs(_ u: SIPURI, _ endpoint: SIPEndpoint) -> Bool {

@@ -182,18 +182,32 @@ struct ProxyLoopbackTests {
                                               outboundProxy: try SIPURI("sip:127.0.0.1:\(proxyPort)")))
     }
 
-    @Test("alice registers with digest, bob calls her through the proxy with Record-Route, holds, and she hangs up", .timeLimit(.minutes(1)))
-    func callThroughProxy() async throws {
+    /// A proxy, alice registered through it (digest) and bob using it as outbound proxy.
+    struct Parties {
+        let pe: SIPEndpoint, proxy: ProxyServer, alice: SIPUserAgent, bob: SIPUserAgent, a: AgentEvents, b: AgentEvents
+        func close() { alice.close(); bob.close(); pe.close() }
+    }
+
+    static func aliceRegistered() async throws -> Parties {
         let (pe, proxy) = try Self.proxy()
-        defer { pe.close() }
         let port = pe.localAddresses[0].address.port
         let alice = try Self.agent("alice", password: "alicepw", proxyPort: port)
         let bob = try Self.agent("bob", password: nil, proxyPort: port)
-        defer { alice.close(); bob.close() }
-        let a = AgentEvents(alice), b = AgentEvents(bob)
-
+        let parties = Parties(pe: pe, proxy: proxy, alice: alice, bob: bob, a: AgentEvents(alice), b: AgentEvents(bob))
         await alice.register(registrar: try SIPURI("sip:switchboard.test"), peer: pe.localAddresses[0], expires: 600)
-        try #require(await a.wait("registered") { es in es.contains { if case .registration(.registered, _) = $0 { return true } else { return false } } })
+        let registered = await parties.a.wait("registered") { es in
+            es.contains { if case .registration(.registered, _) = $0 { return true } else { return false } }
+        }
+        if !registered { parties.close() }
+        try #require(registered)
+        return parties
+    }
+
+    @Test("alice registers with digest, bob calls her through the proxy with Record-Route, holds, and she hangs up", .timeLimit(.minutes(1)))
+    func callThroughProxy() async throws {
+        let parties = try await Self.aliceRegistered()
+        defer { parties.close() }
+        let (proxy, alice, bob, a, b) = (parties.proxy, parties.alice, parties.bob, parties.a, parties.b)
         #expect(proxy.bindings(of: try SIPURI("sip:alice@switchboard.test")).count == 1)
 
         let key = await bob.call(try SIPURI("sip:alice@switchboard.test"), offer: UserAgentLoopbackTests.offer)
@@ -225,6 +239,25 @@ struct ProxyLoopbackTests {
         await alice.unregister()
         try #require(await a.wait("unregistered") { es in es.contains { if case .registration(.unregistered, _) = $0 { return true } else { return false } } })
         #expect(proxy.bindings(of: try SIPURI("sip:alice@switchboard.test")).isEmpty)
+    }
+
+    @Test("a Request-URI the proxy resolved before is resolved again once a REGISTER removed the binding", .timeLimit(.minutes(1)))
+    func resolvedRequestURIForgottenOnRegister() async throws {
+        let parties = try await Self.aliceRegistered()
+        defer { parties.close() }
+        let (alice, bob, a, b) = (parties.alice, parties.bob, parties.a, parties.b)
+        // Twice to her binding (the second time from what the proxy kept).
+        for round in 0..<2 {
+            let key = await bob.call(try SIPURI("sip:alice@switchboard.test"), offer: UserAgentLoopbackTests.offer)
+            try #require(await a.wait("incoming \(round)") { _ in a.incoming.count == round + 1 })
+            try await alice.perform(a.incoming[round]) { s throws(SessionError) in try s.reject(486) }
+            try #require(await b.wait("486 \(round)", b.has(key, .terminated(.rejected(486)))))
+        }
+        await alice.unregister()
+        try #require(await a.wait("unregistered") { es in es.contains { if case .registration(.unregistered, _) = $0 { return true } else { return false } } })
+        let key = await bob.call(try SIPURI("sip:alice@switchboard.test"), offer: UserAgentLoopbackTests.offer)
+        try #require(await b.wait("404", b.has(key, .terminated(.rejected(404)))))
+        #expect(a.incoming.count == 2)
     }
 
     @Test("a call to an address of record nobody registered gets 404; a wrong password fails registration", .timeLimit(.minutes(1)))
