@@ -612,6 +612,21 @@ public final class SIPUserAgent: Sendable {
         apply(try r.get())
     }
 
+    /// ``performOnQueue(_:_:)`` for one of the session's own commands that leave it unchanged
+    /// when they throw (``InviteSession/provisional(_:body:)``, ``InviteSession/accept(body:)``,
+    /// ``InviteSession/reject(_:reason:headers:)``): run on the stored session, without the
+    /// copy (see `SessionManager.performInPlace(_:_:)`).
+    package func performInPlaceOnQueue(_ key: SessionKey, _ command: (inout InviteSession) throws(SessionError) -> [InviteSession.Action]) throws(SessionError) {
+        let r = state.withLock { s -> Result<[SessionManager.Output], SessionError> in
+            do throws(SessionError) {
+                return .success(try s.manager.performInPlace(key, command))
+            } catch {
+                return .failure(error)
+            }
+        }
+        apply(try r.get())
+    }
+
     /// ``session(_:)`` from code already on the agent's queue.
     package func sessionOnQueue(_ key: SessionKey) -> InviteSession? { state.withLock { $0.manager[key] } }
 
