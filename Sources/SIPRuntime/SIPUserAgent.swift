@@ -733,9 +733,12 @@ public final class SIPUserAgent: Sendable {
         }
     }
 
-    private func apply(_ outputs: [SessionManager.Output], peer: SIPPeer? = nil) {
-        for o in outputs {
-            switch o {
+    private func apply(_ outputs: consuming [SessionManager.Output], peer: SIPPeer? = nil) {
+        // Each output moved out of the array, not copied (a copy retains its message's buffers
+        // and the array's release gives them back): reversed in place, then popped in order.
+        outputs.withUnsafeMutableBufferPointer { $0.reverse() }
+        while let o = outputs.popLast() {
+            switch consume o {
             case .session(let key, let action):
                 apply(key, action)
             case .respond(let m, let tx):
