@@ -634,11 +634,14 @@ public final class SIPUserAgent: Sendable {
     package func sessionStateOnQueue(_ key: SessionKey) -> SessionState? { state.withLock { $0.manager.state(of: key) } }
 
     /// An event to the owner's handler (on the queue: callers are queue items) or to ``events``.
-    private func emit(_ event: Event) {
+    private func emit(_ event: consuming Event) {
         enum Route { case stream, later, handler(@Sendable (Event) -> Bool) }
+        // The event is moved along (into the pending list, the stream or the handler's loop),
+        // never copied: a copy retains its message's buffers and the drop releases them again.
+        var event: Event? = event
         let route = delivery.withLock { d -> Route in
             if d.running {
-                d.pending.append(event)
+                d.pending.append(event.take()!)
                 return .later
             }
             guard let h = d.handler, d.unconsumed == 0 else {
@@ -650,26 +653,25 @@ public final class SIPUserAgent: Sendable {
         }
         switch route {
         case .stream:
-            continuation.yield(event)
+            continuation.yield(event.take()!)
         case .later:
             break
         case .handler(let handler):
             // Each event goes to the handler while nothing waits in the stream, else after it.
-            var item: (event: Event, direct: Bool)? = (event, true)
-            while let (e, direct) = item {
+            var direct = true
+            while let e = event.take() {
                 if !direct || !handler(e) {
                     if direct { delivery.withLock { $0.unconsumed += 1 } }
                     continuation.yield(e)
                 }
-                item = delivery.withLock { d -> (event: Event, direct: Bool)? in
+                delivery.withLock { d in
                     guard !d.pending.isEmpty else {
                         d.running = false
-                        return nil
+                        return
                     }
-                    let n = d.pending.removeFirst()
-                    if d.unconsumed == 0 { return (n, true) }
-                    d.unconsumed += 1
-                    return (n, false)
+                    event = d.pending.removeFirst()
+                    direct = d.unconsumed == 0
+                    if !direct { d.unconsumed += 1 }
                 }
             }
         }

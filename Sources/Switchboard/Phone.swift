@@ -683,7 +683,7 @@ public final class Phone: Sendable {
             switch ev {
             case .request(let m, _) where m.method == .refer || m.method == .notify: return false
             case .requestCompleted(let method, _, _) where method == .refer || method == .notify: return false
-            case .stateChanged where transfers.withLock({ $0.byNewCall[key] != nil }): return false
+            case .stateChanged where transfers.withLock({ !$0.byNewCall.isEmpty && $0.byNewCall[key] != nil }): return false
             default: break
             }
             sessionEvent(key, ev)
@@ -834,7 +834,8 @@ public final class Phone: Sendable {
             liveCalls.withLock { _ = $0.removeValue(forKey: key) }
             _ = engines.withLock { $0.removeValue(forKey: key) }
         }
-        if s.isTerminated || s == .confirmed { _ = offerEngines.withLock { $0.removeValue(forKey: key) } }
+        // (Only our calls have one: an empty table is not searched.)
+        if s.isTerminated || s == .confirmed { _ = offerEngines.withLock { $0.isEmpty ? nil : $0.removeValue(forKey: key) } }
         // Reported before it is recorded: whoever waits for the state sees the lines first.
         report("\(name): \(s.label)")
         callStates.withLock { $0[key, default: []].append(s) }
