@@ -630,11 +630,11 @@ extension OfferAnswer {
     /// Only for an engine whose one and only exchange was that first answer, made with the
     /// default version; nil for any other (its history would depend on more than the offer).
     package func reissued(sessionID id: UInt64) -> OfferAnswer? {
+        // Read in place (no copy of the descriptions for the checks).
         guard state == .stable, initialVersion == sessionID, highestVersionSent == sessionID,
-              let answer = localDescription, answer.origin.sessionID == sessionID,
-              answer.origin.sessionVersion == sessionID,
-              let before = snapshot, before.state == .initial, before.lines.isEmpty,
-              before.localDescription == nil, before.remoteDescription == nil, before.negotiated == nil
+              localDescription?.origin.sessionID == sessionID, localDescription?.origin.sessionVersion == sessionID,
+              snapshot?.state == .initial, snapshot?.lines.isEmpty == true, snapshot?.localDescription == nil,
+              snapshot?.remoteDescription == nil, snapshot?.negotiated == nil
         else { return nil }
         var copy = self
         copy.sessionID = id
