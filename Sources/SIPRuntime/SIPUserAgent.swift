@@ -602,14 +602,7 @@ public final class SIPUserAgent: Sendable {
     /// ``perform(_:_:)`` from code already on the agent's queue (the event handler, an
     /// ``onQueue(_:)`` body): the command runs now; the events it raises follow the handler's.
     package func performOnQueue(_ key: SessionKey, _ command: (inout InviteSession) throws(SessionError) -> [InviteSession.Action]) throws(SessionError) {
-        let r = state.withLock { s -> Result<[SessionManager.Output], SessionError> in
-            do throws(SessionError) {
-                return .success(try s.manager.perform(key, command))
-            } catch {
-                return .failure(error)
-            }
-        }
-        apply(try r.get())
+        try runOnQueue(key, inPlace: false, command)
     }
 
     /// ``performOnQueue(_:_:)`` for one of the session's own commands that leave it unchanged
@@ -617,9 +610,14 @@ public final class SIPUserAgent: Sendable {
     /// ``InviteSession/reject(_:reason:headers:)``): run on the stored session, without the
     /// copy (see `SessionManager.performInPlace(_:_:)`).
     package func performInPlaceOnQueue(_ key: SessionKey, _ command: (inout InviteSession) throws(SessionError) -> [InviteSession.Action]) throws(SessionError) {
+        try runOnQueue(key, inPlace: true, command)
+    }
+
+    /// A session command run now, on a copy of the session or in place, and its outputs applied.
+    private func runOnQueue(_ key: SessionKey, inPlace: Bool, _ command: (inout InviteSession) throws(SessionError) -> [InviteSession.Action]) throws(SessionError) {
         let r = state.withLock { s -> Result<[SessionManager.Output], SessionError> in
             do throws(SessionError) {
-                return .success(try s.manager.performInPlace(key, command))
+                return .success(inPlace ? try s.manager.performInPlace(key, command) : try s.manager.perform(key, command))
             } catch {
                 return .failure(error)
             }
