@@ -57,7 +57,7 @@ public struct OfferAnswer: Sendable {
     /// The order of formats in our answers; ``AnswerOrder/offerer`` by default.
     public var answerOrder: AnswerOrder = .offerer
     /// The `o=` session id, the same in every description of the session.
-    public let sessionID: UInt64
+    public private(set) var sessionID: UInt64
     /// Where the exchange stands.
     public private(set) var state: State = .initial
     /// The last description we sent (offer or answer).
@@ -616,6 +616,33 @@ public struct OfferAnswer: Sendable {
             return name == b.encodingName.lowercased() && a.clockRate == b.clockRate
         }
         return a.matches(b)
+    }
+}
+
+// MARK: Reissuing a first answer
+
+extension OfferAnswer {
+    /// This engine as a fresh one made with `id` (and the default version, equal to the id)
+    /// would be after answering the same offer: the same exchange with `id` in the answer's
+    /// `o=` line. A phone that gets the same offer on many calls answers it once and reissues
+    /// the result for each new call (parse, negotiation and the answer's making skipped).
+    ///
+    /// Only for an engine whose one and only exchange was that first answer, made with the
+    /// default version; nil for any other (its history would depend on more than the offer).
+    package func reissued(sessionID id: UInt64) -> OfferAnswer? {
+        // Read in place (no copy of the descriptions for the checks).
+        guard state == .stable, initialVersion == sessionID, highestVersionSent == sessionID,
+              localDescription?.origin.sessionID == sessionID, localDescription?.origin.sessionVersion == sessionID,
+              snapshot?.state == .initial, snapshot?.lines.isEmpty == true, snapshot?.localDescription == nil,
+              snapshot?.remoteDescription == nil, snapshot?.negotiated == nil
+        else { return nil }
+        var copy = self
+        copy.sessionID = id
+        copy.initialVersion = id
+        copy.highestVersionSent = id
+        copy.localDescription!.origin.sessionID = id
+        copy.localDescription!.origin.sessionVersion = id
+        return copy
     }
 }
 

@@ -120,17 +120,27 @@ extension SDPAttributeContainer {
 
     /// The first `a=rtpmap` for `payloadType`.
     public func rtpmap(forPayloadType payloadType: UInt8) -> RTPMap? {
-        rtpmaps.first { $0.payloadType == payloadType }
+        firstTyped(RTPMap.self) { $0.payloadType == payloadType }
     }
 
     /// The first `a=fmtp` for `format`.
     public func fmtp(forFormat format: String) -> FormatParameters? {
-        fmtps.first { $0.format == format }
+        firstTyped(FormatParameters.self) { $0.format == format }
     }
 
     /// The first `a=fmtp` for `payloadType`.
     public func fmtp(forPayloadType payloadType: UInt8) -> FormatParameters? {
-        fmtps.first { $0.payloadType == payloadType }
+        firstTyped(FormatParameters.self) { $0.payloadType == payloadType }
+    }
+
+    /// The first attribute of type `T` that `matches`, as `typedAttributes(T.self).first(where:)`
+    /// finds it, without decoding the attributes after it nor building the list (asked per
+    /// payload type while an offer is answered).
+    private func firstTyped<T: SDPTypedAttribute>(_ type: T.Type, where matches: (T) -> Bool) -> T? {
+        for attribute in attributes {
+            if let typed = attribute.decode(as: T.self), matches(typed) { return typed }
+        }
+        return nil
     }
 
     /// `a=ptime` in milliseconds.

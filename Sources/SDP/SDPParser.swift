@@ -122,7 +122,7 @@ struct SDPParser {
             }
             let value = bytes[(pos + 2)..<contentEnd]
             do throws(FieldError) {
-                try handle(type: Character(Unicode.Scalar(type)), value: value)
+                try handle(type: type, value: value)
             } catch {
                 throw self.error(error.rule, error.detail, at: error.at)
             }
@@ -143,10 +143,10 @@ struct SDPParser {
 
     // MARK: Lines
 
-    private mutating func handle(type: Character, value: ArraySlice<UInt8>) throws(FieldError) {
+    private mutating func handle(type: UInt8, value: ArraySlice<UInt8>) throws(FieldError) {
         switch sessionRank {
         case Rank.start:
-            guard type == "v" else {
+            guard type == UInt8(ascii: "v") else {
                 throw FieldError(.missingLine("v"), "a session description must start with v=")
             }
             let version = Syntax.trimmed(value)
@@ -156,12 +156,12 @@ struct SDPParser {
             sessionRank = Rank.version
             return
         case Rank.version:
-            guard type == "o" else { throw FieldError(.missingLine("o"), "v= must be followed by o=") }
+            guard type == UInt8(ascii: "o") else { throw FieldError(.missingLine("o"), "v= must be followed by o=") }
             session.origin = try Origin.parse(value)
             sessionRank = Rank.origin
             return
         case Rank.origin:
-            guard type == "s" else { throw FieldError(.missingLine("s"), "o= must be followed by s=") }
+            guard type == UInt8(ascii: "s") else { throw FieldError(.missingLine("s"), "o= must be followed by s=") }
             session.sessionName = Syntax.string(value)
             sessionRank = Rank.name
             return
@@ -169,51 +169,51 @@ struct SDPParser {
             break
         }
 
-        if current != nil, type != "m" {
+        if current != nil, type != UInt8(ascii: "m") {
             try handleMediaLine(type: type, value: value)
             return
         }
 
         switch type {
-        case "v", "o", "s":
-            throw FieldError(.unexpectedLine, "duplicate \(type)= line")
-        case "i":
+        case UInt8(ascii: "v"), UInt8(ascii: "o"), UInt8(ascii: "s"):
+            throw FieldError(.unexpectedLine, "duplicate \(Self.character(type))= line")
+        case UInt8(ascii: "i"):
             try advance(to: Rank.information, type, single: true)
             session.information = Syntax.string(value)
-        case "u":
+        case UInt8(ascii: "u"):
             try advance(to: Rank.uri, type, single: true)
             session.uri = Syntax.string(value)
-        case "e":
+        case UInt8(ascii: "e"):
             try advance(to: Rank.email, type, single: false)
             session.emails.append(Syntax.string(value))
-        case "p":
+        case UInt8(ascii: "p"):
             try advance(to: Rank.phone, type, single: false)
             session.phones.append(Syntax.string(value))
-        case "c":
+        case UInt8(ascii: "c"):
             try advance(to: Rank.connection, type, single: true)
             session.connection = try Connection.parse(fields: Syntax.fields(value)[...], rule: .connection)
-        case "b":
+        case UInt8(ascii: "b"):
             try advance(to: Rank.bandwidth, type, single: false)
             session.bandwidths.append(try Bandwidth.parse(value))
-        case "t":
+        case UInt8(ascii: "t"):
             try advance(to: Rank.timing, type, single: false)
             session.timing.append(try Timing.parse(value))
-        case "r":
+        case UInt8(ascii: "r"):
             guard sessionRank == Rank.timing, !session.timing.isEmpty else {
                 throw FieldError(.unexpectedLine, "r= must follow a t= line")
             }
             try Timing.validateRepeat(value)
             session.timing[session.timing.count - 1].repeats.append(Syntax.string(value))
-        case "z":
+        case UInt8(ascii: "z"):
             try requireTiming()
             try advance(to: Rank.zone, type, single: true)
             try Timing.validateZones(value)
             session.timeZones = Syntax.string(value)
-        case "k":
+        case UInt8(ascii: "k"):
             try requireTiming()
             try advance(to: Rank.key, type, single: true)
             session.key = Syntax.string(value)
-        case "a":
+        case UInt8(ascii: "a"):
             try requireTiming()
             try advance(to: Rank.attribute, type, single: false)
             sessionAttributeCount += 1
@@ -221,7 +221,7 @@ struct SDPParser {
                 throw FieldError(.limitExceeded, "more than \(limits.maxAttributesPerSection) session-level attributes")
             }
             session.attributes.append(try parseAttribute(value))
-        case "m":
+        case UInt8(ascii: "m"):
             try requireTiming()
             if let current {
                 session.media.append(current)
@@ -234,27 +234,27 @@ struct SDPParser {
             mediaRank = MediaRank.media
             mediaAttributeCount = 0
         default:
-            session.extensionLines.append(SDPExtensionLine(type: type, value: Syntax.string(value)))
+            session.extensionLines.append(SDPExtensionLine(type: Self.character(type), value: Syntax.string(value)))
         }
     }
 
-    private mutating func handleMediaLine(type: Character, value: ArraySlice<UInt8>) throws(FieldError) {
+    private mutating func handleMediaLine(type: UInt8, value: ArraySlice<UInt8>) throws(FieldError) {
         switch type {
-        case "i":
+        case UInt8(ascii: "i"):
             try advanceMedia(to: MediaRank.information, type, single: true)
             current?.information = Syntax.string(value)
-        case "c":
+        case UInt8(ascii: "c"):
             try advanceMedia(to: MediaRank.connection, type, single: false)
             let connection = try Connection.parse(fields: Syntax.fields(value)[...], rule: .connection)
             current?.connections.append(connection)
-        case "b":
+        case UInt8(ascii: "b"):
             try advanceMedia(to: MediaRank.bandwidth, type, single: false)
             let bandwidth = try Bandwidth.parse(value)
             current?.bandwidths.append(bandwidth)
-        case "k":
+        case UInt8(ascii: "k"):
             try advanceMedia(to: MediaRank.key, type, single: true)
             current?.key = Syntax.string(value)
-        case "a":
+        case UInt8(ascii: "a"):
             try advanceMedia(to: MediaRank.attribute, type, single: false)
             mediaAttributeCount += 1
             guard mediaAttributeCount <= limits.maxAttributesPerSection else {
@@ -262,29 +262,33 @@ struct SDPParser {
             }
             let attribute = try parseAttribute(value)
             current?.attributes.append(attribute)
-        case "v", "o", "s", "u", "e", "p", "t", "r", "z":
-            throw FieldError(.unexpectedLine, "\(type)= is not allowed in a media section")
+        case UInt8(ascii: "v"), UInt8(ascii: "o"), UInt8(ascii: "s"), UInt8(ascii: "u"), UInt8(ascii: "e"), UInt8(ascii: "p"), UInt8(ascii: "t"), UInt8(ascii: "r"), UInt8(ascii: "z"):
+            throw FieldError(.unexpectedLine, "\(Self.character(type))= is not allowed in a media section")
         default:
-            current?.extensionLines.append(SDPExtensionLine(type: type, value: Syntax.string(value)))
+            current?.extensionLines.append(SDPExtensionLine(type: Self.character(type), value: Syntax.string(value)))
         }
     }
 
-    private mutating func advance(to rank: Int, _ type: Character, single: Bool) throws(FieldError) {
+    /// A line's type letter (a lowercase ASCII letter, checked before) as a `Character`, for
+    /// messages and extension lines; the parser itself switches on the byte.
+    private static func character(_ type: UInt8) -> Character { Character(Unicode.Scalar(type)) }
+
+    private mutating func advance(to rank: Int, _ type: UInt8, single: Bool) throws(FieldError) {
         if rank < sessionRank {
-            throw FieldError(.unexpectedLine, "\(type)= line out of order")
+            throw FieldError(.unexpectedLine, "\(Self.character(type))= line out of order")
         }
         if rank == sessionRank, single {
-            throw FieldError(.unexpectedLine, "duplicate \(type)= line")
+            throw FieldError(.unexpectedLine, "duplicate \(Self.character(type))= line")
         }
         sessionRank = rank
     }
 
-    private mutating func advanceMedia(to rank: Int, _ type: Character, single: Bool) throws(FieldError) {
+    private mutating func advanceMedia(to rank: Int, _ type: UInt8, single: Bool) throws(FieldError) {
         if rank < mediaRank {
-            throw FieldError(.unexpectedLine, "\(type)= line out of order in media section")
+            throw FieldError(.unexpectedLine, "\(Self.character(type))= line out of order in media section")
         }
         if rank == mediaRank, single {
-            throw FieldError(.unexpectedLine, "duplicate \(type)= line in media section")
+            throw FieldError(.unexpectedLine, "duplicate \(Self.character(type))= line in media section")
         }
         mediaRank = rank
     }
@@ -337,8 +341,9 @@ struct SDPParser {
         let proto = TransportProtocol(rawValue: Syntax.string(fields[2]))
         var formats: [String] = []
         formats.reserveCapacity(fields.count - 3)
+        let rtp = proto.isRTP
         for format in fields[3...] {
-            if proto.isRTP {
+            if rtp {
                 let _: UInt8 = try Syntax.number(format, "RTP payload type", rule: .media, max: 127)
             } else if !Syntax.isToken(format) {
                 throw FieldError(.media, "invalid format \"\(Syntax.string(format))\"", at: format.startIndex)

@@ -66,6 +66,9 @@ enum Syntax {
     /// Splits on runs of spaces (and tabs when `tabs` is true), dropping empty pieces.
     static func fields(_ bytes: ArraySlice<UInt8>, tabs: Bool = false) -> [ArraySlice<UInt8>] {
         var result: [ArraySlice<UInt8>] = []
+        // One allocation for the usual lines (o= has six fields, m= four or more): not one per
+        // doubling.
+        result.reserveCapacity(8)
         var start: Int? = nil
         var i = bytes.startIndex
         while i < bytes.endIndex {
@@ -88,6 +91,7 @@ enum Syntax {
     /// Splits on every occurrence of `separator`, keeping empty pieces.
     static func split(_ bytes: ArraySlice<UInt8>, on separator: UInt8) -> [ArraySlice<UInt8>] {
         var result: [ArraySlice<UInt8>] = []
+        result.reserveCapacity(4)
         var start = bytes.startIndex
         var i = bytes.startIndex
         while i < bytes.endIndex {

@@ -30,10 +30,24 @@ public struct TransportProtocol: SDPToken {
     }
 
     /// True when the protocol carries RTP, so that the formats are RTP payload types.
-    public var isRTP: Bool { components.contains("RTP") }
+    public var isRTP: Bool {
+        // On the bytes, component by component: no array of substrings for a question asked
+        // for every format of every m= line.
+        let bytes = rawValue.utf8
+        var start = bytes.startIndex
+        while true {
+            let end = bytes[start...].firstIndex(of: UInt8(ascii: "/")) ?? bytes.endIndex
+            if bytes[start..<end].elementsEqual("RTP".utf8) { return true }
+            guard end < bytes.endIndex else { return false }
+            start = bytes.index(after: end)
+        }
+    }
 
     /// True for the secure RTP profiles (`SAVP`, `SAVPF`).
     public var isSecureRTP: Bool {
-        isRTP && (components.last == "SAVP" || components.last == "SAVPF")
+        guard isRTP else { return false }
+        let bytes = rawValue.utf8
+        let last = bytes.lastIndex(of: UInt8(ascii: "/")).map { bytes[bytes.index(after: $0)...] } ?? bytes[...]
+        return last.elementsEqual("SAVP".utf8) || last.elementsEqual("SAVPF".utf8)
     }
 }

@@ -602,9 +602,22 @@ public final class SIPUserAgent: Sendable {
     /// ``perform(_:_:)`` from code already on the agent's queue (the event handler, an
     /// ``onQueue(_:)`` body): the command runs now; the events it raises follow the handler's.
     package func performOnQueue(_ key: SessionKey, _ command: (inout InviteSession) throws(SessionError) -> [InviteSession.Action]) throws(SessionError) {
+        try runOnQueue(key, inPlace: false, command)
+    }
+
+    /// ``performOnQueue(_:_:)`` for one of the session's own commands that leave it unchanged
+    /// when they throw (``InviteSession/provisional(_:body:)``, ``InviteSession/accept(body:)``,
+    /// ``InviteSession/reject(_:reason:headers:)``): run on the stored session, without the
+    /// copy (see `SessionManager.performInPlace(_:_:)`).
+    package func performInPlaceOnQueue(_ key: SessionKey, _ command: (inout InviteSession) throws(SessionError) -> [InviteSession.Action]) throws(SessionError) {
+        try runOnQueue(key, inPlace: true, command)
+    }
+
+    /// A session command run now, on a copy of the session or in place, and its outputs applied.
+    private func runOnQueue(_ key: SessionKey, inPlace: Bool, _ command: (inout InviteSession) throws(SessionError) -> [InviteSession.Action]) throws(SessionError) {
         let r = state.withLock { s -> Result<[SessionManager.Output], SessionError> in
             do throws(SessionError) {
-                return .success(try s.manager.perform(key, command))
+                return .success(inPlace ? try s.manager.performInPlace(key, command) : try s.manager.perform(key, command))
             } catch {
                 return .failure(error)
             }
@@ -619,11 +632,14 @@ public final class SIPUserAgent: Sendable {
     package func sessionStateOnQueue(_ key: SessionKey) -> SessionState? { state.withLock { $0.manager.state(of: key) } }
 
     /// An event to the owner's handler (on the queue: callers are queue items) or to ``events``.
-    private func emit(_ event: Event) {
+    private func emit(_ event: consuming Event) {
         enum Route { case stream, later, handler(@Sendable (Event) -> Bool) }
+        // The event is moved along (into the pending list, the stream or the handler's loop),
+        // never copied: a copy retains its message's buffers and the drop releases them again.
+        var event: Event? = event
         let route = delivery.withLock { d -> Route in
             if d.running {
-                d.pending.append(event)
+                d.pending.append(event.take()!)
                 return .later
             }
             guard let h = d.handler, d.unconsumed == 0 else {
@@ -635,26 +651,25 @@ public final class SIPUserAgent: Sendable {
         }
         switch route {
         case .stream:
-            continuation.yield(event)
+            continuation.yield(event.take()!)
         case .later:
             break
         case .handler(let handler):
             // Each event goes to the handler while nothing waits in the stream, else after it.
-            var item: (event: Event, direct: Bool)? = (event, true)
-            while let (e, direct) = item {
+            var direct = true
+            while let e = event.take() {
                 if !direct || !handler(e) {
                     if direct { delivery.withLock { $0.unconsumed += 1 } }
                     continuation.yield(e)
                 }
-                item = delivery.withLock { d -> (event: Event, direct: Bool)? in
+                delivery.withLock { d in
                     guard !d.pending.isEmpty else {
                         d.running = false
-                        return nil
+                        return
                     }
-                    let n = d.pending.removeFirst()
-                    if d.unconsumed == 0 { return (n, true) }
-                    d.unconsumed += 1
-                    return (n, false)
+                    event = d.pending.removeFirst()
+                    direct = d.unconsumed == 0
+                    if !direct { d.unconsumed += 1 }
                 }
             }
         }
@@ -718,9 +733,12 @@ public final class SIPUserAgent: Sendable {
         }
     }
 
-    private func apply(_ outputs: [SessionManager.Output], peer: SIPPeer? = nil) {
-        for o in outputs {
-            switch o {
+    private func apply(_ outputs: consuming [SessionManager.Output], peer: SIPPeer? = nil) {
+        // Each output moved out of the array, not copied (a copy retains its message's buffers
+        // and the array's release gives them back): reversed in place, then popped in order.
+        outputs.withUnsafeMutableBufferPointer { $0.reverse() }
+        while let o = outputs.popLast() {
+            switch consume o {
             case .session(let key, let action):
                 apply(key, action)
             case .respond(let m, let tx):

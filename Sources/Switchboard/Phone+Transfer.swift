@@ -465,7 +465,8 @@ extension Phone {
     func transferCallEnded(_ key: SessionKey, _ state: SessionState) {
         if state.isTerminated {
             transfers.withLock { book in
-                if var o = book.outgoing[key] {
+                // Most calls carry no transfer: empty tables are not searched.
+                if !book.outgoing.isEmpty, var o = book.outgoing[key] {
                     o.timer?.cancel()
                     if o.awaited {
                         // The dialog ended, and the REFER's subscription with it (RFC 6665
@@ -480,8 +481,8 @@ extension Phone {
                     }
                 }
                 // Our REFER's dialog ended: its subscription goes with it (no NOTIFY can follow).
-                if let i = book.incoming.removeValue(forKey: key) { i.timer?.cancel() }
-                book.refers[key] = nil
+                if !book.incoming.isEmpty, let i = book.incoming.removeValue(forKey: key) { i.timer?.cancel() }
+                if !book.refers.isEmpty { book.refers[key] = nil }
             }
         }
     }

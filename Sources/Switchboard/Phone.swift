@@ -36,6 +36,8 @@ public final class Phone: Sendable {
     private let engines = Mutex<[SessionKey: OfferAnswer]>([:])
     private let codecs: [Codec]
     private let mediaOptions: PhoneMediaOptions?
+    /// No media options: calls' engines differ only by address and port (see ``FirstAnswer``).
+    private let withoutMedia: Bool
     let mediaSessions = Mutex<[SessionKey: MediaSession]>([:])
     /// Where media binds after a network change (``networkChanged(to:port:timeout:)``); nil:
     /// the media options' address.
@@ -55,6 +57,8 @@ public final class Phone: Sendable {
     /// whose answer differs from an unreliable 18x's is taken on this copy (RFC 6337 §3.1 asks
     /// for the same answer, not every peer obeys), and so is a later fork's early answer.
     private let offerEngines = Mutex<[SessionKey: OfferAnswer]>([:])
+    /// The last first offer answered without media, for ``answer(_:offer:)``.
+    let firstAnswer = Mutex<FirstAnswer?>(nil)
     /// The calls not yet ended, by session (see ``Call``).
     private let liveCalls = Mutex<[SessionKey: Call]>([:])
     private let callCount = Atomic<UInt64>(0)
@@ -134,6 +138,7 @@ public final class Phone: Sendable {
         agent = try SIPUserAgent(configuration: configuration, tracing: trace != nil)
         self.codecs = codecs
         self.mediaOptions = media
+        self.withoutMedia = media == nil
         self.name = name
         self.reportHandler = report
         self.autoAnswer = autoAnswer
@@ -267,10 +272,17 @@ public final class Phone: Sendable {
 
     private func newEngine(media: MediaSession?) -> OfferAnswer {
         let stream = media?.streamCapabilities() ?? StreamCapabilities(mediaType: .audio, port: placeholderPort, codecs: codecs, ptime: 20)
-        let address = mediaAddress.withLock { $0 } ?? mediaOptions?.configuration.localAddress ?? sipAddress
-        return OfferAnswer(capabilities: MediaCapabilities(username: "switchboard", address: address, streams: [stream]),
-                           sessionID: UInt64.random(in: 1...UInt64(Int64.max)))
+        return OfferAnswer(capabilities: MediaCapabilities(username: "switchboard", address: engineAddress, streams: [stream]),
+                           sessionID: Self.newSessionID())
     }
+
+    /// The address a new engine's descriptions carry (`c=`, `o=`).
+    private var engineAddress: String {
+        mediaAddress.withLock { $0 } ?? mediaOptions?.configuration.localAddress ?? sipAddress
+    }
+
+    /// An `o=` session id for a new engine.
+    static func newSessionID() -> UInt64 { UInt64.random(in: 1...UInt64(Int64.max)) }
 
     /// The engine of a session not seen yet (an incoming call), with its media session.
     private func newEngine(for key: SessionKey) -> OfferAnswer {
@@ -632,11 +644,30 @@ public final class Phone: Sendable {
 
     /// Our answer to an offer, or the 488 (with a Warning) that refuses it.
     private func answer(_ key: SessionKey, offer: SessionBody) -> Result<SessionBody, OfferAnswerError> {
-        let result = withEngine(key) { (e: inout OfferAnswer) throws(OfferAnswerError) in
-            try e.receiveOffer(bytes: offer.bytes)
+        let result = engines.withLock { all -> Result<(body: SessionBody, negotiated: NegotiatedSession), OfferAnswerError> in
+            let fresh = all[key] == nil
+            // A phone without media answers every call's first offer from the same capabilities
+            // but for the address and port: the same offer as last time gets the same exchange,
+            // reissued under a new session id (no parse, negotiation or serialization).
+            if fresh, withoutMedia,
+               let hit = firstAnswer.withLock({ $0?.reuse(offer.bytes, address: engineAddress, port: placeholderPort) }) {
+                all[key] = hit.engine
+                return .success((hit.body, hit.negotiated))
+            }
+            if fresh { all[key] = newEngine(for: key) }
+            do throws(OfferAnswerError) {
+                let answer = try all[key]!.receiveOffer(bytes: offer.bytes)
+                let body = SessionBody.sdp(answer.sdp.serialized())
+                if fresh, withoutMedia, let entry = FirstAnswer(offer: offer.bytes, engine: all[key]!, answer: body.bytes) {
+                    firstAnswer.withLock { $0 = entry }
+                }
+                return .success((body, answer.negotiated))
+            } catch {
+                return .failure(error)
+            }
         }
         if case .success(let answer) = result { applyMedia(key, answer.negotiated) }
-        return result.map { SessionBody.sdp($0.sdp.serialized()) }
+        return result.map(\.body)
     }
 
     /// Handles `e` now, on the agent's queue, when nothing in it has to wait; false (nothing
@@ -652,7 +683,7 @@ public final class Phone: Sendable {
             switch ev {
             case .request(let m, _) where m.method == .refer || m.method == .notify: return false
             case .requestCompleted(let method, _, _) where method == .refer || method == .notify: return false
-            case .stateChanged where transfers.withLock({ $0.byNewCall[key] != nil }): return false
+            case .stateChanged where transfers.withLock({ !$0.byNewCall.isEmpty && $0.byNewCall[key] != nil }): return false
             default: break
             }
             sessionEvent(key, ev)
@@ -803,7 +834,8 @@ public final class Phone: Sendable {
             liveCalls.withLock { _ = $0.removeValue(forKey: key) }
             _ = engines.withLock { $0.removeValue(forKey: key) }
         }
-        if s.isTerminated || s == .confirmed { _ = offerEngines.withLock { $0.removeValue(forKey: key) } }
+        // (Only our calls have one: an empty table is not searched.)
+        if s.isTerminated || s == .confirmed { _ = offerEngines.withLock { $0.isEmpty ? nil : $0.removeValue(forKey: key) } }
         // Reported before it is recorded: whoever waits for the state sees the lines first.
         report("\(name): \(s.label)")
         callStates.withLock { $0[key, default: []].append(s) }
@@ -904,9 +936,23 @@ public final class Phone: Sendable {
                 SessionBody.sdp(try e.makeOffer().serialized())
             }.get()
         }
-        try? agent.performOnQueue(key) { s throws(SessionError) in
-            ringFirst ? try s.provisional(180) + s.accept(body: body) : try s.accept(body: body)
+        guard let body else {
+            // Without a body the 200 may be refused after the 180 was made: both on a copy.
+            try? agent.performOnQueue(key) { s throws(SessionError) in
+                ringFirst ? try s.provisional(180) + s.accept(body: nil) : try s.accept(body: nil)
+            }
+            return
         }
+        // With a body, a 200 after a 180 that went through is never refused: each command on
+        // the stored session (they change nothing when they throw), the 180 first when it rings.
+        if ringFirst {
+            do throws(SessionError) {
+                try agent.performInPlaceOnQueue(key) { s throws(SessionError) in try s.provisional(180) }
+            } catch {
+                return
+            }
+        }
+        try? agent.performInPlaceOnQueue(key) { s throws(SessionError) in try s.accept(body: body) }
     }
 
     /// Sends digits on a call: RFC 4733 events in the media when telephone-event was
@@ -998,5 +1044,54 @@ public final class Phone: Sendable {
     /// Waits until the session reaches a state matching `match`.
     public func wait(_ key: SessionKey, timeout: Duration, for match: @escaping @Sendable (SessionState) -> Bool) async -> Bool {
         await wait(timeout: timeout) { self.states(key).contains(where: match) }
+    }
+}
+
+/// A first offer a phone without media answered, its engine after the answer and the answer's
+/// bytes: a new call whose engine would have the same capabilities (the address and port; the
+/// rest is the phone's own) and gets the same offer bytes takes this exchange, reissued under a
+/// session id of its own (``SDP/OfferAnswer/reissued(sessionID:)``), instead of parsing,
+/// negotiating and serializing it again.
+struct FirstAnswer: Sendable {
+    let offer: [UInt8]
+    let address: String
+    let port: UInt16?
+    let engine: OfferAnswer
+    /// The answer's bytes up to the `o=` session id, and after the version (both the id).
+    let head: ArraySlice<UInt8>
+    let tail: ArraySlice<UInt8>
+
+    /// The entry for `engine` after its first answer to `offer`, serialized as `answer`; nil
+    /// when it cannot be reissued.
+    init?(offer: [UInt8], engine: OfferAnswer, answer: [UInt8]) {
+        guard engine.reissued(sessionID: engine.sessionID) != nil, let sdp = engine.localDescription else { return nil }
+        // "v=0\r\no=<username> <id> <version> ..." with the version equal to the id.
+        let start = Array("v=0\r\no=".utf8) + Array(sdp.origin.username.utf8) + [UInt8(ascii: " ")]
+        let id = Array(String(engine.sessionID).utf8)
+        let numbers = id + [UInt8(ascii: " ")] + id + [UInt8(ascii: " ")]
+        guard answer.starts(with: start), answer.dropFirst(start.count).starts(with: numbers) else { return nil }
+        self.offer = offer
+        self.address = engine.capabilities.address
+        self.port = engine.capabilities.streams.first?.port
+        self.engine = engine
+        head = answer[..<start.count]
+        tail = answer[(start.count + numbers.count - 1)...]
+    }
+
+    /// The exchange for a new call of the phone, whose engine would have `address` and `port`,
+    /// when `offer` is this one's: the engine, the answer's body and what was agreed.
+    func reuse(_ offer: [UInt8], address: String, port: UInt16) -> (engine: OfferAnswer, body: SessionBody, negotiated: NegotiatedSession)? {
+        guard port == self.port, address == self.address, offer == self.offer,
+              let engine = engine.reissued(sessionID: Phone.newSessionID()), let negotiated = engine.negotiated else { return nil }
+        let id = String(engine.sessionID).utf8
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(head.count + 2 * id.count + 1 + tail.count)
+        bytes += head
+        bytes += id
+        bytes.append(UInt8(ascii: " "))
+        bytes += id
+        bytes += tail
+        assert(bytes == engine.localDescription?.serialized(), "a reissued answer differs from its serialization")
+        return (engine, SessionBody.sdp(bytes), negotiated)
     }
 }

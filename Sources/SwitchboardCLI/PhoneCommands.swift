@@ -223,34 +223,39 @@ func stamped(_ start: MonotonicClock.Instant, dropping prefixLength: Int) -> @Se
         let d = (MonotonicClock.now - start).components
         let ms = d.seconds * 1000 + d.attoseconds / 1_000_000_000_000_000
         // "%7.3f  " without Foundation (whose ICU-backed loading costs every command ~10 ms),
-        // written as bytes into one buffer (a phone prints a few lines per call).
+        // written as bytes into a buffer on the stack (a phone prints a few lines per call).
         let whole = ms / 1000, fraction = Int(ms % 1000)
         var count = 1, w = whole
         while w >= 10 { w /= 10; count += 1 }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(count + 10 + line.count)
-        for _ in (count + 4)..<max(count + 4, 7) { bytes.append(0x20) }
-        let end = bytes.count + count
-        bytes.append(contentsOf: repeatElement(0x30, count: count))
-        w = whole
-        for i in stride(from: end - 1, through: end - count, by: -1) {
-            bytes[i] = UInt8(48 + w % 10)
-            w /= 10
+        let pad = max(0, 3 - count)
+        let stampLength = pad + count + 6, length = stampLength + line.count
+        // Stamp, line and the NUL for puts in one buffer (on the stack for a usual line).
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: length + 1) { buffer in
+            for i in 0..<pad { buffer[i] = 0x20 }
+            w = whole
+            for k in stride(from: pad + count - 1, through: pad, by: -1) {
+                buffer[k] = UInt8(48 + w % 10)
+                w /= 10
+            }
+            let i = pad + count
+            buffer[i] = 0x2E
+            buffer[i + 1] = UInt8(48 + fraction / 100)
+            buffer[i + 2] = UInt8(48 + fraction / 10 % 10)
+            buffer[i + 3] = UInt8(48 + fraction % 10)
+            buffer[i + 4] = 0x20
+            buffer[i + 5] = 0x20
+            // From the string's own storage when it has one (a native string does): a copy, not
+            // a byte-by-byte walk.
+            let rest = UnsafeMutableBufferPointer(rebasing: buffer[stampLength..<length])
+            if line.withContiguousStorageIfAvailable({ _ = rest.initialize(fromContentsOf: $0) }) == nil {
+                _ = rest.initialize(fromContentsOf: line)
+            }
+            // puts: stdout's own buffer and lock like print, without print's boxing of its
+            // arguments and the String it would be given; a NUL in the line would cut it short.
+            guard !rest.contains(0) else { return print(String(decoding: buffer[..<length], as: UTF8.self)) }
+            buffer[length] = 0
+            buffer.withMemoryRebound(to: CChar.self) { _ = puts($0.baseAddress!) }
         }
-        bytes.append(0x2E)
-        bytes.append(UInt8(48 + fraction / 100))
-        bytes.append(UInt8(48 + fraction / 10 % 10))
-        bytes.append(UInt8(48 + fraction % 10))
-        bytes.append(0x20)
-        bytes.append(0x20)
-        // From the string's own storage when it has one (a native string does): a copy, not a
-        // byte-by-byte walk.
-        if line.withContiguousStorageIfAvailable({ bytes.append(contentsOf: $0) }) == nil { bytes.append(contentsOf: line) }
-        // puts: stdout's own buffer and lock like print, without print's boxing of its
-        // arguments and the String it would be given; a NUL in the line would cut it short.
-        guard !bytes.contains(0) else { return print(String(decoding: bytes, as: UTF8.self)) }
-        bytes.append(0)
-        bytes.withUnsafeBufferPointer { b in b.withMemoryRebound(to: CChar.self) { _ = puts($0.baseAddress!) } }
     }
 }
 
