@@ -30,8 +30,16 @@ extension SIPMessage {
             var i = 0
             func skipLWS() { while i < end, isWS(p[i]) || p[i] == 0x0D || p[i] == 0x0A { i &+= 1 } }
             skipLWS()
-            // SIP / 2.0 / transport
-            for k in 0..<3 {
+            // SIP / 2.0 / transport; "SIP/2.0/" as written by nearly everyone, read as one
+            // little-endian word (0x2F302E322F504953).
+            var first = 0
+            if end &- i > 8, let base = p.baseAddress,
+               UInt64(littleEndian: UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self)) == 0x2F30_2E32_2F50_4953 {
+                i &+= 8
+                FastCheck.skipSpaces(p, &i, end)
+                first = 2
+            }
+            for k in first..<3 {
                 let s = i
                 while i < end, isTokenByte(p[i]) { i &+= 1 }
                 guard i > s else { return nil }

@@ -35,10 +35,20 @@ struct ServerKeyTests {
         "SIP/2.0/UDP   host_name.example.com:5070 ;branch=z9hG4bKspaces",
         "sip / 2.0 / udp 192.0.2.1:5060;received=192.0.2.2;branch=z9hG4bKlws",
         "SIP/2.0/UDP 192.0.2.1:5060;branch=z9hG4bKfirst, SIP/2.0/UDP 192.0.2.3;branch=z9hG4bKsame-line",
+        // `SIP/2.0/` is read as one word when written so, token by token otherwise.
+        "SIP/2.0/ UDP 192.0.2.1:5062;branch=z9hG4bKb",
+        "SIP/2.0/\tTLS host.example.com;branch=z9hG4bKc",
+        "SIP/2.0 /UDP 192.0.2.1:5062;branch=z9hG4bKd",
+        "SIP/2.1/UDP 192.0.2.4:5064;branch=z9hG4bKe",
+        "Sip/2.0/UDP 192.0.2.5;rport;branch=z9hG4bKf",
+        "SIP/2.0/U 192.0.2.6:7;branch=z9hG4bKg",
     ])
     func bytePathMatchesTheDecodedVia(via: String) throws {
         let m = try Self.request(via: via)
-        #expect(m.topViaSentBy != nil)
+        let sentBy = try #require(m.topViaSentBy)
+        let decoded = try m.topVia()
+        #expect(String(decoding: sentBy.host, as: UTF8.self) == decoded.host.address)
+        #expect(sentBy.port == decoded.port)
         #expect(ServerKey(request: m) == (try Self.decoded(m)))
     }
 
