@@ -416,9 +416,8 @@ public final class SIPEndpoint: Sendable, TimerTarget {
                 if c.layer.counters.retransmissionsAbsorbed != before { c.stats.retransmissionsReceived += 1 }
                 return scheduleTimers(out, &c, deferTrying: true)
             }
-            let trying = outputs.trying
             execute(outputs)
-            if let t = trying { armTrying(t.id, after: t.after) }
+            if let t = outputs.trying { armTrying(t.id, after: t.after) }
         case .malformed(let bytes, let source, let error):
             if let capture, let local = localAddress(kind)?.address {
                 capture.record(SIPTrafficRecord(direction: .received, transport: kind, local: local, remote: source, bytes: bytes,
@@ -594,10 +593,7 @@ public final class SIPEndpoint: Sendable, TimerTarget {
             case .startTimer(let id, .trying, let d) where deferTrying && work.trying == nil:
                 work.trying = (id, d)
             case .startTimer(let id, let t, let d):
-                // No callback: the timer service calls back `timerFired(_:_:)` with the
-                // transaction and the timer's code (nothing allocated per timer).
-                let h = timerService.schedule(after: d, target: self, id.rawValue, SIPEndpoint.code(of: t))
-                if let old = c.timers[id, default: RunningTimers()].set(t, h) { timerService.cancel(old) }
+                startTimer(t, of: id, after: d, &c)
             case .cancelTimer(let id, let t):
                 if let h = c.forgetTimer(id, t) { timerService.cancel(h) }
             case .terminated(let id):
@@ -626,12 +622,17 @@ public final class SIPEndpoint: Sendable, TimerTarget {
         return work
     }
 
+    /// Starts (or restarts) a transaction's timer. No callback: the timer service calls back
+    /// `timerFired(_:_:)` with the transaction and the timer's code (nothing allocated per timer).
+    private func startTimer(_ t: TransactionTimer, of id: TransactionID, after delay: Duration, _ c: inout Core) {
+        let h = timerService.schedule(after: delay, target: self, id.rawValue, SIPEndpoint.code(of: t))
+        if let old = c.timers[id, default: RunningTimers()].set(t, h) { timerService.cancel(old) }
+    }
+
     /// Starts a deferred 100 Trying timer if the INVITE is still unanswered.
     private func armTrying(_ id: TransactionID, after delay: Duration) {
         core.withLock { c in
-            guard c.layer.awaitsTrying(id) else { return }
-            let h = timerService.schedule(after: delay, target: self, id.rawValue, SIPEndpoint.code(of: .trying))
-            if let old = c.timers[id, default: RunningTimers()].set(.trying, h) { timerService.cancel(old) }
+            if c.layer.awaitsTrying(id) { startTimer(.trying, of: id, after: delay, &c) }
         }
     }
 

@@ -40,13 +40,9 @@ public final class TimerService: Sendable {
         public static func == (a: Handle, b: Handle) -> Bool { a.id == b.id }
         public func hash(into hasher: inout Hasher) { hasher.combine(id) }
 
-        /// The service's table looks a timer up by handle on every arm, cancel and firing.
-        /// Numbers are handed out by the service in sequence (nobody else chooses them), so a
-        /// multiply-and-fold spreads them over the buckets as well as SipHash does, for less.
-        public func _rawHashValue(seed: Int) -> Int {
-            let x = (id ^ UInt64(UInt(bitPattern: seed))) &* 0x9E37_79B9_7F4A_7C15
-            return Int(truncatingIfNeeded: x ^ (x >> 32))
-        }
+        /// The service's table looks a timer up by handle on every arm, cancel and firing;
+        /// handles are the service's own numbers, in sequence (see `sequentialHash`).
+        public func _rawHashValue(seed: Int) -> Int { sequentialHash(id, seed: seed) }
     }
 
     /// What a timer runs.

@@ -11,10 +11,15 @@ public struct TransactionID: Hashable, Sendable, CustomStringConvertible {
     /// The tables of the runtime look transactions up by id several times a message. Ids are
     /// handed out by the layer in sequence (no peer chooses them), so a multiply-and-fold of the
     /// number spreads them over the buckets as well as SipHash does, for a fraction of its cost.
-    public func _rawHashValue(seed: Int) -> Int {
-        let x = (rawValue ^ UInt64(UInt(bitPattern: seed))) &* 0x9E37_79B9_7F4A_7C15
-        return Int(truncatingIfNeeded: x ^ (x >> 32))
-    }
+    public func _rawHashValue(seed: Int) -> Int { sequentialHash(rawValue, seed: seed) }
+}
+
+/// The hash of a number handed out in sequence by its owner (a transaction id, a timer handle),
+/// for a table's `_rawHashValue(seed:)`: nobody else chooses these numbers, so a multiply-and-
+/// fold spreads them over the buckets as well as SipHash does, for a fraction of its cost.
+package func sequentialHash(_ value: UInt64, seed: Int) -> Int {
+    let x = (value ^ UInt64(UInt(bitPattern: seed))) &* 0x9E37_79B9_7F4A_7C15
+    return Int(truncatingIfNeeded: x ^ (x >> 32))
 }
 
 /// A key's hash, computed once when the key is made: the tables hash a key on every look-up,
@@ -27,6 +32,13 @@ protocol PrehashedKey: Hashable {
 }
 
 extension PrehashedKey {
+    /// The seeded hash of `bytes`, made once when a key is built.
+    static func hashWord(of bytes: ArraySlice<UInt8>) -> Int {
+        var h = Hasher()
+        bytes.withUnsafeBytes { h.combine(bytes: $0) }
+        return h.finalize()
+    }
+
     @usableFromInline
     func hash(into hasher: inout Hasher) { hasher.combine(hashWord) }
 
@@ -46,9 +58,7 @@ struct ClientKey: PrehashedKey, Sendable {
     init(branch: ArraySlice<UInt8>, method: SIPMethod) {
         self.branch = String(decoding: branch, as: UTF8.self)
         self.method = method
-        var h = Hasher()
-        branch.withUnsafeBytes { h.combine(bytes: $0) }
-        hashWord = h.finalize()
+        hashWord = Self.hashWord(of: branch)
     }
 
     @usableFromInline
@@ -95,19 +105,20 @@ struct ServerKey: PrehashedKey, Sendable {
     /// lower-cased here, as the decoded path writes it:
     /// `via.host.address.lowercased() + ":" + port`).
     init(branch: ArraySlice<UInt8>, host: ArraySlice<UInt8>, port: UInt16, method: SIPMethod) {
-        kind = .rfc3261(branchAndSentBy: ServerKey.join(branch, host, port))
-        self.method = method
-        var h = Hasher()
-        branch.withUnsafeBytes { h.combine(bytes: $0) }
-        hashWord = h.finalize()
+        self.init(branch: branch, joined: ServerKey.join(branch, host, port), method: method)
     }
 
     /// An RFC 3261 key from decoded text (the decoded path, and tests); `sentBy` is
     /// `host:port` with the host in lower case.
     static func rfc3261(branch: String, sentBy: String, method: SIPMethod) -> ServerKey {
-        var k = ServerKey(branch: ArraySlice(branch.utf8), host: [], port: 0, method: method)
-        k.kind = .rfc3261(branchAndSentBy: branch + " " + sentBy)
-        return k
+        ServerKey(branch: ArraySlice(branch.utf8), joined: branch + " " + sentBy, method: method)
+    }
+
+    /// `joined` is `branch host:port` (see ``Kind/rfc3261(branchAndSentBy:)``).
+    private init(branch: ArraySlice<UInt8>, joined: String, method: SIPMethod) {
+        kind = .rfc3261(branchAndSentBy: joined)
+        self.method = method
+        hashWord = Self.hashWord(of: branch)
     }
 
     init(rfc2543 requestURI: String, fromTag: String, callID: String, cseq: UInt32, via: String, method: SIPMethod) {
