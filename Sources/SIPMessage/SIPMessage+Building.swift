@@ -171,15 +171,23 @@ extension SIPMessage {
     /// Sets the body; Content-Length follows it when the message is written.
     public mutating func setBody(_ bytes: [UInt8], contentType: MediaType? = nil) {
         let s = storage.count
+        let type = contentType?.description
+        // One growth at most, for the body and the Content-Type line together.
+        storage.reserveCapacity(s + bytes.count + (type.map { $0.utf8.count + 12 } ?? 0))
         storage.append(contentsOf: bytes)
         bodyRange = s..<storage.count
-        if let ct = contentType { appendUncheckedReplacing(.contentType, ct.description) }
+        if let type { appendUncheckedReplacing(.contentType, type) }
         pristineRange = nil
     }
 
     mutating func appendUncheckedReplacing(_ name: SIPHeaderName, _ value: String) {
-        let keep = entries.filter { !matches($0, name) }
-        entries = keep
+        // In place: filtering into a new array grew it line by line, then again for the append.
+        var kept = 0
+        for k in entries.indices where !matches(entries[k], name) {
+            entries[kept] = entries[k]
+            kept += 1
+        }
+        if kept < entries.count { entries.removeLast(entries.count - kept) }
         appendUnchecked(name, value)
     }
 
