@@ -36,43 +36,45 @@ enum FastCheck {
     // MARK: Hosts
 
     /// A host name or IPv4 address as ``SIPHost/parse(_:allowBareIPv6:keep:)`` accepts it
-    /// (IPv6 references are left to it).
+    /// (IPv6 references are left to it), filling `p[lo..<hi]` exactly.
     static func host(_ p: Bytes, _ lo: Int, _ hi: Int) -> Bool {
-        guard lo < hi else { return false }
-        var numeric = true
-        for k in lo..<hi where !(isDigit(p[k]) || p[k] == UInt8(ascii: ".")) { numeric = false; break }
-        if numeric {
-            var parts = 0, value = 0, digits = 0
-            for k in lo..<hi {
-                let c = p[k]
-                if c == UInt8(ascii: ".") {
-                    guard digits > 0 else { return false }
-                    parts += 1; value = 0; digits = 0
-                } else {
-                    guard digits < 3 else { return false }
-                    value = value * 10 + Int(c &- 0x30); digits += 1
-                    if value > 255 { return false }
-                }
-            }
-            return parts == 3 && digits > 0
-        }
-        var labelStart = lo
+        scanHost(p, lo, hi) == hi
+    }
+
+    /// Scans a host from `lo` to the first byte that no host holds (or `hi`), in one pass that
+    /// reads it both as an IPv4 address and as a name (digits and dots only make it an
+    /// address, which must then be a valid one); the end when what it scanned is a host
+    /// ``SIPHost/parse(_:allowBareIPv6:keep:)`` accepts, nil otherwise.
+    @inline(__always)
+    static func scanHost(_ p: Bytes, _ lo: Int, _ hi: Int) -> Int? {
         var k = lo
-        while k <= hi {
-            if k == hi || p[k] == UInt8(ascii: ".") {
-                if k == labelStart {
-                    guard k == hi, k > lo else { return false }
-                } else if p[labelStart] == UInt8(ascii: "-") || p[k - 1] == UInt8(ascii: "-") {
-                    return false
-                }
+        var numeric = true, addressOK = true, parts = 0, value = 0, digits = 0
+        var labelStart = lo, labelsOK = true
+        while k < hi {
+            let c = p[k]
+            if c == UInt8(ascii: ".") {
+                if k == labelStart || p[labelStart] == UInt8(ascii: "-") || p[k &- 1] == UInt8(ascii: "-") { labelsOK = false }
                 labelStart = k &+ 1
+                if digits == 0 { addressOK = false }
+                parts &+= 1
+                value = 0
+                digits = 0
+            } else if isDigit(c) {
+                value = value &* 10 &+ Int(c &- 0x30)
+                digits &+= 1
+                if digits > 3 || value > 255 { addressOK = false }
+            } else if (c | 0x20) &- 0x61 < 26 || c == UInt8(ascii: "-") || c == UInt8(ascii: "_") {
+                numeric = false
             } else {
-                let c = p[k]
-                guard inSet(c, alnumLow, alnumHigh) || c == UInt8(ascii: "-") || c == UInt8(ascii: "_") else { return false }
+                break
             }
             k &+= 1
         }
-        return true
+        guard k > lo else { return nil }
+        if numeric { return addressOK && parts == 3 && digits > 0 ? k : nil }
+        // The last label: empty only after a final dot ("example.com.").
+        if k > labelStart, p[labelStart] == UInt8(ascii: "-") || p[k &- 1] == UInt8(ascii: "-") { return nil }
+        return labelsOK ? k : nil
     }
 
     /// A decimal run of at least one digit, at most `max`, from `i` (moved past it).
@@ -107,12 +109,10 @@ enum FastCheck {
             for k in i..<at where !inSet(p[k], userLow, userHigh) { return false }
             i = at &+ 1
         }
-        let hs = i
-        while i < hi, p[i] != UInt8(ascii: ":"), p[i] != UInt8(ascii: ";"), p[i] != UInt8(ascii: "?") {
-            if p[i] == UInt8(ascii: "[") { return false }
-            i &+= 1
-        }
-        guard host(p, hs, i) else { return false }
+        // The host ends at the port, the parameters, the headers or the end (an IPv6
+        // reference, '[', is left to the full decoder).
+        guard let he = scanHost(p, i, hi), he == hi || p[he] == UInt8(ascii: ":") || p[he] == UInt8(ascii: ";") || p[he] == UInt8(ascii: "?") else { return false }
+        i = he
         if i < hi, p[i] == UInt8(ascii: ":") {
             i &+= 1
             guard number(p, &i, hi, max: 65535) else { return false }
@@ -269,9 +269,8 @@ enum FastCheck {
         let ws = i
         skipSpaces(p, &i, hi)
         guard i > ws else { return false }
-        let hs = i
-        while i < hi, inSet(p[i], alnumLow, alnumHigh) || p[i] == UInt8(ascii: "-") || p[i] == UInt8(ascii: ".") || p[i] == UInt8(ascii: "_") { i &+= 1 }
-        guard i < hi ? p[i] != UInt8(ascii: "[") : true, host(p, hs, i) else { return false }
+        guard let he = scanHost(p, i, hi), he == hi || p[he] != UInt8(ascii: "[") else { return false }
+        i = he
         var j = i
         skipSpaces(p, &j, hi)
         if j < hi, p[j] == UInt8(ascii: ":") {
@@ -289,7 +288,7 @@ enum FastCheck {
                 var k = v.lowerBound
                 return number(p, &k, v.upperBound, max: 65535) && k == v.upperBound
             case 8 where nameIs(p, name, "received"):
-                guard let v = value, memchrIndex(p, UInt8(ascii: ":"), v.lowerBound, v.upperBound) == nil else { return false }
+                guard let v = value else { return false }
                 return host(p, v.lowerBound, v.upperBound)
             case 3 where nameIs(p, name, "ttl"):
                 return false

@@ -11,6 +11,7 @@ struct FastCheckTests {
         "sip:service@127.0.0.1:5060", "sip:[2001:db8::1]:5060", "sip:alice:pw@host", "sip:a%41@host",
         "sip:host;maddr=239.255.255.1;ttl=15", "sip:host?Subject=x", "tel:+1-201-555-0123", "sip:a@host.",
         "sip:a@-host", "sip:a@1.2.3.256", "sip:a@host:65536", "sip:a@host;=x", "sip:a@host;x=", "sip:a@h_o-st.x",
+        "sip:a@1234.example.com:5060", "sip:1.2.3", "sip:10.0.0.1.;lr", "sip:a@a..b", "sip:a@a-.b", "sip:0001.2.3.4",
     ]
     static let addresses = [
         "\"Alice\" <sip:alice@example.com>;tag=1928301774", "<sip:bob@example.com>", "sipp <sip:sipp@127.0.0.1:5061>;tag=1",
