@@ -8,22 +8,6 @@
 enum FastCheck {
     typealias Bytes = UnsafeBufferPointer<UInt8>
 
-    // Byte sets as two 64-bit maps (bytes 0-63, 64-127); bytes ≥ 128 are in none.
-    // user-unreserved / unreserved: alphanum - _ . ! ~ * ' ( ) & = + $ , ; ? /
-    static let userLow: UInt64 = 0xABFF_FFD2_0000_0000, userHigh: UInt64 = 0x47FF_FFFE_87FF_FFFE
-    // param-unreserved / unreserved: alphanum - _ . ! ~ * ' ( ) [ ] / : & + $
-    static let paramLow: UInt64 = 0x07FF_EFD2_0000_0000, paramHigh: UInt64 = 0x47FF_FFFE_AFFF_FFFE
-    // word (Call-ID): alphanum - . ! % * _ + ` ' ~ ( ) < > : \ " / [ ] ? { }
-    static let wordLow: UInt64 = 0xD7FF_EFA6_0000_0000, wordHigh: UInt64 = 0x6FFF_FFFF_BFFF_FFFE
-    // alphanum
-    static let alnumLow: UInt64 = 0x03FF_0000_0000_0000, alnumHigh: UInt64 = 0x07FF_FFFE_07FF_FFFE
-
-    @inline(__always) static func inSet(_ b: UInt8, _ low: UInt64, _ high: UInt64) -> Bool {
-        if b < 64 { return (low >> UInt64(b)) & 1 != 0 }
-        if b < 128 { return (high >> UInt64(b &- 64)) & 1 != 0 }
-        return false
-    }
-
     @inline(__always) static func skipSpaces(_ p: Bytes, _ i: inout Int, _ end: Int) {
         while i < end, isWS(p[i]) { i &+= 1 }
     }
@@ -106,7 +90,7 @@ enum FastCheck {
         // userinfo up to the first '@' (user characters only: no ':' password, no '%').
         if let at = memchrIndex(p, UInt8(ascii: "@"), i, hi) {
             guard at > i else { return false }
-            for k in i..<at where !inSet(p[k], userLow, userHigh) { return false }
+            for k in i..<at where !ASCIIClass.test(p[k], ASCIIClass.user) { return false }
             i = at &+ 1
         }
         // The host ends at the port, the parameters, the headers or the end (an IPv6
@@ -126,7 +110,7 @@ enum FastCheck {
                 if c == UInt8(ascii: "="), eq < 0 {
                     guard i > s else { return false }
                     eq = i
-                } else if !inSet(c, paramLow, paramHigh) {
+                } else if !ASCIIClass.test(c, ASCIIClass.param) {
                     return false  // '?', '%', a second '=', …: the full decoder says what it is
                 }
                 i &+= 1
@@ -141,7 +125,7 @@ enum FastCheck {
     /// `word [ "@" word ]` (Call-ID).
     static func callID(_ p: Bytes, _ lo: Int, _ hi: Int) -> Bool {
         var at = -1
-        for k in lo..<hi where !inSet(p[k], wordLow, wordHigh) {
+        for k in lo..<hi where !ASCIIClass.test(p[k], ASCIIClass.word) {
             guard p[k] == UInt8(ascii: "@"), at < 0 else { return false }
             at = k
         }

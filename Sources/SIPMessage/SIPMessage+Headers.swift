@@ -56,7 +56,7 @@ extension SIPMessage {
             skipLWS()
             guard i > ws else { return nil }
             let hs = i
-            while i < end, FastCheck.inSet(p[i], FastCheck.alnumLow, FastCheck.alnumHigh)
+            while i < end, ASCIIClass.test(p[i], ASCIIClass.alnum)
                 || p[i] == UInt8(ascii: "-") || p[i] == UInt8(ascii: ".") || p[i] == UInt8(ascii: "_") { i &+= 1 }
             guard i > hs, i == end || p[i] != UInt8(ascii: "[") else { return nil }
             let host = hs..<i
