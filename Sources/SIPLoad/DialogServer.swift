@@ -195,6 +195,9 @@ public final class DialogServer: Sendable {
             var work: [Work] = []
             switch event {
             case .request(let r):
+                // A new INVITE leaves 180, 200 and the handler's run; a BYE its 200 and the end:
+                // room for them at once, not by growing 1, 2, 4.
+                work.reserveCapacity(4)
                 let out = s.manager.request(r.message, transaction: r.transaction)
                 process(out, &s, &work)
             case .cancel(let r, let invite):

@@ -94,7 +94,7 @@ struct ServerKey: PrehashedKey, Sendable {
         /// The branch and the sent-by in one string (one allocation), a space between them:
         /// the branch, a token, holds none, so the first space splits the two.
         case rfc3261(branchAndSentBy: String)
-        case rfc2543(requestURI: String, fromTag: String, callID: String, cseq: UInt32, via: String)
+        indirect case rfc2543(requestURI: String, fromTag: String, callID: String, cseq: UInt32, via: String)
     }
 
     var kind: Kind
