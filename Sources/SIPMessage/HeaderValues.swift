@@ -24,7 +24,9 @@ public struct MediaType: Sendable, Hashable, CustomStringConvertible {
     public var description: String { essence + parameters.text }
 
     static func parse(_ b: ArraySlice<UInt8>) throws(SIPParseError) -> MediaType {
-        try scan(b, keep: true)
+        // The type nearly every body has, without building its strings again.
+        if equalsLowercased(b, "application/sdp") { return .sdp }
+        return try scan(b, keep: true)
     }
 
     /// Checks a media type as ``parse(_:)`` does, with the same errors, keeping nothing (no

@@ -126,6 +126,15 @@ struct HeaderValueTests {
         expectParseError(.headerStructure) { _ = try Replaces("abc;to-tag=1") }
     }
 
+    @Test func mediaTypesInAnyCaseWithAndWithoutParameters() throws {
+        #expect(try MediaType("Application/SDP") == .sdp)
+        #expect(try MediaType("application/sdp") == .sdp)
+        let p = try MediaType("application/sdp;charset=utf-8")
+        #expect(p.essence == "application/sdp" && p.parameters["charset"] == .some("utf-8") && p != .sdp)
+        #expect(try MediaType("application/sdpx").subtype == "sdpx")
+        expectParseError(.headerStructure) { _ = try MediaType("application/sdp/") }
+    }
+
     @Test func notifyEventAndSubscriptionState() throws {
         let m = try SIPMessage(bytes: fixture("notify-sipfrag.sip"))
         #expect(try m.event()?.id == "314160")
