@@ -1,3 +1,10 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#elseif canImport(Musl)
+import Musl
+#endif
 import Synchronization
 import SIPMessage
 import SIPDialog
@@ -44,14 +51,13 @@ public final class AnswerTemplateCache: Sendable {
     /// when the offer is the last one, else `make`'s answer.
     public func answer(_ offer: SessionBody?, sessionID: UInt64) -> SessionBody? {
         guard let offer else { return make(nil, sessionID) }
-        if let t = last.withLock({ t -> Template? in t?.offer == offer ? t : nil }) {
-            let id = AnswerTemplateCache.decimal(sessionID)
+        if let t = last.withLock({ t -> Template? in t.flatMap { AnswerTemplateCache.same($0.offer, offer) ? $0 : nil } }) {
             var bytes: [UInt8] = []
-            bytes.reserveCapacity(t.head.count + t.middle.count + t.tail.count + 2 * id.count)
+            bytes.reserveCapacity(t.head.count + t.middle.count + t.tail.count + 40)
             bytes += t.head
-            bytes += id
+            AnswerTemplateCache.appendDecimal(sessionID, to: &bytes)
             bytes += t.middle
-            bytes += id
+            AnswerTemplateCache.appendDecimal(sessionID, to: &bytes)
             bytes += t.tail
             return SessionBody(contentType: t.contentType, bytes: bytes)
         }
@@ -60,6 +66,31 @@ public final class AnswerTemplateCache: Sendable {
             last.withLock { $0 = t }
         }
         return made
+    }
+
+    /// Whether two offers are the same: their bytes first, by one block comparison (the
+    /// element-wise `==` of the arrays and media types cost more than the rest of the answer).
+    static func same(_ a: SessionBody, _ b: SessionBody) -> Bool {
+        guard a.bytes.count == b.bytes.count else { return false }
+        let equalBytes = a.bytes.withUnsafeBytes { x in b.bytes.withUnsafeBytes { y in
+            x.count == 0 || memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0
+        } }
+        return equalBytes && a.contentType == b.contentType
+    }
+
+    /// Appends `n` in decimal ASCII, written in place.
+    static func appendDecimal(_ n: UInt64, to bytes: inout [UInt8]) {
+        // Written backwards into a stack buffer (20 digits hold any UInt64), then one append.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var i = 20
+            var v = n
+            repeat {
+                i -= 1
+                digits[i] = UInt8(ascii: "0") + UInt8(v % 10)
+                v /= 10
+            } while v > 0
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: digits[i...]))
+        }
     }
 
     /// `n` in decimal ASCII.
