@@ -8,6 +8,7 @@ import Musl
 import Synchronization
 import SIPMessage
 import SIPDialog
+import SIPTransaction
 
 /// Remembers the SDP answer made for the last offer and reuses it for the next call that sends
 /// the same offer, writing only the new call's `o=` session id and version into it: a load
@@ -36,15 +37,25 @@ public final class AnswerTemplateCache: Sendable {
 
     private let make: Make
     private let last = Mutex<Template?>(nil)
+    /// Session ids: a counter from a random start, mixed (SplitMix64). An `o=` session id must
+    /// be unique, not secret (RFC 8866 §5.2), and the system generator cost a system call per
+    /// call.
+    private let nextID = Atomic<UInt64>(UInt64.random(in: 0...UInt64.max))
 
     /// Wraps `make` (see the type's contract).
     public init(_ make: @escaping Make) {
         self.make = make
     }
 
-    /// The answer to `offer` for a new random session id.
+    /// The answer to `offer` for a new session id (unique, see `nextID`).
     public func answer(_ offer: SessionBody?) -> SessionBody? {
-        answer(offer, sessionID: UInt64.random(in: 1...UInt64(Int64.max)))
+        answer(offer, sessionID: AnswerTemplateCache.sessionID(nextID.wrappingAdd(1, ordering: .relaxed).newValue))
+    }
+
+    /// A session id in 1...Int64.max from a counter's value (mixed by SplitMix64).
+    static func sessionID(_ counter: UInt64) -> UInt64 {
+        var g = SplitMix64(seed: counter)
+        return max(g.next() & UInt64(Int64.max), 1)
     }
 
     /// The answer to `offer` with `sessionID` as the `o=` id and version: the cached template

@@ -55,6 +55,19 @@ struct DialogServeTests {
         #expect(made.withLock { $0 } == 5)
     }
 
+    @Test("session ids for the answers: in 1...Int64.max, distinct from call to call")
+    func answerSessionIDs() throws {
+        let cache = AnswerTemplateCache { offer, id in DialogServeCommand.answer(offer, capabilities: Self.capabilities, sessionID: id) }
+        let offer = Self.sdp("0", "a=rtpmap:0 PCMU/8000\r\n")
+        var seen = Set<UInt64>()
+        for _ in 0..<1000 {
+            let id = try SessionDescription.parse(try #require(cache.answer(offer)).bytes).origin.sessionID
+            #expect((1...UInt64(Int64.max)).contains(id))
+            seen.insert(id)
+        }
+        #expect(seen.count == 1000)
+    }
+
     @Test("the answer template is not kept when the o= line does not carry the session id as id and version")
     func answerTemplateRefusesOtherOrigins() throws {
         let fixed = SessionBody.sdp("v=0\r\no=- 1 2 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\n")
