@@ -29,12 +29,22 @@ public struct DialogID: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Whether the bytes are the string's UTF-8, compared as two buffers (the generic
-    /// `elementsEqual` over a `String.UTF8View` steps through it a byte at a time).
+    /// `elementsEqual` over a `String.UTF8View` steps through it a byte at a time); lengths
+    /// first, the string's stored count.
     static func same(_ bytes: ArraySlice<UInt8>, _ text: String) -> Bool {
-        var text = text
-        return text.withUTF8 { u in
-            bytes.count == u.count && bytes.withUnsafeBufferPointer { $0.elementsEqual(u) }
+        let utf8 = text.utf8
+        guard bytes.count == utf8.count else { return false }
+        let equal = utf8.withContiguousStorageIfAvailable { u in
+            bytes.withUnsafeBufferPointer { b in
+                var i = 0
+                while i < b.count {
+                    if b[i] != u[i] { return false }
+                    i += 1
+                }
+                return true
+            }
         }
+        return equal ?? bytes.elementsEqual(utf8)
     }
 
     /// The ID of the dialog a response to our request belongs to (From tag ours, To tag theirs).
@@ -255,16 +265,22 @@ public struct Dialog: Sendable, Hashable {
     /// A 2xx confirms an early dialog; as UAC its Contact and Record-Route replace the early
     /// ones (§12.1.2, §13.2.2.4).
     public mutating func confirm(with response: SIPMessage) throws(DialogError) {
+        try confirm(with: response, decoding: true)
+    }
+
+    /// ``confirm(with:)``; with `decoding` false the response's To and Contact are taken as
+    /// written, not decoded again (a response the transaction layer validated).
+    package mutating func confirm(with response: SIPMessage, decoding: Bool) throws(DialogError) {
         guard state != .terminated else { return }
         if isUAC {
             do {
-                if let target = try Self.target(of: response, decoding: true) {
+                if let target = try Self.target(of: response, decoding: decoding) {
                     remoteTargetText = target
                     targetFromContact = true
                 }
                 let rr = try response.recordRoute()
                 if !rr.isEmpty { routeSet = rr.reversed() }
-                remotePartyText = try Self.party(.to, of: response, decoding: true)
+                remotePartyText = try Self.party(.to, of: response, decoding: decoding)
             } catch {
                 throw .malformed(error)
             }

@@ -850,7 +850,7 @@ public struct InviteSession: Sendable {
             var out: [Action] = [.cancelTimer(.cancelGuard)]
             var d: Dialog
             if var early = earlyDialogs[tag], early.targetFromContact || ((try? r.contact()) ?? nil)?.addresses.isEmpty == false {
-                try? early.confirm(with: r)
+                try? early.confirm(with: r, decoding: false)
                 d = early
             } else {
                 guard let made = try? Dialog(uacRequest: inv, response: r, decoding: false) else {
