@@ -136,10 +136,15 @@ public struct Dialog: Sendable, Hashable {
 
     /// ``init(uacRequest:response:)``; with `decoding` false the From, To and Contact are
     /// taken as written, not decoded again: for a request of ours and a response the
-    /// transaction layer validated (``SIPMessage/validate()`` decodes every one of them).
-    package init(uacRequest request: SIPMessage, response: SIPMessage, decoding: Bool) throws(DialogError) {
+    /// transaction layer validated (``SIPMessage/validate()`` decodes every one of them). A
+    /// `callID` equal to the response's is kept as the dialog's (one string for the session
+    /// and its dialog).
+    package init(uacRequest request: SIPMessage, response: SIPMessage, decoding: Bool, callID: String? = nil) throws(DialogError) {
         guard let code = response.statusCode, (101..<300).contains(code) else { throw .missing("a 101-299 response") }
-        guard let dialogID = DialogID(response: response) else { throw .missing("From tag, To tag and Call-ID") }
+        guard let theirs = response.callIDBytes, let localTag = response.fromTag, let remoteTag = response.toTag else {
+            throw .missing("From tag, To tag and Call-ID")
+        }
+        let dialogID = DialogID(callID: Self.callID(theirs, known: callID), localTag: localTag, remoteTag: remoteTag)
         do {
             localPartyText = try Self.party(.from, of: request, decoding: decoding)
             remotePartyText = try Self.party(.to, of: response, decoding: decoding)
@@ -187,11 +192,12 @@ public struct Dialog: Sendable, Hashable {
     /// ``init(uasRequest:response:)``; with `decoding` false the From, To and Contact are
     /// taken as written, not decoded again: for a request the transaction layer validated
     /// (``SIPMessage/validate()`` decodes every one of them) and our own response to it.
-    package init(uasRequest request: SIPMessage, response: SIPMessage, decoding: Bool) throws(DialogError) {
+    package init(uasRequest request: SIPMessage, response: SIPMessage, decoding: Bool, callID known: String? = nil) throws(DialogError) {
         guard let code = response.statusCode, (101..<300).contains(code) else { throw .missing("a 101-299 response") }
-        guard let callID = request.callID, let remoteTag = request.fromTag, let localTag = response.toTag else {
+        guard let theirs = request.callIDBytes, let remoteTag = request.fromTag, let localTag = response.toTag else {
             throw .missing("Call-ID, From tag and our To tag")
         }
+        let callID = Self.callID(theirs, known: known)
         do {
             localPartyText = try Self.party(.to, of: response, decoding: decoding)
             remotePartyText = try Self.party(.from, of: request, decoding: decoding)
@@ -207,6 +213,12 @@ public struct Dialog: Sendable, Hashable {
         state = code < 200 ? .early : .confirmed
         localSequence = nil
         isUAC = false
+    }
+
+    /// The Call-ID `bytes` as a string: `known` when it is the same (shared, not copied).
+    private static func callID(_ bytes: ArraySlice<UInt8>, known: String?) -> String {
+        if let known, DialogID.same(bytes, known) { return known }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// The From or To value of `message` as written; with `decoding`, decoded first (throwing

@@ -317,7 +317,7 @@ public struct InviteSession: Sendable {
             out += [.startTimer(.retransmitProvisional, after: configuration.timers.t1),
                     .startTimer(.prackTimeout, after: configuration.timers.t1 * 64)]
         }
-        if dialog == nil { dialog = try? Dialog(uasRequest: si.request, response: r, decoding: false) }
+        if dialog == nil { dialog = try? Dialog(uasRequest: si.request, response: r, decoding: false, callID: callID) }
         serverInvite = si
         si.interval = .zero
         out.insert(.respond(r, in: si.transaction), at: 0)
@@ -354,7 +354,7 @@ public struct InviteSession: Sendable {
         appendSessionTimer(toResponse: &r, for: si.request)
         if let b = answerBody { r.setBody(b.bytes, contentType: b.contentType) }
         if dialog == nil {
-            dialog = try? Dialog(uasRequest: si.request, response: r, decoding: false)
+            dialog = try? Dialog(uasRequest: si.request, response: r, decoding: false, callID: callID)
         } else {
             try? dialog?.confirm(with: r)
         }
@@ -807,7 +807,7 @@ public struct InviteSession: Sendable {
             if cancelRequested { out += sendCancel() }
             guard let tag else { return out + [.event(.provisional(code: code, remoteTag: nil, body: nil))] }
             if earlyDialogs[tag] == nil,
-               let d = (try? Dialog(uacRequest: inv, response: r, decoding: false)) ?? (try? Dialog(uacRequest: inv, provisionalWithoutContact: r)) {
+               let d = (try? Dialog(uacRequest: inv, response: r, decoding: false, callID: callID)) ?? (try? Dialog(uacRequest: inv, provisionalWithoutContact: r)) {
                 earlyDialogs[tag] = d
             }
             let require = (try? r.require()) ?? []
@@ -853,7 +853,7 @@ public struct InviteSession: Sendable {
                 try? early.confirm(with: r, decoding: false)
                 d = early
             } else {
-                guard let made = try? Dialog(uacRequest: inv, response: r, decoding: false) else {
+                guard let made = try? Dialog(uacRequest: inv, response: r, decoding: false, callID: callID) else {
                     // A 2xx without Contact cannot make a dialog: end the attempt.
                     return out + [set(.terminated(.rejected(code)))]
                 }

@@ -265,6 +265,11 @@ struct DialogTests {
         #expect(taken == decoded)
         #expect(try taken.remoteParty == Flow.inviteAtBob.from() && taken.localParty == response.to())
         #expect(try taken.makeRequest(.bye, via: via).serialized() == decoded.makeRequest(.bye, via: via).serialized())
+        // The session's Call-ID is the dialog's only when it is the message's.
+        let callID = "3848276298220188511@atlanta.example.com"
+        #expect(try Dialog(uasRequest: Flow.inviteAtBob, response: response, decoding: false, callID: callID).id == decoded.id)
+        #expect(try Dialog(uasRequest: Flow.inviteAtBob, response: response, decoding: false, callID: "other@x").id.callID == callID)
+        #expect(try Dialog(uacRequest: Flow.invite, response: Flow.ok, decoding: false, callID: "3848276298220188511@atlanta.example.coM").id.callID == callID)
 
         var uac = try Dialog(uacRequest: Flow.invite, response: Flow.ok, decoding: false)
         var uacDecoded = try Dialog(uacRequest: Flow.invite, response: Flow.ok)
