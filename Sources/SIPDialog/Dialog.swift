@@ -85,9 +85,10 @@ extension DialogError {
 /// dialog-forming request and a response, it builds the requests sent inside the dialog and
 /// checks the requests received.
 ///
-/// The two parties and the remote target are kept as written in the messages they come from
-/// (a header value, a URI), not decoded: a dialog's requests copy them as they are, and
-/// ``localParty``, ``remoteParty`` and ``remoteTarget`` decode them when read.
+/// The two parties, the remote target and the route set are kept as written in the messages
+/// they come from (header values, a URI), not decoded: a dialog's requests copy them as they
+/// are, and ``localParty``, ``remoteParty``, ``remoteTarget`` and ``routeSet`` decode them
+/// when read.
 public struct Dialog: Sendable, Hashable {
     public enum State: Sendable, Hashable { case early, confirmed, terminated }
 
@@ -99,8 +100,8 @@ public struct Dialog: Sendable, Hashable {
     private var remotePartyText: String
     /// The Request-URI of our requests (the peer's Contact URI), as written.
     private var remoteTargetText: String
-    /// The route set, in the order our requests carry it.
-    public private(set) var routeSet: [NameAddress]
+    /// The route set's addresses as written, in the order our requests carry them.
+    private var routeTexts: [String]
     /// The CSeq of our last request in the dialog; `nil` until we send one (UAS).
     public private(set) var localSequence: UInt32?
     /// The CSeq of the peer's last request; `nil` until one arrives (UAC).
@@ -119,6 +120,8 @@ public struct Dialog: Sendable, Hashable {
     public var remoteParty: NameAddress { Self.address(remotePartyText) }
     /// The peer's Contact: the Request-URI of our requests (§12.1.1/§12.1.2).
     public var remoteTarget: URI { (try? URI(remoteTargetText)) ?? .other(scheme: "sip", text: remoteTargetText) }
+    /// The route set, in the order our requests carry it.
+    public var routeSet: [NameAddress] { routeTexts.map(Self.address) }
 
     /// A kept address decoded. Every address a dialog keeps decoded when the dialog took it
     /// (checked there, or by ``SIPMessage/validate()`` before), so the fallback is not reached.
@@ -148,7 +151,7 @@ public struct Dialog: Sendable, Hashable {
         do {
             localPartyText = try Self.party(.from, of: request, decoding: decoding)
             remotePartyText = try Self.party(.to, of: response, decoding: decoding)
-            routeSet = try response.recordRoute().reversed()
+            routeTexts = try Self.routes(of: response, decoding: decoding).reversed()
             let cs = try request.cseq()
             localSequence = cs.sequence
             guard let target = try Self.target(of: response, decoding: decoding) else {
@@ -201,7 +204,7 @@ public struct Dialog: Sendable, Hashable {
         do {
             localPartyText = try Self.party(.to, of: response, decoding: decoding)
             remotePartyText = try Self.party(.from, of: request, decoding: decoding)
-            routeSet = try request.recordRoute()
+            routeTexts = try Self.routes(of: request, decoding: decoding)
             remoteSequence = try request.cseq().sequence
             guard let target = try Self.target(of: request, decoding: decoding) else { throw DialogError.missing("Contact in the request") }
             remoteTargetText = target
@@ -213,6 +216,38 @@ public struct Dialog: Sendable, Hashable {
         state = code < 200 ? .early : .confirmed
         localSequence = nil
         isUAC = false
+    }
+
+    /// The Record-Route addresses of `message` as written, in order; with `decoding`, decoded
+    /// first (throwing what ``SIPMessage/recordRoute()`` throws).
+    private static func routes(of message: SIPMessage, decoding: Bool) throws(SIPParseError) -> [String] {
+        var out: [String] = []
+        for line in message.valueBytes(.recordRoute) {
+            var start = line.startIndex, i = start, quoted = false, bracketed = false
+            while i <= line.endIndex {
+                let x = i < line.endIndex ? line[i] : UInt8(ascii: ",")
+                if quoted {
+                    if x == UInt8(ascii: "\\") { i += 1 } else if x == UInt8(ascii: "\"") { quoted = false }
+                } else if x == UInt8(ascii: "\"") {
+                    quoted = true
+                } else if x == UInt8(ascii: "<") {
+                    bracketed = true
+                } else if x == UInt8(ascii: ">") {
+                    bracketed = false
+                } else if x == UInt8(ascii: ","), !bracketed {
+                    let element = line[start..<min(i, line.endIndex)].drop { $0 == 0x20 || $0 == 0x09 }
+                    let end = element.lastIndex { $0 != 0x20 && $0 != 0x09 }.map { $0 + 1 } ?? element.startIndex
+                    if end > element.startIndex { out.append(String(decoding: element[..<end], as: UTF8.self)) }
+                    start = i + 1
+                }
+                i += 1
+            }
+        }
+        if decoding, try message.recordRoute().count != out.count {
+            // A list the scan above splits otherwise than the decoder: the decoder's reading.
+            return try message.recordRoute().map(\.description)
+        }
+        return out
     }
 
     /// The Call-ID `bytes` as a string: `known` when it is the same (shared, not copied).
@@ -290,8 +325,8 @@ public struct Dialog: Sendable, Hashable {
                     remoteTargetText = target
                     targetFromContact = true
                 }
-                let rr = try response.recordRoute()
-                if !rr.isEmpty { routeSet = rr.reversed() }
+                let rr = try Self.routes(of: response, decoding: decoding)
+                if !rr.isEmpty { routeTexts = rr.reversed() }
                 remotePartyText = try Self.party(.to, of: response, decoding: decoding)
             } catch {
                 throw .malformed(error)
@@ -351,6 +386,7 @@ public struct Dialog: Sendable, Hashable {
     /// router first (`lr`), the remote target and the route set as is; with a strict router,
     /// that router's URI as Request-URI and the remote target appended to the route set.
     public var requestTarget: (requestURI: URI, route: [NameAddress]) {
+        let routeSet = self.routeSet
         guard let first = routeSet.first else { return (remoteTarget, []) }
         if first.sipURI?.isLooseRouting ?? false { return (remoteTarget, routeSet) }
         var strippedFirst = first.uri
@@ -387,14 +423,14 @@ public struct Dialog: Sendable, Hashable {
         do {
             // No route set or a loose router first: the remote target as written, no decoding.
             var m: SIPMessage
-            let route: [NameAddress]
-            if routeSet.first.map({ $0.sipURI?.isLooseRouting ?? false }) ?? true {
+            let route: [String]
+            if routeTexts.first.map({ Self.address($0).sipURI?.isLooseRouting ?? false }) ?? true {
                 m = try SIPMessage(method: method, requestURI: remoteTargetText)
-                route = routeSet
+                route = routeTexts
             } else {
                 let target = requestTarget
                 m = try SIPMessage(method: method, uri: target.requestURI)
-                route = target.route
+                route = target.route.map(\.description)
             }
             try m.append(.via, via)
             try m.append(.maxForwards, "70")

@@ -276,6 +276,19 @@ struct DialogTests {
         #expect(try uac == uacDecoded && uac.remoteParty == Flow.ok.to())
         #expect(try uac.makeRequest(.bye, via: via).serialized() == uacDecoded.makeRequest(.bye, via: via).serialized())
 
+        // Record-Route lists: split at commas outside quotes and brackets, over several lines.
+        var routed = Flow.inviteAtBob
+        try routed.append(.recordRoute, "\"P, one\" <sip:p1.example;lr>;x=1 ,<sip:p2.example;lr>")
+        var routedOK = SIPMessage(responseTo: routed, statusCode: 200, toTag: "314159")
+        try routedOK.append(.contact, "<sip:bob@client.biloxi.example.com;transport=tcp>")
+        var fast = try Dialog(uasRequest: routed, response: routedOK, decoding: false)
+        var slow = try Dialog(uasRequest: routed, response: routedOK)
+        #expect(try fast == slow && fast.routeSet == routed.recordRoute())
+        let routedBye = try fast.makeRequest(.bye, via: via)
+        #expect(routedBye.values(.route) == ["<sip:ss2.biloxi.example.com;lr>", "<sip:ss1.atlanta.example.com;lr>",
+                                             "\"P, one\" <sip:p1.example;lr>;x=1", "<sip:p2.example;lr>"])
+        #expect(try routedBye.serialized() == slow.makeRequest(.bye, via: via).serialized())
+
         // A bare Contact URI (SIPp's) with a header parameter: the URI alone is the target.
         let sipp = msg(String(decoding: Flow.invite.serialized(), as: UTF8.self).replacingOccurrences(
             "Contact: <sip:alice@client.atlanta.example.com;transport=tcp>", "Contact: sip:sipp@127.0.0.1:5061;expires=60"))
