@@ -221,6 +221,8 @@ public struct Dialog: Sendable, Hashable {
     /// The Record-Route addresses of `message` as written, in order; with `decoding`, decoded
     /// first (throwing what ``SIPMessage/recordRoute()`` throws).
     private static func routes(of message: SIPMessage, decoding: Bool) throws(SIPParseError) -> [String] {
+        // Most dialogs have none: no list of lines built for them.
+        guard message.firstValueBytes(.recordRoute) != nil else { return [] }
         var out: [String] = []
         for line in message.valueBytes(.recordRoute) {
             var start = line.startIndex, i = start, quoted = false, bracketed = false
