@@ -94,7 +94,12 @@ public struct InviteSession: Sendable {
     private var redirectCode: Int?
     /// A target offered to the application (``RedirectPolicy/Mode/ask``), with its 3xx's code.
     private var offeredRedirect: (code: Int, target: SIPURI)?
+    /// Our INVITE while the call is being set up; ``answeredInvite`` once it is up.
     private var invite: SIPMessage?
+    /// What a confirmed call keeps of its INVITE (``skeleton(of:)``), as wire bytes.
+    private var answeredInvite: DialogWireCopy?
+    /// Our INVITE: the one being set up, or what is kept of it once the call is up.
+    private var sentInvite: SIPMessage? { invite ?? answeredInvite?.message }
     private var inviteCSeq: UInt32 = 0
     private var inviteFinal = false
     private var answeredInviteChallenge = false
@@ -103,7 +108,7 @@ public struct InviteSession: Sendable {
     private var cancelRequested = false
     private var cancelSent = false
     /// ACKs sent for 2xx responses, by CSeq number, repeated for retransmitted 2xx.
-    private var acks: [UInt32: SIPMessage] = [:]
+    private var acks: [UInt32: DialogWireCopy] = [:]
     /// A 2xx to an offerless INVITE carried an offer: the ACK waits for our answer.
     private var ackAwaitingAnswer: (invite: SIPMessage, cseq: UInt32)?
     private var lastRSeq: [String: UInt32] = [:]
@@ -312,7 +317,7 @@ public struct InviteSession: Sendable {
             out += [.startTimer(.retransmitProvisional, after: configuration.timers.t1),
                     .startTimer(.prackTimeout, after: configuration.timers.t1 * 64)]
         }
-        if dialog == nil { dialog = try? Dialog(uasRequest: si.request, response: r) }
+        if dialog == nil { dialog = try? Dialog(uasRequest: si.request, response: r, decoding: false, callID: callID) }
         serverInvite = si
         si.interval = .zero
         out.insert(.respond(r, in: si.transaction), at: 0)
@@ -349,7 +354,7 @@ public struct InviteSession: Sendable {
         appendSessionTimer(toResponse: &r, for: si.request)
         if let b = answerBody { r.setBody(b.bytes, contentType: b.contentType) }
         if dialog == nil {
-            dialog = try? Dialog(uasRequest: si.request, response: r)
+            dialog = try? Dialog(uasRequest: si.request, response: r, decoding: false, callID: callID)
         } else {
             try? dialog?.confirm(with: r)
         }
@@ -579,7 +584,7 @@ public struct InviteSession: Sendable {
     /// §4.3: a new transaction). A CANCEL now matches the new transaction. Ignored unless the
     /// session is still calling and `request` is its INVITE (same CSeq).
     public mutating func inviteResent(_ request: SIPMessage) {
-        guard role == .uac, state == .calling || state == .terminating, request.method == .invite, let inv = invite,
+        guard role == .uac, state == .calling || state == .terminating, request.method == .invite, let inv = sentInvite,
               let cs = try? request.cseq(), let old = try? inv.cseq(), cs.sequence == old.sequence else { return }
         invite = request
     }
@@ -742,7 +747,7 @@ public struct InviteSession: Sendable {
     }
 
     private mutating func sendCancel() -> [Action] {
-        guard let inv = invite, !cancelSent else { return [] }
+        guard !cancelSent, let inv = sentInvite else { return [] }
         cancelSent = true
         do {
             var c = try SIPMessage(method: .cancel, requestURI: inv.requestURIText ?? target.uri.description)
@@ -766,7 +771,7 @@ public struct InviteSession: Sendable {
         if cs.method == .invite && role == .uac && cs.sequence == inviteCSeq {
             return initialInviteResponse(r, code: code)
         }
-        if cs.method == .invite, let a = acks[cs.sequence], (200..<300).contains(code) {
+        if cs.method == .invite, (200..<300).contains(code), let a = acks[cs.sequence]?.message {
             // A retransmitted 2xx to a re-INVITE: the same ACK again.
             return [.send(a)]
         }
@@ -782,8 +787,13 @@ public struct InviteSession: Sendable {
     }
 
     private mutating func initialInviteResponse(_ r: SIPMessage, code: Int) -> [Action] {
-        guard let inv = invite else { return [] }
         let tag = r.toTag
+        if (200..<300).contains(code), let tag, let d = dialog, invite != nil || answeredInvite != nil {
+            // The call is up: a retransmitted 2xx gets the same ACK, another fork's is ended.
+            if d.id.remoteTag == tag { return acks[inviteCSeq]?.message.map { [.send($0)] } ?? [] }
+            return endExtraFork(r, tag: tag)
+        }
+        guard let inv = invite else { return [] }
         switch code {
         case 100:
             // Any provisional response, 100 included, lets a pending CANCEL go (§9.1).
@@ -797,7 +807,7 @@ public struct InviteSession: Sendable {
             if cancelRequested { out += sendCancel() }
             guard let tag else { return out + [.event(.provisional(code: code, remoteTag: nil, body: nil))] }
             if earlyDialogs[tag] == nil,
-               let d = (try? Dialog(uacRequest: inv, response: r)) ?? (try? Dialog(uacRequest: inv, provisionalWithoutContact: r)) {
+               let d = (try? Dialog(uacRequest: inv, response: r, decoding: false, callID: callID)) ?? (try? Dialog(uacRequest: inv, provisionalWithoutContact: r)) {
                 earlyDialogs[tag] = d
             }
             let require = (try? r.require()) ?? []
@@ -835,19 +845,15 @@ public struct InviteSession: Sendable {
             out.append(.event(.provisional(code: code, remoteTag: tag, body: body)))
             return out
         case 200..<300:
-            guard let tag else { return [] }
-            if let d = dialog {
-                if d.id.remoteTag == tag { return acks[inviteCSeq].map { [.send($0)] } ?? [] }
-                return endExtraFork(r, tag: tag)
-            }
+            guard let tag, dialog == nil else { return [] }
             inviteFinal = true
             var out: [Action] = [.cancelTimer(.cancelGuard)]
             var d: Dialog
             if var early = earlyDialogs[tag], early.targetFromContact || ((try? r.contact()) ?? nil)?.addresses.isEmpty == false {
-                try? early.confirm(with: r)
+                try? early.confirm(with: r, decoding: false)
                 d = early
             } else {
-                guard let made = try? Dialog(uacRequest: inv, response: r) else {
+                guard let made = try? Dialog(uacRequest: inv, response: r, decoding: false, callID: callID) else {
                     // A 2xx without Contact cannot make a dialog: end the attempt.
                     return out + [set(.terminated(.rejected(code)))]
                 }
@@ -879,7 +885,8 @@ public struct InviteSession: Sendable {
                 out += sendAck(for: inv, cseq: inviteCSeq, body: nil)
             }
             // The call is up: from now on the INVITE only makes the dialog of a late fork's 2xx.
-            invite = Self.skeleton(of: inv)
+            invite = nil
+            answeredInvite = DialogWireCopy(Self.skeleton(of: inv))
             if cancelRequested {
                 // The 2xx crossed our CANCEL: the call is up at the peer, so end it with BYE.
                 out += sendInDialog(.bye, body: nil)
@@ -962,7 +969,7 @@ public struct InviteSession: Sendable {
 
     /// A 2xx from a second fork after the call was set up: ACK it, then BYE it (§13.2.2.4).
     private mutating func endExtraFork(_ r: SIPMessage, tag: String) -> [Action] {
-        guard let inv = invite, var d = try? Dialog(uacRequest: inv, response: r) else { return [] }
+        guard let inv = sentInvite, var d = try? Dialog(uacRequest: inv, response: r) else { return [] }
         var out: [Action] = []
         if let ack = try? d.makeAck(for: inv, via: viaValue()) { out.append(.send(ack)) }
         if let bye = try? d.makeRequest(.bye, via: viaValue()) { out.append(.send(bye)) }
@@ -971,7 +978,7 @@ public struct InviteSession: Sendable {
     }
 
     private mutating func endStrayDialog(_ r: SIPMessage) -> [Action] {
-        guard invite != nil, r.callID == callID, let tag = r.toTag, tag != dialog?.id.remoteTag else { return [] }
+        guard invite != nil || answeredInvite != nil, r.callID == callID, let tag = r.toTag, tag != dialog?.id.remoteTag else { return [] }
         return endExtraFork(r, tag: tag)
     }
 
@@ -1366,7 +1373,7 @@ public struct InviteSession: Sendable {
         if let b = body { ack.setBody(b.bytes, contentType: b.contentType) }
         // Credentials of the INVITE go on its ACK too (RFC 3261 §22.1 for the proxy case).
         for h in request.valueBytes(.proxyAuthorization) { try? ack.append(.proxyAuthorization, String(decoding: h, as: UTF8.self)) }
-        acks[cseq] = ack
+        acks[cseq] = DialogWireCopy(ack)
         if acks.count > 4, let oldest = acks.keys.min() { acks[oldest] = nil }
         return [.send(ack)]
     }
@@ -1469,7 +1476,7 @@ extension InviteSession {
             ackAwaitingAnswer = nil
             offer = .none
             if let body { localBody = body }
-            acks[seq] = request
+            acks[seq] = DialogWireCopy(request)
             return
         }
         d.noteSent(sequence: seq)

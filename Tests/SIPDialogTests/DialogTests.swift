@@ -239,6 +239,63 @@ struct DialogTests {
         struct Other: Error, CustomStringConvertible { var description: String { "other" } }
         #expect(DialogError(reading: Other()) == .missing("other"))
     }
+
+    @Test("a Contact's URI is read as written in its usual shapes; any other is left to the decoder")
+    func contactURIAsWritten() {
+        func written(_ s: String) -> String? { Dialog.writtenURI(ArraySlice(s.utf8)) }
+        #expect(written("<sip:bob@192.0.2.9:5070;transport=tcp>;expires=60") == "sip:bob@192.0.2.9:5070;transport=tcp")
+        #expect(written("Bob <sip:bob@b.example>") == "sip:bob@b.example")
+        #expect(written("\"B<o>b, \\\"the\\\" ; one\" <sips:bob@b.example>, <sip:other@c>") == "sips:bob@b.example")
+        // An addr-spec: its parameters belong to the header (RFC 3261 §20), a list ends at ','.
+        #expect(written("sip:sipp@127.0.0.1:5061") == "sip:sipp@127.0.0.1:5061")
+        #expect(written("sip:sipp@127.0.0.1:5061;expires=60") == "sip:sipp@127.0.0.1:5061")
+        #expect(written("sip:a@192.0.2.1, sip:b@192.0.2.2") == "sip:a@192.0.2.1")
+        // Not these: the wildcard, no scheme, white space, an unclosed bracket or quote.
+        for odd in ["*", "<bob@b.example>", "Bob sip:bob@b.example", "<sip:bob@b.example", "<sip:bob @b.example>", "\"Bob <sip:b@c>", "<>"] {
+            #expect(written(odd) == nil, "\(odd)")
+        }
+    }
+
+    @Test("a dialog made without decoding From, To and Contact again equals the decoded one and builds the same requests")
+    func writtenPartiesMatchDecodedOnes() throws {
+        var response = SIPMessage(responseTo: Flow.inviteAtBob, statusCode: 200, toTag: "314159")
+        try response.append(.contact, "<sip:bob@client.biloxi.example.com;transport=tcp>")
+        var decoded = try Dialog(uasRequest: Flow.inviteAtBob, response: response)
+        var taken = try Dialog(uasRequest: Flow.inviteAtBob, response: response, decoding: false)
+        #expect(taken == decoded)
+        #expect(try taken.remoteParty == Flow.inviteAtBob.from() && taken.localParty == response.to())
+        #expect(try taken.makeRequest(.bye, via: via).serialized() == decoded.makeRequest(.bye, via: via).serialized())
+        // The session's Call-ID is the dialog's only when it is the message's.
+        let callID = "3848276298220188511@atlanta.example.com"
+        #expect(try Dialog(uasRequest: Flow.inviteAtBob, response: response, decoding: false, callID: callID).id == decoded.id)
+        #expect(try Dialog(uasRequest: Flow.inviteAtBob, response: response, decoding: false, callID: "other@x").id.callID == callID)
+        #expect(try Dialog(uacRequest: Flow.invite, response: Flow.ok, decoding: false, callID: "3848276298220188511@atlanta.example.coM").id.callID == callID)
+
+        var uac = try Dialog(uacRequest: Flow.invite, response: Flow.ok, decoding: false)
+        var uacDecoded = try Dialog(uacRequest: Flow.invite, response: Flow.ok)
+        #expect(try uac == uacDecoded && uac.remoteParty == Flow.ok.to())
+        #expect(try uac.makeRequest(.bye, via: via).serialized() == uacDecoded.makeRequest(.bye, via: via).serialized())
+
+        // Record-Route lists: split at commas outside quotes and brackets, over several lines.
+        var routed = Flow.inviteAtBob
+        try routed.append(.recordRoute, "\"P, one\" <sip:p1.example;lr>;x=1 ,<sip:p2.example;lr>")
+        var routedOK = SIPMessage(responseTo: routed, statusCode: 200, toTag: "314159")
+        try routedOK.append(.contact, "<sip:bob@client.biloxi.example.com;transport=tcp>")
+        var fast = try Dialog(uasRequest: routed, response: routedOK, decoding: false)
+        var slow = try Dialog(uasRequest: routed, response: routedOK)
+        #expect(try fast == slow && fast.routeSet == routed.recordRoute())
+        let routedBye = try fast.makeRequest(.bye, via: via)
+        #expect(routedBye.values(.route) == ["<sip:ss2.biloxi.example.com;lr>", "<sip:ss1.atlanta.example.com;lr>",
+                                             "\"P, one\" <sip:p1.example;lr>;x=1", "<sip:p2.example;lr>"])
+        #expect(try routedBye.serialized() == slow.makeRequest(.bye, via: via).serialized())
+
+        // A bare Contact URI (SIPp's) with a header parameter: the URI alone is the target.
+        let sipp = msg(String(decoding: Flow.invite.serialized(), as: UTF8.self).replacingOccurrences(
+            "Contact: <sip:alice@client.atlanta.example.com;transport=tcp>", "Contact: sip:sipp@127.0.0.1:5061;expires=60"))
+        var bare = try Dialog(uasRequest: sipp, response: SIPMessage(responseTo: sipp, statusCode: 180, toTag: "b1"), decoding: false)
+        #expect(try bare.remoteTarget == URI("sip:sipp@127.0.0.1:5061") && bare.state == .early)
+        #expect(try bare.makeRequest(.bye, via: via).requestURIText == "sip:sipp@127.0.0.1:5061")
+    }
 }
 
 extension String {
