@@ -820,8 +820,12 @@ public final class Phone: Sendable {
     /// own handling (which may wait).
     private func sessionEvent(_ key: SessionKey, _ ev: SessionEvent) {
         let call = call(for: key)
-        // The media stops before the call is seen ended (its `.mediaActive(false)` first).
-        if case .stateChanged(let s) = ev, s.isTerminated { stopMedia(key) }
+        // The media stops, and the call leaves `calls`, before the call is seen ended (its
+        // `.mediaActive(false)` first): whoever wakes on the ended state finds it gone.
+        if case .stateChanged(let s) = ev, s.isTerminated {
+            stopMedia(key)
+            liveCalls.withLock { _ = $0.removeValue(forKey: key) }
+        }
         call?.feed(ev)
         if case .requestCompleted(let method, let code, _) = ev {
             if method == .invite, let held = pendingHold.withLock({ $0.removeValue(forKey: key) }), (200..<300).contains(code) {
@@ -831,7 +835,6 @@ public final class Phone: Sendable {
         }
         guard case .stateChanged(let s) = ev else { return }
         if s.isTerminated {
-            liveCalls.withLock { _ = $0.removeValue(forKey: key) }
             _ = engines.withLock { $0.removeValue(forKey: key) }
         }
         // (Only our calls have one: an empty table is not searched.)
