@@ -277,6 +277,9 @@ public final class DialogServer: Sendable {
     }
 
     private func cancelTimer(_ key: SessionKey, _ t: SessionTimer, _ s: inout State) {
+        // No session has a timer running (a call between its ACK and its BYE, at any rate
+        // short of the ACKs overlapping): nothing to look up or compare.
+        if s.timers.isEmpty { return }
         if s.withoutTimers == key { return }
         guard let i = s.timers.index(forKey: key) else {
             s.withoutTimers = key
@@ -296,7 +299,7 @@ public final class DialogServer: Sendable {
 
     /// The session ended: whatever it left running is cancelled.
     private func cancelTimers(_ key: SessionKey, _ s: inout State) {
-        if s.withoutTimers == key { return }
+        if s.timers.isEmpty || s.withoutTimers == key { return }
         guard let e = s.timers.removeValue(forKey: key) else { return }
         s.timerOwners[e.number] = nil
         e.cancelAll(endpoint.timerService)
