@@ -59,6 +59,8 @@ public final class Phone: Sendable {
     private let offerEngines = Mutex<[SessionKey: OfferAnswer]>([:])
     /// The last first offer answered without media, for ``answer(_:offer:)``.
     let firstAnswer = Mutex<FirstAnswer?>(nil)
+    /// The capabilities of calls without a media session, for ``bareEngine(address:port:)``.
+    private let bareCapabilities = Mutex<MediaCapabilities?>(nil)
     /// The calls not yet ended, by session (see ``Call``).
     private let liveCalls = Mutex<[SessionKey: Call]>([:])
     private let callCount = Atomic<UInt64>(0)
@@ -271,9 +273,23 @@ public final class Phone: Sendable {
     }
 
     private func newEngine(media: MediaSession?) -> OfferAnswer {
-        let stream = media?.streamCapabilities() ?? StreamCapabilities(mediaType: .audio, port: placeholderPort, codecs: codecs, ptime: 20)
-        return OfferAnswer(capabilities: MediaCapabilities(username: "switchboard", address: engineAddress, streams: [stream]),
+        guard let media else { return bareEngine(address: engineAddress, port: placeholderPort) }
+        return OfferAnswer(capabilities: MediaCapabilities(username: "switchboard", address: engineAddress, streams: [media.streamCapabilities()]),
                            sessionID: Self.newSessionID())
+    }
+
+    /// The engine of a call without a media session: the codecs at `address` and the
+    /// placeholder `port`. Its capabilities are made once and reused while the address and
+    /// port stay the same (every call of a phone without media).
+    private func bareEngine(address: String, port: UInt16) -> OfferAnswer {
+        let capabilities = bareCapabilities.withLock { last in
+            if let c = last, c.address == address, c.streams.first?.port == port { return c }
+            let made = MediaCapabilities(username: "switchboard", address: address,
+                                         streams: [StreamCapabilities(mediaType: .audio, port: port, codecs: codecs, ptime: 20)])
+            last = made
+            return made
+        }
+        return OfferAnswer(capabilities: capabilities, sessionID: Self.newSessionID())
     }
 
     /// The address a new engine's descriptions carry (`c=`, `o=`).
@@ -286,6 +302,7 @@ public final class Phone: Sendable {
 
     /// The engine of a session not seen yet (an incoming call), with its media session.
     private func newEngine(for key: SessionKey) -> OfferAnswer {
+        guard !withoutMedia else { return newEngine(media: nil) }
         let owner = MediaOwner()
         owner.key.withLock { $0 = key }
         let media = newMedia(incoming: true, owner: owner)
@@ -646,19 +663,24 @@ public final class Phone: Sendable {
     private func answer(_ key: SessionKey, offer: SessionBody) -> Result<SessionBody, OfferAnswerError> {
         let result = engines.withLock { all -> Result<(body: SessionBody, negotiated: NegotiatedSession), OfferAnswerError> in
             let fresh = all[key] == nil
-            // A phone without media answers every call's first offer from the same capabilities
-            // but for the address and port: the same offer as last time gets the same exchange,
-            // reissued under a new session id (no parse, negotiation or serialization).
-            if fresh, withoutMedia,
-               let hit = firstAnswer.withLock({ $0?.reuse(offer.bytes, address: engineAddress, port: placeholderPort) }) {
-                all[key] = hit.engine
-                return .success((hit.body, hit.negotiated))
+            if fresh, withoutMedia {
+                // A phone without media answers every call's first offer from the same capabilities
+                // but for the address and port: the same offer as last time gets the same exchange,
+                // reissued under a new session id (no parse, negotiation or serialization).
+                let address = engineAddress, port = placeholderPort
+                if let hit = firstAnswer.withLock({ $0?.reuse(offer.bytes, address: address, port: port) }) {
+                    all[key] = hit.engine
+                    return .success((hit.body, hit.negotiated))
+                }
+                all[key] = bareEngine(address: address, port: port)
+            } else if fresh {
+                all[key] = newEngine(for: key)
             }
-            if fresh { all[key] = newEngine(for: key) }
             do throws(OfferAnswerError) {
                 let answer = try all[key]!.receiveOffer(bytes: offer.bytes)
                 let body = SessionBody.sdp(answer.sdp.serialized())
-                if fresh, withoutMedia, let entry = FirstAnswer(offer: offer.bytes, engine: all[key]!, answer: body.bytes) {
+                if fresh, withoutMedia {
+                    let entry = FirstAnswer(offer: offer.bytes, engine: all[key]!, answer: body.bytes)
                     firstAnswer.withLock { $0 = entry }
                 }
                 return .success((body, answer.negotiated))
@@ -1052,41 +1074,44 @@ public final class Phone: Sendable {
 /// rest is the phone's own) and gets the same offer bytes takes this exchange, reissued under a
 /// session id of its own (``SDP/OfferAnswer/reissued(sessionID:)``), instead of parsing,
 /// negotiating and serializing it again.
+///
+/// Kept after every fresh first answer, so making one costs no more than keeping three
+/// references: real phones vary their offer (`o=`, the port) from call to call and never reuse
+/// it; whether the exchange can be reissued is found out when an identical offer comes.
 struct FirstAnswer: Sendable {
     let offer: [UInt8]
     let address: String
     let port: UInt16?
     let engine: OfferAnswer
-    /// The answer's bytes up to the `o=` session id, and after the version (both the id).
-    let head: ArraySlice<UInt8>
-    let tail: ArraySlice<UInt8>
+    let answer: [UInt8]
 
-    /// The entry for `engine` after its first answer to `offer`, serialized as `answer`; nil
-    /// when it cannot be reissued.
-    init?(offer: [UInt8], engine: OfferAnswer, answer: [UInt8]) {
-        guard engine.reissued(sessionID: engine.sessionID) != nil, let sdp = engine.localDescription else { return nil }
-        // "v=0\r\no=<username> <id> <version> ..." with the version equal to the id.
-        let start = Array("v=0\r\no=".utf8) + Array(sdp.origin.username.utf8) + [UInt8(ascii: " ")]
-        let id = Array(String(engine.sessionID).utf8)
-        let numbers = id + [UInt8(ascii: " ")] + id + [UInt8(ascii: " ")]
-        guard answer.starts(with: start), answer.dropFirst(start.count).starts(with: numbers) else { return nil }
+    /// The entry for `engine` after its first answer to `offer`, serialized as `answer`.
+    init(offer: [UInt8], engine: OfferAnswer, answer: [UInt8]) {
         self.offer = offer
         self.address = engine.capabilities.address
         self.port = engine.capabilities.streams.first?.port
         self.engine = engine
-        head = answer[..<start.count]
-        tail = answer[(start.count + numbers.count - 1)...]
+        self.answer = answer
     }
 
     /// The exchange for a new call of the phone, whose engine would have `address` and `port`,
-    /// when `offer` is this one's: the engine, the answer's body and what was agreed.
+    /// when `offer` is this one's and the exchange can be reissued: the engine, the answer's
+    /// body and what was agreed.
     func reuse(_ offer: [UInt8], address: String, port: UInt16) -> (engine: OfferAnswer, body: SessionBody, negotiated: NegotiatedSession)? {
         guard port == self.port, address == self.address, offer == self.offer,
-              let engine = engine.reissued(sessionID: Phone.newSessionID()), let negotiated = engine.negotiated else { return nil }
+              let engine = engine.reissued(sessionID: Phone.newSessionID()), let negotiated = engine.negotiated,
+              let username = engine.localDescription?.origin.username else { return nil }
+        // "v=0\r\no=<username> <id> <version> ..." with the version equal to the id: the bytes
+        // before the id and after the version are kept.
+        let start = Array("v=0\r\no=".utf8) + Array(username.utf8) + [UInt8(ascii: " ")]
+        let old = Array(String(self.engine.sessionID).utf8)
+        let numbers = old + [UInt8(ascii: " ")] + old + [UInt8(ascii: " ")]
+        guard answer.starts(with: start), answer.dropFirst(start.count).starts(with: numbers) else { return nil }
+        let tail = answer[(start.count + numbers.count - 1)...]
         let id = String(engine.sessionID).utf8
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(head.count + 2 * id.count + 1 + tail.count)
-        bytes += head
+        bytes.reserveCapacity(start.count + 2 * id.count + 1 + tail.count)
+        bytes += start
         bytes += id
         bytes.append(UInt8(ascii: " "))
         bytes += id
