@@ -346,7 +346,8 @@ public final class Phone: Sendable {
     }
 
     private func stopMedia(_ key: SessionKey) {
-        guard let media = mediaSessions.withLock({ $0.removeValue(forKey: key) }) else { return }
+        // (A phone without media has none: an empty table is not searched.)
+        guard let media = mediaSessions.withLock({ $0.isEmpty ? nil : $0.removeValue(forKey: key) }) else { return }
         // Stopped first, so the figures are final (its RTCP BYE and any last packet counted).
         media.stop()
         let own = media.stats()
