@@ -1076,15 +1076,18 @@ public final class Phone: Sendable {
 /// session id of its own (``SDP/OfferAnswer/reissued(sessionID:)``), instead of parsing,
 /// negotiating and serializing it again.
 ///
-/// Kept after every fresh first answer, so making one costs no more than keeping three
-/// references: real phones vary their offer (`o=`, the port) from call to call and never reuse
-/// it; whether the exchange can be reissued is found out when an identical offer comes.
+/// Kept after every fresh first answer, so making one costs no more than keeping its parts:
+/// real phones vary their offer (`o=`, the port) from call to call and never reuse it; the
+/// answer's bytes are split around its session id when an identical offer first comes.
 struct FirstAnswer: Sendable {
     let offer: [UInt8]
     let address: String
     let port: UInt16?
     let engine: OfferAnswer
     let answer: [UInt8]
+    /// The answer's bytes up to the `o=` session id, and after the version (both the id):
+    /// nil until the first reuse, `.none` when the answer cannot be split so.
+    private var parts: (head: ArraySlice<UInt8>, tail: ArraySlice<UInt8>)??
 
     /// The entry for `engine` after its first answer to `offer`, serialized as `answer`.
     init(offer: [UInt8], engine: OfferAnswer, answer: [UInt8]) {
@@ -1095,24 +1098,29 @@ struct FirstAnswer: Sendable {
         self.answer = answer
     }
 
+    /// ``parts``, made from the answer: "v=0\r\no=<username> <id> <version> ..." with the
+    /// version equal to the id.
+    private func split() -> (head: ArraySlice<UInt8>, tail: ArraySlice<UInt8>)? {
+        guard let sdp = engine.localDescription else { return nil }
+        let start = Array("v=0\r\no=".utf8) + Array(sdp.origin.username.utf8) + [UInt8(ascii: " ")]
+        let id = Array(String(engine.sessionID).utf8)
+        let numbers = id + [UInt8(ascii: " ")] + id + [UInt8(ascii: " ")]
+        guard answer.starts(with: start), answer.dropFirst(start.count).starts(with: numbers) else { return nil }
+        return (answer[..<start.count], answer[(start.count + numbers.count - 1)...])
+    }
+
     /// The exchange for a new call of the phone, whose engine would have `address` and `port`,
     /// when `offer` is this one's and the exchange can be reissued: the engine, the answer's
     /// body and what was agreed.
-    func reuse(_ offer: [UInt8], address: String, port: UInt16) -> (engine: OfferAnswer, body: SessionBody, negotiated: NegotiatedSession)? {
+    mutating func reuse(_ offer: [UInt8], address: String, port: UInt16) -> (engine: OfferAnswer, body: SessionBody, negotiated: NegotiatedSession)? {
         guard port == self.port, address == self.address, offer == self.offer,
-              let engine = engine.reissued(sessionID: Phone.newSessionID()), let negotiated = engine.negotiated,
-              let username = engine.localDescription?.origin.username else { return nil }
-        // "v=0\r\no=<username> <id> <version> ..." with the version equal to the id: the bytes
-        // before the id and after the version are kept.
-        let start = Array("v=0\r\no=".utf8) + Array(username.utf8) + [UInt8(ascii: " ")]
-        let old = Array(String(self.engine.sessionID).utf8)
-        let numbers = old + [UInt8(ascii: " ")] + old + [UInt8(ascii: " ")]
-        guard answer.starts(with: start), answer.dropFirst(start.count).starts(with: numbers) else { return nil }
-        let tail = answer[(start.count + numbers.count - 1)...]
+              let engine = engine.reissued(sessionID: Phone.newSessionID()), let negotiated = engine.negotiated else { return nil }
+        if parts == nil { parts = .some(split()) }
+        guard let (head, tail) = parts ?? nil else { return nil }
         let id = String(engine.sessionID).utf8
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(start.count + 2 * id.count + 1 + tail.count)
-        bytes += start
+        bytes.reserveCapacity(head.count + 2 * id.count + 1 + tail.count)
+        bytes += head
         bytes += id
         bytes.append(UInt8(ascii: " "))
         bytes += id
