@@ -1299,7 +1299,11 @@ public struct InviteSession: Sendable {
         if !peerSupportsTimer { refresher = "uas" }
         sessionInterval = interval
         weRefresh = refresher == "uas"
-        try? r.append(.sessionExpires, SessionExpires(seconds: interval, refresher: refresher))
+        if refresher == "uas", interval == configuration.sessionTimer?.interval, let written = sharedConfiguration.sessionExpiresHeader {
+            try? r.append(.sessionExpires, written)
+        } else {
+            try? r.append(.sessionExpires, SessionExpires(seconds: interval, refresher: refresher))
+        }
         if peerSupportsTimer { try? r.append(.require, "timer") }
     }
 
@@ -1435,10 +1439,14 @@ final class SharedConfiguration: Sendable {
     let allowHeader: String?
     /// Our Contact as written, once (it goes on every dialog-making response and request).
     let contactHeader: String
+    /// The Session-Expires of our configured interval with us refreshing, as written once (it
+    /// goes on the 2xx to every INVITE that asks for no interval of its own).
+    let sessionExpiresHeader: String?
 
     init(_ value: InviteSessionConfiguration) {
         self.value = value
         contactHeader = value.contact.description
+        sessionExpiresHeader = value.sessionTimer.map { SessionExpires(seconds: $0.interval, refresher: "uas").description }
         allowHeader = value.allow.isEmpty ? nil : value.allow.map(\.token).joined(separator: ", ")
     }
 }
