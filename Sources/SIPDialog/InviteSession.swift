@@ -1389,7 +1389,7 @@ public struct InviteSession: Sendable {
 
     private func response(to request: SIPMessage, _ code: Int, reason: String? = nil) -> SIPMessage {
         var r = SIPMessage(responseTo: request, statusCode: code, reasonPhrase: reason, toTag: localTag)
-        if request.method == .invite && (101..<300).contains(code) {
+        if request.method == .invite && (101..<300).contains(code), request.firstValueBytes(.recordRoute) != nil {
             // §12.1.1: the route set travels back in the dialog-creating responses.
             for rr in request.valueBytes(.recordRoute) { try? r.append(.recordRoute, String(decoding: rr, as: UTF8.self)) }
         }

@@ -49,15 +49,19 @@ public struct SessionKey: Hashable, Sendable, CustomStringConvertible {
     private static func fold(_ bytes: UnsafeRawBufferPointer, seed: Int) -> Int {
         let (k0, k1) = secrets
         var h = mix(UInt64(UInt(bitPattern: seed)) ^ k0, k1 ^ UInt64(bytes.count))
+        guard bytes.count >= 8 else {
+            var last: UInt64 = 0
+            for j in 0..<bytes.count { last |= UInt64(bytes[j]) << UInt64(8 * j) }
+            return Int(truncatingIfNeeded: mix(mix(h ^ last, k1), k0))
+        }
         var i = 0
         while i + 8 <= bytes.count {
             h = mix(h ^ UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self)), k1)
             i += 8
         }
+        // The last bytes as the word that ends with them (it overlaps the one before).
         if i < bytes.count {
-            var last: UInt64 = 0
-            for j in i..<bytes.count { last |= UInt64(bytes[j]) << UInt64(8 * (j - i)) }
-            h = mix(h ^ last, k1)
+            h = mix(h ^ UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: bytes.count - 8, as: UInt64.self)), k1)
         }
         return Int(truncatingIfNeeded: mix(h, k0))
     }
@@ -125,6 +129,8 @@ public struct SessionManager: Sendable {
     public subscript(key: SessionKey) -> InviteSession? { sessions[key]?.session }
     /// A session's state, read in place (the subscript copies the whole session).
     public func state(of key: SessionKey) -> SessionState? { sessions[key]?.session.state }
+    /// A session's ``InviteSession/remoteBody``, read in place.
+    public func remoteBody(of key: SessionKey) -> SessionBody? { sessions[key]?.session.remoteBody }
 
     // MARK: Commands
 

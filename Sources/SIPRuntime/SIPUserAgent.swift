@@ -697,6 +697,10 @@ public final class SIPUserAgent: Sendable {
     /// ``session(_:)`` from code already on the agent's queue.
     package func sessionOnQueue(_ key: SessionKey) -> InviteSession? { state.withLock { $0.manager[key] } }
 
+    /// A session's ``SIPDialog/InviteSession/remoteBody`` from code already on the agent's
+    /// queue (read in place: ``sessionOnQueue(_:)`` copies the whole session).
+    package func remoteBodyOnQueue(_ key: SessionKey) -> SessionBody? { state.withLock { $0.manager.remoteBody(of: key) } }
+
     /// ``sessionState(_:)`` from code already on the agent's queue.
     package func sessionStateOnQueue(_ key: SessionKey) -> SessionState? { state.withLock { $0.manager.state(of: key) } }
 

@@ -699,9 +699,10 @@ public final class Phone: Sendable {
         switch e {
         case .incomingCall(let key, let m):
             // Screening by a directory, forwarding and Replaces wait for answers: not here.
-            guard !screening.doNotDisturb, screening.directory == nil, forwardTargets.isEmpty, m.values(.replaces).isEmpty else { return false }
+            guard !screening.doNotDisturb, screening.directory == nil, forwardTargets.isEmpty, m.firstValueBytes(.replaces) == nil else { return false }
             admit(key, m, screened: .pass)
-            if let delay = autoAnswer { answerIncomingOnQueue(key, after: delay, invite: m) }
+            // The offer is the session's, just taken from this INVITE (not decoded again).
+            if let delay = autoAnswer { answerIncomingOnQueue(key, after: delay) }
         case .session(let key, let ev):
             switch ev {
             case .request(let m, _) where m.method == .refer || m.method == .notify: return false
@@ -903,7 +904,7 @@ public final class Phone: Sendable {
     private func answerIncomingOnQueue(_ key: SessionKey, after delay: Duration, ring: Bool = true, invite: SIPMessage? = nil) {
         // The offer in the INVITE (if any) is answered now; a refusal is a 488.
         let offer: SessionBody?
-        if let invite { offer = SessionBody(of: invite) } else { offer = agent.sessionOnQueue(key)?.remoteBody }
+        if let invite { offer = SessionBody(of: invite) } else { offer = agent.remoteBodyOnQueue(key) }
         var answerBody: SessionBody?
         if let o = offer {
             switch answer(key, offer: o) {
