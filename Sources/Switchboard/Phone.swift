@@ -862,7 +862,7 @@ public final class Phone: Sendable {
         if s.isTerminated || s == .confirmed { _ = offerEngines.withLock { $0.isEmpty ? nil : $0.removeValue(forKey: key) } }
         // Reported before it is recorded: whoever waits for the state sees the lines first.
         report("\(name): \(s.label)")
-        callStates.withLock { $0[key, default: []].append(s) }
+        callStates.withLock { $0[key, default: Self.newStateList()].append(s) }
         if s.isTerminated { forgetOldCalls(ended: key) }
     }
 
@@ -1031,6 +1031,14 @@ public final class Phone: Sendable {
     public var endedCallsKept: Int { historyLimit.load(ordering: .relaxed) }
     /// ``endedCallsKept`` (1,000; tests lower it).
     let historyLimit = Atomic<Int>(1000)
+
+    /// A call's list of states, with room for a usual call's (trying, ringing, up, ending,
+    /// ended): grown once, not at every other state.
+    private static func newStateList() -> [SessionState] {
+        var list: [SessionState] = []
+        list.reserveCapacity(6)
+        return list
+    }
 
     /// Notes an ended call and, every so often, forgets the oldest ended calls beyond
     /// ``endedCallsKept`` (in batches, so the pruning costs O(1) a call on average).
