@@ -143,7 +143,7 @@ public final class SIPUserAgent: Sendable {
     /// dropped together at its end under one look-up of its key (a table keyed by session and
     /// kind took one per kind, eight at each end).
     struct SessionTimers {
-        /// By ``SessionTimer`` (its `slot`); 0: not armed (handles are never 0).
+        /// By ``SessionTimer`` (its raw value); 0: not armed (handles are never 0).
         private var ids = InlineArray<8, UInt64>(repeating: 0)
 
         var isEmpty: Bool {
@@ -153,23 +153,23 @@ public final class SIPUserAgent: Sendable {
 
         /// Arms `t` with `h`; the handle it replaces, if any.
         mutating func set(_ t: SessionTimer, _ h: TimerService.Handle) -> TimerService.Handle? {
-            let old = ids[t.slot]
-            ids[t.slot] = h.id
+            let old = ids[t.rawValue]
+            ids[t.rawValue] = h.id
             return old == 0 ? nil : TimerService.Handle(id: old)
         }
 
         /// Disarms `t`: its handle, if it was armed.
         mutating func take(_ t: SessionTimer) -> TimerService.Handle? {
-            let old = ids[t.slot]
-            ids[t.slot] = 0
+            let old = ids[t.rawValue]
+            ids[t.rawValue] = 0
             return old == 0 ? nil : TimerService.Handle(id: old)
         }
 
         /// Some kinds of timer, as a set.
         struct Kinds {
             private(set) var bits: UInt8
-            init(_ t: SessionTimer) { bits = 1 << t.slot }
-            mutating func insert(_ t: SessionTimer) { bits |= 1 << t.slot }
+            init(_ t: SessionTimer) { bits = 1 << t.rawValue }
+            mutating func insert(_ t: SessionTimer) { bits |= 1 << t.rawValue }
         }
 
         /// Disarms the timers of `kinds`: the handles of those that were armed.
@@ -1114,21 +1114,5 @@ private final class WeakBox: Sendable {
     var agent: SIPUserAgent? {
         get { ref.withLock { $0.agent } }
         set { ref.withLock { $0.agent = newValue } }
-    }
-}
-
-extension SessionTimer {
-    /// The timer's place in ``SIPUserAgent/SessionTimers``.
-    fileprivate var slot: Int {
-        switch self {
-        case .retransmit2xx: 0
-        case .ackTimeout: 1
-        case .retransmitProvisional: 2
-        case .prackTimeout: 3
-        case .glareRetry: 4
-        case .cancelGuard: 5
-        case .sessionRefresh: 6
-        case .sessionExpiry: 7
-        }
     }
 }

@@ -268,6 +268,13 @@ struct SessionKeyTests {
         #expect(table.count == 3 && table[a] == 1)
     }
 
+    /// A session's timers are kept by kind in eight slots (`SIPUserAgent`): the kinds number
+    /// 0, 1, 2… in order, and there are no more than eight.
+    @Test func timerKindsNumberTheSlotsOfASessionsTimers() {
+        #expect(SessionTimer.allCases.map(\.rawValue) == Array(0..<SessionTimer.allCases.count))
+        #expect(SessionTimer.allCases.count <= 8)
+    }
+
     /// A table's hash (folded eight bytes at a time, the last word partial) reads every byte of
     /// the Call-ID, at every length, and follows the table's seed; equal Call-IDs hash alike
     /// however their strings were made (small, native, from a substring).
