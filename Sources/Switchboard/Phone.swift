@@ -196,10 +196,16 @@ public final class Phone: Sendable {
         task.withLock { $0?.cancel() }
     }
 
-    /// The placeholder RTP port written in our descriptions when the phone has no media.
-    private var placeholderPort: UInt16 { UInt16(truncatingIfNeeded: Int(agent.endpoint.localAddresses[0].address.port) &+ 2) }
-    private var sipAddress: String {
+    /// The address a new engine's descriptions carry (``engineAddress``) and the placeholder
+    /// RTP port written in them when the phone has no media (the SIP port + 2), from one read
+    /// of the endpoint's address.
+    private var bareEngineAddress: (address: String, port: UInt16) {
         let at = agent.endpoint.localAddresses[0].address
+        let address = mediaAddress.withLock { $0 } ?? mediaOptions?.configuration.localAddress ?? sipAddress(at)
+        return (address, UInt16(truncatingIfNeeded: Int(at.port) &+ 2))
+    }
+    private var sipAddress: String { sipAddress(agent.endpoint.localAddresses[0].address) }
+    private func sipAddress(_ at: SocketAddress) -> String {
         if let known = sipAddressText.withLock({ $0 }), known.address == at { return known.text }
         let text = at.ipString
         sipAddressText.withLock { $0 = (at, text) }
@@ -273,7 +279,10 @@ public final class Phone: Sendable {
     }
 
     private func newEngine(media: MediaSession?) -> OfferAnswer {
-        guard let media else { return bareEngine(address: engineAddress, port: placeholderPort) }
+        guard let media else {
+            let (address, port) = bareEngineAddress
+            return bareEngine(address: address, port: port)
+        }
         return OfferAnswer(capabilities: MediaCapabilities(username: "switchboard", address: engineAddress, streams: [media.streamCapabilities()]),
                            sessionID: Self.newSessionID())
     }
@@ -668,7 +677,7 @@ public final class Phone: Sendable {
                 // A phone without media answers every call's first offer from the same capabilities
                 // but for the address and port: the same offer as last time gets the same exchange,
                 // reissued under a new session id (no parse, negotiation or serialization).
-                let address = engineAddress, port = placeholderPort
+                let (address, port) = bareEngineAddress
                 if let hit = firstAnswer.withLock({ $0?.reuse(offer.bytes, address: address, port: port) }) {
                     all[key] = hit.engine
                     return .success((hit.body, hit.negotiated))
