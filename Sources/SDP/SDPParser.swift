@@ -58,7 +58,10 @@ struct SDPParser {
 
     static func parse(_ input: some Collection<UInt8>, limits: SDPLimits) throws(SDPParseError) -> SessionDescription {
         let maxBytes = max(0, limits.maxTotalBytes)
-        let bytes = Array(input.prefix(maxBytes == Int.max ? maxBytes : maxBytes + 1))
+        let keep = maxBytes == Int.max ? maxBytes : maxBytes + 1
+        // Contiguous input (an array or a slice of one: every message body) is copied in one
+        // step, not element by element through the generic collection.
+        let bytes = input.withContiguousStorageIfAvailable { Array($0.prefix(keep)) } ?? Array(input.prefix(keep))
         if bytes.count > maxBytes {
             var line = 1
             for b in bytes[0..<maxBytes] where b == ASCII.lf { line += 1 }

@@ -1306,7 +1306,11 @@ public struct InviteSession: Sendable {
         if !peerSupportsTimer { refresher = "uas" }
         sessionInterval = interval
         weRefresh = refresher == "uas"
-        try? r.append(.sessionExpires, SessionExpires(seconds: interval, refresher: refresher))
+        if refresher == "uas", interval == configuration.sessionTimer?.interval, let written = sharedConfiguration.sessionExpiresHeader {
+            try? r.append(.sessionExpires, written)
+        } else {
+            try? r.append(.sessionExpires, SessionExpires(seconds: interval, refresher: refresher))
+        }
         if peerSupportsTimer { try? r.append(.require, "timer") }
     }
 
@@ -1392,7 +1396,7 @@ public struct InviteSession: Sendable {
 
     private func response(to request: SIPMessage, _ code: Int, reason: String? = nil) -> SIPMessage {
         var r = SIPMessage(responseTo: request, statusCode: code, reasonPhrase: reason, toTag: localTag)
-        if request.method == .invite && (101..<300).contains(code) {
+        if request.method == .invite && (101..<300).contains(code), request.firstValueBytes(.recordRoute) != nil {
             // §12.1.1: the route set travels back in the dialog-creating responses.
             for rr in request.valueBytes(.recordRoute) { try? r.append(.recordRoute, String(decoding: rr, as: UTF8.self)) }
         }
@@ -1442,10 +1446,14 @@ final class SharedConfiguration: Sendable {
     let allowHeader: String?
     /// Our Contact as written, once (it goes on every dialog-making response and request).
     let contactHeader: String
+    /// The Session-Expires of our configured interval with us refreshing, as written once (it
+    /// goes on the 2xx to every INVITE that asks for no interval of its own).
+    let sessionExpiresHeader: String?
 
     init(_ value: InviteSessionConfiguration) {
         self.value = value
         contactHeader = value.contact.description
+        sessionExpiresHeader = value.sessionTimer.map { SessionExpires(seconds: $0.interval, refresher: "uas").description }
         allowHeader = value.allow.isEmpty ? nil : value.allow.map(\.token).joined(separator: ", ")
     }
 }

@@ -111,7 +111,10 @@ public struct InviteSessionConfiguration: Sendable {
 }
 
 /// The timers an INVITE session asks its driver to run. One of each runs at a time.
-public enum SessionTimer: Sendable, Hashable, CaseIterable {
+///
+/// The raw value numbers the kinds from 0 in declaration order (a slot per kind in a table of a
+/// session's timers).
+public enum SessionTimer: Int, Sendable, Hashable, CaseIterable {
     /// Retransmit our 2xx to an INVITE (T1 doubling to T2, RFC 3261 §13.3.1.4).
     case retransmit2xx
     /// Give up waiting for the ACK of our 2xx (64·T1): send BYE.

@@ -100,10 +100,28 @@ public final class SIPUserAgent: Sendable {
     }
 
     struct State: ~Copyable {
+        /// Disarms a session's timer `t` (the session's entry goes with its last timer): its
+        /// handle, if it was armed. One look-up of the key.
+        mutating func takeTimer(_ key: SessionKey, _ t: SessionTimer) -> TimerService.Handle? {
+            guard !timers.isEmpty, let i = timers.index(forKey: key) else { return nil }
+            let h = timers.values[i].take(t)
+            if h != nil, timers.values[i].isEmpty { timers.remove(at: i) }
+            return h
+        }
+
+        /// ``takeTimer(_:_:)`` for several kinds at once.
+        mutating func takeTimers(_ key: SessionKey, _ kinds: SessionTimers.Kinds) -> [TimerService.Handle] {
+            guard !timers.isEmpty, let i = timers.index(forKey: key) else { return [] }
+            let taken = timers.values[i].take(kinds)
+            if !taken.isEmpty, timers.values[i].isEmpty { timers.remove(at: i) }
+            return taken
+        }
+
         var manager: SessionManager
         /// Our registrations, by address of record (``SIPUserAgent/registrationKey(_:)``).
         var registrations: [String: Registration] = [:]
-        var timers: [TimerKey: TimerService.Handle] = [:]
+        /// The sessions' armed timers, one entry per session with any (see ``SessionTimers``).
+        var timers: [SessionKey: SessionTimers] = [:]
         /// The located targets of our calls placed with a list (RFC 3263), and the one in use.
         var targets: [SessionKey: Targets] = [:]
         /// Our initial INVITEs' client transactions, while they may still fail over.
@@ -120,6 +138,57 @@ public final class SIPUserAgent: Sendable {
     public static let maximumDialogs = 256
 
     struct TimerKey: Hashable { var key: SessionKey; var timer: SessionTimer }
+
+    /// One session's armed timers, by kind: a session's timers are started, cancelled and
+    /// dropped together at its end under one look-up of its key (a table keyed by session and
+    /// kind took one per kind, eight at each end).
+    struct SessionTimers {
+        /// By ``SessionTimer`` (its raw value); 0: not armed (handles are never 0).
+        private var ids = InlineArray<8, UInt64>(repeating: 0)
+
+        var isEmpty: Bool {
+            for i in ids.indices where ids[i] != 0 { return false }
+            return true
+        }
+
+        /// Arms `t` with `h`; the handle it replaces, if any.
+        mutating func set(_ t: SessionTimer, _ h: TimerService.Handle) -> TimerService.Handle? {
+            let old = ids[t.rawValue]
+            ids[t.rawValue] = h.id
+            return old == 0 ? nil : TimerService.Handle(id: old)
+        }
+
+        /// Disarms `t`: its handle, if it was armed.
+        mutating func take(_ t: SessionTimer) -> TimerService.Handle? {
+            let old = ids[t.rawValue]
+            ids[t.rawValue] = 0
+            return old == 0 ? nil : TimerService.Handle(id: old)
+        }
+
+        /// Some kinds of timer, as a set.
+        struct Kinds {
+            private(set) var bits: UInt8
+            init(_ t: SessionTimer) { bits = 1 << t.rawValue }
+            mutating func insert(_ t: SessionTimer) { bits |= 1 << t.rawValue }
+        }
+
+        /// Disarms the timers of `kinds`: the handles of those that were armed.
+        mutating func take(_ kinds: Kinds) -> [TimerService.Handle] {
+            var taken: [TimerService.Handle] = []
+            for i in ids.indices where kinds.bits & (1 << i) != 0 && ids[i] != 0 {
+                taken.append(TimerService.Handle(id: ids[i]))
+                ids[i] = 0
+            }
+            return taken
+        }
+
+        /// Every armed handle.
+        var handles: [TimerService.Handle] {
+            var all: [TimerService.Handle] = []
+            for i in ids.indices where ids[i] != 0 { all.append(TimerService.Handle(id: ids[i])) }
+            return all
+        }
+    }
 
     /// RFC 3263 §4.3: the targets a call's initial INVITE may go to, in order; the next is tried
     /// when one fails (timeout or transport error) before any response came from it.
@@ -205,7 +274,7 @@ public final class SIPUserAgent: Sendable {
         queue.sync { [self] in
             let handles = state.withLock { s -> [TimerService.Handle] in
                 s.closed = true
-                return Array(s.timers.values) + s.registrations.values.compactMap(\.timer)
+                return s.timers.values.flatMap(\.handles) + s.registrations.values.compactMap(\.timer)
             }
             for h in handles { endpoint.timerService.cancel(h) }
         }
@@ -628,6 +697,10 @@ public final class SIPUserAgent: Sendable {
     /// ``session(_:)`` from code already on the agent's queue.
     package func sessionOnQueue(_ key: SessionKey) -> InviteSession? { state.withLock { $0.manager[key] } }
 
+    /// A session's ``SIPDialog/InviteSession/remoteBody`` from code already on the agent's
+    /// queue (read in place: ``sessionOnQueue(_:)`` copies the whole session).
+    package func remoteBodyOnQueue(_ key: SessionKey) -> SessionBody? { state.withLock { $0.manager.remoteBody(of: key) } }
+
     /// ``sessionState(_:)`` from code already on the agent's queue.
     package func sessionStateOnQueue(_ key: SessionKey) -> SessionState? { state.withLock { $0.manager.state(of: key) } }
 
@@ -733,20 +806,43 @@ public final class SIPUserAgent: Sendable {
         }
     }
 
+    /// Cancels a session's timers of some kinds (those armed).
+    private func cancelTimers(_ run: (key: SessionKey, kinds: SessionTimers.Kinds)?) {
+        guard let run else { return }
+        for h in state.withLock({ $0.takeTimers(run.key, run.kinds) }) { endpoint.timerService.cancel(h) }
+    }
+
     private func apply(_ outputs: consuming [SessionManager.Output], peer: SIPPeer? = nil) {
         // Each output moved out of the array, not copied (a copy retains its message's buffers
         // and the array's release gives them back): reversed in place, then popped in order.
         outputs.withUnsafeMutableBufferPointer { $0.reverse() }
+        // A session cancels its timers in runs (an ACK: the 2xx's two and the refresh's two):
+        // a run is gathered and cancelled under one look-up of its key, before the next output.
+        var cancels: (key: SessionKey, kinds: SessionTimers.Kinds)?
+        defer { cancelTimers(cancels) }
         while let o = outputs.popLast() {
             switch consume o {
             case .session(let key, let action):
+                if case .cancelTimer(let t) = action {
+                    if cancels?.key == key {
+                        cancels!.kinds.insert(t)
+                    } else {
+                        cancelTimers(cancels)
+                        cancels = (key, SessionTimers.Kinds(t))
+                    }
+                    continue
+                }
+                if cancels != nil { cancelTimers(cancels.take()) }
                 apply(key, action)
             case .respond(let m, let tx):
+                if cancels != nil { cancelTimers(cancels.take()) }
                 endpoint.respond(m, to: tx)
             case .incomingCall(let key, let m):
+                if cancels != nil { cancelTimers(cancels.take()) }
                 if debugs { logger(for: key).debug("incoming call", metadata: ["sip.from": "\((try? m.from().uri.description) ?? "?")"]) }
                 emit(.incomingCall(key, m))
             case .request(let m, let tx):
+                if cancels != nil { cancelTimers(cancels.take()) }
                 if m.method == .refer, configuration.handlesOutOfDialogRefer, let p = peer {
                     emit(.outOfDialogRefer(m, tx, from: p))
                     continue
@@ -823,14 +919,10 @@ public final class SIPUserAgent: Sendable {
                 guard let self else { return }
                 self.queue.async { self.sessionTimerFired(tk) }
             }
-            let old = state.withLock { s -> TimerService.Handle? in
-                let o = s.timers[tk]
-                s.timers[tk] = h
-                return o
-            }
+            let old = state.withLock { s in s.timers[key, default: SessionTimers()].set(t, h) }
             if let o = old { endpoint.timerService.cancel(o) }
         case .cancelTimer(let t):
-            if let h = state.withLock({ $0.timers.removeValue(forKey: TimerKey(key: key, timer: t)) }) { endpoint.timerService.cancel(h) }
+            if let h = state.withLock({ $0.takeTimer(key, t) }) { endpoint.timerService.cancel(h) }
         case .event(let e):
             if debugs, case .stateChanged(let st) = e { logger(for: key).debug("call state \(st)") }
             if case .redirected(let code, let target) = e {
@@ -843,14 +935,10 @@ public final class SIPUserAgent: Sendable {
             if case .stateChanged(.terminated) = e {
                 let handles = state.withLock { s -> [TimerService.Handle] in
                     s.targets[key] = nil
-                    // Looked up by the session's key and each kind of timer: the cost does not
-                    // grow with the other calls' timers (a filter of them all did).
+                    // Looked up by the session's key: the cost does not grow with the other
+                    // calls' timers (a filter of them all did).
                     guard !s.timers.isEmpty else { return [] }
-                    var mine: [TimerService.Handle] = []
-                    for t in SessionTimer.allCases {
-                        if let h = s.timers.removeValue(forKey: TimerKey(key: key, timer: t)) { mine.append(h) }
-                    }
-                    return mine
+                    return s.timers.removeValue(forKey: key)?.handles ?? []
                 }
                 for h in handles { endpoint.timerService.cancel(h) }
             }
@@ -912,7 +1000,7 @@ public final class SIPUserAgent: Sendable {
 
     private func sessionTimerFired(_ tk: TimerKey) {
         let out = state.withLock { s -> [SessionManager.Output] in
-            guard s.timers.removeValue(forKey: tk) != nil, !s.closed else { return [] }
+            guard s.takeTimer(tk.key, tk.timer) != nil, !s.closed else { return [] }
             return s.manager.timerFired(tk.key, tk.timer)
         }
         apply(out)

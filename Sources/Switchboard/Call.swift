@@ -204,10 +204,11 @@ public final class Call: Sendable, Identifiable, CustomStringConvertible {
     }
 
     private func measure(_ state: CallState, _ metrics: PhoneMetrics, firstEstablished: Bool) {
-        let t = times
-        if firstEstablished, let up = t.established { metrics.callEstablished(direction, after: up - t.created) }
-        if case .ended(let reason) = state, let end = t.ended {
-            metrics.callEnded(direction, reason, established: t.established.map { end - $0 })
+        // Only the establishment and the end are measured: the times are not read for the rest.
+        if firstEstablished, let up = establishedAt.withLock({ $0 }) { metrics.callEstablished(direction, after: up - createdAt) }
+        if case .ended(let reason) = state {
+            let t = times
+            if let end = t.ended { metrics.callEnded(direction, reason, established: t.established.map { end - $0 }) }
         }
     }
 
@@ -219,15 +220,16 @@ public final class Call: Sendable, Identifiable, CustomStringConvertible {
 
     /// Records when the call was established and ended; returns whether it just got established.
     private func noteTimes(_ state: CallState) -> Bool {
-        let now = ContinuousClock.now
         switch state {
         case .established:
+            let now = ContinuousClock.now
             return establishedAt.withLock { at -> Bool in
                 guard at == nil else { return false }
                 at = now
                 return true
             }
         case .ended:
+            let now = ContinuousClock.now
             endedAt.withLock { if $0 == nil { $0 = now } }
             return false
         default:

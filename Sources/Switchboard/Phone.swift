@@ -59,6 +59,8 @@ public final class Phone: Sendable {
     private let offerEngines = Mutex<[SessionKey: OfferAnswer]>([:])
     /// The last first offer answered without media, for ``answer(_:offer:)``.
     let firstAnswer = Mutex<FirstAnswer?>(nil)
+    /// The capabilities of calls without a media session, for ``bareEngine(address:port:)``.
+    private let bareCapabilities = Mutex<MediaCapabilities?>(nil)
     /// The calls not yet ended, by session (see ``Call``).
     private let liveCalls = Mutex<[SessionKey: Call]>([:])
     private let callCount = Atomic<UInt64>(0)
@@ -194,10 +196,16 @@ public final class Phone: Sendable {
         task.withLock { $0?.cancel() }
     }
 
-    /// The placeholder RTP port written in our descriptions when the phone has no media.
-    private var placeholderPort: UInt16 { UInt16(truncatingIfNeeded: Int(agent.endpoint.localAddresses[0].address.port) &+ 2) }
-    private var sipAddress: String {
+    /// The address a new engine's descriptions carry (``engineAddress``) and the placeholder
+    /// RTP port written in them when the phone has no media (the SIP port + 2), from one read
+    /// of the endpoint's address.
+    private var bareEngineAddress: (address: String, port: UInt16) {
         let at = agent.endpoint.localAddresses[0].address
+        let address = mediaAddress.withLock { $0 } ?? mediaOptions?.configuration.localAddress ?? sipAddress(at)
+        return (address, UInt16(truncatingIfNeeded: Int(at.port) &+ 2))
+    }
+    private var sipAddress: String { sipAddress(agent.endpoint.localAddresses[0].address) }
+    private func sipAddress(_ at: SocketAddress) -> String {
         if let known = sipAddressText.withLock({ $0 }), known.address == at { return known.text }
         let text = at.ipString
         sipAddressText.withLock { $0 = (at, text) }
@@ -271,9 +279,26 @@ public final class Phone: Sendable {
     }
 
     private func newEngine(media: MediaSession?) -> OfferAnswer {
-        let stream = media?.streamCapabilities() ?? StreamCapabilities(mediaType: .audio, port: placeholderPort, codecs: codecs, ptime: 20)
-        return OfferAnswer(capabilities: MediaCapabilities(username: "switchboard", address: engineAddress, streams: [stream]),
+        guard let media else {
+            let (address, port) = bareEngineAddress
+            return bareEngine(address: address, port: port)
+        }
+        return OfferAnswer(capabilities: MediaCapabilities(username: "switchboard", address: engineAddress, streams: [media.streamCapabilities()]),
                            sessionID: Self.newSessionID())
+    }
+
+    /// The engine of a call without a media session: the codecs at `address` and the
+    /// placeholder `port`. Its capabilities are made once and reused while the address and
+    /// port stay the same (every call of a phone without media).
+    private func bareEngine(address: String, port: UInt16) -> OfferAnswer {
+        let capabilities = bareCapabilities.withLock { last in
+            if let c = last, c.address == address, c.streams.first?.port == port { return c }
+            let made = MediaCapabilities(username: "switchboard", address: address,
+                                         streams: [StreamCapabilities(mediaType: .audio, port: port, codecs: codecs, ptime: 20)])
+            last = made
+            return made
+        }
+        return OfferAnswer(capabilities: capabilities, sessionID: Self.newSessionID())
     }
 
     /// The address a new engine's descriptions carry (`c=`, `o=`).
@@ -286,6 +311,7 @@ public final class Phone: Sendable {
 
     /// The engine of a session not seen yet (an incoming call), with its media session.
     private func newEngine(for key: SessionKey) -> OfferAnswer {
+        guard !withoutMedia else { return newEngine(media: nil) }
         let owner = MediaOwner()
         owner.key.withLock { $0 = key }
         let media = newMedia(incoming: true, owner: owner)
@@ -329,7 +355,8 @@ public final class Phone: Sendable {
     }
 
     private func stopMedia(_ key: SessionKey) {
-        guard let media = mediaSessions.withLock({ $0.removeValue(forKey: key) }) else { return }
+        // (A phone without media has none: an empty table is not searched.)
+        guard let media = mediaSessions.withLock({ $0.isEmpty ? nil : $0.removeValue(forKey: key) }) else { return }
         // Stopped first, so the figures are final (its RTCP BYE and any last packet counted).
         media.stop()
         let own = media.stats()
@@ -646,19 +673,24 @@ public final class Phone: Sendable {
     private func answer(_ key: SessionKey, offer: SessionBody) -> Result<SessionBody, OfferAnswerError> {
         let result = engines.withLock { all -> Result<(body: SessionBody, negotiated: NegotiatedSession), OfferAnswerError> in
             let fresh = all[key] == nil
-            // A phone without media answers every call's first offer from the same capabilities
-            // but for the address and port: the same offer as last time gets the same exchange,
-            // reissued under a new session id (no parse, negotiation or serialization).
-            if fresh, withoutMedia,
-               let hit = firstAnswer.withLock({ $0?.reuse(offer.bytes, address: engineAddress, port: placeholderPort) }) {
-                all[key] = hit.engine
-                return .success((hit.body, hit.negotiated))
+            if fresh, withoutMedia {
+                // A phone without media answers every call's first offer from the same capabilities
+                // but for the address and port: the same offer as last time gets the same exchange,
+                // reissued under a new session id (no parse, negotiation or serialization).
+                let (address, port) = bareEngineAddress
+                if let hit = firstAnswer.withLock({ $0?.reuse(offer.bytes, address: address, port: port) }) {
+                    all[key] = hit.engine
+                    return .success((hit.body, hit.negotiated))
+                }
+                all[key] = bareEngine(address: address, port: port)
+            } else if fresh {
+                all[key] = newEngine(for: key)
             }
-            if fresh { all[key] = newEngine(for: key) }
             do throws(OfferAnswerError) {
                 let answer = try all[key]!.receiveOffer(bytes: offer.bytes)
                 let body = SessionBody.sdp(answer.sdp.serialized())
-                if fresh, withoutMedia, let entry = FirstAnswer(offer: offer.bytes, engine: all[key]!, answer: body.bytes) {
+                if fresh, withoutMedia {
+                    let entry = FirstAnswer(offer: offer.bytes, engine: all[key]!, answer: body.bytes)
                     firstAnswer.withLock { $0 = entry }
                 }
                 return .success((body, answer.negotiated))
@@ -676,9 +708,10 @@ public final class Phone: Sendable {
         switch e {
         case .incomingCall(let key, let m):
             // Screening by a directory, forwarding and Replaces wait for answers: not here.
-            guard !screening.doNotDisturb, screening.directory == nil, forwardTargets.isEmpty, m.values(.replaces).isEmpty else { return false }
+            guard !screening.doNotDisturb, screening.directory == nil, forwardTargets.isEmpty, m.firstValueBytes(.replaces) == nil else { return false }
             admit(key, m, screened: .pass)
-            if let delay = autoAnswer { answerIncomingOnQueue(key, after: delay, invite: m) }
+            // The offer is the session's, just taken from this INVITE (not decoded again).
+            if let delay = autoAnswer { answerIncomingOnQueue(key, after: delay) }
         case .session(let key, let ev):
             switch ev {
             case .request(let m, _) where m.method == .refer || m.method == .notify: return false
@@ -841,7 +874,7 @@ public final class Phone: Sendable {
         if s.isTerminated || s == .confirmed { _ = offerEngines.withLock { $0.isEmpty ? nil : $0.removeValue(forKey: key) } }
         // Reported before it is recorded: whoever waits for the state sees the lines first.
         report("\(name): \(s.label)")
-        callStates.withLock { $0[key, default: []].append(s) }
+        callStates.withLock { $0[key, default: Self.newStateList()].append(s) }
         if s.isTerminated { forgetOldCalls(ended: key) }
     }
 
@@ -883,7 +916,7 @@ public final class Phone: Sendable {
     private func answerIncomingOnQueue(_ key: SessionKey, after delay: Duration, ring: Bool = true, invite: SIPMessage? = nil) {
         // The offer in the INVITE (if any) is answered now; a refusal is a 488.
         let offer: SessionBody?
-        if let invite { offer = SessionBody(of: invite) } else { offer = agent.sessionOnQueue(key)?.remoteBody }
+        if let invite { offer = SessionBody(of: invite) } else { offer = agent.remoteBodyOnQueue(key) }
         var answerBody: SessionBody?
         if let o = offer {
             switch answer(key, offer: o) {
@@ -1011,6 +1044,14 @@ public final class Phone: Sendable {
     /// ``endedCallsKept`` (1,000; tests lower it).
     let historyLimit = Atomic<Int>(1000)
 
+    /// A call's list of states, with room for a usual call's (trying, ringing, up, ending,
+    /// ended): grown once, not at every other state.
+    private static func newStateList() -> [SessionState] {
+        var list: [SessionState] = []
+        list.reserveCapacity(6)
+        return list
+    }
+
     /// Notes an ended call and, every so often, forgets the oldest ended calls beyond
     /// ``endedCallsKept`` (in batches, so the pruning costs O(1) a call on average).
     private func forgetOldCalls(ended key: SessionKey) {
@@ -1055,37 +1096,48 @@ public final class Phone: Sendable {
 /// rest is the phone's own) and gets the same offer bytes takes this exchange, reissued under a
 /// session id of its own (``SDP/OfferAnswer/reissued(sessionID:)``), instead of parsing,
 /// negotiating and serializing it again.
+///
+/// Kept after every fresh first answer, so making one costs no more than keeping its parts:
+/// real phones vary their offer (`o=`, the port) from call to call and never reuse it; the
+/// answer's bytes are split around its session id when an identical offer first comes.
 struct FirstAnswer: Sendable {
     let offer: [UInt8]
     let address: String
     let port: UInt16?
     let engine: OfferAnswer
-    /// The answer's bytes up to the `o=` session id, and after the version (both the id).
-    let head: ArraySlice<UInt8>
-    let tail: ArraySlice<UInt8>
+    let answer: [UInt8]
+    /// The answer's bytes up to the `o=` session id, and after the version (both the id):
+    /// nil until the first reuse, `.none` when the answer cannot be split so.
+    private var parts: (head: ArraySlice<UInt8>, tail: ArraySlice<UInt8>)??
 
-    /// The entry for `engine` after its first answer to `offer`, serialized as `answer`; nil
-    /// when it cannot be reissued.
-    init?(offer: [UInt8], engine: OfferAnswer, answer: [UInt8]) {
-        guard engine.reissued(sessionID: engine.sessionID) != nil, let sdp = engine.localDescription else { return nil }
-        // "v=0\r\no=<username> <id> <version> ..." with the version equal to the id.
-        let start = Array("v=0\r\no=".utf8) + Array(sdp.origin.username.utf8) + [UInt8(ascii: " ")]
-        let id = Array(String(engine.sessionID).utf8)
-        let numbers = id + [UInt8(ascii: " ")] + id + [UInt8(ascii: " ")]
-        guard answer.starts(with: start), answer.dropFirst(start.count).starts(with: numbers) else { return nil }
+    /// The entry for `engine` after its first answer to `offer`, serialized as `answer`.
+    init(offer: [UInt8], engine: OfferAnswer, answer: [UInt8]) {
         self.offer = offer
         self.address = engine.capabilities.address
         self.port = engine.capabilities.streams.first?.port
         self.engine = engine
-        head = answer[..<start.count]
-        tail = answer[(start.count + numbers.count - 1)...]
+        self.answer = answer
+    }
+
+    /// ``parts``, made from the answer: "v=0\r\no=<username> <id> <version> ..." with the
+    /// version equal to the id.
+    private func split() -> (head: ArraySlice<UInt8>, tail: ArraySlice<UInt8>)? {
+        guard let sdp = engine.localDescription else { return nil }
+        let start = Array("v=0\r\no=".utf8) + Array(sdp.origin.username.utf8) + [UInt8(ascii: " ")]
+        let id = Array(String(engine.sessionID).utf8)
+        let numbers = id + [UInt8(ascii: " ")] + id + [UInt8(ascii: " ")]
+        guard answer.starts(with: start), answer.dropFirst(start.count).starts(with: numbers) else { return nil }
+        return (answer[..<start.count], answer[(start.count + numbers.count - 1)...])
     }
 
     /// The exchange for a new call of the phone, whose engine would have `address` and `port`,
-    /// when `offer` is this one's: the engine, the answer's body and what was agreed.
-    func reuse(_ offer: [UInt8], address: String, port: UInt16) -> (engine: OfferAnswer, body: SessionBody, negotiated: NegotiatedSession)? {
+    /// when `offer` is this one's and the exchange can be reissued: the engine, the answer's
+    /// body and what was agreed.
+    mutating func reuse(_ offer: [UInt8], address: String, port: UInt16) -> (engine: OfferAnswer, body: SessionBody, negotiated: NegotiatedSession)? {
         guard port == self.port, address == self.address, offer == self.offer,
               let engine = engine.reissued(sessionID: Phone.newSessionID()), let negotiated = engine.negotiated else { return nil }
+        if parts == nil { parts = .some(split()) }
+        guard let (head, tail) = parts ?? nil else { return nil }
         let id = String(engine.sessionID).utf8
         var bytes: [UInt8] = []
         bytes.reserveCapacity(head.count + 2 * id.count + 1 + tail.count)

@@ -324,4 +324,36 @@ struct SessionKeyTests {
         table[SessionKey(callID: "other@192.0.2.1", localTag: "abc")] = 3
         #expect(table.count == 3 && table[a] == 1)
     }
+
+    /// A session's timers are kept by kind in eight slots (`SIPUserAgent`): the kinds number
+    /// 0, 1, 2… in order, and there are no more than eight.
+    @Test func timerKindsNumberTheSlotsOfASessionsTimers() {
+        #expect(SessionTimer.allCases.map(\.rawValue) == Array(0..<SessionTimer.allCases.count))
+        #expect(SessionTimer.allCases.count <= 8)
+    }
+
+    /// A table's hash (folded eight bytes at a time, the last word partial) reads every byte of
+    /// the Call-ID, at every length, and follows the table's seed; equal Call-IDs hash alike
+    /// however their strings were made (small, native, from a substring).
+    @Test func theTableHashReadsEveryByteOfTheCallID() {
+        for length in 1...40 {
+            let base = String(repeating: "a", count: length)
+            var seen: Set<Int> = [SessionKey(callID: base, localTag: "t")._rawHashValue(seed: 7)]
+            for position in 0..<length {
+                var bytes = Array(base.utf8)
+                bytes[position] = UInt8(ascii: "b")
+                seen.insert(SessionKey(callID: String(decoding: bytes, as: UTF8.self), localTag: "t")._rawHashValue(seed: 7))
+            }
+            #expect(seen.count == length + 1, "a Call-ID of \(length) bytes: a changed byte must change the hash")
+            let whole = "x" + base + "y"
+            let made = SessionKey(callID: String(whole.dropFirst().dropLast()), localTag: "t")
+            #expect(made._rawHashValue(seed: 7) == SessionKey(callID: base, localTag: "u")._rawHashValue(seed: 7))
+            #expect(made._rawHashValue(seed: 7) != made._rawHashValue(seed: 8))
+        }
+        var table: [SessionKey: Int] = [:]
+        for n in 0..<10_000 { table[SessionKey(callID: "\(n)-4711@192.0.2.1", localTag: "t")] = n }
+        #expect(table.count == 10_000 && table[SessionKey(callID: "1234-4711@192.0.2.1", localTag: "t")] == 1234)
+        let hashes = Set((0..<10_000).map { SessionKey(callID: "\($0)-4711@192.0.2.1", localTag: "t")._rawHashValue(seed: 1) })
+        #expect(hashes.count == 10_000)
+    }
 }
