@@ -140,7 +140,7 @@ extension Phone {
                 retireMedia(key, old)
             }
         }
-        let address = mediaAddress.withLock { $0 } ?? agent.endpoint.localAddresses[0].address.ipString
+        let address = mediaAddress.withLock { $0 } ?? agent.endpoint.localAddresses.first?.address.ipString ?? Phone.noAddress
         let offer = withEngine(key) { (e: inout OfferAnswer) throws(OfferAnswerError) in
             var caps = e.capabilities
             caps.address = address

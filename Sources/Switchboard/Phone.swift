@@ -200,11 +200,16 @@ public final class Phone: Sendable {
     /// RTP port written in them when the phone has no media (the SIP port + 2), from one read
     /// of the endpoint's address.
     private var bareEngineAddress: (address: String, port: UInt16) {
-        let at = agent.endpoint.localAddresses[0].address
-        let address = mediaAddress.withLock { $0 } ?? mediaOptions?.configuration.localAddress ?? sipAddress(at)
-        return (address, UInt16(truncatingIfNeeded: Int(at.port) &+ 2))
+        let at = endpointAddress
+        let address = mediaAddress.withLock { $0 } ?? mediaOptions?.configuration.localAddress ?? at.map(sipAddress) ?? Self.noAddress
+        return (address, at.map { UInt16(truncatingIfNeeded: Int($0.port) &+ 2) } ?? 9)
     }
-    private var sipAddress: String { sipAddress(agent.endpoint.localAddresses[0].address) }
+    /// The endpoint's first address; none once it is closed (a call placed then fails when it
+    /// sends, instead of the phone trapping here).
+    private var endpointAddress: SocketAddress? { agent.endpoint.localAddresses.first?.address }
+    /// What descriptions carry when the endpoint has no address left.
+    static let noAddress = "0.0.0.0"
+    private var sipAddress: String { endpointAddress.map(sipAddress) ?? Self.noAddress }
     private func sipAddress(_ at: SocketAddress) -> String {
         if let known = sipAddressText.withLock({ $0 }), known.address == at { return known.text }
         let text = at.ipString

@@ -33,6 +33,16 @@ struct ClosedPortTests {
         #expect(alice.agent.endpoint.udpStatistics.first.map { $0.unreachable >= 1 } ?? false)
     }
 
+    @Test("a call placed after the phone closed ends; its description is built without the closed endpoint's address", .timeLimit(.minutes(1)))
+    func callAfterClose() async throws {
+        let lines = TransferTests.Lines()
+        let alice = try Self.phone(lines)
+        alice.close()
+        #expect(alice.agent.endpoint.localAddresses.isEmpty)
+        let key = await alice.call(try SIPURI("sip:nobody@127.0.0.1:\(freeUDPPort())"))
+        #expect(await alice.wait(key, timeout: .seconds(5)) { $0.isTerminated }, "\(lines.text)")
+    }
+
     @Test("OPTIONS to a closed port: no answer, at once; a later request to a live peer is not hurt by the pending error")
     func options() async throws {
         let lines = TransferTests.Lines()
