@@ -219,11 +219,16 @@ func findParameter(_ p: UnsafeBufferPointer<UInt8>, from: Int, name: StaticStrin
         let nameLength = name.utf8CodeUnitCount
         let namePtr = name.utf8Start
         while i < end {
-            // The next ';' outside quotes. Fast path: when no quote and no comma comes before
-            // the next ';', jump straight to it.
-            if let semi = memchrIndex(p, 0x3B, i, end), memchrIndex(p, 0x22, i, semi) == nil {
-                if memchrIndex(p, 0x2C, i, semi) != nil { return nil }
-                i = semi
+            // The next ';' outside quotes. Fast paths: already at one (the parameters after a
+            // From/To's '>', or after a value); when no quote and no comma comes before the
+            // next ';', jump straight to it.
+            // With no ';' left there is no parameter left.
+            if p[i] != 0x3B {
+                guard let semi = memchrIndex(p, 0x3B, i, end) else { return nil }
+                if memchrIndex(p, 0x22, i, semi) == nil {
+                    if memchrIndex(p, 0x2C, i, semi) != nil { return nil }
+                    i = semi
+                }
             }
             var inQuotes = false
             while i < end {
@@ -260,12 +265,47 @@ func findParameter(_ p: UnsafeBufferPointer<UInt8>, from: Int, name: StaticStrin
                 while i < end, p[i] != 0x22 { if p[i] == 0x5C { i &+= 1 }; i &+= 1 }
                 return vs..<min(i, end)
             }
-            let vs = i
-            while i < end, p[i] != 0x3B, p[i] != 0x2C, !isWS(p[i]) { i &+= 1 }
-            return vs..<i
+            return i..<parameterValueEnd(p, i, end)
         }
         return nil
     }
+}
+
+/// The index of the first ';', ',', SP or HTAB in `p[from..<end]` (`end` when none): where an
+/// unquoted parameter value stops. Eight bytes at a time; the last few by one load of the
+/// eight bytes before `end` when there are that many (a tag or branch value, 10 to 40
+/// bytes, usually ends the buffer).
+@inline(__always)
+func parameterValueEnd(_ p: UnsafeBufferPointer<UInt8>, _ from: Int, _ end: Int) -> Int {
+    var i = from
+    guard let base = p.baseAddress else { return i }
+    let raw = UnsafeRawPointer(base)
+    @inline(__always) func stops(_ at: Int) -> UInt64 {
+        let w = UInt64(littleEndian: (raw + at).loadUnaligned(as: UInt64.self))
+        return swarEqualBytes(w, 0x3B) | swarEqualBytes(w, 0x2C) | swarEqualBytes(w, 0x20) | swarEqualBytes(w, 0x09)
+    }
+    while end &- i >= 8 {
+        let m = stops(i)
+        if m != 0 { return i &+ (m.trailingZeroBitCount &>> 3) }
+        i &+= 8
+    }
+    guard i < end else { return end }
+    if end >= 8 {
+        // The word ending at `end`, without the bytes before `i` (the marks are exact per byte).
+        let m = stops(end &- 8) &>> UInt64((i &- (end &- 8)) &* 8)
+        return m != 0 ? i &+ (m.trailingZeroBitCount &>> 3) : end
+    }
+    while i < end, p[i] != 0x3B, p[i] != 0x2C, !isWS(p[i]) { i &+= 1 }
+    return i
+}
+
+/// The high bit of each byte of `w` that equals `b`, and of no other byte (no carry crosses
+/// bytes): the first such byte of a little-endian word is `trailingZeroBitCount / 8`.
+@inline(__always)
+func swarEqualBytes(_ w: UInt64, _ b: UInt8) -> UInt64 {
+    let x = w ^ (0x0101_0101_0101_0101 &* UInt64(b))
+    let low = (x & 0x7F7F_7F7F_7F7F_7F7F) &+ 0x7F7F_7F7F_7F7F_7F7F
+    return ~(low | x) & 0x8080_8080_8080_8080
 }
 
 /// Byte-level helpers for hot paths in the layers above.

@@ -95,25 +95,28 @@ extension SIPMessage {
 
     /// The `tag` parameter's range in a From or To value's bytes (`nil` when absent or empty).
     static func tagParameter(_ p: UnsafeBufferPointer<UInt8>) -> Range<Int>? {
-        // The header's parameters start after '>' when the URI is bracketed.
-        let from: Int = {
-            // Fast path: a '>' with no quote before it.
-            if let gt = memchrIndex(p, 0x3E, 0, p.count), memchrIndex(p, 0x22, 0, gt) == nil { return gt + 1 }
-            if memchrIndex(p, 0x3E, 0, p.count) == nil { return 0 }
-            var i = 0, inQ = false
-            while i < p.count {
-                let b = p[i]
-                if inQ {
-                    if b == 0x5C { i &+= 1 } else if b == 0x22 { inQ = false }
-                } else if b == 0x22 {
-                    inQ = true
-                } else if b == 0x3E {
-                    return i + 1
+        // The header's parameters start after the first '>' outside quoted strings (at 0
+        // when there is none). Fast path: a '>' with no quote before it.
+        var from = 0
+        if let gt = memchrIndex(p, 0x3E, 0, p.count) {
+            if memchrIndex(p, 0x22, 0, gt) == nil {
+                from = gt &+ 1
+            } else {
+                var i = 0, inQ = false
+                while i < p.count {
+                    let b = p[i]
+                    if inQ {
+                        if b == 0x5C { i &+= 1 } else if b == 0x22 { inQ = false }
+                    } else if b == 0x22 {
+                        inQ = true
+                    } else if b == 0x3E {
+                        from = i &+ 1
+                        break
+                    }
+                    i &+= 1
                 }
-                i &+= 1
             }
-            return 0
-        }()
+        }
         guard let t = findParameter(p, from: from, name: "tag"), !t.isEmpty else { return nil }
         return t
     }

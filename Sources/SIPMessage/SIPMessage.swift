@@ -134,8 +134,14 @@ public struct SIPMessage: Sendable {
 
     /// The first line's value bytes for a known header, without copying.
     @inlinable public func firstValueBytes(_ known: KnownHeader) -> ArraySlice<UInt8>? {
-        for e in entries where e.known == known.rawValue { return storage[e.valueRange] }
-        return nil
+        // On the index's buffer: no iterator, no bounds check per entry.
+        let k = known.rawValue
+        let found: Range<Int>? = entries.withUnsafeBufferPointer { es in
+            for e in es where e.known == k { return e.valueRange }
+            return nil
+        }
+        guard let r = found else { return nil }
+        return storage[r]
     }
 
     /// The value bytes of every line of a header, in order, without copying.

@@ -142,6 +142,12 @@ public struct CSeq: Sendable, Hashable, CustomStringConvertible {
     public var description: String { "\(sequence) \(method.token)" }
 
     static func parse(_ b: ArraySlice<UInt8>) throws(SIPParseError) -> CSeq {
+        if let cseq = b.withUnsafeBufferPointer(quick) { return cseq }
+        return try decode(b)
+    }
+
+    /// The CSeq read with a cursor: any shape, and the errors.
+    static func decode(_ b: ArraySlice<UInt8>) throws(SIPParseError) -> CSeq {
         var c = Cursor(b)
         c.skipWS()
         let n = try c.number(max: UInt64(UInt32.max), .cseq, "the CSeq number")
@@ -151,6 +157,26 @@ public struct CSeq: Sendable, Hashable, CustomStringConvertible {
         let t = c.token()
         guard !t.isEmpty, let m = t.withUnsafeBytes({ SIPMethod(bytes: $0) }) else { throw c.error(.cseq, "expected the CSeq method") }
         try c.requireEnd(.cseq, "after the CSeq method")
+        return CSeq(UInt32(n), m)
+    }
+
+    /// The usual CSeq on the buffer: digits (at most 2³²−1), SP or HTAB, a well-known method,
+    /// nothing after. `nil` for anything else, which ``decode(_:)`` then reads (and rejects):
+    /// every value accepted here, it accepts the same.
+    static func quick(_ p: UnsafeBufferPointer<UInt8>) -> CSeq? {
+        let end = p.count
+        var i = 0
+        var n: UInt64 = 0
+        while i < end, isDigit(p[i]) {
+            n = n &* 10 &+ UInt64(p[i] &- 0x30)
+            guard n <= UInt64(UInt32.max) else { return nil }
+            i &+= 1
+        }
+        guard i > 0, i < end, isWS(p[i]) else { return nil }
+        repeat { i &+= 1 } while i < end && isWS(p[i])
+        let ms = i
+        while i < end, isTokenByte(p[i]) { i &+= 1 }
+        guard i == end, i > ms, let m = SIPMethod.known(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: p[ms..<end]))) else { return nil }
         return CSeq(UInt32(n), m)
     }
 }

@@ -91,9 +91,9 @@ struct ClientKey: PrehashedKey, Sendable {
 struct ServerKey: PrehashedKey, Sendable {
     @usableFromInline
     enum Kind: Hashable, Sendable {
-        /// The branch and the sent-by in one string (one allocation), a space between them:
-        /// the branch, a token, holds none, so the first space splits the two.
-        case rfc3261(branchAndSentBy: String)
+        /// The branch and the sent-by in one byte array (one allocation, no UTF-8 check), a
+        /// space between them: the branch, a token, holds none, so the first space splits the two.
+        case rfc3261(branchAndSentBy: [UInt8])
         indirect case rfc2543(requestURI: String, fromTag: String, callID: String, cseq: UInt32, via: String)
     }
 
@@ -111,11 +111,11 @@ struct ServerKey: PrehashedKey, Sendable {
     /// An RFC 3261 key from decoded text (the decoded path, and tests); `sentBy` is
     /// `host:port` with the host in lower case.
     static func rfc3261(branch: String, sentBy: String, method: SIPMethod) -> ServerKey {
-        ServerKey(branch: ArraySlice(branch.utf8), joined: branch + " " + sentBy, method: method)
+        ServerKey(branch: ArraySlice(branch.utf8), joined: Array((branch + " " + sentBy).utf8), method: method)
     }
 
     /// `joined` is `branch host:port` (see ``Kind/rfc3261(branchAndSentBy:)``).
-    private init(branch: ArraySlice<UInt8>, joined: String, method: SIPMethod) {
+    private init(branch: ArraySlice<UInt8>, joined: [UInt8], method: SIPMethod) {
         kind = .rfc3261(branchAndSentBy: joined)
         self.method = method
         hashWord = Self.hashWord(of: branch)
@@ -171,13 +171,9 @@ struct ServerKey: PrehashedKey, Sendable {
 
     /// `branch host:port` with the host in lower case, built in one buffer: the host bytes of
     /// a scanned sent-by are ASCII (host characters), so ASCII lower-casing is the same.
-    static func join(_ branch: ArraySlice<UInt8>, _ host: ArraySlice<UInt8>, _ port: UInt16) -> String {
-        String(unsafeUninitializedCapacity: branch.count + host.count + 7) { out in
-            var n = 0
-            for b in branch {
-                out[n] = b
-                n += 1
-            }
+    static func join(_ branch: ArraySlice<UInt8>, _ host: ArraySlice<UInt8>, _ port: UInt16) -> [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: branch.count + host.count + 7) { out, count in
+            var n = copyBytes(branch, to: out, at: 0)
             out[n] = UInt8(ascii: " ")
             n += 1
             for b in host {
@@ -193,9 +189,18 @@ struct ServerKey: PrehashedKey, Sendable {
                 out[k] = UInt8(0x30 + p % 10)
                 p /= 10
             }
-            return n + digits
+            count = n + digits
         }
     }
+}
+
+/// Copies `bytes` into `out` at `n` (one memcpy) and returns the index after them.
+@inline(__always)
+func copyBytes(_ bytes: ArraySlice<UInt8>, to out: UnsafeMutableBufferPointer<UInt8>, at n: Int) -> Int {
+    bytes.withUnsafeBufferPointer { src in
+        if let s = src.baseAddress, !src.isEmpty { (out.baseAddress! + n).initialize(from: s, count: src.count) }
+    }
+    return n + bytes.count
 }
 
 /// RFC 3261 §8.2.2.2: a request without a To tag whose From tag, Call-ID and CSeq match an
@@ -204,9 +209,9 @@ struct ServerKey: PrehashedKey, Sendable {
 /// and CSeq number (the From tag and method are compared on a bucket hit).
 @usableFromInline
 struct MergeKey: PrehashedKey, Sendable {
-    /// The From tag and the Call-ID in one string (one allocation), a space between them: the
-    /// tag, a token, holds none, so the first space splits the two.
-    var fromTagAndCallID: String
+    /// The From tag and the Call-ID in one byte array (one allocation, no UTF-8 check), a
+    /// space between them: the tag, a token, holds none, so the first space splits the two.
+    var fromTagAndCallID: [UInt8]
     var cseq: UInt32
     var method: SIPMethod
     @usableFromInline let hashWord: Int
@@ -215,13 +220,10 @@ struct MergeKey: PrehashedKey, Sendable {
     init?(request: SIPMessage) {
         guard request.toTagBytes == nil, let m = request.method, m != .ack, m != .cancel,
               let ft = request.fromTagBytes, let id = request.callIDBytes, let cs = try? request.cseq() else { return nil }
-        fromTagAndCallID = String(unsafeUninitializedCapacity: ft.count + 1 + id.count) { out in
-            var n = 0
-            for b in ft { out[n] = b; n += 1 }
+        fromTagAndCallID = [UInt8](unsafeUninitializedCapacity: ft.count + 1 + id.count) { out, count in
+            let n = copyBytes(ft, to: out, at: 0)
             out[n] = UInt8(ascii: " ")
-            n += 1
-            for b in id { out[n] = b; n += 1 }
-            return n
+            count = copyBytes(id, to: out, at: n + 1)
         }
         cseq = cs.sequence
         method = m
