@@ -282,7 +282,7 @@ public struct InviteSession: Sendable {
             // The INVITE is over (its 3xx came); nothing to CANCEL, the call just ends.
             offeredRedirect = nil
             inviteFinal = true
-            return cancelAllTimers() + [set(.terminated(.cancelled))]
+            return terminate(.cancelled)
         }
         cancelRequested = true
         var out = [set(.terminating)]
@@ -300,7 +300,6 @@ public struct InviteSession: Sendable {
         if use100rel && unackedReliable != nil { throw .offerInProgress }
         var r = response(to: si.request, code)
         appendContact(&r)
-        var out: [Action] = []
         if let b = body {
             r.setBody(b.bytes, contentType: b.contentType)
             if case .remote = offer {
@@ -314,13 +313,18 @@ public struct InviteSession: Sendable {
             try? r.append(.require, "100rel")
             try? r.append(.rseq, String(rs))
             unackedReliable = (r, rs, configuration.timers.t1, body != nil)
-            out += [.startTimer(.retransmitProvisional, after: configuration.timers.t1),
-                    .startTimer(.prackTimeout, after: configuration.timers.t1 * 64)]
         }
         if dialog == nil { dialog = try? Dialog(uasRequest: si.request, response: r, decoding: false, callID: callID) }
         serverInvite = si
         si.interval = .zero
-        out.insert(.respond(r, in: si.transaction), at: 0)
+        // One array of the right size, filled in order.
+        var out: [Action] = []
+        out.reserveCapacity(4)
+        out.append(.respond(r, in: si.transaction))
+        if use100rel {
+            out.append(.startTimer(.retransmitProvisional, after: configuration.timers.t1))
+            out.append(.startTimer(.prackTimeout, after: configuration.timers.t1 * 64))
+        }
         if state != .early { out.append(set(.early)) }
         return out
     }
@@ -365,7 +369,11 @@ public struct InviteSession: Sendable {
             serverInvite?.final = r
             return [set(.connecting)]
         }
-        return [set(.connecting)] + sendFinal2xx(r)
+        var out: [Action] = []
+        out.reserveCapacity(4)
+        out.append(set(.connecting))
+        sendFinal2xx(r, into: &out)
+        return out
     }
 
     /// UAS: refuses the call (or, after the answer, nothing): a 3xx–6xx final response.
@@ -375,7 +383,7 @@ public struct InviteSession: Sendable {
         var r = response(to: si.request, code, reason: reason)
         for (n, v) in headers { try? r.append(n, v) }
         serverInvite?.final = r
-        return [.respond(r, in: si.transaction)] + cancelAllTimers() + [set(.terminated(.declined(code)))]
+        return terminate(.declined(code), after: [.respond(r, in: si.transaction)])
     }
 
     /// Ends the call in whatever way its state calls for: BYE when it is up, CANCEL while our
@@ -431,7 +439,9 @@ public struct InviteSession: Sendable {
             appendContact(&r)
             appendSessionTimer(toResponse: &r, for: u.request)
             r.setBody(body.bytes, contentType: body.contentType)
-            return [.respond(r, in: u.transaction)] + startSessionTimersAfterRefresh()
+            var out: [Action] = [.respond(r, in: u.transaction)]
+            appendSessionTimersAfterRefresh(to: &out)
+            return out
         }
         if let a = ackAwaitingAnswer {
             ackAwaitingAnswer = nil
@@ -447,7 +457,9 @@ public struct InviteSession: Sendable {
             appendCapabilities(&r)
             appendSessionTimer(toResponse: &r, for: si.request)
             r.setBody(body.bytes, contentType: body.contentType)
-            return sendFinal2xx(r)
+            var out: [Action] = []
+            sendFinal2xx(r, into: &out)
+            return out
         }
         throw .invalidState(operation: "answer", state: state)
     }
@@ -516,7 +528,7 @@ public struct InviteSession: Sendable {
             unackedReliable = nil
             queuedFinal = nil
             if si.isInitial {
-                return cancelAllTimers() + [set(.terminated(.transportError))]
+                return terminate(.transportError)
             }
             // A re-INVITE we can no longer answer: the dialog stays as it was before it.
             if case .remote(.invite) = offer { offer = .none }
@@ -560,7 +572,9 @@ public struct InviteSession: Sendable {
         if let se = try? request.sessionExpires(), se.seconds < minimum {
             return refuseInitial(422, headers: [(.minSE, String(minimum))])
         }
-        var out = [set(.incoming)]
+        var out: [Action] = []
+        out.reserveCapacity(2)  // the state and, usually, the offer
+        out.append(set(.incoming))
         if let b = SessionBody(of: request) {
             offer = .remote(.invite)
             remoteBody = b
@@ -594,7 +608,7 @@ public struct InviteSession: Sendable {
     private mutating func followRedirect(_ response: SIPMessage, _ code: Int) -> [Action] {
         guard case .sip(let original) = target.uri else {
             inviteFinal = true
-            return cancelAllTimers() + [set(.terminated(.redirectFailed(code, .unsupportedScheme)))]
+            return terminate(.redirectFailed(code, .unsupportedScheme))
         }
         var r = redirects ?? RedirectTargets(original: original, policy: configuration.redirects)
         let ours = configuration.contact.sipURI.map { [$0] } ?? []
@@ -603,7 +617,7 @@ public struct InviteSession: Sendable {
         switch next {
         case .failure(let why):
             inviteFinal = true
-            return cancelAllTimers() + [set(.terminated(.redirectFailed(code, why)))]
+            return terminate(.redirectFailed(code, why))
         case .success(let uri):
             // RFC 5806/7044: the diversion history the 3xx carries goes with the new INVITE,
             // growing hop by hop (each 3xx's entries kept once).
@@ -641,7 +655,7 @@ public struct InviteSession: Sendable {
     private mutating func stopRedirect(_ code: Int) -> [Action] {
         offeredRedirect = nil
         inviteFinal = true
-        return cancelAllTimers() + [set(.terminated(.redirectFailed(code, .declined)))]
+        return terminate(.redirectFailed(code, .declined))
     }
 
     /// The next target left from the redirections followed so far (sent to, or offered to the
@@ -742,7 +756,7 @@ public struct InviteSession: Sendable {
             invite = m
             return [.send(m)]
         } catch {
-            return cancelAllTimers() + [set(.terminated(.transportError))]
+            return terminate(.transportError)
         }
     }
 
@@ -893,7 +907,7 @@ public struct InviteSession: Sendable {
                 return out
             }
             out.append(set(.confirmed))
-            out += startSessionTimersAfterRefresh()
+            appendSessionTimersAfterRefresh(to: &out)
             return out
         default:
             guard !inviteFinal else { return [] }
@@ -913,11 +927,11 @@ public struct InviteSession: Sendable {
                         return sendInitialInvite(authorization: headers.map { (name, $0) })
                     } catch {
                         inviteFinal = true
-                        return cancelAllTimers() + [set(.terminated(.authenticationFailed("\(error)")))]
+                        return terminate(.authenticationFailed("\(error)"))
                     }
                 }
                 inviteFinal = true
-                return cancelAllTimers() + [set(.terminated(.authenticationFailed("credentials refused (\(code))")))]
+                return terminate(.authenticationFailed("credentials refused (\(code))"))
             }
             if code == 420, !cancelRequested {
                 // RFC 3261 §8.1.3.5: retry without the extensions the callee does not support,
@@ -950,7 +964,7 @@ public struct InviteSession: Sendable {
             if code < 600, !cancelRequested, let next = nextRedirectTarget() { return next }
             inviteFinal = true
             let reason: SessionEndReason = (cancelSent || cancelRequested) && code == 487 ? .cancelled : .rejected(code)
-            return cancelAllTimers() + [set(.terminated(cancelRequested ? .cancelled : reason))]
+            return terminate(cancelRequested ? .cancelled : reason)
         }
     }
 
@@ -999,7 +1013,7 @@ public struct InviteSession: Sendable {
         }
         switch p.method {
         case .bye:
-            return cancelAllTimers() + [set(.terminated(terminationReasonForBye))]
+            return terminate(terminationReasonForBye)
         case .prack:
             return []
         case .invite, .update:
@@ -1024,7 +1038,7 @@ public struct InviteSession: Sendable {
                     }
                 }
                 negotiateTimer(fromResponse: r, weSentRequest: true)
-                out += startSessionTimersAfterRefresh()
+                appendSessionTimersAfterRefresh(to: &out)
                 if p.isRefresh, let i = sessionInterval { out.append(.event(.sessionRefreshed(interval: i))) }
             } else {
                 if case .local = offer, p.body != nil { offer = .none }
@@ -1038,7 +1052,7 @@ public struct InviteSession: Sendable {
                 if code == 481 || code == 408 {
                     out.append(.event(.requestCompleted(method: p.method, statusCode: code, response: r)))
                     if code == 408 { out += sendInDialog(.bye, body: nil) }
-                    return out + cancelAllTimers() + [set(.terminated(.dialogGone(code)))]
+                    return terminate(.dialogGone(code), after: out)
                 }
             }
             out.append(.event(.requestCompleted(method: p.method, statusCode: code, response: r)))
@@ -1049,7 +1063,7 @@ public struct InviteSession: Sendable {
             // dialog usage (RFC 5057 §5.6): a 481 or 408 to a NOTIFY, REFER or SUBSCRIBE ends
             // that subscription only, never the call.
             if code == 481 || code == 408, ![SIPMethod.notify, .refer, .subscribe].contains(p.method) {
-                out += cancelAllTimers() + [set(.terminated(.dialogGone(code)))]
+                out = terminate(.dialogGone(code), after: out)
             }
             return out
         }
@@ -1066,20 +1080,20 @@ public struct InviteSession: Sendable {
             if !cancelRequested, let next = nextRedirectTarget() { return next }
             inviteFinal = true
             let reason: SessionEndReason = cancelRequested ? .cancelled : (timeout ? .timeout : .transportError)
-            return cancelAllTimers() + [set(.terminated(reason))]
+            return terminate(reason)
         }
         guard let p = pending[cseq], p.method == method else { return [] }
         pending[cseq] = nil
         switch method {
         case .bye:
-            return cancelAllTimers() + [set(.terminated(terminationReasonForBye))]
+            return terminate(terminationReasonForBye)
         case .prack:
             return []
         case .invite, .update:
             // §14.1: a re-INVITE that times out ends the dialog with a BYE.
             if case .local = offer { offer = .none }
-            return [.event(.requestCompleted(method: method, statusCode: 408, response: nil))] + sendInDialog(.bye, body: nil)
-                + cancelAllTimers() + [set(.terminated(.dialogGone(408)))]
+            return terminate(.dialogGone(408), after: [.event(.requestCompleted(method: method, statusCode: 408, response: nil))]
+                                                        + sendInDialog(.bye, body: nil))
         default:
             return [.event(.requestCompleted(method: method, statusCode: 408, response: nil))]
         }
@@ -1105,7 +1119,10 @@ public struct InviteSession: Sendable {
         if method != .bye { dialog = d }
         switch method {
         case .bye:
-            var out: [Action] = [.respond(response(to: request, 200), in: tx)]
+            // Room for the 487s and what terminate(_:after:) appends: one array.
+            var out: [Action] = []
+            out.reserveCapacity(3 + SessionTimer.allCases.count + 1)
+            out.append(.respond(response(to: request, 200), in: tx))
             if let si = serverInvite, si.final == nil {
                 let r487 = response(to: si.request, 487)
                 out.append(.respond(r487, in: si.transaction))
@@ -1116,7 +1133,7 @@ public struct InviteSession: Sendable {
                 pendingUpdate = nil
             }
             dialog = d
-            return out + cancelAllTimers() + [set(.terminated(.remoteHangup))]
+            return terminate(.remoteHangup, after: out)
         case .prack:
             return handlePrack(request, transaction: tx)
         case .invite:
@@ -1137,7 +1154,7 @@ public struct InviteSession: Sendable {
         var out: [Action] = [.respond(response(to: request, 200), in: tx), .cancelTimer(.retransmitProvisional), .cancelTimer(.prackTimeout)]
         if let q = queuedFinal {
             queuedFinal = nil
-            out += sendFinal2xx(q)
+            sendFinal2xx(q, into: &out)
         }
         return out
     }
@@ -1169,7 +1186,9 @@ public struct InviteSession: Sendable {
             var r = response(to: request, 200)
             appendContact(&r)
             appendSessionTimer(toResponse: &r, for: request)
-            return [.respond(r, in: tx)] + startSessionTimersAfterRefresh()
+            var out: [Action] = [.respond(r, in: tx)]
+            appendSessionTimersAfterRefresh(to: &out)
+            return out
         }
         if hasPendingOffer || offer != .none || pendingUpdate != nil {
             return [.respond(response(to: request, 491), in: tx)]
@@ -1189,7 +1208,12 @@ public struct InviteSession: Sendable {
         guard let si = serverInvite, let seq = try? ack.cseq().sequence, seq == si.cseq, let f = si.final,
               let code = f.statusCode, (200..<300).contains(code) else { return [] }
         serverInvite = nil
-        var out: [Action] = [.cancelTimer(.retransmit2xx), .cancelTimer(.ackTimeout)]
+        // Room for a usual ACK's actions (two cancels, an answer, the state, two of the session
+        // timer): one array.
+        var out: [Action] = []
+        out.reserveCapacity(6)
+        out.append(.cancelTimer(.retransmit2xx))
+        out.append(.cancelTimer(.ackTimeout))
         if case .local = offer {
             offer = .none
             if let b = SessionBody(of: ack) {
@@ -1204,7 +1228,8 @@ public struct InviteSession: Sendable {
             }
             out.append(set(.confirmed))
         }
-        return out + startSessionTimersAfterRefresh()
+        appendSessionTimersAfterRefresh(to: &out)
+        return out
     }
 
     private mutating func handleCancel(_ cancel: SIPMessage, transaction tx: TransactionID) -> [Action] {
@@ -1215,7 +1240,7 @@ public struct InviteSession: Sendable {
         unackedReliable = nil
         queuedFinal = nil
         out.append(.respond(r, in: si.transaction))
-        return out + cancelAllTimers() + [set(.terminated(.remoteCancelled))]
+        return terminate(.remoteCancelled, after: out)
     }
 
     // MARK: - Timers
@@ -1249,7 +1274,7 @@ public struct InviteSession: Sendable {
             // RFC 3262 §3: the reliable provisional was never acknowledged: refuse with a 5xx.
             let r = response(to: si.request, 500, reason: "Reliable Provisional Response Not Acknowledged")
             serverInvite?.final = r
-            return [.respond(r, in: si.transaction)] + cancelAllTimers() + [set(.terminated(.declined(500)))]
+            return terminate(.declined(500), after: [.respond(r, in: si.transaction)])
         case .glareRetry:
             guard let g = glare, state == .confirmed else { return [] }
             glare = nil
@@ -1258,7 +1283,7 @@ public struct InviteSession: Sendable {
         case .cancelGuard:
             guard role == .uac, !inviteFinal else { return [] }
             inviteFinal = true
-            return cancelAllTimers() + [set(.terminated(.cancelled))]
+            return terminate(.cancelled)
         case .sessionRefresh:
             guard state == .confirmed, weRefresh, sessionInterval != nil else { return [] }
             if hasPendingOffer || offer != .none || serverInvite != nil {
@@ -1269,7 +1294,7 @@ public struct InviteSession: Sendable {
             return sendOffer(.invite, body: localBody, isRefresh: true)
         case .sessionExpiry:
             guard state == .confirmed || state == .connecting else { return [] }
-            return [.cancelTimer(.sessionRefresh)] + sendInDialog(.bye, body: nil) + cancelAllTimers() + [set(.terminated(.sessionExpired))]
+            return terminate(.sessionExpired, after: [.cancelTimer(.sessionRefresh)] + sendInDialog(.bye, body: nil))
         }
     }
 
@@ -1314,20 +1339,38 @@ public struct InviteSession: Sendable {
         if peerSupportsTimer { try? r.append(.require, "timer") }
     }
 
-    private func startSessionTimersAfterRefresh() -> [Action] {
-        guard let i = sessionInterval, i > 0 else { return [.cancelTimer(.sessionRefresh), .cancelTimer(.sessionExpiry)] }
+    /// Appends to `out` the session timer's actions after a refresh (or after the call came
+    /// up): both timers cancelled when no session interval was agreed, else ours started.
+    private func appendSessionTimersAfterRefresh(to out: inout [Action]) {
+        guard let i = sessionInterval, i > 0 else {
+            out.append(.cancelTimer(.sessionRefresh))
+            out.append(.cancelTimer(.sessionExpiry))
+            return
+        }
         let interval = Duration.seconds(Int64(i))
         if weRefresh {
-            return [.cancelTimer(.sessionExpiry), .startTimer(.sessionRefresh, after: interval / 2)]
+            out.append(.cancelTimer(.sessionExpiry))
+            out.append(.startTimer(.sessionRefresh, after: interval / 2))
+            return
         }
         // §10: the other side ends the session if no refresh came by SE − min(32, SE/3).
         let margin = Duration.seconds(Int64(min(32, i / 3)))
-        return [.cancelTimer(.sessionRefresh), .startTimer(.sessionExpiry, after: interval - margin)]
+        out.append(.cancelTimer(.sessionRefresh))
+        out.append(.startTimer(.sessionExpiry, after: interval - margin))
     }
 
     private func cancelSessionTimers() -> [Action] { [.cancelTimer(.sessionRefresh), .cancelTimer(.sessionExpiry)] }
 
-    private func cancelAllTimers() -> [Action] { SessionTimer.allCases.map { .cancelTimer($0) } }
+    /// The session ends for `reason`: `out`, then a cancel of each of its timers, then its
+    /// terminated state. Built in one array of the right size (the usual `out + cancels +
+    /// [state]` made three arrays and copied each action twice).
+    private mutating func terminate(_ reason: SessionEndReason, after out: consuming [Action] = []) -> [Action] {
+        var out = out
+        out.reserveCapacity(out.count + SessionTimer.allCases.count + 1)
+        for t in SessionTimer.allCases { out.append(.cancelTimer(t)) }
+        out.append(set(.terminated(reason)))
+        return out
+    }
 
     // MARK: - Sending inside the dialog
 
@@ -1382,14 +1425,15 @@ public struct InviteSession: Sendable {
         return [.send(ack)]
     }
 
-    private mutating func sendFinal2xx(_ r: SIPMessage) -> [Action] {
-        guard var si = serverInvite else { return [] }
+    /// Sends our 2xx to the INVITE: its actions are appended to `out`.
+    private mutating func sendFinal2xx(_ r: SIPMessage, into out: inout [Action]) {
+        guard var si = serverInvite else { return }
         si.final = r
         si.interval = configuration.timers.t1
         serverInvite = si
-        return [.respond(r, in: si.transaction),
-                .startTimer(.retransmit2xx, after: configuration.timers.t1),
-                .startTimer(.ackTimeout, after: configuration.timers.t1 * 64)]
+        out.append(.respond(r, in: si.transaction))
+        out.append(.startTimer(.retransmit2xx, after: configuration.timers.t1))
+        out.append(.startTimer(.ackTimeout, after: configuration.timers.t1 * 64))
     }
 
     // MARK: - Building

@@ -170,9 +170,19 @@ public struct SessionManager: Sendable {
     /// preconditions before they change anything, so one that throws leaves the session as it
     /// was. A command that could throw after a change must go through ``perform(_:_:)``.
     package mutating func performInPlace(_ key: SessionKey, _ body: (inout InviteSession) throws(SessionError) -> [InviteSession.Action]) throws(SessionError) -> [Output] {
+        // In two steps: `outputs` named first would hold a copy of the manager (of its table)
+        // while the session is mutated, and the session would be copied out of its shared box.
+        let actions = try actionsInPlace(key, body)
+        return Self.outputs(key, actions)
+    }
+
+    /// ``performInPlace(_:_:)`` for a driver that takes the session's actions as they are (all
+    /// of them for `key`): no outputs to build, each repeating the key.
+    package mutating func actionsInPlace(_ key: SessionKey, _ body: (inout InviteSession) throws(SessionError) -> [InviteSession.Action]) throws(SessionError) -> [InviteSession.Action] {
         guard let slot = slot(key) else { return [] }
         let actions = try body(&slot.session)
-        return wrap(key, actions, slot)
+        retireIfTerminated(key, slot)
+        return actions
     }
 
     /// Tells the manager which client transaction carries a request a session sent, so its
@@ -193,9 +203,7 @@ public struct SessionManager: Sendable {
     /// A new request in a server transaction.
     public mutating func request(_ m: SIPMessage, transaction tx: TransactionID) -> [Output] {
         guard let method = m.method else { return [] }
-        // An initial INVITE (no To tag, the usual case) builds no Call-ID String here.
-        if m.toTagBytes != nil, let callID = m.callID, let toTag = m.toTag {
-            let key = SessionKey(callID: callID, localTag: toTag)
+        if let key = dialogKey(of: m) {
             guard let slot = slot(key) else {
                 return [.respond(SIPMessage(responseTo: m, statusCode: 481), in: tx)]
             }
@@ -214,6 +222,23 @@ public struct SessionManager: Sendable {
         return wrap(key, actions, slot, then: refused ? nil : .incomingCall(key, m))
     }
 
+    /// ``request(_:transaction:)`` for a driver that takes the session's actions as they are,
+    /// when the request is for a session's dialog: the session's key and its actions. Nil when
+    /// the request is for no live session (``request(_:transaction:)`` then answers it).
+    package mutating func inDialogActions(_ m: SIPMessage, transaction tx: TransactionID) -> (SessionKey, [InviteSession.Action])? {
+        guard m.method != nil, let key = dialogKey(of: m), let slot = slot(key) else { return nil }
+        let actions = slot.session.handle(.request(m, transaction: tx))
+        retireIfTerminated(key, slot)
+        return (key, actions)
+    }
+
+    /// The key of the session a request with a To tag is for. An initial INVITE (no To tag,
+    /// the usual case) builds no Call-ID String here.
+    private func dialogKey(of m: SIPMessage) -> SessionKey? {
+        guard m.toTagBytes != nil, let callID = m.callID, let toTag = m.toTag else { return nil }
+        return SessionKey(callID: callID, localTag: toTag)
+    }
+
     /// A CANCEL matched to the INVITE server transaction `invite`.
     public mutating func cancel(_ m: SIPMessage, transaction tx: TransactionID, invite: TransactionID) -> [Output] {
         guard let key = byInviteTransaction[invite] else {
@@ -224,8 +249,19 @@ public struct SessionManager: Sendable {
 
     /// An ACK for a 2xx (no transaction).
     public mutating func ack(_ m: SIPMessage) -> [Output] {
-        guard let callID = m.callID, let toTag = m.toTag else { return [] }
-        return feed(SessionKey(callID: callID, localTag: toTag), .ack(m))
+        guard let (key, actions) = ackActions(m) else { return [] }
+        return Self.outputs(key, actions)
+    }
+
+    /// ``ack(_:)`` for a driver that takes the session's actions as they are: the session's key
+    /// and its actions, or nil when the ACK is for no session.
+    package mutating func ackActions(_ m: SIPMessage) -> (SessionKey, [InviteSession.Action])? {
+        guard let callID = m.callID, let toTag = m.toTag else { return nil }
+        let key = SessionKey(callID: callID, localTag: toTag)
+        guard let slot = slot(key) else { return nil }
+        let actions = slot.session.handle(.ack(m))
+        retireIfTerminated(key, slot)
+        return (key, actions)
     }
 
     /// A response for one of our client transactions, or one that matched none.
@@ -275,10 +311,20 @@ public struct SessionManager: Sendable {
     /// session's box in the table (found by the caller: no second look-up by key).
     /// `then` goes after the session's actions.
     private mutating func wrap(_ key: SessionKey, _ actions: consuming [InviteSession.Action], _ slot: Slot, then last: Output? = nil) -> [Output] {
+        retireIfTerminated(key, slot)
+        return Self.outputs(key, actions, then: last)
+    }
+
+    /// A session that ended leaves the table.
+    private mutating func retireIfTerminated(_ key: SessionKey, _ slot: Slot) {
         if slot.session.isTerminated {
             sessions[key] = nil
             if let tx = slot.inviteTransaction { byInviteTransaction[tx] = nil }
         }
+    }
+
+    /// The session's actions as outputs, `then` after them.
+    private static func outputs(_ key: SessionKey, _ actions: consuming [InviteSession.Action], then last: Output? = nil) -> [Output] {
         // The actions are moved into the outputs, not copied (a copy retains each message's
         // buffers, and the actions' array would release them again).
         var actions = actions

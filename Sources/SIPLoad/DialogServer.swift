@@ -198,12 +198,15 @@ public final class DialogServer: Sendable {
                 // A new INVITE leaves 180, 200 and the handler's run; a BYE its 200 and the end:
                 // room for them at once, not by growing 1, 2, 4.
                 work.reserveCapacity(4)
-                let out = s.manager.request(r.message, transaction: r.transaction)
-                process(out, &s, &work)
+                if let (key, actions) = s.manager.inDialogActions(r.message, transaction: r.transaction) {
+                    process(key, actions, &s, &work)
+                } else {
+                    process(s.manager.request(r.message, transaction: r.transaction), &s, &work)
+                }
             case .cancel(let r, let invite):
                 process(s.manager.cancel(r.message, transaction: r.transaction, invite: invite), &s, &work)
             case .ack(let m, _):
-                process(s.manager.ack(m), &s, &work)
+                if let (key, actions) = s.manager.ackActions(m) { process(key, actions, &s, &work) }
             case .strayResponse(let m, _):
                 process(s.manager.response(m), &s, &work)
             case .serverTransactionFailed, .malformed:
@@ -335,23 +338,32 @@ public final class DialogServer: Sendable {
         }
     }
 
+    /// The actions of one session (as ``SessionManager/actionsInPlace(_:_:)`` gives them),
+    /// each moved out as ``process(_:_:_:)`` moves outputs.
+    private func process(_ key: SessionKey, _ actions: consuming [InviteSession.Action], _ s: inout State, _ work: inout [Work]) {
+        defer { s.stats.liveDialogs = s.manager.count }
+        var actions = actions
+        actions.withUnsafeMutableBufferPointer { $0.reverse() }
+        while let a = actions.popLast() { apply(key, a, &s, &work) }
+    }
+
     private func answerCall(_ key: SessionKey, offer: SessionBody?, _ s: inout State, _ work: inout [Work]) {
         let answer: SessionBody
         switch handlers.incoming(key, offer) {
         case .refuse(let code, let headers):
-            let out = (try? s.manager.performInPlace(key) { x throws(SessionError) in try x.reject(code, headers: headers) }) ?? []
-            process(out, &s, &work)
+            let out = (try? s.manager.actionsInPlace(key) { x throws(SessionError) in try x.reject(code, headers: headers) }) ?? []
+            process(key, out, &s, &work)
             return
         case .accept(let body, let then):
             answer = body
             if let then { work.append(.run(then)) }
         }
         if ringing {
-            process((try? s.manager.performInPlace(key) { x throws(SessionError) in try x.provisional(180) }) ?? [], &s, &work)
+            process(key, (try? s.manager.actionsInPlace(key) { x throws(SessionError) in try x.provisional(180) }) ?? [], &s, &work)
         }
-        let out = (try? s.manager.performInPlace(key) { x throws(SessionError) in try x.accept(body: answer) }) ?? []
+        let out = (try? s.manager.actionsInPlace(key) { x throws(SessionError) in try x.accept(body: answer) }) ?? []
         if !out.isEmpty { s.stats.answered += 1 }
-        process(out, &s, &work)
+        process(key, out, &s, &work)
     }
 
     /// Answers a re-INVITE or UPDATE (or makes the offer a body-less re-INVITE asks for); an
