@@ -106,15 +106,8 @@ public final class AnswerTemplateCache: Sendable {
 
     /// `n` in decimal ASCII.
     static func decimal(_ n: UInt64) -> [UInt8] {
-        if n == 0 { return [UInt8(ascii: "0")] }
         var out: [UInt8] = []
-        out.reserveCapacity(20)
-        var v = n
-        while v > 0 {
-            out.append(UInt8(ascii: "0") + UInt8(v % 10))
-            v /= 10
-        }
-        out.reverse()
+        appendDecimal(n, to: &out)
         return out
     }
 
