@@ -235,8 +235,8 @@ public struct SessionManager: Sendable {
     /// The key of the session a request with a To tag is for. An initial INVITE (no To tag,
     /// the usual case) builds no Call-ID String here.
     private func dialogKey(of m: SIPMessage) -> SessionKey? {
-        guard m.toTagBytes != nil, let callID = m.callID, let toTag = m.toTag else { return nil }
-        return SessionKey(callID: callID, localTag: toTag)
+        guard let toTag = m.toTagBytes, let callID = m.callID else { return nil }
+        return SessionKey(callID: callID, localTag: String(decoding: toTag, as: UTF8.self))
     }
 
     /// A CANCEL matched to the INVITE server transaction `invite`.
