@@ -201,22 +201,20 @@ public final class Phone: Sendable {
     /// of the endpoint's address.
     private var bareEngineAddress: (address: String, port: UInt16) {
         let at = endpointAddress
-        let address = mediaAddress.withLock { $0 } ?? mediaOptions?.configuration.localAddress ?? at.map(sipAddress) ?? Self.noAddress
-        return (address, at.map { UInt16(truncatingIfNeeded: Int($0.port) &+ 2) } ?? 9)
+        return (engineAddress(at: at), at.map { UInt16(truncatingIfNeeded: Int($0.port) &+ 2) } ?? 9)
     }
     /// The endpoint's first address; none once it is closed (a call placed then fails when it
     /// sends, instead of the phone trapping here).
     private var endpointAddress: SocketAddress? { agent.endpoint.localAddresses.first?.address }
     /// What descriptions carry when the endpoint has no address left.
     static let noAddress = "0.0.0.0"
-    private var sipAddress: String { endpointAddress.map(sipAddress) ?? Self.noAddress }
     private func sipAddress(_ at: SocketAddress) -> String {
         if let known = sipAddressText.withLock({ $0 }), known.address == at { return known.text }
         let text = at.ipString
         sipAddressText.withLock { $0 = (at, text) }
         return text
     }
-    /// ``sipAddress``'s text and the address it was written from (made again only when the
+    /// ``sipAddress(_:)``'s text and the address it was written from (made again only when the
     /// endpoint's address changes, not for every call).
     private let sipAddressText = Mutex<(address: SocketAddress, text: String)?>(nil)
 
@@ -307,8 +305,10 @@ public final class Phone: Sendable {
     }
 
     /// The address a new engine's descriptions carry (`c=`, `o=`).
-    private var engineAddress: String {
-        mediaAddress.withLock { $0 } ?? mediaOptions?.configuration.localAddress ?? sipAddress
+    private var engineAddress: String { engineAddress(at: endpointAddress) }
+    /// ``engineAddress`` with the endpoint's address already read.
+    private func engineAddress(at endpoint: SocketAddress?) -> String {
+        mediaAddress.withLock { $0 } ?? mediaOptions?.configuration.localAddress ?? endpoint.map(sipAddress) ?? Self.noAddress
     }
 
     /// An `o=` session id for a new engine.
