@@ -20,7 +20,9 @@ public struct InviteClientTransaction: Sendable {
 
     public private(set) var state: State = .idle
     /// The INVITE this transaction sends.
-    public let request: SIPMessage
+    /// The INVITE, while the transaction may retransmit it (Calling, Proceeding): once a final
+    /// response has come it keeps no copy (Completed keeps only its ACK).
+    public private(set) var request: SIPMessage?
     public let reliable: Bool
     public let timers: TransactionTimers
     private var intervalA: Duration
@@ -35,7 +37,7 @@ public struct InviteClientTransaction: Sendable {
 
     /// Sends the INVITE and starts the timers.
     public mutating func start() -> [TransactionAction] {
-        guard state == .idle else { return [] }
+        guard state == .idle, let request else { return [] }
         state = .calling
         return timers.transmit(request, reliable: reliable, retransmit: .A, interval: intervalA, timeout: .B)
     }
@@ -43,6 +45,7 @@ public struct InviteClientTransaction: Sendable {
     public mutating func handle(_ event: Event) -> [TransactionAction] {
         switch (state, event) {
         case (.calling, .timer(.A)):
+            guard let request else { return [] }
             intervalA = intervalA * 2
             return [.transmit(request), .startTimer(.A, after: intervalA)]
         case (.calling, .timer(.B)):
@@ -60,11 +63,14 @@ public struct InviteClientTransaction: Sendable {
                 return (wasCalling ? [.cancelTimer(.A), .cancelTimer(.B)] : []) + [.deliverResponse(r)]
             case 200..<300:
                 state = .accepted
+                request = nil
                 return [.cancelTimer(.A), .cancelTimer(.B), .deliverResponse(r), .startTimer(.M, after: timers.timeout)]
             default:
+                guard let invite = request else { return [] }
                 state = .completed
-                let a = SIPMessage(ackFor: request, response: r)
+                let a = SIPMessage(ackFor: invite, response: r)
                 ack = a
+                request = nil
                 return [.cancelTimer(.A), .cancelTimer(.B), .transmit(a), .deliverResponse(r), .startTimer(.D, after: timers.timerD(reliable: reliable))]
             }
         case (.completed, .response(let r)):

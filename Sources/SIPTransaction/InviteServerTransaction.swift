@@ -15,10 +15,14 @@ public struct InviteServerTransaction: Sendable {
     public typealias Event = ServerTransactionInput
 
     public private(set) var state: State = .idle
-    public let request: SIPMessage
+    /// The INVITE, until the transaction's final response: from then on the transaction only
+    /// absorbs retransmissions (and repeats a non-2xx response), so it keeps no copy of it, and a
+    /// server that lingers 32 s per call holds no request in memory.
+    public private(set) var request: SIPMessage?
     public let reliable: Bool
     public let timers: TransactionTimers
-    /// The last response sent (provisional or final).
+    /// The last response sent, while the transaction may repeat it: provisional responses, and
+    /// a non-2xx final one. Nil in Accepted, where the TU retransmits its 2xx (RFC 6026).
     public private(set) var lastResponse: SIPMessage?
     private var intervalG: Duration
 
@@ -32,6 +36,7 @@ public struct InviteServerTransaction: Sendable {
     /// Hands the INVITE to the TU and arms the 100 Trying timer.
     public mutating func start() -> [TransactionAction] {
         guard state == .idle else { return [] }
+        guard let request else { return [] }
         state = .proceeding
         return [.deliverRequest(request), .startTimer(.trying, after: timers.tryingDelay)]
     }
@@ -39,7 +44,7 @@ public struct InviteServerTransaction: Sendable {
     public mutating func handle(_ event: Event) -> [TransactionAction] {
         switch (state, event) {
         case (.proceeding, .timer(.trying)):
-            guard lastResponse == nil else { return [] }
+            guard lastResponse == nil, let request else { return [] }
             let trying = SIPMessage(responseTo: request, statusCode: 100)
             lastResponse = trying
             return [.transmit(trying)]
@@ -49,15 +54,19 @@ public struct InviteServerTransaction: Sendable {
             return [.transmit(last)]
         case (.proceeding, .send(let r)):
             guard let code = r.statusCode else { return [] }
-            lastResponse = r
             switch code {
             case 100..<200:
+                lastResponse = r
                 return [.cancelTimer(.trying), .transmit(r)]
             case 200..<300:
                 state = .accepted
+                request = nil
+                lastResponse = nil
                 return [.cancelTimer(.trying), .transmit(r), .startTimer(.L, after: timers.timeout)]
             default:
                 state = .completed
+                request = nil
+                lastResponse = r
                 return timers.transmit(r, after: .cancelTimer(.trying), reliable: reliable, retransmit: .G, interval: intervalG, timeout: .H)
             }
         case (.proceeding, .transportError), (.completed, .transportError), (.accepted, .transportError):

@@ -14,7 +14,9 @@ public struct NonInviteClientTransaction: Sendable {
     public typealias Event = ClientTransactionInput
 
     public private(set) var state: State = .idle
-    public let request: SIPMessage
+    /// The request, while the transaction may retransmit it (Trying, Proceeding): Completed
+    /// only absorbs retransmitted responses and keeps no copy.
+    public private(set) var request: SIPMessage?
     public let reliable: Bool
     public let timers: TransactionTimers
     private var intervalE: Duration
@@ -27,7 +29,7 @@ public struct NonInviteClientTransaction: Sendable {
     }
 
     public mutating func start() -> [TransactionAction] {
-        guard state == .idle else { return [] }
+        guard state == .idle, let request else { return [] }
         state = .trying
         return timers.transmit(request, reliable: reliable, retransmit: .E, interval: intervalE, timeout: .F)
     }
@@ -35,9 +37,11 @@ public struct NonInviteClientTransaction: Sendable {
     public mutating func handle(_ event: Event) -> [TransactionAction] {
         switch (state, event) {
         case (.trying, .timer(.E)):
+            guard let request else { return [] }
             intervalE = min(intervalE * 2, timers.t2)
             return [.transmit(request), .startTimer(.E, after: intervalE)]
         case (.proceeding, .timer(.E)):
+            guard let request else { return [] }
             intervalE = timers.t2
             return [.transmit(request), .startTimer(.E, after: intervalE)]
         case (.trying, .timer(.F)), (.proceeding, .timer(.F)):
@@ -53,6 +57,7 @@ public struct NonInviteClientTransaction: Sendable {
                 return [.deliverResponse(r)]
             }
             state = .completed
+            request = nil
             let k = reliable ? Duration.zero : timers.t4
             return [.cancelTimer(.E), .cancelTimer(.F), .deliverResponse(r), .startTimer(.K, after: k)]
         case (.completed, .timer(.K)):

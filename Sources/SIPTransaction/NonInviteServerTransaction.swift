@@ -13,7 +13,9 @@ public struct NonInviteServerTransaction: Sendable {
     public typealias Event = ServerTransactionInput
 
     public private(set) var state: State = .idle
-    public let request: SIPMessage
+    /// The request, until the final response: a completed transaction only repeats that
+    /// response to retransmissions, so it keeps no copy of the request for its 32 s (Timer J).
+    public private(set) var request: SIPMessage?
     public let reliable: Bool
     public let timers: TransactionTimers
     public private(set) var lastResponse: SIPMessage?
@@ -25,7 +27,7 @@ public struct NonInviteServerTransaction: Sendable {
     }
 
     public mutating func start() -> [TransactionAction] {
-        guard state == .idle else { return [] }
+        guard state == .idle, let request else { return [] }
         state = .trying
         return [.deliverRequest(request)]
     }
@@ -40,6 +42,7 @@ public struct NonInviteServerTransaction: Sendable {
                 return [.transmit(r)]
             }
             state = .completed
+            request = nil
             return [.transmit(r), .startTimer(.J, after: reliable ? .zero : timers.timeout)]
         case (.proceeding, .request), (.completed, .request):
             guard let last = lastResponse else { return [] }
