@@ -20,7 +20,8 @@ package protocol TimerTarget: AnyObject, Sendable {
 /// of thousands of transaction timers a busy server keeps. The heap holds only deadlines and
 /// ids (plain integers, nothing to retain while it is reordered); the callbacks sit in a table
 /// by id, so cancelling is one removal that also frees the callback at once, and a cancelled
-/// id is skipped when it comes up. The runtime's own timers are not callbacks but a weak
+/// id is skipped when it comes up (and never sets the thread's wake-up time: cancelled ids in
+/// front of the heap are dropped before the thread goes to sleep). The runtime's own timers are not callbacks but a weak
 /// ``TimerTarget`` and two numbers, held in the table as they are (no allocation per timer).
 ///
 /// Timers are batched: the thread sleeps until the earliest deadline rounded up to the next
@@ -63,6 +64,8 @@ public final class TimerService: Sendable {
         var actions: [Handle: Action] = [:]
         var nextID: UInt64 = 1
         var running = true
+        /// How many times the thread has looked at the heap (a wake-up each, but for the first).
+        var passes = 0
     }
 
     /// How late a timer may fire so that neighbours share a wake-up.
@@ -90,6 +93,9 @@ public final class TimerService: Sendable {
 
     /// The number of timers that have not fired or been cancelled.
     public var pendingCount: Int { state.withLock { $0.actions.count } }
+
+    /// How many times the thread has woken to look at the heap (for tests).
+    package var passes: Int { state.withLock { $0.passes } }
 
     /// Runs `action` after `delay` on the timer thread.
     @discardableResult
@@ -164,10 +170,15 @@ public final class TimerService: Sendable {
         while true {
             let (running, next) = state.withLock { s -> (Bool, Duration?) in
                 guard s.running else { return (false, nil) }
+                s.passes += 1
                 let now = MonotonicClock.now.sinceOrigin
                 while let (_, id) = s.heap.pop(dueBy: now) {
                     if let a = s.actions.removeValue(forKey: Handle(id: id)) { due.append(a) }
                 }
+                // Cancelled timers stay in the heap until they come up. Those in front go now,
+                // so the thread sleeps until the earliest timer still armed: a 2xx
+                // retransmission timer its ACK cancelled (one per call) does not wake it.
+                while let id = s.heap.firstItem, s.actions[Handle(id: id)] == nil { _ = s.heap.popFirst() }
                 return (true, s.heap.nextDeadline)
             }
             guard running else { return }

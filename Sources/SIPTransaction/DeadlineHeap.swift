@@ -43,9 +43,18 @@ public struct DeadlineHeap<Item> {
         return i == 0
     }
 
+    /// The earliest item.
+    @inlinable public var firstItem: Item? { heap.first?.item }
+
     /// Removes and returns the earliest item when its deadline is at or before `limit`.
     @inlinable public mutating func pop(dueBy limit: Duration) -> (deadline: Duration, item: Item)? {
         guard let first = heap.first, first.deadline <= limit else { return nil }
+        return popFirst()
+    }
+
+    /// Removes and returns the earliest item, whatever its deadline.
+    @inlinable public mutating func popFirst() -> (deadline: Duration, item: Item)? {
+        guard !heap.isEmpty else { return nil }
         heap.swapAt(0, heap.count - 1)
         let top = heap.removeLast()
         var i = 0

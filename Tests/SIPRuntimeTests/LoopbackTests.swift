@@ -115,6 +115,27 @@ struct LoopbackTests {
         #expect(timers.pendingCount == 0)
     }
 
+    /// A cancelled timer never wakes the thread: one retransmission timer per call, cancelled by
+    /// its ACK, would otherwise cost a wake-up per resolution step under load.
+    @Test(.timeLimit(.minutes(1)))
+    func cancelledTimersDoNotWakeTheThread() async throws {
+        let timers = TimerService()
+        defer { timers.shutdown() }
+        let fired = Mutex(false)
+        // The live timer first, so the cancelled ones come in front of it in the heap.
+        timers.schedule(after: .milliseconds(300)) { fired.withLock { $0 = true } }
+        let cancelled = (0..<50).map { k in timers.schedule(after: .milliseconds(20 + k)) { fired.withLock { _ in } } }
+        cancelled.forEach(timers.cancel)
+        let before = timers.passes
+        try await Task.sleep(for: .milliseconds(150))
+        // Each schedule that became the earliest may have woken it once (the first 20 ms
+        // timer); the 50 cancelled deadlines (20-70 ms, 13 steps of 4 ms) must not.
+        #expect(timers.passes - before <= 2)
+        let clock = ContinuousClock(), deadline = clock.now + .seconds(2)
+        while !fired.withLock({ $0 }) && clock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(fired.withLock { $0 })
+    }
+
     @Test func batchedTimersNeverFireEarly() async throws {
         let timers = TimerService(resolution: .milliseconds(20))
         defer { timers.shutdown() }
