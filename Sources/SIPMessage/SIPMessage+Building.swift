@@ -222,7 +222,7 @@ extension SIPMessage {
         if !wroteLength { total += lengthLine }
         total += 2 + bodyRange.count
         return storage.withUnsafeBufferPointer { src in
-            [UInt8](unsafeUninitializedCapacity: total) { out, count in
+            makeArray(capacity: total) { out in
                 var w = ByteWriter(out.baseAddress!)
                 switch startIndex {
                 case .request(let m, let uri, let v):
@@ -255,7 +255,7 @@ extension SIPMessage {
                 w.put(0x0D); w.put(0x0A)
                 w.put(src, bodyRange)
                 assert(w.count == total, "serialized length")
-                count = w.count
+                return w.count
             }
         }
     }

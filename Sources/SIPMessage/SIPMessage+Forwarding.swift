@@ -95,7 +95,7 @@ extension SIPMessage {
         var secondRange = 0..<0, newBody = 0..<0
         let bytes = storage.withUnsafeBufferPointer { src in
             names.bytes.withUnsafeBufferPointer { nb in
-                [UInt8](unsafeUninitializedCapacity: total) { buffer, count in
+                makeArray(capacity: total) { buffer in
                     var w = ByteWriter(buffer.baseAddress!)
                     switch startIndex {
                     case .request(let m, let uri, _):
@@ -112,7 +112,7 @@ extension SIPMessage {
                         secondRange = s..<w.count
                     }
                     w.put(0x0D); w.put(0x0A)
-                    newEntries = [HeaderEntry](unsafeUninitializedCapacity: lines) { eb, ec in
+                    newEntries = makeArray(capacity: lines) { eb in
                         var l = LineWriter(w: w, out: eb.baseAddress!, names: nb, spans: names.spans)
                         var pass = plan
                         for i in entries.indices {
@@ -134,14 +134,14 @@ extension SIPMessage {
                             l.name(ForwardingPlan.contentLength); l.w.putDecimal(plan.bodyCount); l.end(ForwardingPlan.contentLength)
                         }
                         w = l.w
-                        ec = l.n
+                        return l.n
                     }
                     w.put(0x0D); w.put(0x0A)
                     let b = w.count
                     w.put(src, bodyRange)
                     newBody = b..<w.count
                     assert(w.count == total, "forwarded length")
-                    count = w.count
+                    return w.count
                 }
             }
         }

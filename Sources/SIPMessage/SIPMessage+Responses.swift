@@ -91,15 +91,11 @@ extension SIPMessage {
         let uri = checked.storage
         var m = self
         let old = storage.count
-        m.storage = [UInt8](unsafeUninitializedCapacity: old + uri.count) { out, count in
-            storage.withUnsafeBufferPointer { src in
-                if let s = src.baseAddress, old > 0 { out.baseAddress!.initialize(from: s, count: old) }
-            }
-            uri.withUnsafeBufferPointer { src in
-                if let s = src.baseAddress, uri.count > 0 { (out.baseAddress! + old).initialize(from: s, count: uri.count) }
-            }
-            count = old + uri.count
-        }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(old + uri.count)
+        bytes.append(contentsOf: storage)
+        bytes.append(contentsOf: uri)
+        m.storage = bytes
         m.startIndex = .request(method: method, uri: old..<(old + uri.count), version: .sip20)
         m.pristineRange = nil
         return m

@@ -1,6 +1,6 @@
 /// One header line's place in a message's byte storage.
 @usableFromInline
-struct HeaderEntry: Sendable {
+struct HeaderEntry: Sendable, BitwiseCopyable {
     /// ``KnownHeader`` raw value, or 0 for an extension header.
     @usableFromInline var known: UInt8
     @usableFromInline var nameStart: UInt32

@@ -172,35 +172,27 @@ struct ServerKey: PrehashedKey, Sendable {
     /// `branch host:port` with the host in lower case, built in one buffer: the host bytes of
     /// a scanned sent-by are ASCII (host characters), so ASCII lower-casing is the same.
     static func join(_ branch: ArraySlice<UInt8>, _ host: ArraySlice<UInt8>, _ port: UInt16) -> [UInt8] {
-        [UInt8](unsafeUninitializedCapacity: branch.count + host.count + 7) { out, count in
-            var n = copyBytes(branch, to: out, at: 0)
-            out[n] = UInt8(ascii: " ")
-            n += 1
-            for b in host {
-                out[n] = (b &- 0x41) < 26 ? b | 0x20 : b
-                n += 1
-            }
-            out[n] = UInt8(ascii: ":")
-            n += 1
-            var digits = 1, p = Int(port)
-            while p >= 10 { p /= 10; digits += 1 }
-            p = Int(port)
-            for k in stride(from: n + digits - 1, through: n, by: -1) {
-                out[k] = UInt8(0x30 + p % 10)
-                p /= 10
-            }
-            count = n + digits
+        // Appended into reserved room: the standard library's uninitialized-capacity initializer
+        // looks its storage's metadata up on every call, and a closure would copy the slices.
+        var out: [UInt8] = []
+        out.reserveCapacity(branch.count + host.count + 7)
+        out.append(contentsOf: branch)
+        out.append(UInt8(ascii: " "))
+        let h = out.count
+        out.append(contentsOf: host)
+        out.withUnsafeMutableBufferPointer { b in
+            for i in h..<b.count where (b[i] &- 0x41) < 26 { b[i] |= 0x20 }
         }
+        // ":" and the port's digits, written backwards into six bytes, then appended at once.
+        var tail: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) = (0, 0, 0, 0, 0, 0)
+        var p = port, n = 0
+        withUnsafeMutableBytes(of: &tail) { d in
+            repeat { d[5 - n] = UInt8(0x30 + p % 10); p /= 10; n += 1 } while p > 0
+            d[5 - n] = UInt8(ascii: ":")
+            out.append(contentsOf: UnsafeRawBufferPointer(rebasing: d[(5 - n)...]))
+        }
+        return out
     }
-}
-
-/// Copies `bytes` into `out` at `n` (one memcpy) and returns the index after them.
-@inline(__always)
-func copyBytes(_ bytes: ArraySlice<UInt8>, to out: UnsafeMutableBufferPointer<UInt8>, at n: Int) -> Int {
-    bytes.withUnsafeBufferPointer { src in
-        if let s = src.baseAddress, !src.isEmpty { (out.baseAddress! + n).initialize(from: s, count: src.count) }
-    }
-    return n + bytes.count
 }
 
 /// RFC 3261 §8.2.2.2: a request without a To tag whose From tag, Call-ID and CSeq match an
@@ -220,11 +212,12 @@ struct MergeKey: PrehashedKey, Sendable {
     init?(request: SIPMessage) {
         guard request.toTagBytes == nil, let m = request.method, m != .ack, m != .cancel,
               let ft = request.fromTagBytes, let id = request.callIDBytes, let cs = try? request.cseq() else { return nil }
-        fromTagAndCallID = [UInt8](unsafeUninitializedCapacity: ft.count + 1 + id.count) { out, count in
-            let n = copyBytes(ft, to: out, at: 0)
-            out[n] = UInt8(ascii: " ")
-            count = copyBytes(id, to: out, at: n + 1)
-        }
+        var both: [UInt8] = []
+        both.reserveCapacity(ft.count + 1 + id.count)
+        both.append(contentsOf: ft)
+        both.append(UInt8(ascii: " "))
+        both.append(contentsOf: id)
+        fromTagAndCallID = both
         cseq = cs.sequence
         method = m
         var h = Hasher()
