@@ -733,7 +733,7 @@ public struct InviteSession: Sendable {
             try m.append(.to, to)
             try m.append(.callID, callID)
             try m.append(.cseq, CSeq(inviteCSeq, .invite))
-            try m.append(.contact, sharedConfiguration.contactHeader)
+            try m.append(.contact, configuration.contact.description)
             appendCapabilities(&m)
             if configuration.reliableProvisional == .required, !refusedExtensions.contains("100rel") { try m.append(.require, "100rel") }
             if let st = configuration.sessionTimer {
@@ -1331,8 +1331,8 @@ public struct InviteSession: Sendable {
         if !peerSupportsTimer { refresher = "uas" }
         sessionInterval = interval
         weRefresh = refresher == "uas"
-        if refresher == "uas", interval == configuration.sessionTimer?.interval, let written = sharedConfiguration.sessionExpiresHeader {
-            try? r.append(.sessionExpires, written)
+        if refresher == "uas", interval == configuration.sessionTimer?.interval, let written = sharedConfiguration.sessionExpires {
+            r.append(written)
         } else {
             try? r.append(.sessionExpires, SessionExpires(seconds: interval, refresher: refresher))
         }
@@ -1406,7 +1406,7 @@ public struct InviteSession: Sendable {
         guard var m = try? d.makeRequest(method, via: viaValue(), contact: targetRefresh ? configuration.contact : nil) else { return [] }
         dialog = d
         if targetRefresh { appendCapabilities(&m) }
-        if let ua = configuration.userAgent { try? m.append(.userAgent, ua) }
+        if let h = sharedConfiguration.userAgent { m.append(h) }
         for (n, v) in extra { try? m.append(n, v) }
         if let b = body { m.setBody(b.bytes, contentType: b.contentType) }
         let seq = d.localSequence ?? 0
@@ -1444,26 +1444,17 @@ public struct InviteSession: Sendable {
             // §12.1.1: the route set travels back in the dialog-creating responses.
             for rr in request.valueBytes(.recordRoute) { try? r.append(.recordRoute, String(decoding: rr, as: UTF8.self)) }
         }
-        if let ua = configuration.userAgent { try? r.append(.server, ua) }
+        if let h = sharedConfiguration.server { r.append(h) }
         return r
     }
 
     private func appendContact(_ m: inout SIPMessage) {
-        try? m.append(.contact, sharedConfiguration.contactHeader)
+        if let h = sharedConfiguration.contact { m.append(h) }
     }
 
     private func appendCapabilities(_ m: inout SIPMessage) {
-        if let allow = sharedConfiguration.allowHeader { try? m.append(.allow, allow) }
-        // Literals: no array to build and no string to join per message (a joined list longer
-        // than 15 bytes would be one more allocation on every response).
-        let supported: String
-        switch (configuration.reliableProvisional != .unsupported && m.isRequest, configuration.supportsTargetDialog) {
-        case (true, true): supported = "100rel, timer, tdialog"
-        case (true, false): supported = "100rel, timer"
-        case (false, true): supported = "timer, tdialog"
-        case (false, false): supported = "timer"
-        }
-        try? m.append(.supported, supported)
+        if let h = sharedConfiguration.allow { m.append(h) }
+        if let h = m.isRequest ? sharedConfiguration.supportedInRequests : sharedConfiguration.supportedInResponses { m.append(h) }
     }
 
     private mutating func newVia() -> String {
@@ -1486,19 +1477,32 @@ public struct InviteSession: Sendable {
 /// An ``InviteSessionConfiguration`` shared by the sessions of one manager (immutable).
 final class SharedConfiguration: Sendable {
     let value: InviteSessionConfiguration
-    /// The Allow header's value, joined once (it goes on every 2xx and dialog request).
-    let allowHeader: String?
-    /// Our Contact as written, once (it goes on every dialog-making response and request).
-    let contactHeader: String
+    /// Our Contact, checked and written once (it goes on every dialog-making response and
+    /// request); nil when it does not make a header value (then it is left out, as before).
+    let contact: PreparedHeader?
+    /// The Allow header, joined and checked once (it goes on every 2xx and dialog request).
+    let allow: PreparedHeader?
+    /// The Supported header for requests and for responses (they differ in 100rel).
+    let supportedInRequests: PreparedHeader?
+    let supportedInResponses: PreparedHeader?
+    /// The Server and User-Agent headers, when the configuration names us.
+    let server: PreparedHeader?
+    let userAgent: PreparedHeader?
     /// The Session-Expires of our configured interval with us refreshing, as written once (it
     /// goes on the 2xx to every INVITE that asks for no interval of its own).
-    let sessionExpiresHeader: String?
+    let sessionExpires: PreparedHeader?
 
     init(_ value: InviteSessionConfiguration) {
         self.value = value
-        contactHeader = value.contact.description
-        sessionExpiresHeader = value.sessionTimer.map { SessionExpires(seconds: $0.interval, refresher: "uas").description }
-        allowHeader = value.allow.isEmpty ? nil : value.allow.map(\.token).joined(separator: ", ")
+        contact = try? PreparedHeader(.contact, value.contact.description)
+        allow = value.allow.isEmpty ? nil : try? PreparedHeader(.allow, value.allow.map(\.token).joined(separator: ", "))
+        // Literals: "100rel" only where we may send or ask for reliable provisionals (requests).
+        let tdialog = value.supportsTargetDialog ? ", tdialog" : ""
+        supportedInRequests = try? PreparedHeader(.supported, (value.reliableProvisional != .unsupported ? "100rel, timer" : "timer") + tdialog)
+        supportedInResponses = try? PreparedHeader(.supported, "timer" + tdialog)
+        server = value.userAgent.flatMap { try? PreparedHeader(.server, $0) }
+        userAgent = value.userAgent.flatMap { try? PreparedHeader(.userAgent, $0) }
+        sessionExpires = value.sessionTimer.flatMap { try? PreparedHeader(.sessionExpires, SessionExpires(seconds: $0.interval, refresher: "uas").description) }
     }
 }
 

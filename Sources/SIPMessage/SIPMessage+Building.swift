@@ -79,6 +79,16 @@ extension SIPMessage {
         appendUnchecked(name, value)
     }
 
+    /// Appends a header line checked once beforehand (see ``PreparedHeader``): one copy of its
+    /// bytes, no check and no conversion.
+    public mutating func append(_ header: PreparedHeader) {
+        let ns = storage.count
+        storage.append(contentsOf: header.line)
+        let vs = ns + header.nameCount
+        entries.append(HeaderEntry(known: header.known, nameStart: UInt32(ns), nameEnd: UInt32(vs), valueStart: UInt32(vs), valueEnd: UInt32(storage.count)))
+        pristineRange = nil
+    }
+
     /// Appends a header whose value is a typed value, written through its `description`.
     /// - Throws: ``SIPParseError`` when the written value would break the line (CR, LF, NUL
     ///   from unchecked text inside the value) or an extension name is not a token.
@@ -393,4 +403,29 @@ struct ByteWriter {
         } while v > 0
         count += digits
     }
+}
+
+/// A header line checked once and kept as the bytes a message stores, for a header a program
+/// adds to many messages (its Contact, Allow, Supported, Server): `SIPMessage.append(_:)`
+/// copies them, where `SIPMessage.append(_:_:)` checks the value and converts it on every
+/// message.
+public struct PreparedHeader: Sendable, Hashable {
+    @usableFromInline let known: UInt8
+    @usableFromInline let nameCount: Int
+    /// The name as a message stores it (nothing for a known header) and the value, in one array.
+    @usableFromInline let line: [UInt8]
+
+    /// Checks `value` as `SIPMessage.append(_:_:)` does.
+    /// - Throws: ``SIPParseError`` when that append would.
+    public init(_ name: SIPHeaderName, _ value: String) throws(SIPParseError) {
+        var probe = SIPMessage(statusCode: 200)
+        try probe.append(name, value)
+        let e = probe.entries[probe.entries.count - 1]
+        known = e.known
+        nameCount = Int(e.nameEnd - e.nameStart)
+        line = Array(probe.storage[Int(e.nameStart)..<Int(e.valueEnd)])
+    }
+
+    /// The header's value.
+    public var value: String { String(decoding: line[nameCount...], as: UTF8.self) }
 }

@@ -18,6 +18,32 @@ struct SerializationTests {
         #expect(m.serialized() == bytes)
     }
 
+    /// A prepared header appends exactly what the checked append does, and refuses what it
+    /// refuses, with the same error.
+    @Test func preparedHeadersAppendWhatTheCheckedAppendDoes() throws {
+        let headers: [(SIPHeaderName, String)] = [
+            (.init(.contact), "<sip:alice@192.0.2.1:5060;transport=udp>"), (.init(.allow), "INVITE, ACK, BYE, CANCEL"),
+            (.init(.supported), "timer"), (SIPHeaderName("X-Trace"), "a b"), (.init(.server), "Switchboard"),
+        ]
+        var checked = SIPMessage(statusCode: 200), prepared = SIPMessage(statusCode: 200)
+        for (n, v) in headers {
+            try checked.append(n, v)
+            let h = try PreparedHeader(n, v)
+            #expect(h.value == v)
+            prepared.append(h)
+        }
+        #expect(prepared.serialized() == checked.serialized())
+        #expect(prepared.headerFields.map(\.name) == checked.headerFields.map(\.name))
+        #expect(prepared.headerFields.map(\.value) == checked.headerFields.map(\.value))
+        for bad in ["a\r\nInjected: 1", " leading", "trailing "] {
+            var probe = SIPMessage(statusCode: 200)
+            let expected = #expect(throws: SIPParseError.self) { try probe.append(.init(.subject), bad) }
+            let got = #expect(throws: SIPParseError.self) { try PreparedHeader(.init(.subject), bad) }
+            #expect(got?.rule == expected?.rule)
+            #expect(got?.offset == expected?.offset)
+        }
+    }
+
     @Test(arguments: fixtureNames)
     func canonicalFormIsAFixedPoint(_ name: String) throws {
         let m = try SIPMessage(bytes: try fixture(name))
