@@ -36,8 +36,9 @@ public final class AnsweringServer: Sendable {
 
     public let answerCode: Int
     public let contact: String
-    /// The Contact header's value (`<contact>`), written once.
-    private let contactValue: String
+    /// The Contact header (`<contact>`), checked and written once; nil when the URI does not
+    /// make a header value (2xx answers then go without one).
+    private let contactHeader: PreparedHeader?
     private let timers: TransactionTimers
     private let state = Mutex<(stats: Statistics, pending: [DialogKey: Pending], tag: UInt64)>((Statistics(), [:], 0))
     private let endpointBox = Mutex<SIPEndpoint?>(nil)
@@ -48,7 +49,7 @@ public final class AnsweringServer: Sendable {
     public init(answerCode: Int, contact: String, timers: TransactionTimers = .rfc3261) {
         self.answerCode = answerCode
         self.contact = contact
-        contactValue = "<\(contact)>"
+        contactHeader = try? PreparedHeader(.init(.contact), "<\(contact)>")
         self.timers = timers
     }
 
@@ -90,7 +91,7 @@ public final class AnsweringServer: Sendable {
             if method == .invite {
                 var response = SIPMessage(responseTo: r.message, statusCode: answerCode, toTag: nextTag())
                 if (200..<300).contains(answerCode) {
-                    try? response.append(.contact, contactValue)
+                    if let h = contactHeader { response.append(h) }
                     // RFC 3261 §12.1.1: a response that establishes a dialog copies every
                     // Record-Route value of the request, in order.
                     if r.message.firstValueBytes(.recordRoute) != nil {
