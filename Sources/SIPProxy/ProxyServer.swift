@@ -127,6 +127,8 @@ public final class ProxyServer: Sendable {
     public let configuration: Configuration
     private let state: Mutex<State>
     private let endpointBox = Mutex<SIPEndpoint?>(nil)
+    /// The random part of the branches of the requests forwarded statefully.
+    private let branches = BranchSource()
     /// The attached endpoint's bound addresses, read once at ``attach(_:)`` (they are fixed once
     /// bound) rather than formatted again for every request: as a URI writes them (IP text,
     /// port) for `isUs`, and by transport as the start of our Via up to its branch value
@@ -541,9 +543,9 @@ public final class ProxyServer: Sendable {
             // the same incoming branch gives the same branch.
             edits.via = .init(prefix: local.viaPrefix, tag: "a", branch: Self.fnv1a(m.topViaBranchBytes ?? []), suffix: ";rport")
         } else {
-            // A random branch, as TransactionLayer.newBranch() writes it (written in place).
-            var rng = SystemRandomNumberGenerator()
-            edits.via = .init(prefix: local.viaPrefix, branch: rng.next(), suffix: ";rport")
+            // A random branch, as TransactionLayer.newBranch() writes it (written in place), from
+            // the key drawn once rather than a system call per request.
+            edits.via = .init(prefix: local.viaPrefix, branch: branches.next(), suffix: ";rport")
         }
     }
 
