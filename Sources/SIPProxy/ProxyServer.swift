@@ -1,3 +1,10 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#elseif canImport(Musl)
+import Musl
+#endif
 import Synchronization
 import Logging
 import NetworkIO
@@ -82,7 +89,13 @@ public final class ProxyServer: Sendable {
             hash = Int(truncatingIfNeeded: ProxyServer.fnv1a(bytes))
         }
         func hash(into hasher: inout Hasher) { hasher.combine(hash) }
-        static func == (a: LocatedKey, b: LocatedKey) -> Bool { a.hash == b.hash && a.bytes == b.bytes }
+        /// The hashes, then the bytes in one block comparison (not element by element).
+        static func == (a: LocatedKey, b: LocatedKey) -> Bool {
+            guard a.hash == b.hash, a.bytes.count == b.bytes.count else { return false }
+            return a.bytes.withUnsafeBytes { x in b.bytes.withUnsafeBytes { y in
+                x.count == 0 || memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0
+            } }
+        }
     }
 
     /// Where a Request-URI in our domain went: its only live binding's contact, the text the
@@ -245,7 +258,7 @@ public final class ProxyServer: Sendable {
             endpoint.respond(SIPMessage(responseTo: m, statusCode: 502), to: r.transaction)
             return
         }
-        decorate(&edits, m, transport: peer.transport, maxForwards: maxForwards, dialogCreating: Self.createsDialog(m.method) && m.toTag == nil)
+        decorate(&edits, m, transport: peer.transport, maxForwards: maxForwards, dialogCreating: Self.createsDialog(m.method) && m.toTagBytes == nil)
         guard let forwarded = m.forwarded(edits) else {
             refused(m, 500, r.peer)
             endpoint.respond(SIPMessage(responseTo: m, statusCode: 500), to: r.transaction)
@@ -362,12 +375,12 @@ public final class ProxyServer: Sendable {
         }
         if bindings.count > 1 { bindings.sort { $0.expiresAt > $1.expiresAt } }
         guard let binding = bindings.first, let contact = binding.contact.sipURI else {
-            return .refuse(m.toTag == nil ? 404 : 481)
+            return .refuse(m.toTagBytes == nil ? 404 : 481)
         }
         // A contact that names us again would loop.
         if isUs(contact, endpoint) { return .refuse(482) }
         // A new INVITE for several bindings is forked to them all, newest first.
-        if bindings.count > 1, m.method == .invite, m.toTag == nil {
+        if bindings.count > 1, m.method == .invite, m.toTagBytes == nil {
             let contacts = bindings.compactMap { $0.contact.sipURI }.filter { !isUs($0, endpoint) }
             if contacts.count > 1 { return .fork(contacts, edits) }
         }
