@@ -239,13 +239,12 @@ public final class ProxyServer: Sendable {
             return
         }
         let next: Next
-        var edits: SIPMessage.ProxyEdits
-        switch route(m, arrivedOver: r.peer.transport, endpoint) {
-        case .forward(let n, let e):
+        var edits = SIPMessage.ProxyEdits()
+        switch route(m, arrivedOver: r.peer.transport, endpoint, edits: &edits) {
+        case .forward(let n):
             next = n
-            edits = e
-        case .fork(let contacts, let e):
-            fork(m, to: contacts, edits: e, maxForwards: maxForwards, r, endpoint)
+        case .fork(let contacts):
+            fork(m, to: contacts, edits: edits, maxForwards: maxForwards, r, endpoint)
             return
         case .refuse(let code):
             if code == 404 || code == 481 { state.withLock { $0.stats.notFound += 1 } }
@@ -315,9 +314,8 @@ public final class ProxyServer: Sendable {
         }
     }
 
-    /// Where a request goes, and the edits that routing makes (the Route removed, the new
-    /// Request-URI) before the forwarded copy gets our Via.
-    enum Routing { case forward(Next, SIPMessage.ProxyEdits), fork([SIPURI], SIPMessage.ProxyEdits), refuse(Int) }
+    /// Where a request goes (the edits that routing makes are written into the caller's).
+    enum Routing { case forward(Next), fork([SIPURI]), refuse(Int) }
 
     /// The next hop of a forwarded request: a URI, or a binding the location service gave
     /// (with the address for the transport the request arrived over; never us).
@@ -338,9 +336,11 @@ public final class ProxyServer: Sendable {
 
     /// Where a request goes (§16.4–16.6): a Route naming us is removed; the next Route, else a
     /// Request-URI in our domain (or naming us) looked up in the location service (the
-    /// Request-URI becomes the newest registered contact), else the Request-URI.
-    private func route(_ m: SIPMessage, arrivedOver kind: TransportKind, _ endpoint: SIPEndpoint) -> Routing {
-        var edits = SIPMessage.ProxyEdits()
+    /// Request-URI becomes the newest registered contact), else the Request-URI. The edits
+    /// that routing makes (the Route removed, the new Request-URI) go into `edits`, before the
+    /// forwarded copy gets our Via (written in place: no copy of the edits per request).
+    private func route(_ m: SIPMessage, arrivedOver kind: TransportKind, _ endpoint: SIPEndpoint,
+                       edits: inout SIPMessage.ProxyEdits) -> Routing {
         // The Route set is parsed once: when its first entry names us it is removed and the
         // next one (if any) is where the request goes.
         if m.firstValueBytes(.route) != nil, let routes = try? m.route(), let first = routes.first {
@@ -349,16 +349,16 @@ public final class ProxyServer: Sendable {
                 edits.dropFirstElement = .route
                 next = routes.count > 1 ? routes[1].sipURI : nil
             }
-            if let u = next { return .forward(.uri(u), edits) }
+            if let u = next { return .forward(.uri(u)) }
         }
         // A Request-URI resolved before to a binding still live: no parsing, no lookup.
         let key = m.requestURIBytes.map(LocatedKey.init)
         if let key, let hit = state.withLock({ $0.located[key] }), MonotonicClock.now.sinceOrigin < hit.expiresAt {
             edits.requestURI = hit.uriText
-            return .forward(.located(hit), edits)
+            return .forward(.located(hit))
         }
         guard let ruri = try? m.requestURI().sipURI else { return .refuse(416) }
-        guard isOurDomainOrAddress(ruri, endpoint) else { return .forward(.uri(ruri), edits) }
+        guard isOurDomainOrAddress(ruri, endpoint) else { return .forward(.uri(ruri)) }
         var aor = ruri
         aor.host = .domain(configuration.domain)
         aor.port = nil
@@ -382,7 +382,7 @@ public final class ProxyServer: Sendable {
         // A new INVITE for several bindings is forked to them all, newest first.
         if bindings.count > 1, m.method == .invite, m.toTagBytes == nil {
             let contacts = bindings.compactMap { $0.contact.sipURI }.filter { !isUs($0, endpoint) }
-            if contacts.count > 1 { return .fork(contacts, edits) }
+            if contacts.count > 1 { return .fork(contacts) }
         }
         edits.requestURI = binding.uriText
         let peer = SIPUserAgent.literalPeer(contact, transportOf(contact, default: kind))
@@ -394,7 +394,7 @@ public final class ProxyServer: Sendable {
                 s.located[LocatedKey(ArraySlice(Array(key.bytes)))] = entry
             }
         }
-        return .forward(.located(entry), edits)
+        return .forward(.located(entry))
     }
 
     /// What the response context makes of a branch's response (§16.7): relay it or not, and
@@ -512,7 +512,8 @@ public final class ProxyServer: Sendable {
     private func forwardStateless(_ ack: SIPMessage, _ endpoint: SIPEndpoint) {
         let maxForwards = (try? ack.maxForwards()) ?? nil
         if let mf = maxForwards, mf <= 0 { return }
-        guard case .forward(let next, var edits) = route(ack, arrivedOver: .udp, endpoint), !isUs(next, endpoint),
+        var edits = SIPMessage.ProxyEdits()
+        guard case .forward(let next) = route(ack, arrivedOver: .udp, endpoint, edits: &edits), !isUs(next, endpoint),
               let peer = peer(of: next, arrivedOver: .udp) else { return }
         decorate(&edits, ack, transport: peer.transport, maxForwards: maxForwards, dialogCreating: false)
         guard let m = ack.forwarded(edits) else { return }
