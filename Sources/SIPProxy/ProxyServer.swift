@@ -419,6 +419,13 @@ public final class ProxyServer: Sendable {
             r.removeFirstElement(.via)
             response = r
         }
+        // Only an INVITE has a response context (is forked, cancelled): another request's
+        // response goes up as it is, without the context's look-up.
+        guard method == .invite else {
+            state.withLock { $0.stats.relayedResponses += 1 }
+            endpoint.respond(response, to: server)
+            return
+        }
         // One lock for the disposition, the count and the end of a context all answered.
         let d = state.withLock { s in
             let d = Self.dispose(response, branch: k, in: &s.forwards[server])
@@ -429,8 +436,8 @@ public final class ProxyServer: Sendable {
         for b in d.cancel { sendCancel(b, endpoint) }
     }
 
-    /// §16.7 steps 5, 6 and 10 for one response of branch `k` in `context` (`nil`: a request
-    /// without one, a non-INVITE, or a 2xx retransmitted after the context ended: relayed);
+    /// §16.7 steps 5, 6 and 10 for one response of branch `k` in `context` (`nil`: an INVITE
+    /// without one, or a 2xx retransmitted after the context ended: relayed);
     /// the context ends (becomes `nil`) once every branch has answered.
     private static func dispose(_ r: SIPMessage, branch k: Int, in context: inout ResponseContext?) -> Disposition {
         guard context?.branches.indices.contains(k) == true, var c = context else {
