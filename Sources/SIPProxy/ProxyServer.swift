@@ -75,6 +75,23 @@ public final class ProxyServer: Sendable {
         /// emptied whenever a REGISTER is answered (bindings may have changed), an entry
         /// unused once its binding expires.
         var located: [LocatedKey: Located] = [:]
+        /// The proxy as the callbacks of its client transactions hold it, made at the first one.
+        var weakSelf: WeakProxy?
+
+        /// The proxy's ``WeakProxy`` (made once).
+        mutating func weakProxy(_ proxy: ProxyServer) -> WeakProxy {
+            if let w = weakSelf { return w }
+            let w = WeakProxy(proxy)
+            weakSelf = w
+            return w
+        }
+    }
+
+    /// The proxy held weakly (a client transaction may outlive it) by one object every callback
+    /// shares, rather than by a weak reference boxed per forwarded request (an allocation each).
+    final class WeakProxy: Sendable {
+        weak let proxy: ProxyServer?
+        init(_ proxy: ProxyServer) { self.proxy = proxy }
     }
 
     /// How many resolved Request-URIs are kept (all are dropped when one more comes).
@@ -267,12 +284,13 @@ public final class ProxyServer: Sendable {
         let serverTx = r.transaction
         let method = m.method
         // Noted before sending: the response may come back before sendRequest returns.
-        state.withLock { s in
+        let weakSelf = state.withLock { s in
             s.stats.forwarded += 1
             if method == .invite { s.forwards[serverTx] = ResponseContext(branches: [Branch(request: m, peer: peer)]) }
+            return s.weakProxy(self)
         }
-        endpoint.sendRequest(m, to: peer) { [weak self] event in
-            self?.clientEvent(event, server: serverTx, branch: 0, method: method)
+        endpoint.sendRequest(m, to: peer) { event in
+            weakSelf.proxy?.clientEvent(event, server: serverTx, branch: 0, method: method)
         }
     }
 
@@ -295,13 +313,14 @@ public final class ProxyServer: Sendable {
             return
         }
         let serverTx = r.transaction
-        state.withLock { s in
+        let weakSelf = state.withLock { s in
             s.stats.forwarded += branches.count
             s.forwards[serverTx] = ResponseContext(branches: branches)
+            return s.weakProxy(self)
         }
         for (k, b) in branches.enumerated() {
-            endpoint.sendRequest(b.request, to: b.peer) { [weak self] event in
-                self?.clientEvent(event, server: serverTx, branch: k, method: .invite)
+            endpoint.sendRequest(b.request, to: b.peer) { event in
+                weakSelf.proxy?.clientEvent(event, server: serverTx, branch: k, method: .invite)
             }
         }
     }
