@@ -459,14 +459,18 @@ public final class ProxyServer: Sendable {
     /// without one, or a 2xx retransmitted after the context ended: relayed);
     /// the context ends (becomes `nil`) once every branch has answered.
     private static func dispose(_ r: SIPMessage, branch k: Int, in context: inout ResponseContext?) -> Disposition {
-        guard context?.branches.indices.contains(k) == true, var c = context else {
+        guard context?.branches.indices.contains(k) == true else {
             if context?.done == true { context = nil }
             return Disposition(relay: r)
         }
-        // `c` alone holds the context while it changes (its branches change in place); it goes
-        // back unless every branch has answered (one dictionary access for it all).
-        context = nil
-        defer { context = c.done ? nil : c }
+        // The context changes where it is stored (no copy of it, its branches change in
+        // place), and ends unless a branch has not answered (one dictionary access for it all).
+        defer { if context?.done == true { context = nil } }
+        return dispose(r, branch: k, in: &context!)
+    }
+
+    /// ``dispose(_:branch:in:)`` for a context that has branch `k`.
+    private static func dispose(_ r: SIPMessage, branch k: Int, in c: inout ResponseContext) -> Disposition {
         let code = r.statusCode ?? 0
         if code < 200 {
             c.branches[k].provisional = true
