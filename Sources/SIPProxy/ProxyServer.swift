@@ -1,3 +1,10 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#elseif canImport(Musl)
+import Musl
+#endif
 import Synchronization
 import Logging
 import NetworkIO
@@ -68,6 +75,23 @@ public final class ProxyServer: Sendable {
         /// emptied whenever a REGISTER is answered (bindings may have changed), an entry
         /// unused once its binding expires.
         var located: [LocatedKey: Located] = [:]
+        /// The proxy as the callbacks of its client transactions hold it, made at the first one.
+        var weakSelf: WeakProxy?
+
+        /// The proxy's ``WeakProxy`` (made once).
+        mutating func weakProxy(_ proxy: ProxyServer) -> WeakProxy {
+            if let w = weakSelf { return w }
+            let w = WeakProxy(proxy)
+            weakSelf = w
+            return w
+        }
+    }
+
+    /// The proxy held weakly (a client transaction may outlive it) by one object every callback
+    /// shares, rather than by a weak reference boxed per forwarded request (an allocation each).
+    final class WeakProxy: Sendable {
+        weak let proxy: ProxyServer?
+        init(_ proxy: ProxyServer) { self.proxy = proxy }
     }
 
     /// How many resolved Request-URIs are kept (all are dropped when one more comes).
@@ -82,7 +106,13 @@ public final class ProxyServer: Sendable {
             hash = Int(truncatingIfNeeded: ProxyServer.fnv1a(bytes))
         }
         func hash(into hasher: inout Hasher) { hasher.combine(hash) }
-        static func == (a: LocatedKey, b: LocatedKey) -> Bool { a.hash == b.hash && a.bytes == b.bytes }
+        /// The hashes, then the bytes in one block comparison (not element by element).
+        static func == (a: LocatedKey, b: LocatedKey) -> Bool {
+            guard a.hash == b.hash, a.bytes.count == b.bytes.count else { return false }
+            return a.bytes.withUnsafeBytes { x in b.bytes.withUnsafeBytes { y in
+                x.count == 0 || memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0
+            } }
+        }
     }
 
     /// Where a Request-URI in our domain went: its only live binding's contact, the text the
@@ -127,6 +157,8 @@ public final class ProxyServer: Sendable {
     public let configuration: Configuration
     private let state: Mutex<State>
     private let endpointBox = Mutex<SIPEndpoint?>(nil)
+    /// The random part of the branches of the requests forwarded statefully.
+    private let branches = BranchSource()
     /// The attached endpoint's bound addresses, read once at ``attach(_:)`` (they are fixed once
     /// bound) rather than formatted again for every request: as a URI writes them (IP text,
     /// port) for `isUs`, and by transport as the start of our Via up to its branch value
@@ -224,13 +256,12 @@ public final class ProxyServer: Sendable {
             return
         }
         let next: Next
-        var edits: SIPMessage.ProxyEdits
-        switch route(m, arrivedOver: r.peer.transport, endpoint) {
-        case .forward(let n, let e):
+        var edits = SIPMessage.ProxyEdits()
+        switch route(m, arrivedOver: r.peer.transport, endpoint, edits: &edits) {
+        case .forward(let n):
             next = n
-            edits = e
-        case .fork(let contacts, let e):
-            fork(m, to: contacts, edits: e, maxForwards: maxForwards, r, endpoint)
+        case .fork(let contacts):
+            fork(m, to: contacts, edits: edits, maxForwards: maxForwards, r, endpoint)
             return
         case .refuse(let code):
             if code == 404 || code == 481 { state.withLock { $0.stats.notFound += 1 } }
@@ -243,7 +274,7 @@ public final class ProxyServer: Sendable {
             endpoint.respond(SIPMessage(responseTo: m, statusCode: 502), to: r.transaction)
             return
         }
-        decorate(&edits, m, transport: peer.transport, maxForwards: maxForwards, dialogCreating: Self.createsDialog(m.method) && m.toTag == nil)
+        decorate(&edits, m, transport: peer.transport, maxForwards: maxForwards, dialogCreating: Self.createsDialog(m.method) && m.toTagBytes == nil)
         guard let forwarded = m.forwarded(edits) else {
             refused(m, 500, r.peer)
             endpoint.respond(SIPMessage(responseTo: m, statusCode: 500), to: r.transaction)
@@ -253,12 +284,13 @@ public final class ProxyServer: Sendable {
         let serverTx = r.transaction
         let method = m.method
         // Noted before sending: the response may come back before sendRequest returns.
-        state.withLock { s in
+        let weakSelf = state.withLock { s in
             s.stats.forwarded += 1
             if method == .invite { s.forwards[serverTx] = ResponseContext(branches: [Branch(request: m, peer: peer)]) }
+            return s.weakProxy(self)
         }
-        endpoint.sendRequest(m, to: peer) { [weak self] event in
-            self?.clientEvent(event, server: serverTx, branch: 0, method: method)
+        endpoint.sendRequest(m, to: peer) { event in
+            weakSelf.proxy?.clientEvent(event, server: serverTx, branch: 0, method: method)
         }
     }
 
@@ -281,13 +313,14 @@ public final class ProxyServer: Sendable {
             return
         }
         let serverTx = r.transaction
-        state.withLock { s in
+        let weakSelf = state.withLock { s in
             s.stats.forwarded += branches.count
             s.forwards[serverTx] = ResponseContext(branches: branches)
+            return s.weakProxy(self)
         }
         for (k, b) in branches.enumerated() {
-            endpoint.sendRequest(b.request, to: b.peer) { [weak self] event in
-                self?.clientEvent(event, server: serverTx, branch: k, method: .invite)
+            endpoint.sendRequest(b.request, to: b.peer) { event in
+                weakSelf.proxy?.clientEvent(event, server: serverTx, branch: k, method: .invite)
             }
         }
     }
@@ -300,9 +333,8 @@ public final class ProxyServer: Sendable {
         }
     }
 
-    /// Where a request goes, and the edits that routing makes (the Route removed, the new
-    /// Request-URI) before the forwarded copy gets our Via.
-    enum Routing { case forward(Next, SIPMessage.ProxyEdits), fork([SIPURI], SIPMessage.ProxyEdits), refuse(Int) }
+    /// Where a request goes (the edits that routing makes are written into the caller's).
+    enum Routing { case forward(Next), fork([SIPURI]), refuse(Int) }
 
     /// The next hop of a forwarded request: a URI, or a binding the location service gave
     /// (with the address for the transport the request arrived over; never us).
@@ -323,9 +355,11 @@ public final class ProxyServer: Sendable {
 
     /// Where a request goes (§16.4–16.6): a Route naming us is removed; the next Route, else a
     /// Request-URI in our domain (or naming us) looked up in the location service (the
-    /// Request-URI becomes the newest registered contact), else the Request-URI.
-    private func route(_ m: SIPMessage, arrivedOver kind: TransportKind, _ endpoint: SIPEndpoint) -> Routing {
-        var edits = SIPMessage.ProxyEdits()
+    /// Request-URI becomes the newest registered contact), else the Request-URI. The edits
+    /// that routing makes (the Route removed, the new Request-URI) go into `edits`, before the
+    /// forwarded copy gets our Via (written in place: no copy of the edits per request).
+    private func route(_ m: SIPMessage, arrivedOver kind: TransportKind, _ endpoint: SIPEndpoint,
+                       edits: inout SIPMessage.ProxyEdits) -> Routing {
         // The Route set is parsed once: when its first entry names us it is removed and the
         // next one (if any) is where the request goes.
         if m.firstValueBytes(.route) != nil, let routes = try? m.route(), let first = routes.first {
@@ -334,16 +368,16 @@ public final class ProxyServer: Sendable {
                 edits.dropFirstElement = .route
                 next = routes.count > 1 ? routes[1].sipURI : nil
             }
-            if let u = next { return .forward(.uri(u), edits) }
+            if let u = next { return .forward(.uri(u)) }
         }
         // A Request-URI resolved before to a binding still live: no parsing, no lookup.
         let key = m.requestURIBytes.map(LocatedKey.init)
         if let key, let hit = state.withLock({ $0.located[key] }), MonotonicClock.now.sinceOrigin < hit.expiresAt {
             edits.requestURI = hit.uriText
-            return .forward(.located(hit), edits)
+            return .forward(.located(hit))
         }
         guard let ruri = try? m.requestURI().sipURI else { return .refuse(416) }
-        guard isOurDomainOrAddress(ruri, endpoint) else { return .forward(.uri(ruri), edits) }
+        guard isOurDomainOrAddress(ruri, endpoint) else { return .forward(.uri(ruri)) }
         var aor = ruri
         aor.host = .domain(configuration.domain)
         aor.port = nil
@@ -360,14 +394,14 @@ public final class ProxyServer: Sendable {
         }
         if bindings.count > 1 { bindings.sort { $0.expiresAt > $1.expiresAt } }
         guard let binding = bindings.first, let contact = binding.contact.sipURI else {
-            return .refuse(m.toTag == nil ? 404 : 481)
+            return .refuse(m.toTagBytes == nil ? 404 : 481)
         }
         // A contact that names us again would loop.
         if isUs(contact, endpoint) { return .refuse(482) }
         // A new INVITE for several bindings is forked to them all, newest first.
-        if bindings.count > 1, m.method == .invite, m.toTag == nil {
+        if bindings.count > 1, m.method == .invite, m.toTagBytes == nil {
             let contacts = bindings.compactMap { $0.contact.sipURI }.filter { !isUs($0, endpoint) }
-            if contacts.count > 1 { return .fork(contacts, edits) }
+            if contacts.count > 1 { return .fork(contacts) }
         }
         edits.requestURI = binding.uriText
         let peer = SIPUserAgent.literalPeer(contact, transportOf(contact, default: kind))
@@ -379,7 +413,7 @@ public final class ProxyServer: Sendable {
                 s.located[LocatedKey(ArraySlice(Array(key.bytes)))] = entry
             }
         }
-        return .forward(.located(entry), edits)
+        return .forward(.located(entry))
     }
 
     /// What the response context makes of a branch's response (§16.7): relay it or not, and
@@ -404,6 +438,13 @@ public final class ProxyServer: Sendable {
             r.removeFirstElement(.via)
             response = r
         }
+        // Only an INVITE has a response context (is forked, cancelled): another request's
+        // response goes up as it is, without the context's look-up.
+        guard method == .invite else {
+            state.withLock { $0.stats.relayedResponses += 1 }
+            endpoint.respond(response, to: server)
+            return
+        }
         // One lock for the disposition, the count and the end of a context all answered.
         let d = state.withLock { s in
             let d = Self.dispose(response, branch: k, in: &s.forwards[server])
@@ -414,18 +455,22 @@ public final class ProxyServer: Sendable {
         for b in d.cancel { sendCancel(b, endpoint) }
     }
 
-    /// §16.7 steps 5, 6 and 10 for one response of branch `k` in `context` (`nil`: a request
-    /// without one, a non-INVITE, or a 2xx retransmitted after the context ended: relayed);
+    /// §16.7 steps 5, 6 and 10 for one response of branch `k` in `context` (`nil`: an INVITE
+    /// without one, or a 2xx retransmitted after the context ended: relayed);
     /// the context ends (becomes `nil`) once every branch has answered.
     private static func dispose(_ r: SIPMessage, branch k: Int, in context: inout ResponseContext?) -> Disposition {
-        guard context?.branches.indices.contains(k) == true, var c = context else {
+        guard context?.branches.indices.contains(k) == true else {
             if context?.done == true { context = nil }
             return Disposition(relay: r)
         }
-        // `c` alone holds the context while it changes (its branches change in place); it goes
-        // back unless every branch has answered (one dictionary access for it all).
-        context = nil
-        defer { context = c.done ? nil : c }
+        // The context changes where it is stored (no copy of it, its branches change in
+        // place), and ends unless a branch has not answered (one dictionary access for it all).
+        defer { if context?.done == true { context = nil } }
+        return dispose(r, branch: k, in: &context!)
+    }
+
+    /// ``dispose(_:branch:in:)`` for a context that has branch `k`.
+    private static func dispose(_ r: SIPMessage, branch k: Int, in c: inout ResponseContext) -> Disposition {
         let code = r.statusCode ?? 0
         if code < 200 {
             c.branches[k].provisional = true
@@ -497,7 +542,8 @@ public final class ProxyServer: Sendable {
     private func forwardStateless(_ ack: SIPMessage, _ endpoint: SIPEndpoint) {
         let maxForwards = (try? ack.maxForwards()) ?? nil
         if let mf = maxForwards, mf <= 0 { return }
-        guard case .forward(let next, var edits) = route(ack, arrivedOver: .udp, endpoint), !isUs(next, endpoint),
+        var edits = SIPMessage.ProxyEdits()
+        guard case .forward(let next) = route(ack, arrivedOver: .udp, endpoint, edits: &edits), !isUs(next, endpoint),
               let peer = peer(of: next, arrivedOver: .udp) else { return }
         decorate(&edits, ack, transport: peer.transport, maxForwards: maxForwards, dialogCreating: false)
         guard let m = ack.forwarded(edits) else { return }
@@ -541,9 +587,9 @@ public final class ProxyServer: Sendable {
             // the same incoming branch gives the same branch.
             edits.via = .init(prefix: local.viaPrefix, tag: "a", branch: Self.fnv1a(m.topViaBranchBytes ?? []), suffix: ";rport")
         } else {
-            // A random branch, as TransactionLayer.newBranch() writes it (written in place).
-            var rng = SystemRandomNumberGenerator()
-            edits.via = .init(prefix: local.viaPrefix, branch: rng.next(), suffix: ";rport")
+            // A random branch, as TransactionLayer.newBranch() writes it (written in place), from
+            // the key drawn once rather than a system call per request.
+            edits.via = .init(prefix: local.viaPrefix, branch: branches.next(), suffix: ";rport")
         }
     }
 
