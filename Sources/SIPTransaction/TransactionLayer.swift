@@ -255,30 +255,33 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
         if method == .ack {
             return [.ack(request, from: source)]
         }
-        // A new server transaction.
+        // A new server transaction. Its entry is built once, in place in the table (a local
+        // entry stored afterwards was copied and destroyed through value witnesses).
         let id = allocateID()
         _counters.serverTransactions += 1
-        var entry: Entry
         var actions: [TransactionAction]
+        let machine: Machine
         if method == .invite {
             var t = InviteServerTransaction(request: request, reliable: reliable, timers: timers)
             actions = t.start()
-            entry = Entry(machine: .inviteServer(t), peer: source, serverKey: key)
+            machine = .inviteServer(consume t)
         } else {
             var t = NonInviteServerTransaction(request: request, reliable: reliable, timers: timers)
             actions = t.start()
-            entry = Entry(machine: .nonInviteServer(t), peer: source, serverKey: key)
+            machine = .nonInviteServer(consume t)
         }
-        serverIndex[key] = id
         let merge = MergeKey(request: request)
-        if let mk = merge, let other = mergeIndex[mk], entries.index(forKey: other) != nil {
-            // §8.2.2.2: the same request over another path. Answer 482 in the new transaction.
+        // §8.2.2.2: the same request over another path is answered 482 in the new transaction.
+        var merged = false
+        if let mk = merge, let other = mergeIndex[mk], entries.index(forKey: other) != nil { merged = true }
+        serverIndex[key] = id
+        if merged {
+            entries[id] = Entry(machine: machine, peer: source, serverKey: key)
             _counters.merged482 += 1
-            entries[id] = entry
             return respondInternally(id, SIPMessage(responseTo: request, statusCode: 482, toTag: newTag()), dropping: actions)
         }
-        if let mk = merge { mergeIndex[mk] = id; entry.mergeKey = mk }
-        entries[id] = entry
+        if let mk = merge { mergeIndex[mk] = id }
+        entries[id] = Entry(machine: machine, peer: source, serverKey: key, mergeKey: merge)
         if method == .cancel {
             guard let inviteKey = ServerKey(request: request, asMethod: .invite), let invite = serverIndex[inviteKey], entries.index(forKey: invite) != nil else {
                 _counters.unmatchedCancels += 1
