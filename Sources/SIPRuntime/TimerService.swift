@@ -16,12 +16,13 @@ package protocol TimerTarget: AnyObject, Sendable {
     func timerFired(_ a: UInt64, _ b: UInt64)
 }
 
-/// Runs callbacks at future times on one thread, from a binary heap: cheap enough for the tens
-/// of thousands of transaction timers a busy server keeps. The heap holds only deadlines and
-/// ids (plain integers, nothing to retain while it is reordered); the callbacks sit in a table
-/// by id, so cancelling is one removal that also frees the callback at once, and a cancelled
-/// id is skipped when it comes up (and never sets the thread's wake-up time: cancelled ids in
-/// front of the heap are dropped before the thread goes to sleep). The runtime's own timers are not callbacks but a weak
+/// Runs callbacks at future times on one thread, from a ``TimerQueue`` (a first-in, first-out
+/// lane per delay, and a heap for the rest): cheap enough for the hundred thousand transaction
+/// timers a busy server keeps. The queue holds only deadlines and ids (plain integers, nothing
+/// to retain while it is reordered); the callbacks sit in a table by id, so cancelling is one
+/// removal that also frees the callback at once, and a cancelled id is skipped when it comes up
+/// (and never sets the thread's wake-up time: cancelled ids in front of the queue are dropped
+/// before the thread goes to sleep). The runtime's own timers are not callbacks but a weak
 /// ``TimerTarget`` and two numbers, held in the table as they are (no allocation per timer).
 ///
 /// Timers are batched: the thread sleeps until the earliest deadline rounded up to the next
@@ -30,7 +31,7 @@ package protocol TimerTarget: AnyObject, Sendable {
 /// therefore fires up to one step late; SIP's shortest timer (T1, 500 ms) does not notice.
 ///
 /// It runs on ``MonotonicClock`` (the simulation has its own virtual-time loop); deadlines in
-/// the heap are durations since that clock's origin. Call
+/// the queue are durations since that clock's origin. Call
 /// ``shutdown()`` when done: the thread keeps the service alive until then.
 public final class TimerService: Sendable {
     public struct Handle: Hashable, Sendable {
@@ -60,11 +61,11 @@ public final class TimerService: Sendable {
     }
 
     struct State {
-        var heap = DeadlineHeap<UInt64>()
+        var queue = TimerQueue()
         var actions: [Handle: Action] = [:]
         var nextID: UInt64 = 1
         var running = true
-        /// How many times the thread has looked at the heap (a wake-up each, but for the first).
+        /// How many times the thread has looked at the queue (a wake-up each, but for the first).
         var passes = 0
     }
 
@@ -94,7 +95,7 @@ public final class TimerService: Sendable {
     /// The number of timers that have not fired or been cancelled.
     public var pendingCount: Int { state.withLock { $0.actions.count } }
 
-    /// How many times the thread has woken to look at the heap (for tests).
+    /// How many times the thread has woken to look at the queue (for tests).
     package var passes: Int { state.withLock { $0.passes } }
 
     /// Runs `action` after `delay` on the timer thread.
@@ -129,7 +130,7 @@ public final class TimerService: Sendable {
             let id = s.nextID
             s.nextID += 1
             s.actions[Handle(id: id)] = make(id)
-            let first = s.heap.push(id, at: deadline)
+            let first = s.queue.push(id, at: deadline, delay: delay)
             return (id, first)
         }
         if first { signal() }
@@ -147,7 +148,7 @@ public final class TimerService: Sendable {
     public func shutdown() {
         // The callbacks come out of the lock and are released outside it (as in cancel).
         let (wasRunning, _) = state.withLock { s -> (Bool, [Handle: Action]) in
-            defer { s.running = false; s.heap.removeAll(); s.actions = [:] }
+            defer { s.running = false; s.queue.removeAll(); s.actions = [:] }
             return (s.running, s.actions)
         }
         guard wasRunning else { return }
@@ -172,14 +173,14 @@ public final class TimerService: Sendable {
                 guard s.running else { return (false, nil) }
                 s.passes += 1
                 let now = MonotonicClock.now.sinceOrigin
-                while let (_, id) = s.heap.pop(dueBy: now) {
+                while let id = s.queue.pop(dueBy: now) {
                     if let a = s.actions.removeValue(forKey: Handle(id: id)) { due.append(a) }
                 }
-                // Cancelled timers stay in the heap until they come up. Those in front go now,
+                // Cancelled timers stay in the queue until they come up. Those in front go now,
                 // so the thread sleeps until the earliest timer still armed: a 2xx
                 // retransmission timer its ACK cancelled (one per call) does not wake it.
-                while let id = s.heap.firstItem, s.actions[Handle(id: id)] == nil { _ = s.heap.popFirst() }
-                return (true, s.heap.nextDeadline)
+                while let id = s.queue.firstItem, s.actions[Handle(id: id)] == nil { _ = s.queue.popFirst() }
+                return (true, s.queue.nextDeadline)
             }
             guard running else { return }
             if !due.isEmpty {
@@ -189,7 +190,7 @@ public final class TimerService: Sendable {
             }
             condition.wait(until: wakeTime(next)) {
                 // Re-checked under the condition's lock, so a schedule() in between is not missed.
-                let now = state.withLock { s -> (Bool, Duration?) in (s.running, s.heap.nextDeadline) }
+                let now = state.withLock { s -> (Bool, Duration?) in (s.running, s.queue.nextDeadline) }
                 return now.0 && now.1 == next
             }
         }
