@@ -312,7 +312,11 @@ public final class Phone: Sendable {
     }
 
     /// An `o=` session id for a new engine.
-    static func newSessionID() -> UInt64 { UInt64.random(in: 1...UInt64(Int64.max)) }
+    static func newSessionID() -> UInt64 {
+        // From a buffered source: a call costs no getrandom(2) for it.
+        var random = BufferedSystemRandom()
+        return UInt64.random(in: 1...UInt64(Int64.max), using: &random)
+    }
 
     /// The engine of a session not seen yet (an incoming call), with its media session.
     private func newEngine(for key: SessionKey) -> OfferAnswer {
