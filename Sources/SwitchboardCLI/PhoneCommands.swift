@@ -250,8 +250,10 @@ func stamped(_ start: MonotonicClock.Instant, dropping prefixLength: Int) -> @Se
             if line.withContiguousStorageIfAvailable({ _ = rest.initialize(fromContentsOf: $0) }) == nil {
                 _ = rest.initialize(fromContentsOf: line)
             }
-            // puts: stdout's own buffer and lock like print, without print's boxing of its
-            // arguments and the String it would be given; a NUL in the line would cut it short.
+            // Batched (`answer`), or puts: stdout's own buffer and lock like print, without
+            // print's boxing of its arguments and the String it would be given; a NUL in the
+            // line would cut it short.
+            if BatchedOutput.write(UnsafeBufferPointer(rebasing: buffer[..<length])) { return }
             guard !rest.contains(0) else { return print(String(decoding: buffer[..<length], as: UTF8.self)) }
             buffer[length] = 0
             buffer.withMemoryRebound(to: CChar.self) { _ = puts($0.baseAddress!) }
@@ -484,6 +486,8 @@ struct Answer: AsyncParsableCommand {
         let mirror = try common.capture.sink()
         defer { mirror?.close() }
         let config = common.agent(point, identity: identity, label: "switchboard.answer", mirror: mirror)
+        // Several lines a call: written in batches, not a write(2) each.
+        BatchedOutput.start()
         let start = MonotonicClock.now
         let say = stamped(start)
         let report = stamped(start, dropping: 8)
