@@ -218,10 +218,14 @@ func stamped(_ start: MonotonicClock.Instant) -> @Sendable (String) -> Void {
 /// Like ``stamped(_:)``, for lines that start with a known ASCII prefix of `prefixLength`
 /// bytes (a phone's "name: "), written without it and without copying the rest.
 func stamped(_ start: MonotonicClock.Instant, dropping prefixLength: Int) -> @Sendable (String) -> Void {
-    let origin = start.nanoseconds
+    // The clock read as MonotonicClock does, without its Duration arithmetic.
+    let origin = start.timespec
     return { text in
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        let elapsed = Int64(now.tv_sec - origin.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec - origin.tv_nsec)
         var text = text
-        text.withUTF8 { all in stamp(UnsafeBufferPointer(rebasing: all.dropFirst(prefixLength)), at: MonotonicClock.now.nanoseconds - origin) }
+        text.withUTF8 { all in stamp(UnsafeBufferPointer(rebasing: all.dropFirst(prefixLength)), at: elapsed) }
     }
 }
 
