@@ -715,7 +715,7 @@ public final class SIPUserAgent: Sendable {
         enum Route { case stream, later, handler(@Sendable (Event) -> Bool) }
         // The event is moved along (into the pending list, the stream or the handler's loop),
         // never copied: a copy retains its message's buffers and the drop releases them again.
-        var event: Event? = event
+        var event: Event? = consume event
         let route = delivery.withLock { d -> Route in
             if d.running {
                 d.pending.append(event.take()!)

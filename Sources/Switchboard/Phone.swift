@@ -729,9 +729,10 @@ public final class Phone: Sendable {
                 // but for the address and port: the same offer as last time gets the same exchange,
                 // reissued under a new session id (no parse, negotiation or serialization).
                 let (address, port) = bareEngineAddress
-                if let hit = firstAnswer.withLock({ $0?.reuse(offer.bytes, address: address, port: port) }) {
-                    all[key] = hit.engine
-                    return .success((hit.body, hit.negotiated))
+                // Taken apart, so that each part is moved where it goes, not copied.
+                if case let (engine, body, negotiated)? = firstAnswer.withLock({ $0?.reuse(offer.bytes, address: address, port: port) }) {
+                    all[key] = engine
+                    return .success((body, negotiated))
                 }
                 all[key] = bareEngine(address: address, port: port)
             } else if fresh {
