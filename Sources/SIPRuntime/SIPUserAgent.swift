@@ -116,8 +116,8 @@ public final class SIPUserAgent: Sendable {
         }
 
         /// ``takeTimer(_:_:)`` for several kinds at once.
-        mutating func takeTimers(_ key: SessionKey, _ kinds: SessionTimers.Kinds) -> [TimerService.Handle] {
-            guard !timers.isEmpty, let i = timers.index(forKey: key) else { return [] }
+        mutating func takeTimers(_ key: SessionKey, _ kinds: SessionTimers.Kinds) -> SessionTimers {
+            guard !timers.isEmpty, let i = timers.index(forKey: key) else { return SessionTimers() }
             let taken = timers.values[i].take(kinds)
             if !taken.isEmpty, timers.values[i].isEmpty { timers.remove(at: i) }
             return taken
@@ -178,20 +178,26 @@ public final class SIPUserAgent: Sendable {
             mutating func insert(_ t: SessionTimer) { bits |= 1 << t.rawValue }
         }
 
-        /// Disarms the timers of `kinds`: the handles of those that were armed.
-        mutating func take(_ kinds: Kinds) -> [TimerService.Handle] {
-            var taken: [TimerService.Handle] = []
+        /// Disarms the timers of `kinds`: those that were armed, as timers of their own (a
+        /// value, not an array: nothing is allocated).
+        mutating func take(_ kinds: Kinds) -> SessionTimers {
+            var taken = SessionTimers()
             for i in ids.indices where kinds.bits & (1 << i) != 0 && ids[i] != 0 {
-                taken.append(TimerService.Handle(id: ids[i]))
+                taken.ids[i] = ids[i]
                 ids[i] = 0
             }
             return taken
         }
 
+        /// Runs `body` with every armed handle.
+        func forEachHandle(_ body: (TimerService.Handle) -> Void) {
+            for i in ids.indices where ids[i] != 0 { body(TimerService.Handle(id: ids[i])) }
+        }
+
         /// Every armed handle.
         var handles: [TimerService.Handle] {
             var all: [TimerService.Handle] = []
-            for i in ids.indices where ids[i] != 0 { all.append(TimerService.Handle(id: ids[i])) }
+            forEachHandle { all.append($0) }
             return all
         }
     }
@@ -815,7 +821,7 @@ public final class SIPUserAgent: Sendable {
     /// Cancels a session's timers of some kinds (those armed).
     private func cancelTimers(_ run: (key: SessionKey, kinds: SessionTimers.Kinds)?) {
         guard let run else { return }
-        for h in state.withLock({ $0.takeTimers(run.key, run.kinds) }) { endpoint.timerService.cancel(h) }
+        state.withLock { $0.takeTimers(run.key, run.kinds) }.forEachHandle { endpoint.timerService.cancel($0) }
     }
 
     private func apply(_ outputs: consuming [SessionManager.Output], peer: SIPPeer? = nil) {
@@ -940,14 +946,14 @@ public final class SIPUserAgent: Sendable {
             }
             emit(.session(key, e))
             if case .stateChanged(.terminated) = e {
-                let handles = state.withLock { s -> [TimerService.Handle] in
+                let armed = state.withLock { s -> SessionTimers? in
                     s.targets[key] = nil
                     // Looked up by the session's key: the cost does not grow with the other
                     // calls' timers (a filter of them all did).
-                    guard !s.timers.isEmpty else { return [] }
-                    return s.timers.removeValue(forKey: key)?.handles ?? []
+                    guard !s.timers.isEmpty else { return nil }
+                    return s.timers.removeValue(forKey: key)
                 }
-                for h in handles { endpoint.timerService.cancel(h) }
+                armed?.forEachHandle { endpoint.timerService.cancel($0) }
             }
         }
     }
