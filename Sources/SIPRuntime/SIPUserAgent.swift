@@ -8,6 +8,12 @@ import SIPAuth
 import SIPDialog
 import NetworkIO
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// A SIP user agent on real sockets: the ``SessionManager`` (INVITE sessions) and a
 /// ``RegistrationClient`` driven by a ``SIPEndpoint`` and its timer thread.
 ///
@@ -110,8 +116,8 @@ public final class SIPUserAgent: Sendable {
         }
 
         /// ``takeTimer(_:_:)`` for several kinds at once.
-        mutating func takeTimers(_ key: SessionKey, _ kinds: SessionTimers.Kinds) -> [TimerService.Handle] {
-            guard !timers.isEmpty, let i = timers.index(forKey: key) else { return [] }
+        mutating func takeTimers(_ key: SessionKey, _ kinds: SessionTimers.Kinds) -> SessionTimers {
+            guard !timers.isEmpty, let i = timers.index(forKey: key) else { return SessionTimers() }
             let taken = timers.values[i].take(kinds)
             if !taken.isEmpty, timers.values[i].isEmpty { timers.remove(at: i) }
             return taken
@@ -172,20 +178,26 @@ public final class SIPUserAgent: Sendable {
             mutating func insert(_ t: SessionTimer) { bits |= 1 << t.rawValue }
         }
 
-        /// Disarms the timers of `kinds`: the handles of those that were armed.
-        mutating func take(_ kinds: Kinds) -> [TimerService.Handle] {
-            var taken: [TimerService.Handle] = []
+        /// Disarms the timers of `kinds`: those that were armed, as timers of their own (a
+        /// value, not an array: nothing is allocated).
+        mutating func take(_ kinds: Kinds) -> SessionTimers {
+            var taken = SessionTimers()
             for i in ids.indices where kinds.bits & (1 << i) != 0 && ids[i] != 0 {
-                taken.append(TimerService.Handle(id: ids[i]))
+                taken.ids[i] = ids[i]
                 ids[i] = 0
             }
             return taken
         }
 
+        /// Runs `body` with every armed handle.
+        func forEachHandle(_ body: (TimerService.Handle) -> Void) {
+            for i in ids.indices where ids[i] != 0 { body(TimerService.Handle(id: ids[i])) }
+        }
+
         /// Every armed handle.
         var handles: [TimerService.Handle] {
             var all: [TimerService.Handle] = []
-            for i in ids.indices where ids[i] != 0 { all.append(TimerService.Handle(id: ids[i])) }
+            forEachHandle { all.append($0) }
             return all
         }
     }
@@ -265,7 +277,7 @@ public final class SIPUserAgent: Sendable {
             sc.outboundRoute = [NameAddress(uri: proxy)]
         }
         sessionSettings = Mutex(sc)
-        state = Mutex(State(manager: SessionManager(configuration: sc, credentials: configuration.credentials, seed: UInt64.random(in: 0...UInt64.max))))
+        state = Mutex(State(manager: SessionManager(configuration: sc, credentials: configuration.credentials, seed: BufferedSystemRandom.word())))
         box.agent = self
     }
 
@@ -364,8 +376,8 @@ public final class SIPUserAgent: Sendable {
     /// answered once with the configured credentials.
     public func sendRequest(_ method: SIPMethod, to target: SIPURI, body: SessionBody? = nil,
                             headers: [(SIPHeaderName, String)] = []) async -> SIPMessage? {
-        let callID = String(UInt64.random(in: 0...UInt64.max), radix: 36) + "@switchboard"
-        let tag = String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        let callID = String(BufferedSystemRandom.word(), radix: 36) + "@switchboard"
+        let tag = String(BufferedSystemRandom.word(), radix: 36)
         return await sendOutOfDialog(method, to: target, callID: callID, tag: tag, body: body, headers: headers).response
     }
 
@@ -401,8 +413,8 @@ public final class SIPUserAgent: Sendable {
     /// until ``closeDialog(_:)``. Send its creating request with
     /// ``sendDialogCreatingRequest(_:_:to:headers:)``. Nil when ``maximumDialogs`` are open.
     public func openDialog() -> SessionKey? {
-        let key = SessionKey(callID: String(UInt64.random(in: 0...UInt64.max), radix: 36) + "@switchboard",
-                             localTag: String(UInt64.random(in: 0...UInt64.max), radix: 36))
+        let key = SessionKey(callID: String(BufferedSystemRandom.word(), radix: 36) + "@switchboard",
+                             localTag: String(BufferedSystemRandom.word(), radix: 36))
         return state.withLock { s in
             guard s.dialogs.count < Self.maximumDialogs else { return nil }
             s.dialogs[key] = .some(nil)
@@ -434,7 +446,7 @@ public final class SIPUserAgent: Sendable {
     @discardableResult
     public func respond(to request: SIPMessage, in transaction: TransactionID, statusCode: Int,
                         headers: [(SIPHeaderName, String)] = [], createsDialog: Bool = false) -> SessionKey? {
-        let tag = request.toTag == nil ? String(UInt64.random(in: 0...UInt64.max), radix: 36) : nil
+        let tag = request.toTag == nil ? String(BufferedSystemRandom.word(), radix: 36) : nil
         var r = SIPMessage(responseTo: request, statusCode: statusCode, toTag: tag)
         for (n, v) in headers { try? r.append(n, v) }
         if let ua = sessionConfiguration.userAgent { try? r.append(.server, ua) }
@@ -547,7 +559,7 @@ public final class SIPUserAgent: Sendable {
             let rc = RegistrationClient.Configuration(registrar: registrar, addressOfRecord: aor, contact: contact,
                                                       expires: expires, viaTransport: sc.viaTransport, viaSentBy: sc.viaSentBy)
             var client = RegistrationClient(configuration: rc, credentials: credentials ?? self.configuration.credentials ?? DigestClient(credentials: []),
-                                            seed: UInt64.random(in: 0...UInt64.max))
+                                            seed: BufferedSystemRandom.word())
             let actions = client.start()
             let old = self.state.withLock { s -> TimerService.Handle? in
                 let old = s.registrations[key]?.timer
@@ -709,7 +721,7 @@ public final class SIPUserAgent: Sendable {
         enum Route { case stream, later, handler(@Sendable (Event) -> Bool) }
         // The event is moved along (into the pending list, the stream or the handler's loop),
         // never copied: a copy retains its message's buffers and the drop releases them again.
-        var event: Event? = event
+        var event: Event? = consume event
         let route = delivery.withLock { d -> Route in
             if d.running {
                 d.pending.append(event.take()!)
@@ -809,7 +821,7 @@ public final class SIPUserAgent: Sendable {
     /// Cancels a session's timers of some kinds (those armed).
     private func cancelTimers(_ run: (key: SessionKey, kinds: SessionTimers.Kinds)?) {
         guard let run else { return }
-        for h in state.withLock({ $0.takeTimers(run.key, run.kinds) }) { endpoint.timerService.cancel(h) }
+        state.withLock { $0.takeTimers(run.key, run.kinds) }.forEachHandle { endpoint.timerService.cancel($0) }
     }
 
     private func apply(_ outputs: consuming [SessionManager.Output], peer: SIPPeer? = nil) {
@@ -861,7 +873,8 @@ public final class SIPUserAgent: Sendable {
                 // Methods we do not know at all (§8.2.1).
                 default: code = 501
                 }
-                var r = SIPMessage(responseTo: m, statusCode: code, toTag: String(UInt32.random(in: 1...UInt32.max), radix: 36))
+                var random = BufferedSystemRandom()
+                var r = SIPMessage(responseTo: m, statusCode: code, toTag: String(UInt32.random(in: 1...UInt32.max, using: &random), radix: 36))
                 try? r.append(.allow, sessionConfiguration.allow.map(\.token).joined(separator: ", "))
                 if m.method == .options {
                     var tags = sessionConfiguration.reliableProvisional != .unsupported ? ["100rel", "timer"] : ["timer"]
@@ -933,14 +946,14 @@ public final class SIPUserAgent: Sendable {
             }
             emit(.session(key, e))
             if case .stateChanged(.terminated) = e {
-                let handles = state.withLock { s -> [TimerService.Handle] in
+                let armed = state.withLock { s -> SessionTimers? in
                     s.targets[key] = nil
                     // Looked up by the session's key: the cost does not grow with the other
                     // calls' timers (a filter of them all did).
-                    guard !s.timers.isEmpty else { return [] }
-                    return s.timers.removeValue(forKey: key)?.handles ?? []
+                    guard !s.timers.isEmpty else { return nil }
+                    return s.timers.removeValue(forKey: key)
                 }
-                for h in handles { endpoint.timerService.cancel(h) }
+                armed?.forEachHandle { endpoint.timerService.cancel($0) }
             }
         }
     }
@@ -1114,5 +1127,55 @@ private final class WeakBox: Sendable {
     var agent: SIPUserAgent? {
         get { ref.withLock { $0.agent } }
         set { ref.withLock { $0.agent = newValue } }
+    }
+}
+
+/// Random words for tags, Call-IDs, seeds and SDP session ids, from the system's cryptographic
+/// source (RFC 3261 §19.3 asks for at least 32 random bits in a tag), read 4 KiB at a time:
+/// one read per 512 words instead of the `getrandom(2)` that `SystemRandomNumberGenerator`
+/// makes for each. Where `/dev/urandom` cannot be read, every word comes from
+/// `SystemRandomNumberGenerator`.
+package struct BufferedSystemRandom: RandomNumberGenerator, Sendable {
+    private struct Pool {
+        var words = [UInt64](repeating: 0, count: 512)
+        var used = 512
+        /// The open `/dev/urandom`; -2 before the first refill, -1 when it cannot be read.
+        var file: Int32 = -2
+    }
+
+    private static let pool = Mutex(Pool())
+
+    package init() {}
+
+    package mutating func next() -> UInt64 { Self.word() }
+
+    /// The next random word.
+    package static func word() -> UInt64 {
+        let w = pool.withLock { p -> UInt64? in
+            if p.used == p.words.count, !refill(&p) { return nil }
+            defer { p.used += 1 }
+            return p.words[p.used]
+        }
+        if let w { return w }
+        var system = SystemRandomNumberGenerator()
+        return system.next()
+    }
+
+    /// Fills the pool from `/dev/urandom`; false when it cannot be read.
+    private static func refill(_ p: inout Pool) -> Bool {
+        if p.file == -2 { p.file = open("/dev/urandom", O_RDONLY | O_CLOEXEC) }
+        guard p.file >= 0 else { return false }
+        let file = p.file
+        let filled = p.words.withUnsafeMutableBytes { bytes -> Bool in
+            var done = 0
+            while done < bytes.count {
+                let n = read(file, bytes.baseAddress! + done, bytes.count - done)
+                if n > 0 { done += n } else if n < 0, errno == EINTR { continue } else { return false }
+            }
+            return true
+        }
+        guard filled else { close(file); p.file = -1; return false }
+        p.used = 0
+        return true
     }
 }

@@ -1,19 +1,29 @@
 import Synchronization
 
 /// The subscribers of a ``Broadcast`` or an ``EventFanOut``: one continuation each, removed when
-/// its consumer stops; once finished, new subscribers are finished at once.
+/// its consumer stops; once finished, new subscribers are finished at once. A broadcast's
+/// current value is kept here too, under the same lock (one object, one lock per broadcast).
 private final class Subscribers<Value: Sendable>: Sendable {
     private struct State {
         var all: [Int: AsyncStream<Value>.Continuation] = [:]
         var finished = false
+        /// A broadcast's current value (nil for a fan-out).
+        var current: Value?
     }
 
-    private let state = Mutex(State())
+    private let state: Mutex<State>
     private let ids = Atomic<Int>(0)
 
-    /// A new stream; `first` runs under the lock before it is registered (to yield a current
-    /// value in order with later publications) and also when already finished.
-    func subscribe(first: (AsyncStream<Value>.Continuation) -> Void = { _ in }) -> AsyncStream<Value> {
+    init(current: Value? = nil) {
+        state = Mutex(State(current: current))
+    }
+
+    /// The current value (a broadcast's).
+    var current: Value? { state.withLock { $0.current } }
+
+    /// A new stream; the current value, if any, is yielded first, under the lock (in order with
+    /// later publications), also when already finished.
+    func subscribe() -> AsyncStream<Value> {
         let (stream, continuation) = AsyncStream<Value>.makeStream(bufferingPolicy: .unbounded)
         // The handler is set outside the lock (it may run at once, and it takes the lock).
         let id = ids.add(1, ordering: .relaxed).oldValue
@@ -21,7 +31,7 @@ private final class Subscribers<Value: Sendable>: Sendable {
             self?.state.withLock { _ = $0.all.removeValue(forKey: id) }
         }
         let finished = state.withLock { s -> Bool in
-            first(continuation)
+            if let v = s.current { continuation.yield(v) }
             guard !s.finished else { return true }
             s.all[id] = continuation
             return false
@@ -30,11 +40,12 @@ private final class Subscribers<Value: Sendable>: Sendable {
         return stream
     }
 
-    /// Runs `body` under the lock (so publications keep their order), then yields `value` to
-    /// every subscriber unless `body` returns false; with `final`, finishes them all after it.
-    func publish(_ value: Value, final: Bool = false, _ body: () -> Bool = { true }) {
+    /// Yields `value` to every subscriber, unless finished (with `keep`, it becomes the current
+    /// value first); with `final`, finishes them all after it.
+    func publish(_ value: Value, final: Bool = false, keep: Bool = false) {
         let ending = state.withLock { s -> [AsyncStream<Value>.Continuation] in
-            guard !s.finished, body() else { return [] }
+            guard !s.finished else { return [] }
+            if keep { s.current = value }
             for c in s.all.values { c.yield(value) }
             guard final else { return [] }
             s.finished = true
@@ -57,34 +68,32 @@ private final class Subscribers<Value: Sendable>: Sendable {
 
 /// A value that changes over time, watched by any number of subscribers: each subscriber gets
 /// its own `AsyncStream`, which yields the current value first and then every change in order,
-/// and finishes after the final value (an ended call). What `Call.states` is made of.
-final class Broadcast<Value: Sendable>: Sendable {
-    private let value: Mutex<Value>
-    private let subscribers = Subscribers<Value>()
+/// and finishes after the final value (an ended call). What `Call.states` is made of. A value
+/// around one shared object (copies share it).
+struct Broadcast<Value: Sendable>: Sendable {
+    private let subscribers: Subscribers<Value>
 
     init(_ initial: Value) {
-        value = Mutex(initial)
+        subscribers = Subscribers(current: initial)
     }
 
-    var current: Value { value.withLock { $0 } }
+    var current: Value { subscribers.current! }
 
     /// A new stream: the current value, then every change; finished after the final value.
     func subscribe() -> AsyncStream<Value> {
-        subscribers.subscribe { c in c.yield(current) }
+        subscribers.subscribe()
     }
 
     /// Publishes a new value; `final` finishes every stream after it (later values are ignored).
     func publish(_ new: Value, final: Bool = false) {
-        subscribers.publish(new, final: final) {
-            value.withLock { $0 = new }
-            return true
-        }
+        subscribers.publish(new, final: final, keep: true)
     }
 }
 
 /// Events for any number of subscribers, without a current value: each subscriber sees what is
-/// published after it subscribed (e.g. `Phone.incomingCallStream`).
-final class EventFanOut<Value: Sendable>: Sendable {
+/// published after it subscribed (e.g. `Phone.incomingCallStream`). A value around one shared
+/// object (copies share it).
+struct EventFanOut<Value: Sendable>: Sendable {
     private let subscribers = Subscribers<Value>()
 
     func subscribe() -> AsyncStream<Value> { subscribers.subscribe() }

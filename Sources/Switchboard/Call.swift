@@ -196,7 +196,10 @@ public final class Call: Sendable, Identifiable, CustomStringConvertible {
             return (next, first)
         }
         guard let changed else { return }
-        if let metrics = phone.metrics { measure(changed.state, metrics, firstEstablished: changed.firstEstablished) }
+        // Only the establishment and the end are measured (the states between cost nothing here).
+        if changed.firstEstablished || changed.state.isEnded, let metrics = phone.metrics {
+            measure(changed.state, metrics, firstEstablished: changed.firstEstablished)
+        }
         if changed.state.isEnded {
             eventFanOut.finish()
             phone.callEnded(self)

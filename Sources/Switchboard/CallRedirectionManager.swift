@@ -293,6 +293,9 @@ public final class CallRedirectionManager: Sendable {
             guard !i.closed else { return }
             if i.calls[call.id] == nil { i.calls[call.id] = call }
             i.machine.observe(call.id, direction: call.direction, state: state)
+            // A call the machine let go at its end (every call of a phone that only answers)
+            // leaves the table at once, without a filter of the others.
+            if state.isEnded, !i.machine.tracks(call.id) { i.calls[call.id] = nil }
             publish(&i)
         }
     }

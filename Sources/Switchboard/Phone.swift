@@ -25,6 +25,41 @@ public final class Phone: Sendable {
     func report(_ line: @autoclosure () -> String) {
         if let h = reportHandler { h(line()) }
     }
+    /// The report line of each state in ``reportedStates`` ("name: early"…), made once when
+    /// there is a handler: a call's state changes are reported without building a String.
+    private let stateLines: [String]
+    /// The states whose lines ``stateLines`` holds, at their ``reportedStateIndex(_:)``.
+    static let reportedStates: [SessionState] = [
+        .idle, .calling, .incoming, .early, .connecting, .confirmed, .terminating,
+        .terminated(.localHangup), .terminated(.remoteHangup), .terminated(.cancelled), .terminated(.remoteCancelled),
+        .terminated(.timeout), .terminated(.noAck), .terminated(.sessionExpired), .terminated(.transportError),
+    ]
+    /// Where `s` is in ``reportedStates``; nil for a state with its own number or text.
+    private static func reportedStateIndex(_ s: SessionState) -> Int? {
+        switch s {
+        case .idle: return 0
+        case .calling: return 1
+        case .incoming: return 2
+        case .early: return 3
+        case .connecting: return 4
+        case .confirmed: return 5
+        case .terminating: return 6
+        case .terminated(.localHangup): return 7
+        case .terminated(.remoteHangup): return 8
+        case .terminated(.cancelled): return 9
+        case .terminated(.remoteCancelled): return 10
+        case .terminated(.timeout): return 11
+        case .terminated(.noAck): return 12
+        case .terminated(.sessionExpired): return 13
+        case .terminated(.transportError): return 14
+        default: return nil
+        }
+    }
+    /// The line that reports the state `s`.
+    func stateLine(_ s: SessionState) -> String {
+        if let i = Self.reportedStateIndex(s), i < stateLines.count { return stateLines[i] }
+        return "\(name): \(s.label)"
+    }
     private let autoAnswer: Duration?
     private let task = Mutex<Task<Void, Never>?>(nil)
     let callStates = Mutex<[SessionKey: [SessionState]]>([:])
@@ -36,6 +71,9 @@ public final class Phone: Sendable {
     private let engines = Mutex<[SessionKey: OfferAnswer]>([:])
     private let codecs: [Codec]
     private let mediaOptions: PhoneMediaOptions?
+    /// The media options' local address and early media, read on every call (the options
+    /// themselves are not copied for them).
+    private let mediaLocalAddress: String?, earlyMedia: Duration?
     /// No media options: calls' engines differ only by address and port (see ``FirstAnswer``).
     private let withoutMedia: Bool
     let mediaSessions = Mutex<[SessionKey: MediaSession]>([:])
@@ -141,8 +179,12 @@ public final class Phone: Sendable {
         self.codecs = codecs
         self.mediaOptions = media
         self.withoutMedia = media == nil
+        self.mediaLocalAddress = media?.configuration.localAddress
+        self.earlyMedia = media?.earlyMedia
         self.name = name
         self.reportHandler = report
+        self.stateLines = report == nil ? [] : Self.reportedStates.map { "\(name): \($0.label)" }
+        assert(Self.reportedStates.indices.allSatisfy { Self.reportedStateIndex(Self.reportedStates[$0]) == $0 })
         self.autoAnswer = autoAnswer
         self.dns = dns
         self.referPolicy = referPolicy
@@ -308,11 +350,15 @@ public final class Phone: Sendable {
     private var engineAddress: String { engineAddress(at: endpointAddress) }
     /// ``engineAddress`` with the endpoint's address already read.
     private func engineAddress(at endpoint: SocketAddress?) -> String {
-        mediaAddress.withLock { $0 } ?? mediaOptions?.configuration.localAddress ?? endpoint.map(sipAddress) ?? Self.noAddress
+        mediaAddress.withLock { $0 } ?? mediaLocalAddress ?? endpoint.map(sipAddress) ?? Self.noAddress
     }
 
     /// An `o=` session id for a new engine.
-    static func newSessionID() -> UInt64 { UInt64.random(in: 1...UInt64(Int64.max)) }
+    static func newSessionID() -> UInt64 {
+        // From a buffered source: a call costs no getrandom(2) for it.
+        var random = BufferedSystemRandom()
+        return UInt64.random(in: 1...UInt64(Int64.max), using: &random)
+    }
 
     /// The engine of a session not seen yet (an incoming call), with its media session.
     private func newEngine(for key: SessionKey) -> OfferAnswer {
@@ -683,9 +729,10 @@ public final class Phone: Sendable {
                 // but for the address and port: the same offer as last time gets the same exchange,
                 // reissued under a new session id (no parse, negotiation or serialization).
                 let (address, port) = bareEngineAddress
-                if let hit = firstAnswer.withLock({ $0?.reuse(offer.bytes, address: address, port: port) }) {
-                    all[key] = hit.engine
-                    return .success((hit.body, hit.negotiated))
+                // Taken apart, so that each part is moved where it goes, not copied.
+                if case let (engine, body, negotiated)? = firstAnswer.withLock({ $0?.reuse(offer.bytes, address: address, port: port) }) {
+                    all[key] = engine
+                    return .success((body, negotiated))
                 }
                 all[key] = bareEngine(address: address, port: port)
             } else if fresh {
@@ -878,7 +925,7 @@ public final class Phone: Sendable {
         // (Only our calls have one: an empty table is not searched.)
         if s.isTerminated || s == .confirmed { _ = offerEngines.withLock { $0.isEmpty ? nil : $0.removeValue(forKey: key) } }
         // Reported before it is recorded: whoever waits for the state sees the lines first.
-        report("\(name): \(s.label)")
+        report(stateLine(s))
         callStates.withLock { $0[key, default: Self.newStateList()].append(s) }
         if s.isTerminated { forgetOldCalls(ended: key) }
     }
@@ -934,7 +981,7 @@ public final class Phone: Sendable {
                 return
             }
         }
-        let early = offer == nil ? nil : mediaOptions?.earlyMedia
+        let early = offer == nil ? nil : earlyMedia
         if let early {
             // Early media: the answer goes in a 183 now, the same one in the 200 later.
             try? agent.performOnQueue(key) { s throws(SessionError) in try s.provisional(183, body: answerBody) }

@@ -35,7 +35,7 @@ struct TraceOptions: ParsableArguments {
     func traceLines() -> (@Sendable (SIPMessage, Bool, SIPPeer) -> Void)? {
         guard trace else { return nil }
         return { m, outgoing, peer in
-            print("        \(outgoing ? "→" : "←") \(peer.address)  \(LadderPrinter.label(m))")
+            BatchedOutput.write("        \(outgoing ? "→" : "←") \(peer.address)  \(LadderPrinter.label(m))")
         }
     }
 }

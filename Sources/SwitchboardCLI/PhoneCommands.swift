@@ -218,44 +218,51 @@ func stamped(_ start: MonotonicClock.Instant) -> @Sendable (String) -> Void {
 /// Like ``stamped(_:)``, for lines that start with a known ASCII prefix of `prefixLength`
 /// bytes (a phone's "name: "), written without it and without copying the rest.
 func stamped(_ start: MonotonicClock.Instant, dropping prefixLength: Int) -> @Sendable (String) -> Void {
-    { text in
-        let line = text.utf8.dropFirst(prefixLength)
-        let d = (MonotonicClock.now - start).components
-        let ms = d.seconds * 1000 + d.attoseconds / 1_000_000_000_000_000
-        // "%7.3f  " without Foundation (whose ICU-backed loading costs every command ~10 ms),
-        // written as bytes into a buffer on the stack (a phone prints a few lines per call).
-        let whole = ms / 1000, fraction = Int(ms % 1000)
-        var count = 1, w = whole
-        while w >= 10 { w /= 10; count += 1 }
-        let pad = max(0, 3 - count)
-        let stampLength = pad + count + 6, length = stampLength + line.count
-        // Stamp, line and the NUL for puts in one buffer (on the stack for a usual line).
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: length + 1) { buffer in
-            for i in 0..<pad { buffer[i] = 0x20 }
-            w = whole
-            for k in stride(from: pad + count - 1, through: pad, by: -1) {
-                buffer[k] = UInt8(48 + w % 10)
-                w /= 10
-            }
-            let i = pad + count
-            buffer[i] = 0x2E
-            buffer[i + 1] = UInt8(48 + fraction / 100)
-            buffer[i + 2] = UInt8(48 + fraction / 10 % 10)
-            buffer[i + 3] = UInt8(48 + fraction % 10)
-            buffer[i + 4] = 0x20
-            buffer[i + 5] = 0x20
-            // From the string's own storage when it has one (a native string does): a copy, not
-            // a byte-by-byte walk.
-            let rest = UnsafeMutableBufferPointer(rebasing: buffer[stampLength..<length])
-            if line.withContiguousStorageIfAvailable({ _ = rest.initialize(fromContentsOf: $0) }) == nil {
-                _ = rest.initialize(fromContentsOf: line)
-            }
-            // puts: stdout's own buffer and lock like print, without print's boxing of its
-            // arguments and the String it would be given; a NUL in the line would cut it short.
-            guard !rest.contains(0) else { return print(String(decoding: buffer[..<length], as: UTF8.self)) }
-            buffer[length] = 0
-            buffer.withMemoryRebound(to: CChar.self) { _ = puts($0.baseAddress!) }
+    // The clock read as MonotonicClock does, without its Duration arithmetic.
+    let origin = start.timespec
+    return { text in
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        let elapsed = Int64(now.tv_sec - origin.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec - origin.tv_nsec)
+        var text = text
+        text.withUTF8 { all in stamp(UnsafeBufferPointer(rebasing: all.dropFirst(prefixLength)), at: elapsed) }
+    }
+}
+
+/// Writes `line` after the time `nanoseconds` as "%7.3f  " (without Foundation, whose
+/// ICU-backed loading costs every command ~10 ms), as bytes in a buffer on the stack (a phone
+/// prints a few lines per call).
+private func stamp(_ line: UnsafeBufferPointer<UInt8>, at nanoseconds: Int64) {
+    let ms = nanoseconds / 1_000_000
+    let whole = ms / 1000, fraction = Int(ms % 1000)
+    var count = 1, w = whole
+    while w >= 10 { w /= 10; count += 1 }
+    let pad = max(0, 3 - count)
+    let stampLength = pad + count + 6, length = stampLength + line.count
+    // Stamp, line and the NUL for puts in one buffer (on the stack for a usual line).
+    withUnsafeTemporaryAllocation(of: UInt8.self, capacity: length + 1) { buffer in
+        for i in 0..<pad { buffer[i] = 0x20 }
+        w = whole
+        for k in stride(from: pad + count - 1, through: pad, by: -1) {
+            buffer[k] = UInt8(48 + w % 10)
+            w /= 10
         }
+        let i = pad + count
+        buffer[i] = 0x2E
+        buffer[i + 1] = UInt8(48 + fraction / 100)
+        buffer[i + 2] = UInt8(48 + fraction / 10 % 10)
+        buffer[i + 3] = UInt8(48 + fraction % 10)
+        buffer[i + 4] = 0x20
+        buffer[i + 5] = 0x20
+        let rest = UnsafeMutableBufferPointer(rebasing: buffer[stampLength..<length])
+        _ = rest.initialize(fromContentsOf: line)
+        // Batched (`answer`), or puts: stdout's own buffer and lock like print, without
+        // print's boxing of its arguments and the String it would be given; a NUL in the
+        // line would cut it short.
+        if BatchedOutput.write(UnsafeBufferPointer(rebasing: buffer[..<length])) { return }
+        guard !rest.contains(0) else { return print(String(decoding: buffer[..<length], as: UTF8.self)) }
+        buffer[length] = 0
+        buffer.withMemoryRebound(to: CChar.self) { _ = puts($0.baseAddress!) }
     }
 }
 
@@ -484,6 +491,8 @@ struct Answer: AsyncParsableCommand {
         let mirror = try common.capture.sink()
         defer { mirror?.close() }
         let config = common.agent(point, identity: identity, label: "switchboard.answer", mirror: mirror)
+        // Several lines a call: written in batches, not a write(2) each.
+        BatchedOutput.start()
         let start = MonotonicClock.now
         let say = stamped(start)
         let report = stamped(start, dropping: 8)
