@@ -1,4 +1,5 @@
 import Testing
+import SIPTransaction
 @testable import SIPRuntime
 
 @Suite("TimerQueue: a lane per delay and a heap")
@@ -15,7 +16,7 @@ struct TimerQueueTests {
     @Test func itemsComeOutByDeadlineThenID() {
         var q = TimerQueue()
         var expected: [(Duration, UInt64)] = []
-        var g = SplitMix(seed: 7)
+        var g = SplitMix64(seed: 7)
         var now = Duration.zero
         for id in UInt64(1)...3000 {
             now += .microseconds(Int64(g.next() % 700))
@@ -73,18 +74,5 @@ struct TimerQueueTests {
         #expect(q.lanes[0].items.count - q.lanes[0].head == Int(next - expectNext))
         #expect(q.lanes[0].items.count < 20_000)
         #expect(Self.drain(&q) == Array(expectNext..<next))
-    }
-}
-
-/// A small deterministic generator for the tests.
-private struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
