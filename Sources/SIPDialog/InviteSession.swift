@@ -135,6 +135,9 @@ public struct InviteSession: Sendable {
         var interval: Duration = .zero
     }
     private var serverInvite: ServerInvite?
+    /// The session timers running, one bit per ``SessionTimer`` (set by `arm`, cleared by
+    /// `disarm` and when the timer fires).
+    private var armed: UInt16 = 0
 
     /// UAS: the INVITE that created the call, while it is not answered (for a forward's
     /// History-Info and the like); nil otherwise.
@@ -322,8 +325,8 @@ public struct InviteSession: Sendable {
         out.reserveCapacity(4)
         out.append(.respond(r, in: si.transaction))
         if use100rel {
-            out.append(.startTimer(.retransmitProvisional, after: configuration.timers.t1))
-            out.append(.startTimer(.prackTimeout, after: configuration.timers.t1 * 64))
+            out.append(arm(.retransmitProvisional, after: configuration.timers.t1))
+            out.append(arm(.prackTimeout, after: configuration.timers.t1 * 64))
         }
         if state != .early { out.append(set(.early)) }
         return out
@@ -537,7 +540,7 @@ public struct InviteSession: Sendable {
         guard (200..<300).contains(final.statusCode ?? 0), !timeout else { return [] }
         serverInvite = nil
         byeAfterAck = false
-        return [.cancelTimer(.retransmit2xx), .cancelTimer(.ackTimeout)] + cancelSessionTimers()
+        return [disarm(.retransmit2xx), disarm(.ackTimeout)] + cancelSessionTimers()
             + sendInDialog(.bye, body: nil) + [set(.terminated(.transportError))]
     }
 
@@ -772,7 +775,7 @@ public struct InviteSession: Sendable {
             try c.append(.to, inv.to())
             try c.append(.callID, callID)
             try c.append(.cseq, CSeq(inviteCSeq, .cancel))
-            return [.send(c), .startTimer(.cancelGuard, after: configuration.timers.t1 * 64)]
+            return [.send(c), arm(.cancelGuard, after: configuration.timers.t1 * 64)]
         } catch {
             return []
         }
@@ -861,7 +864,7 @@ public struct InviteSession: Sendable {
         case 200..<300:
             guard let tag, dialog == nil else { return [] }
             inviteFinal = true
-            var out: [Action] = [.cancelTimer(.cancelGuard)]
+            var out: [Action] = [disarm(.cancelGuard)]
             var d: Dialog
             if var early = earlyDialogs[tag], early.targetFromContact || ((try? r.contact()) ?? nil)?.addresses.isEmpty == false {
                 try? early.confirm(with: r, decoding: false)
@@ -1047,7 +1050,7 @@ public struct InviteSession: Sendable {
                     let ms: UInt64 = role == .uac ? 2100 + (rng.next() % 191) * 10 : (rng.next() % 201) * 10
                     let wait = Duration.milliseconds(Int64(ms))
                     glare = (p.method, p.body)
-                    return [.startTimer(.glareRetry, after: wait), .event(.glare(retryAfter: wait))]
+                    return [arm(.glareRetry, after: wait), .event(.glare(retryAfter: wait))]
                 }
                 if code == 481 || code == 408 {
                     out.append(.event(.requestCompleted(method: p.method, statusCode: code, response: r)))
@@ -1151,7 +1154,7 @@ public struct InviteSession: Sendable {
             return [.respond(response(to: request, 481), in: tx)]
         }
         unackedReliable = nil
-        var out: [Action] = [.respond(response(to: request, 200), in: tx), .cancelTimer(.retransmitProvisional), .cancelTimer(.prackTimeout)]
+        var out: [Action] = [.respond(response(to: request, 200), in: tx), disarm(.retransmitProvisional), disarm(.prackTimeout)]
         if let q = queuedFinal {
             queuedFinal = nil
             sendFinal2xx(q, into: &out)
@@ -1212,8 +1215,8 @@ public struct InviteSession: Sendable {
         // timer): one array.
         var out: [Action] = []
         out.reserveCapacity(6)
-        out.append(.cancelTimer(.retransmit2xx))
-        out.append(.cancelTimer(.ackTimeout))
+        out.append(disarm(.retransmit2xx))
+        out.append(disarm(.ackTimeout))
         if case .local = offer {
             offer = .none
             if let b = SessionBody(of: ack) {
@@ -1246,30 +1249,32 @@ public struct InviteSession: Sendable {
     // MARK: - Timers
 
     private mutating func timerFired(_ t: SessionTimer) -> [Action] {
+        // A timer that fired no longer runs (its handler arms it again if it repeats).
+        armed &= ~(1 << UInt16(t.rawValue))
         switch t {
         case .retransmit2xx:
             guard var si = serverInvite, let f = si.final else { return [] }
             si.interval = min(si.interval * 2, configuration.timers.t2)
             serverInvite = si
-            return [.respond(f, in: si.transaction), .startTimer(.retransmit2xx, after: si.interval)]
+            return [.respond(f, in: si.transaction), arm(.retransmit2xx, after: si.interval)]
         case .ackTimeout:
             guard let si = serverInvite, si.final != nil else { return [] }
             serverInvite = nil
             byeAfterAck = false
             // §13.3.1.4: no ACK, so the session ends with a BYE.
-            return [.cancelTimer(.retransmit2xx)] + cancelSessionTimers() + sendInDialog(.bye, body: nil) + [set(.terminated(.noAck))]
+            return [disarm(.retransmit2xx)] + cancelSessionTimers() + sendInDialog(.bye, body: nil) + [set(.terminated(.noAck))]
         case .retransmitProvisional:
             guard var u = unackedReliable, let si = serverInvite, si.final == nil || queuedFinal != nil else { return [] }
             u.interval = min(u.interval * 2, configuration.timers.t2)
             unackedReliable = u
-            return [.respond(u.response, in: si.transaction), .startTimer(.retransmitProvisional, after: u.interval)]
+            return [.respond(u.response, in: si.transaction), arm(.retransmitProvisional, after: u.interval)]
         case .prackTimeout:
             guard unackedReliable != nil, let si = serverInvite else { return [] }
             unackedReliable = nil
             // The 2xx already went (the provisional had no body, so it did not wait for the
             // PRACK): the INVITE is answered and can no longer be refused. The 2xx's own ACK
             // timeout ends the call (with BYE) if the caller never confirms it.
-            if si.final != nil && queuedFinal == nil { return [.cancelTimer(.retransmitProvisional)] }
+            if si.final != nil && queuedFinal == nil { return [disarm(.retransmitProvisional)] }
             queuedFinal = nil
             // RFC 3262 §3: the reliable provisional was never acknowledged: refuse with a 5xx.
             let r = response(to: si.request, 500, reason: "Reliable Provisional Response Not Acknowledged")
@@ -1288,13 +1293,13 @@ public struct InviteSession: Sendable {
             guard state == .confirmed, weRefresh, sessionInterval != nil else { return [] }
             if hasPendingOffer || offer != .none || serverInvite != nil {
                 // Something is under way; try again shortly.
-                return [.startTimer(.sessionRefresh, after: .seconds(2))]
+                return [arm(.sessionRefresh, after: .seconds(2))]
             }
             if peerAllowsUpdate { return sendOffer(.update, body: nil, isRefresh: true) }
             return sendOffer(.invite, body: localBody, isRefresh: true)
         case .sessionExpiry:
             guard state == .confirmed || state == .connecting else { return [] }
-            return terminate(.sessionExpired, after: [.cancelTimer(.sessionRefresh)] + sendInDialog(.bye, body: nil))
+            return terminate(.sessionExpired, after: [disarm(.sessionRefresh)] + sendInDialog(.bye, body: nil))
         }
     }
 
@@ -1341,33 +1346,53 @@ public struct InviteSession: Sendable {
 
     /// Appends to `out` the session timer's actions after a refresh (or after the call came
     /// up): both timers cancelled when no session interval was agreed, else ours started.
-    private func appendSessionTimersAfterRefresh(to out: inout [Action]) {
+    private mutating func appendSessionTimersAfterRefresh(to out: inout [Action]) {
         guard let i = sessionInterval, i > 0 else {
-            out.append(.cancelTimer(.sessionRefresh))
-            out.append(.cancelTimer(.sessionExpiry))
+            out.append(contentsOf: cancelSessionTimers())
             return
         }
         let interval = Duration.seconds(Int64(i))
         if weRefresh {
-            out.append(.cancelTimer(.sessionExpiry))
-            out.append(.startTimer(.sessionRefresh, after: interval / 2))
+            if isArmed(.sessionExpiry) { out.append(disarm(.sessionExpiry)) }
+            out.append(arm(.sessionRefresh, after: interval / 2))
             return
         }
         // §10: the other side ends the session if no refresh came by SE − min(32, SE/3).
         let margin = Duration.seconds(Int64(min(32, i / 3)))
-        out.append(.cancelTimer(.sessionRefresh))
-        out.append(.startTimer(.sessionExpiry, after: interval - margin))
+        if isArmed(.sessionRefresh) { out.append(disarm(.sessionRefresh)) }
+        out.append(arm(.sessionExpiry, after: interval - margin))
     }
 
-    private func cancelSessionTimers() -> [Action] { [.cancelTimer(.sessionRefresh), .cancelTimer(.sessionExpiry)] }
+    /// Cancels of the session timers that run.
+    private mutating func cancelSessionTimers() -> [Action] {
+        var out: [Action] = []
+        for t in [SessionTimer.sessionRefresh, .sessionExpiry] where isArmed(t) { out.append(disarm(t)) }
+        return out
+    }
 
-    /// The session ends for `reason`: `out`, then a cancel of each of its timers, then its
+    /// Arms `timer`: the action, and the note that it runs (so that only running timers are
+    /// cancelled when the session ends; a BYE cancelled all eight, one look-up each in the
+    /// driver's timer table).
+    private mutating func arm(_ timer: SessionTimer, after delay: Duration) -> Action {
+        armed |= 1 << UInt16(timer.rawValue)
+        return .startTimer(timer, after: delay)
+    }
+
+    /// Cancels `timer`: the action, and the note that it no longer runs.
+    private mutating func disarm(_ timer: SessionTimer) -> Action {
+        armed &= ~(1 << UInt16(timer.rawValue))
+        return .cancelTimer(timer)
+    }
+
+    private func isArmed(_ timer: SessionTimer) -> Bool { armed & (1 << UInt16(timer.rawValue)) != 0 }
+
+    /// The session ends for `reason`: `out`, then a cancel of each of its running timers, then its
     /// terminated state. Built in one array of the right size (the usual `out + cancels +
     /// [state]` made three arrays and copied each action twice).
     private mutating func terminate(_ reason: SessionEndReason, after out: consuming [Action] = []) -> [Action] {
         var out = out
-        out.reserveCapacity(out.count + SessionTimer.allCases.count + 1)
-        for t in SessionTimer.allCases { out.append(.cancelTimer(t)) }
+        out.reserveCapacity(out.count + armed.nonzeroBitCount + 1)
+        for t in SessionTimer.allCases where isArmed(t) { out.append(disarm(t)) }
         out.append(set(.terminated(reason)))
         return out
     }
@@ -1432,8 +1457,8 @@ public struct InviteSession: Sendable {
         si.interval = configuration.timers.t1
         serverInvite = si
         out.append(.respond(r, in: si.transaction))
-        out.append(.startTimer(.retransmit2xx, after: configuration.timers.t1))
-        out.append(.startTimer(.ackTimeout, after: configuration.timers.t1 * 64))
+        out.append(arm(.retransmit2xx, after: configuration.timers.t1))
+        out.append(arm(.ackTimeout, after: configuration.timers.t1 * 64))
     }
 
     // MARK: - Building

@@ -272,6 +272,41 @@ struct InviteSessionTests {
         return s
     }
 
+    /// The timers a set of actions starts and cancels, in order.
+    static func timerActions(_ out: [InviteSession.Action]) -> [String] {
+        out.compactMap {
+            switch $0 {
+            case .startTimer(let t, _): "start \(t)"
+            case .cancelTimer(let t): "cancel \(t)"
+            default: nil
+            }
+        }
+    }
+
+    @Test("a session cancels the timers it runs, and no others: the ACK stops the 2xx's two, a BYE after it cancels nothing")
+    func onlyRunningTimersAreCancelled() throws {
+        var s = InviteSession(incoming: Self.incomingInvite(), transaction: Self.tx, configuration: Self.config, seed: 4)
+        _ = s.start()
+        #expect(Self.timerActions(try s.accept(body: Self.answer)) == ["start retransmit2xx", "start ackTimeout"])
+        let ack = try SIPMessage(bytes: Self.inDialog(.ack, cseq: 10, toTag: s.localTag).serialized())
+        #expect(Self.timerActions(s.handle(.ack(ack))) == ["cancel retransmit2xx", "cancel ackTimeout"])
+        let bye = s.handle(.request(Self.inDialog(.bye, cseq: 11, toTag: s.localTag), transaction: TransactionID(rawValue: 7)))
+        #expect(s.state == .terminated(.remoteHangup))
+        #expect(Self.timerActions(bye).isEmpty)
+
+        // With a session interval the refresh timer runs after the ACK, and the BYE stops it.
+        var c = Self.config
+        c.sessionTimer = SessionTimerSettings(interval: 1800, minimum: 90)
+        var t = InviteSession(incoming: Self.incomingInvite(), transaction: Self.tx, configuration: c, seed: 4)
+        _ = t.start()
+        _ = try t.accept(body: Self.answer)
+        let ack2 = try SIPMessage(bytes: Self.inDialog(.ack, cseq: 10, toTag: t.localTag).serialized())
+        let acked = Self.timerActions(t.handle(.ack(ack2)))
+        #expect(acked.contains("start sessionRefresh"))
+        let bye2 = t.handle(.request(Self.inDialog(.bye, cseq: 11, toTag: t.localTag), transaction: TransactionID(rawValue: 7)))
+        #expect(Self.timerActions(bye2) == ["cancel sessionRefresh"])
+    }
+
     @Test("offer overlap: a re-INVITE while ours is pending gets 491; a second INVITE while one is open gets 500 with Retry-After")
     func overlaps() throws {
         var s = Self.confirmedUAS()
