@@ -232,8 +232,8 @@ public struct SessionManager: Sendable {
         return (key, actions)
     }
 
-    /// The key of the session a request with a To tag is for. An initial INVITE (no To tag,
-    /// the usual case) builds no Call-ID String here.
+    /// The key of the session a request with a To tag is for (an in-dialog request, an ACK).
+    /// An initial INVITE (no To tag, the usual case) builds no Call-ID String here.
     private func dialogKey(of m: SIPMessage) -> SessionKey? {
         guard let toTag = m.toTagBytes, let callID = m.callID else { return nil }
         return SessionKey(callID: callID, localTag: String(decoding: toTag, as: UTF8.self))
@@ -256,9 +256,7 @@ public struct SessionManager: Sendable {
     /// ``ack(_:)`` for a driver that takes the session's actions as they are: the session's key
     /// and its actions, or nil when the ACK is for no session.
     package mutating func ackActions(_ m: SIPMessage) -> (SessionKey, [InviteSession.Action])? {
-        guard let callID = m.callID, let toTag = m.toTag else { return nil }
-        let key = SessionKey(callID: callID, localTag: toTag)
-        guard let slot = slot(key) else { return nil }
+        guard let key = dialogKey(of: m), let slot = slot(key) else { return nil }
         let actions = slot.session.handle(.ack(m))
         retireIfTerminated(key, slot)
         return (key, actions)
