@@ -1124,7 +1124,7 @@ public struct InviteSession: Sendable {
         case .bye:
             // Room for the 487s and what terminate(_:after:) appends: one array.
             var out: [Action] = []
-            out.reserveCapacity(3 + SessionTimer.allCases.count + 1)
+            out.reserveCapacity(3 + armed.nonzeroBitCount + 1)
             out.append(.respond(response(to: request, 200), in: tx))
             if let si = serverInvite, si.final == nil {
                 let r487 = response(to: si.request, 487)
@@ -1353,20 +1353,21 @@ public struct InviteSession: Sendable {
         }
         let interval = Duration.seconds(Int64(i))
         if weRefresh {
-            if isArmed(.sessionExpiry) { out.append(disarm(.sessionExpiry)) }
+            disarmIfArmed(.sessionExpiry, into: &out)
             out.append(arm(.sessionRefresh, after: interval / 2))
             return
         }
         // §10: the other side ends the session if no refresh came by SE − min(32, SE/3).
         let margin = Duration.seconds(Int64(min(32, i / 3)))
-        if isArmed(.sessionRefresh) { out.append(disarm(.sessionRefresh)) }
+        disarmIfArmed(.sessionRefresh, into: &out)
         out.append(arm(.sessionExpiry, after: interval - margin))
     }
 
     /// Cancels of the session timers that run.
     private mutating func cancelSessionTimers() -> [Action] {
         var out: [Action] = []
-        for t in [SessionTimer.sessionRefresh, .sessionExpiry] where isArmed(t) { out.append(disarm(t)) }
+        disarmIfArmed(.sessionRefresh, into: &out)
+        disarmIfArmed(.sessionExpiry, into: &out)
         return out
     }
 
@@ -1384,7 +1385,10 @@ public struct InviteSession: Sendable {
         return .cancelTimer(timer)
     }
 
-    private func isArmed(_ timer: SessionTimer) -> Bool { armed & (1 << UInt16(timer.rawValue)) != 0 }
+    /// Appends the cancel of `timer` to `out` when it runs.
+    private mutating func disarmIfArmed(_ timer: SessionTimer, into out: inout [Action]) {
+        if armed & (1 << UInt16(timer.rawValue)) != 0 { out.append(disarm(timer)) }
+    }
 
     /// The session ends for `reason`: `out`, then a cancel of each of its running timers, then its
     /// terminated state. Built in one array of the right size (the usual `out + cancels +
@@ -1392,7 +1396,7 @@ public struct InviteSession: Sendable {
     private mutating func terminate(_ reason: SessionEndReason, after out: consuming [Action] = []) -> [Action] {
         var out = out
         out.reserveCapacity(out.count + armed.nonzeroBitCount + 1)
-        for t in SessionTimer.allCases where isArmed(t) { out.append(disarm(t)) }
+        for t in SessionTimer.allCases { disarmIfArmed(t, into: &out) }
         out.append(set(.terminated(reason)))
         return out
     }
