@@ -128,7 +128,8 @@ public final class SIPEndpoint: Sendable, TimerTarget {
         var clientHandlers: [TransactionID: ClientHandler] = [:]
         /// The running timers of each transaction that has any (one entry per transaction, so
         /// ending it is one removal).
-        var timers: [TransactionID: RunningTimers] = [:]
+        /// The running timers of each transaction, in the slot the layer gave it.
+        var timers = SlotTable<RunningTimers>()
         var stats = EndpointStatistics()
         /// Client transactions waiting on a connection being opened in the background, so a
         /// failed connect fails them (RFC 3261 §8.1.3.1).
@@ -146,9 +147,15 @@ public final class SIPEndpoint: Sendable, TimerTarget {
         /// Forgets a transaction's timer (and the transaction's entry with its last one);
         /// returns its handle, nil when it was not running.
         mutating func forgetTimer(_ id: TransactionID, _ t: TransactionTimer) -> TimerService.Handle? {
-            guard let i = timers.index(forKey: id) else { return nil }
-            let h = timers.values[i].remove(t)
-            if timers.values[i].isEmpty { timers.remove(at: i) }
+            let s = id.slot
+            var empty = false
+            let h = timers.modify(s) { r -> TimerService.Handle? in
+                guard r.owner == id else { return nil }
+                let h = r.remove(t)
+                empty = r.isEmpty
+                return h
+            } ?? nil
+            if empty { timers.take(s) }
             return h
         }
     }
@@ -603,7 +610,7 @@ public final class SIPEndpoint: Sendable, TimerTarget {
                         c.connecting[conn] = ids.isEmpty ? nil : ids
                     }
                 }
-                c.timers.removeValue(forKey: id)?.forEach { timerService.cancel($0) }
+                if c.timers.modify(id.slot, { $0.owner == id }) == true { c.timers.take(id.slot)?.forEach { timerService.cancel($0) } }
                 c.clientHandlers[id] = nil
             case .timeout(let id, let timer):
                 c.stats.timeouts += 1
@@ -626,7 +633,21 @@ public final class SIPEndpoint: Sendable, TimerTarget {
     /// `timerFired(_:_:)` with the transaction and the timer's code (nothing allocated per timer).
     private func startTimer(_ t: TransactionTimer, of id: TransactionID, after delay: Duration, _ c: inout Core) {
         let h = timerService.schedule(after: delay, target: self, id.rawValue, SIPEndpoint.code(of: t))
-        if let old = c.timers[id, default: RunningTimers()].set(t, h) { timerService.cancel(old) }
+        let s = id.slot
+        var mine = false
+        let old = c.timers.modify(s) { r -> TimerService.Handle? in
+            guard r.owner == id else { return nil }
+            mine = true
+            return r.set(t, h)
+        } ?? nil
+        if let old { timerService.cancel(old) }
+        if !mine {
+            // The slot is vacant (or still holds an ended transaction's timers: cancelled).
+            c.timers.take(s)?.forEach { timerService.cancel($0) }
+            var r = RunningTimers(owner: id)
+            _ = r.set(t, h)
+            c.timers.put(r, at: s)
+        }
     }
 
     /// Starts a deferred 100 Trying timer if the INVITE is still unanswered.
@@ -806,8 +827,12 @@ extension SIPEndpoint {
 /// go to `more`.
 struct RunningTimers {
     struct Entry { var timer: TransactionTimer; var handle: TimerService.Handle }
+    /// The transaction whose timers these are (its slot may be taken by another one later).
+    let owner: TransactionID
     var slots = InlineArray<4, Entry?>(repeating: nil)
     var more: [Entry] = []
+
+    init(owner: TransactionID) { self.owner = owner }
 
     var isEmpty: Bool {
         for i in slots.indices where slots[i] != nil { return false }

@@ -6,6 +6,10 @@ public struct TransactionID: Hashable, Sendable, CustomStringConvertible {
     public init(rawValue: UInt64) { self.rawValue = rawValue }
     public var description: String { "tx\(rawValue)" }
 
+    /// The slot of the layer's table that holds the transaction (the low 32 bits; the high
+    /// 32 are a sequence number): tables that follow the layer's are indexed by it.
+    @inlinable package var slot: Int { Int(truncatingIfNeeded: UInt32(truncatingIfNeeded: rawValue)) }
+
     public func hash(into hasher: inout Hasher) { hasher.combine(rawValue) }
 
     /// The tables of the runtime look transactions up by id several times a message. Ids are

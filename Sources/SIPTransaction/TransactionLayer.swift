@@ -107,11 +107,17 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
     }
 
     public let timers: TransactionTimers
-    @usableFromInline var entries: [TransactionID: Entry] = [:]
+    /// The live transactions, in slots (see ``SlotTable``): a transaction's id carries its slot
+    /// in its low 32 bits and a sequence number in its high 32 bits, so it is found by
+    /// indexing, without hashing, and an id whose slot was taken again since (a late timer)
+    /// does not match.
+    @usableFromInline var slots = SlotTable<Entry>()
+    /// The id in each slot, 0 when the slot is vacant.
+    @usableFromInline var slotIDs: [UInt64] = []
     @usableFromInline var clientIndex: [ClientKey: TransactionID] = [:]
     @usableFromInline var serverIndex: [ServerKey: TransactionID] = [:]
     @usableFromInline var mergeIndex: [MergeKey: TransactionID] = [:]
-    @usableFromInline var nextID: UInt64 = 1
+    @usableFromInline var nextSequence: UInt32 = 1
     @usableFromInline var rng: SplitMix64
 
     /// Counters for tests and statistics.
@@ -134,23 +140,29 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
     }
 
     /// The number of live transactions.
-    @inlinable public var count: Int { entries.count }
+    @inlinable public var count: Int { slots.count }
 
     /// Whether a transaction is alive.
-    @inlinable public func contains(_ id: TransactionID) -> Bool { entries.index(forKey: id) != nil }
+    @inlinable public func contains(_ id: TransactionID) -> Bool { slot(of: id) != nil }
+
+    /// The slot of a live transaction.
+    @inlinable func slot(of id: TransactionID) -> Int? {
+        let s = id.slot
+        return s < slotIDs.count && slotIDs[s] == id.rawValue && id.rawValue != 0 ? s : nil
+    }
 
     /// Whether `id` is an INVITE server transaction still waiting for the TU's first response
     /// (its 100 Trying timer is due to run): a driver that starts that timer only after the TU
     /// has seen the request asks this first. `mutating` only to read the transaction where it
     /// lies in the table (reading it out would copy it).
     public mutating func awaitsTrying(_ id: TransactionID) -> Bool {
-        guard let i = entries.index(forKey: id) else { return false }
-        return entries.values[i].machine.awaitsTrying()
+        guard let s = slot(of: id) else { return false }
+        return slots[s]!.machine.awaitsTrying()
     }
 
     /// The state of a transaction, for tests and diagnostics.
     public func stateDescription(_ id: TransactionID) -> String? {
-        guard let e = entries[id] else { return nil }
+        guard let s = slot(of: id), let e = slots[s] else { return nil }
         switch e.machine {
         case .inviteClient(let t): return "\(t.state)"
         case .nonInviteClient(let t): return "\(t.state)"
@@ -187,9 +199,20 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
         return newBranch(using: &g)
     }
 
+    /// An id for a new transaction: the slot its entry will take and the next sequence number
+    /// (never 0, so no id is 0). The caller stores the entry with ``store(_:_:)`` before it
+    /// allocates another id.
     @inlinable mutating func allocateID() -> TransactionID {
-        defer { nextID += 1 }
-        return TransactionID(rawValue: nextID)
+        let seq = nextSequence
+        nextSequence = nextSequence == .max ? 1 : nextSequence + 1
+        return TransactionID(rawValue: UInt64(seq) << 32 | UInt64(UInt32(truncatingIfNeeded: slots.nextSlot)))
+    }
+
+    /// Stores a new transaction's entry in the slot its id names.
+    @inlinable mutating func store(_ id: TransactionID, _ entry: consuming Entry) {
+        let s = slots.insert(entry)
+        assert(UInt64(s) == id.rawValue & 0xFFFF_FFFF, "an id was allocated and another entry stored first")
+        if s == slotIDs.count { slotIDs.append(id.rawValue) } else { slotIDs[s] = id.rawValue }
     }
 
     // MARK: Client side
@@ -216,7 +239,7 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
             entry = Entry(machine: .nonInviteClient(t), peer: destination, clientKey: key)
         }
         if let k = key { clientIndex[k] = id } else { entry.clientKey = nil }
-        entries[id] = entry
+        store(id, entry)
         return (id, outputs(for: id, actions))
     }
 
@@ -232,21 +255,21 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
     /// Routes a message received from `source` over a transport that is `reliable` or not.
     @inlinable public mutating func receive(_ message: SIPMessage, from source: Address, reliable: Bool) -> [Output] {
         if message.isRequest { return receiveRequest(message, from: source, reliable: reliable) }
-        guard let key = ClientKey(response: message), let id = clientIndex[key], let i = entries.index(forKey: id) else {
+        guard let key = ClientKey(response: message), let id = clientIndex[key], let i = slot(of: id) else {
             _counters.strayResponses += 1
             return [.strayResponse(message, from: source)]
         }
         // The machine is fed where it lies in the table (no copy of the entry and write-back).
-        guard let actions = entries.values[i].machine.handle(client: .response(message), server: nil) else { return [] }
+        guard let actions = slots[i]!.machine.handle(client: .response(message), server: nil) else { return [] }
         if actions.isEmpty { _counters.retransmissionsAbsorbed += 1 }
         return outputs(for: id, actions)
     }
 
     @inlinable mutating func receiveRequest(_ request: SIPMessage, from source: Address, reliable: Bool) -> [Output] {
         guard let method = request.method, let key = ServerKey(request: request) else { return [] }
-        if let id = serverIndex[key], let i = entries.index(forKey: id) {
+        if let id = serverIndex[key], let i = slot(of: id) {
             // A retransmission, or the ACK for a non-2xx (or 2xx, RFC 6026) response.
-            guard let actions = entries.values[i].machine.handle(client: nil, server: .request(request)) else { return [] }
+            guard let actions = slots[i]!.machine.handle(client: nil, server: .request(request)) else { return [] }
             if actions.isEmpty || actions.allSatisfy({ if case .transmit = $0 { return true } else { return false } }) {
                 _counters.retransmissionsAbsorbed += 1
             }
@@ -273,17 +296,17 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
         let merge = MergeKey(request: request)
         // §8.2.2.2: the same request over another path is answered 482 in the new transaction.
         var merged = false
-        if let mk = merge, let other = mergeIndex[mk], entries.index(forKey: other) != nil { merged = true }
+        if let mk = merge, let other = mergeIndex[mk], slot(of: other) != nil { merged = true }
         serverIndex[key] = id
         if merged {
-            entries[id] = Entry(machine: machine, peer: source, serverKey: key)
+            store(id, Entry(machine: machine, peer: source, serverKey: key))
             _counters.merged482 += 1
             return respondInternally(id, SIPMessage(responseTo: request, statusCode: 482, toTag: newTag()), dropping: actions)
         }
         if let mk = merge { mergeIndex[mk] = id }
-        entries[id] = Entry(machine: machine, peer: source, serverKey: key, mergeKey: merge)
+        store(id, Entry(machine: machine, peer: source, serverKey: key, mergeKey: merge))
         if method == .cancel {
-            guard let inviteKey = ServerKey(request: request, asMethod: .invite), let invite = serverIndex[inviteKey], entries.index(forKey: invite) != nil else {
+            guard let inviteKey = ServerKey(request: request, asMethod: .invite), let invite = serverIndex[inviteKey], slot(of: invite) != nil else {
                 _counters.unmatchedCancels += 1
                 return respondInternally(id, SIPMessage(responseTo: request, statusCode: 481, toTag: newTag()), dropping: actions)
             }
@@ -317,15 +340,15 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
     /// Feeds `client` or `server` to the transaction's machine, whichever its side takes, and
     /// turns what it asks for into outputs.
     @inlinable mutating func feed(_ id: TransactionID, client: ClientTransactionInput?, server: ServerTransactionInput?) -> [Output] {
-        guard let i = entries.index(forKey: id), let actions = entries.values[i].machine.handle(client: client, server: server) else { return [] }
+        guard let i = slot(of: id), let actions = slots[i]!.machine.handle(client: client, server: server) else { return [] }
         return outputs(for: id, actions)
     }
 
     @inlinable mutating func outputs(for id: TransactionID, _ actions: [TransactionAction], source: Address? = nil) -> [Output] {
-        // Only the peer is read: through the table's in-place accessor, since reading
-        // `entries.values[i].peer` copies the whole entry first (every reference in it retained).
-        guard let i = entries.index(forKey: id) else { return [] }
-        let peer = Self.peer(of: &entries.values[i])
+        // Only the peer is read: through the slot's in-place accessor, since reading
+        // `slots[i]!.peer` may copy the whole entry first (every reference in it retained).
+        guard let i = slot(of: id) else { return [] }
+        let peer = Self.peer(of: &slots[i]!)
         var out: [Output] = []
         out.reserveCapacity(actions.count)
         for a in actions {
@@ -349,7 +372,8 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
     @inlinable static func peer(of entry: inout Entry) -> Address { entry.peer }
 
     @inlinable mutating func remove(_ id: TransactionID) {
-        guard let e = entries.removeValue(forKey: id) else { return }
+        guard let s = slot(of: id), let e = slots.remove(s) else { return }
+        slotIDs[s] = 0
         if let k = e.clientKey, clientIndex[k] == id { clientIndex[k] = nil }
         if let k = e.serverKey, serverIndex[k] == id { serverIndex[k] = nil }
         if let k = e.mergeKey, mergeIndex[k] == id { mergeIndex[k] = nil }

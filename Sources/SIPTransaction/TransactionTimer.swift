@@ -33,21 +33,51 @@ public enum TransactionTimer: String, Sendable, Hashable, CaseIterable, CustomSt
 }
 
 /// T1, T2 and T4 of RFC 3261 §17 (Table 4), and the 100 Trying delay.
+///
+/// Every transaction keeps a copy, so the four durations are stored as nanoseconds (32 bytes,
+/// not the 64 of four `Duration`s): a server holds tens of thousands of transactions lingering
+/// for retransmissions. Durations finer than a nanosecond are rounded down to one.
 public struct TransactionTimers: Sendable, Hashable {
+    @usableFromInline var t1Nanoseconds: Int64
+    @usableFromInline var t2Nanoseconds: Int64
+    @usableFromInline var t4Nanoseconds: Int64
+    @usableFromInline var tryingNanoseconds: Int64
+
     /// RTT estimate, 500 ms by default.
-    public var t1: Duration
+    @inlinable public var t1: Duration {
+        get { .nanoseconds(t1Nanoseconds) }
+        set { t1Nanoseconds = Self.nanoseconds(newValue) }
+    }
     /// Maximum retransmission interval for non-INVITE requests and INVITE responses, 4 s.
-    public var t2: Duration
+    @inlinable public var t2: Duration {
+        get { .nanoseconds(t2Nanoseconds) }
+        set { t2Nanoseconds = Self.nanoseconds(newValue) }
+    }
     /// Maximum time a message stays in the network, 5 s.
-    public var t4: Duration
+    @inlinable public var t4: Duration {
+        get { .nanoseconds(t4Nanoseconds) }
+        set { t4Nanoseconds = Self.nanoseconds(newValue) }
+    }
     /// How long an INVITE server waits for the TU before sending 100 Trying itself, 200 ms.
-    public var tryingDelay: Duration
+    @inlinable public var tryingDelay: Duration {
+        get { .nanoseconds(tryingNanoseconds) }
+        set { tryingNanoseconds = Self.nanoseconds(newValue) }
+    }
 
     public init(t1: Duration = .milliseconds(500), t2: Duration = .seconds(4), t4: Duration = .seconds(5), tryingDelay: Duration = .milliseconds(200)) {
-        self.t1 = t1
-        self.t2 = t2
-        self.t4 = t4
-        self.tryingDelay = tryingDelay
+        t1Nanoseconds = Self.nanoseconds(t1)
+        t2Nanoseconds = Self.nanoseconds(t2)
+        t4Nanoseconds = Self.nanoseconds(t4)
+        tryingNanoseconds = Self.nanoseconds(tryingDelay)
+    }
+
+    /// A duration in whole nanoseconds (saturating: a timer of centuries is still centuries).
+    @inlinable static func nanoseconds(_ d: Duration) -> Int64 {
+        let (s, atto) = d.components
+        let (ns, overflow) = s.multipliedReportingOverflow(by: 1_000_000_000)
+        guard !overflow else { return s < 0 ? .min : .max }
+        let (sum, over2) = ns.addingReportingOverflow(atto / 1_000_000_000)
+        return over2 ? (s < 0 ? .min : .max) : sum
     }
 
     /// The RFC 3261 defaults.

@@ -212,7 +212,7 @@ struct LoopbackTests {
 
     @Test func runningTimersKeepOneHandlePerTimer() {
         let h = (0..<8).map { TimerService.Handle(id: UInt64($0)) }
-        var r = RunningTimers()
+        var r = RunningTimers(owner: TransactionID(rawValue: 1))
         #expect(r.isEmpty)
         #expect(r.set(.trying, h[0]) == nil)
         #expect(r.set(.G, h[1]) == nil)

@@ -1,0 +1,129 @@
+/// Values in numbered slots, kept in fixed-size chunks that never move: the table behind the
+/// transaction layer's transactions, the endpoint's running timers and the timer service's
+/// actions.
+///
+/// A server under load holds tens of thousands of these (a transaction lingers 32 s after its
+/// call for retransmissions), and the table grows with them for the first half minute. A hash
+/// table or a flat array grows by copying everything it holds into a new buffer, every page of
+/// it touched for the first time (page faults, most of a growing server's kernel time); a chunk
+/// here is allocated once and filled in place, and a slot is found by indexing, without
+/// hashing. Vacated slots are reused, most recent first (warm in the cache).
+///
+/// The owner keeps its own record of which slot holds what (the transaction layer puts the slot
+/// in the transaction's id, next to a sequence number that tells a reused slot apart).
+@usableFromInline
+package struct SlotTable<Element> {
+    /// A chunk holds a power of two of slots, 128 KiB to 256 KiB of them (at least 64 slots):
+    /// past the allocator's threshold, so a chunk is mapped on its own, not carved from the
+    /// heap a page at a time (an `mprotect` call each). A transaction entry is ~420 bytes:
+    /// 512 a chunk.
+    @usableFromInline static var chunkShift: Int {
+        let perChunk = max(1, (1 << 18) / MemoryLayout<Element?>.stride)
+        return max(6, Int.bitWidth - 1 - perChunk.leadingZeroBitCount)
+    }
+    @usableFromInline static var chunkSize: Int { 1 << chunkShift }
+
+    @usableFromInline var chunks: [[Element?]] = []
+    @usableFromInline var vacant: [UInt32] = []
+    @usableFromInline var slotCount = 0
+    @usableFromInline var live = 0
+
+    @inlinable package init() {}
+
+    /// The number of occupied slots.
+    @inlinable package var count: Int { live }
+
+    /// Stores `element` in a vacant slot (or a new one) and returns the slot.
+    @inlinable package mutating func insert(_ element: consuming Element) -> Int {
+        live += 1
+        if let v = vacant.popLast() {
+            let s = Int(v)
+            chunks[s >> Self.chunkShift][s & (Self.chunkSize - 1)] = consume element
+            return s
+        }
+        let s = slotCount
+        slotCount += 1
+        if s & (Self.chunkSize - 1) == 0 {
+            // A new chunk: its room reserved once, its pages touched only as slots fill.
+            var chunk: [Element?] = []
+            chunk.reserveCapacity(Self.chunkSize)
+            chunks.append(chunk)
+        }
+        chunks[s >> Self.chunkShift].append(consume element)
+        return s
+    }
+
+    /// Empties a slot and returns what it held (nil when it was vacant).
+    @inlinable @discardableResult package mutating func remove(_ slot: Int) -> Element? {
+        guard slot >= 0, slot < slotCount else { return nil }
+        guard let e = chunks[slot >> Self.chunkShift][slot & (Self.chunkSize - 1)].take() else { return nil }
+        live -= 1
+        vacant.append(UInt32(truncatingIfNeeded: slot))
+        return e
+    }
+
+    /// The value in a slot, read and changed where it lies (no copy); nil when vacant or out of range.
+    @inlinable package subscript(slot: Int) -> Element? {
+        get {
+            guard slot >= 0, slot < slotCount else { return nil }
+            return chunks[slot >> Self.chunkShift][slot & (Self.chunkSize - 1)]
+        }
+        _modify {
+            precondition(slot >= 0 && slot < slotCount, "SlotTable: slot \(slot) out of range")
+            yield &chunks[slot >> Self.chunkShift][slot & (Self.chunkSize - 1)]
+        }
+    }
+
+    /// Runs `body` on the value in a slot, where it lies; nil (and `body` not run) when the slot
+    /// is vacant.
+    @inlinable package mutating func modify<R>(_ slot: Int, _ body: (inout Element) -> R) -> R? {
+        guard slot >= 0, slot < slotCount else { return nil }
+        let c = slot >> Self.chunkShift, o = slot & (Self.chunkSize - 1)
+        guard chunks[c][o] != nil else { return nil }
+        return body(&chunks[c][o]!)
+    }
+
+    /// Stores `element` at a slot the caller chose (a table that follows another's slots: the
+    /// endpoint's timers follow the transaction layer's), growing to it. A table filled this
+    /// way is emptied with ``take(_:)``, never ``remove(_:)``, and never ``insert(_:)``.
+    @inlinable package mutating func put(_ element: consuming Element, at slot: Int) {
+        precondition(slot >= 0, "SlotTable: negative slot")
+        while slotCount <= slot {
+            if slotCount & (Self.chunkSize - 1) == 0 {
+                var chunk: [Element?] = []
+                chunk.reserveCapacity(Self.chunkSize)
+                chunks.append(chunk)
+            }
+            chunks[slotCount >> Self.chunkShift].append(nil)
+            slotCount += 1
+        }
+        let c = slot >> Self.chunkShift, o = slot & (Self.chunkSize - 1)
+        if chunks[c][o] == nil { live += 1 }
+        chunks[c][o] = consume element
+    }
+
+    /// Empties a slot of a table filled with ``put(_:at:)`` and returns what it held.
+    @inlinable @discardableResult package mutating func take(_ slot: Int) -> Element? {
+        guard slot >= 0, slot < slotCount, let e = chunks[slot >> Self.chunkShift][slot & (Self.chunkSize - 1)].take() else { return nil }
+        live -= 1
+        return e
+    }
+
+    /// Whether a slot holds a value.
+    @inlinable package func isOccupied(_ slot: Int) -> Bool {
+        slot >= 0 && slot < slotCount && chunks[slot >> Self.chunkShift][slot & (Self.chunkSize - 1)] != nil
+    }
+
+    /// The next slot ``insert(_:)`` will use.
+    @inlinable package var nextSlot: Int { vacant.last.map { Int($0) } ?? slotCount }
+
+    /// Empties the table.
+    @inlinable package mutating func removeAll() {
+        chunks = []
+        vacant = []
+        slotCount = 0
+        live = 0
+    }
+}
+
+extension SlotTable: Sendable where Element: Sendable {}
