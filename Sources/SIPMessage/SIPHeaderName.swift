@@ -332,3 +332,35 @@ public struct SIPHeaderName: Sendable, Hashable, CustomStringConvertible, Expres
     public static let allowEvents = SIPHeaderName(.allowEvents)
     public static let contentDisposition = SIPHeaderName(.contentDisposition)
 }
+
+/// Every known header's canonical name as bytes, in one buffer, located by the header's raw
+/// value: the writers (``SIPMessage/serialized()``, the response builder) copy a name with one
+/// `memcpy` from here instead of making a `String` per header line. Built once from
+/// ``KnownHeader/canonicalName``.
+struct CanonicalNameTable: Sendable {
+    /// The names, one after another.
+    let bytes: [UInt8]
+    /// Where each raw value's name starts and ends (`starts[raw]..<starts[raw + 1]`); empty for
+    /// raw values no header has (0: an unknown header, written as spelled).
+    let starts: [Int]
+
+    init() {
+        var bytes: [UInt8] = []
+        var starts: [Int] = [0]
+        starts.reserveCapacity(257)
+        for raw in 0...255 {
+            if let k = KnownHeader(rawValue: UInt8(raw)) { bytes.append(contentsOf: k.canonicalName.utf8) }
+            starts.append(bytes.count)
+        }
+        self.bytes = bytes
+        self.starts = starts
+    }
+
+    /// The name's range in ``bytes`` (empty when `raw` names no known header).
+    @inline(__always) func range(_ raw: UInt8) -> Range<Int> { starts[Int(raw)]..<starts[Int(raw) + 1] }
+}
+
+extension KnownHeader {
+    /// The canonical names as bytes (see ``CanonicalNameTable``).
+    static let nameTable = CanonicalNameTable()
+}

@@ -220,18 +220,21 @@ extension SIPMessage {
         let lengthName = KnownHeader.contentLength.canonicalName
         let lengthLine = lengthName.utf8.count + 2 + SIPMessage.decimalCount(bodyRange.count) + 2
         var wroteLength = false
+        // Known names come from the table of canonical names (one copy each, no String).
+        let names = KnownHeader.nameTable
         for e in entries {
             if e.known == KnownHeader.contentLength.rawValue {
                 if !wroteLength { total += lengthLine }
                 wroteLength = true
                 continue
             }
-            let name = KnownHeader(rawValue: e.known).map { $0.canonicalName.utf8.count } ?? Int(e.nameEnd - e.nameStart)
+            let known = names.range(e.known).count
+            let name = known > 0 ? known : Int(e.nameEnd - e.nameStart)
             total += name + 2 + Int(e.valueEnd - e.valueStart) + 2
         }
         if !wroteLength { total += lengthLine }
         total += 2 + bodyRange.count
-        return storage.withUnsafeBufferPointer { src in
+        return storage.withUnsafeBufferPointer { src in names.bytes.withUnsafeBufferPointer { nameBytes in
             makeArray(capacity: total) { out in
                 var w = ByteWriter(out.baseAddress!)
                 switch startIndex {
@@ -256,7 +259,8 @@ extension SIPMessage {
                         wroteLength = true
                         continue
                     }
-                    if let k = KnownHeader(rawValue: e.known) { w.put(k.canonicalName) } else { w.put(src, e.nameRange) }
+                    let known = names.range(e.known)
+                    if known.isEmpty { w.put(src, e.nameRange) } else { w.put(nameBytes, known) }
                     w.put(0x3A); w.put(0x20)
                     w.put(src, e.valueRange)
                     w.put(0x0D); w.put(0x0A)
@@ -267,7 +271,7 @@ extension SIPMessage {
                 assert(w.count == total, "serialized length")
                 return w.count
             }
-        }
+        } }
     }
 
     /// The number of characters of `n` in decimal (a minus sign counted).

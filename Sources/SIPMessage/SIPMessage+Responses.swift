@@ -69,7 +69,8 @@ extension SIPMessage {
 
     mutating func appendRaw(_ k: KnownHeader, _ value: ArraySlice<UInt8>) {
         let ns = storage.count
-        appendText(k.canonicalName)
+        let names = KnownHeader.nameTable
+        storage.append(contentsOf: names.bytes[names.range(k.rawValue)])
         let vs = storage.count
         storage.append(contentsOf: value)
         entries.append(HeaderEntry(known: k.rawValue, nameStart: UInt32(ns), nameEnd: UInt32(vs), valueStart: UInt32(vs), valueEnd: UInt32(storage.count)))

@@ -16,19 +16,25 @@ package struct SlotTable<Element> {
     /// A chunk holds a power of two of slots, 128 KiB to 256 KiB of them (at least 64 slots):
     /// past the allocator's threshold, so a chunk is mapped on its own, not carved from the
     /// heap a page at a time (an `mprotect` call each). A transaction entry is ~420 bytes:
-    /// 512 a chunk.
-    @usableFromInline static var chunkShift: Int {
+    /// 512 a chunk. Stored, not computed per access: a generic computation would look the
+    /// element's layout up at run time on every slot access.
+    @usableFromInline let chunkShift: Int
+    @usableFromInline var chunkMask: Int { (1 << chunkShift) - 1 }
+    /// The slots in a chunk.
+    @inlinable package var chunkSize: Int { 1 << chunkShift }
+
+    /// The chunk shift for this element type.
+    @inlinable static func shift() -> Int {
         let perChunk = max(1, (1 << 18) / MemoryLayout<Element?>.stride)
         return max(6, Int.bitWidth - 1 - perChunk.leadingZeroBitCount)
     }
-    @usableFromInline static var chunkSize: Int { 1 << chunkShift }
 
     @usableFromInline var chunks: [[Element?]] = []
     @usableFromInline var vacant: [UInt32] = []
     @usableFromInline var slotCount = 0
     @usableFromInline var live = 0
 
-    @inlinable package init() {}
+    @inlinable package init() { chunkShift = Self.shift() }
 
     /// The number of occupied slots.
     @inlinable package var count: Int { live }
@@ -38,25 +44,25 @@ package struct SlotTable<Element> {
         live += 1
         if let v = vacant.popLast() {
             let s = Int(v)
-            chunks[s >> Self.chunkShift][s & (Self.chunkSize - 1)] = consume element
+            chunks[s >> chunkShift][s & chunkMask] = consume element
             return s
         }
         let s = slotCount
         slotCount += 1
-        if s & (Self.chunkSize - 1) == 0 {
+        if s & chunkMask == 0 {
             // A new chunk: its room reserved once, its pages touched only as slots fill.
             var chunk: [Element?] = []
-            chunk.reserveCapacity(Self.chunkSize)
+            chunk.reserveCapacity(chunkSize)
             chunks.append(chunk)
         }
-        chunks[s >> Self.chunkShift].append(consume element)
+        chunks[s >> chunkShift].append(consume element)
         return s
     }
 
     /// Empties a slot and returns what it held (nil when it was vacant).
     @inlinable @discardableResult package mutating func remove(_ slot: Int) -> Element? {
         guard slot >= 0, slot < slotCount else { return nil }
-        guard let e = chunks[slot >> Self.chunkShift][slot & (Self.chunkSize - 1)].take() else { return nil }
+        guard let e = chunks[slot >> chunkShift][slot & chunkMask].take() else { return nil }
         live -= 1
         vacant.append(UInt32(truncatingIfNeeded: slot))
         return e
@@ -66,11 +72,11 @@ package struct SlotTable<Element> {
     @inlinable package subscript(slot: Int) -> Element? {
         get {
             guard slot >= 0, slot < slotCount else { return nil }
-            return chunks[slot >> Self.chunkShift][slot & (Self.chunkSize - 1)]
+            return chunks[slot >> chunkShift][slot & chunkMask]
         }
         _modify {
             precondition(slot >= 0 && slot < slotCount, "SlotTable: slot \(slot) out of range")
-            yield &chunks[slot >> Self.chunkShift][slot & (Self.chunkSize - 1)]
+            yield &chunks[slot >> chunkShift][slot & chunkMask]
         }
     }
 
@@ -78,7 +84,7 @@ package struct SlotTable<Element> {
     /// is vacant.
     @inlinable package mutating func modify<R>(_ slot: Int, _ body: (inout Element) -> R) -> R? {
         guard slot >= 0, slot < slotCount else { return nil }
-        let c = slot >> Self.chunkShift, o = slot & (Self.chunkSize - 1)
+        let c = slot >> chunkShift, o = slot & chunkMask
         guard chunks[c][o] != nil else { return nil }
         return body(&chunks[c][o]!)
     }
@@ -89,29 +95,29 @@ package struct SlotTable<Element> {
     @inlinable package mutating func put(_ element: consuming Element, at slot: Int) {
         precondition(slot >= 0, "SlotTable: negative slot")
         while slotCount <= slot {
-            if slotCount & (Self.chunkSize - 1) == 0 {
+            if slotCount & chunkMask == 0 {
                 var chunk: [Element?] = []
-                chunk.reserveCapacity(Self.chunkSize)
+                chunk.reserveCapacity(chunkSize)
                 chunks.append(chunk)
             }
-            chunks[slotCount >> Self.chunkShift].append(nil)
+            chunks[slotCount >> chunkShift].append(nil)
             slotCount += 1
         }
-        let c = slot >> Self.chunkShift, o = slot & (Self.chunkSize - 1)
+        let c = slot >> chunkShift, o = slot & chunkMask
         if chunks[c][o] == nil { live += 1 }
         chunks[c][o] = consume element
     }
 
     /// Empties a slot of a table filled with ``put(_:at:)`` and returns what it held.
     @inlinable @discardableResult package mutating func take(_ slot: Int) -> Element? {
-        guard slot >= 0, slot < slotCount, let e = chunks[slot >> Self.chunkShift][slot & (Self.chunkSize - 1)].take() else { return nil }
+        guard slot >= 0, slot < slotCount, let e = chunks[slot >> chunkShift][slot & chunkMask].take() else { return nil }
         live -= 1
         return e
     }
 
     /// Whether a slot holds a value.
     @inlinable package func isOccupied(_ slot: Int) -> Bool {
-        slot >= 0 && slot < slotCount && chunks[slot >> Self.chunkShift][slot & (Self.chunkSize - 1)] != nil
+        slot >= 0 && slot < slotCount && chunks[slot >> chunkShift][slot & chunkMask] != nil
     }
 
     /// The next slot ``insert(_:)`` will use.
