@@ -704,11 +704,15 @@ public final class SIPEndpoint: Sendable, TimerTarget {
     /// RFC 3581: to the source address and port of the request (the layer's peer), unless the
     /// top Via has no `rport` and names another port, in which case to that port.
     private func send(_ original: SIPMessage, to peer: SIPPeer, transaction: TransactionID?) -> Bool {
-        var m = original
         if let rewrite = outboundRewrite {
             guard let changed = rewrite(original) else { return true }
-            m = changed
+            return sendAsIs(changed, to: peer, transaction: transaction)
         }
+        return sendAsIs(original, to: peer, transaction: transaction)
+    }
+
+    /// ``send(_:to:transaction:)`` after the rewrite (no copy of the message when there is none).
+    private func sendAsIs(_ m: SIPMessage, to peer: SIPPeer, transaction: TransactionID?) -> Bool {
         if traces { trace("sent", m, peer) }
         if peer.transport == .tcp { return sendStream(m, to: peer, transaction: transaction) }
         if peer.transport == .tls { return sendSecure(m, to: peer, transaction: transaction) }
@@ -721,8 +725,9 @@ public final class SIPEndpoint: Sendable, TimerTarget {
                 destination = destination.withPort(port)
             }
         }
-        let transports = udp.withLock { $0 }
-        guard let t = transports.first(where: { $0.localAddress.isIPv6 == destination.isIPv6 }) ?? transports.first else {
+        // The transport is picked under the lock (copying the list out retained and released it).
+        let picked = udp.withLock { list in list.first(where: { $0.localAddress.isIPv6 == destination.isIPv6 }) ?? list.first }
+        guard let t = picked else {
             core.withLock { $0.stats.sendErrors += 1 }
             return false
         }
