@@ -74,8 +74,10 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
         }
 
         /// Whether this is an INVITE server transaction with no response yet (moved out and
-        /// back, as in `handle`, not copied).
-        @usableFromInline
+        /// back, as in `handle`, not copied). Inlinable, as the layer's own `awaitsTrying` is: a
+        /// driver in another module calls it specialized, not through the generic layer (which
+        /// looked up the table's metadata on every call).
+        @inlinable
         mutating func awaitsTrying() -> Bool {
             switch consume self {
             case .inviteServer(let t):
@@ -155,7 +157,7 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
     /// (its 100 Trying timer is due to run): a driver that starts that timer only after the TU
     /// has seen the request asks this first. `mutating` only to read the transaction where it
     /// lies in the table (reading it out would copy it).
-    public mutating func awaitsTrying(_ id: TransactionID) -> Bool {
+    @inlinable public mutating func awaitsTrying(_ id: TransactionID) -> Bool {
         guard let s = slot(of: id) else { return false }
         return slots[s]!.machine.awaitsTrying()
     }
