@@ -333,34 +333,35 @@ public struct SIPHeaderName: Sendable, Hashable, CustomStringConvertible, Expres
     public static let contentDisposition = SIPHeaderName(.contentDisposition)
 }
 
-/// Every known header's canonical name as bytes, in one buffer, located by the header's raw
-/// value: the writers (``SIPMessage/serialized()``, the response builder) copy a name with one
-/// `memcpy` from here instead of making a `String` per header line. Built once from
-/// ``KnownHeader/canonicalName``.
-struct CanonicalNameTable: Sendable {
-    /// The names, one after another.
+/// The canonical names of the known headers in one buffer, with each name's place in it (a
+/// class: one retain per message rather than one per array). The writers (``SIPMessage/serialized()``,
+/// the response builder, forwarding) copy a known name with one `memcpy` from here instead of
+/// making a `String` per header line.
+final class CanonicalNames: Sendable {
     let bytes: [UInt8]
-    /// Where each raw value's name starts and ends (`starts[raw]..<starts[raw + 1]`); empty for
-    /// raw values no header has (0: an unknown header, written as spelled).
-    let starts: [Int]
+    /// By raw value: offset << 8 | length (0 for raw values no header has: an unknown header,
+    /// written as spelled).
+    let spans: [UInt32]
 
-    init() {
-        var bytes: [UInt8] = []
-        var starts: [Int] = [0]
-        starts.reserveCapacity(257)
-        for raw in 0...255 {
-            if let k = KnownHeader(rawValue: UInt8(raw)) { bytes.append(contentsOf: k.canonicalName.utf8) }
-            starts.append(bytes.count)
-        }
-        self.bytes = bytes
-        self.starts = starts
+    func length(_ known: UInt8) -> Int { Int(spans[Int(known)] & 0xFF) }
+
+    /// The name's range in ``bytes`` (empty when `known` names no known header).
+    @inline(__always) func range(_ known: UInt8) -> Range<Int> {
+        let span = Int(spans[Int(known)])
+        return (span >> 8)..<((span >> 8) + (span & 0xFF))
     }
 
-    /// The name's range in ``bytes`` (empty when `raw` names no known header).
-    @inline(__always) func range(_ raw: UInt8) -> Range<Int> { starts[Int(raw)]..<starts[Int(raw) + 1] }
-}
+    private init() {
+        var bytes: [UInt8] = []
+        var spans = [UInt32](repeating: 0, count: 256)
+        for k in KnownHeader.allCases {
+            let name = Array(k.canonicalName.utf8)
+            spans[Int(k.rawValue)] = UInt32(bytes.count) << 8 | UInt32(name.count)
+            bytes += name
+        }
+        self.bytes = bytes
+        self.spans = spans
+    }
 
-extension KnownHeader {
-    /// The canonical names as bytes (see ``CanonicalNameTable``).
-    static let nameTable = CanonicalNameTable()
+    static let table = CanonicalNames()
 }

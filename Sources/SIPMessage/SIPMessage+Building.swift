@@ -221,7 +221,7 @@ extension SIPMessage {
         let lengthLine = lengthName.utf8.count + 2 + SIPMessage.decimalCount(bodyRange.count) + 2
         var wroteLength = false
         // Known names come from the table of canonical names (one copy each, no String).
-        let names = KnownHeader.nameTable
+        let names = CanonicalNames.table
         for e in entries {
             if e.known == KnownHeader.contentLength.rawValue {
                 if !wroteLength { total += lengthLine }

@@ -295,27 +295,3 @@ private struct LineWriter {
         end(KnownHeader.via.rawValue)
     }
 }
-
-/// The canonical names of the known headers in one buffer, with each name's place in it (a
-/// class: one retain per message rather than one per array).
-private final class CanonicalNames: Sendable {
-    let bytes: [UInt8]
-    /// By raw value: offset << 8 | length.
-    let spans: [UInt32]
-
-    func length(_ known: UInt8) -> Int { Int(spans[Int(known)] & 0xFF) }
-
-    private init() {
-        var bytes: [UInt8] = []
-        var spans = [UInt32](repeating: 0, count: 256)
-        for k in KnownHeader.allCases {
-            let name = Array(k.canonicalName.utf8)
-            spans[Int(k.rawValue)] = UInt32(bytes.count) << 8 | UInt32(name.count)
-            bytes += name
-        }
-        self.bytes = bytes
-        self.spans = spans
-    }
-
-    static let table = CanonicalNames()
-}

@@ -69,7 +69,7 @@ extension SIPMessage {
 
     mutating func appendRaw(_ k: KnownHeader, _ value: ArraySlice<UInt8>) {
         let ns = storage.count
-        let names = KnownHeader.nameTable
+        let names = CanonicalNames.table
         storage.append(contentsOf: names.bytes[names.range(k.rawValue)])
         let vs = storage.count
         storage.append(contentsOf: value)
