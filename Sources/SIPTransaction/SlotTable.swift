@@ -19,7 +19,7 @@ package struct SlotTable<Element> {
     /// 512 a chunk. Stored, not computed per access: a generic computation would look the
     /// element's layout up at run time on every slot access.
     @usableFromInline let chunkShift: Int
-    @usableFromInline var chunkMask: Int { (1 << chunkShift) - 1 }
+    @inlinable var chunkMask: Int { (1 << chunkShift) - 1 }
     /// The slots in a chunk.
     @inlinable package var chunkSize: Int { 1 << chunkShift }
 
