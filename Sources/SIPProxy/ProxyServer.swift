@@ -194,6 +194,12 @@ public final class ProxyServer: Sendable {
         state.withLock { $0.located.removeAll() }
     }
 
+    /// Disconnects the proxy from its endpoint: later events are ignored, and the proxy no
+    /// longer holds the endpoint (one whose handler holds the proxy can then be freed).
+    public func detach() {
+        endpointBox.withLock { $0 = nil }
+    }
+
     public var statistics: Statistics { state.withLock { $0.stats } }
 
     /// The live bindings of an address of record.
