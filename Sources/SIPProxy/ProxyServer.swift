@@ -67,7 +67,7 @@ public final class ProxyServer: Sendable {
 
     struct State {
         var registrar: Registrar
-        var rng = SystemRandomNumberGenerator()
+        var rng = BufferedSystemRandom()
         /// INVITE server transaction → its response context: the branches forwarding it.
         var forwards: [TransactionID: ResponseContext] = [:]
         var stats = Statistics()
@@ -157,8 +157,6 @@ public final class ProxyServer: Sendable {
     public let configuration: Configuration
     private let state: Mutex<State>
     private let endpointBox = Mutex<SIPEndpoint?>(nil)
-    /// The random part of the branches of the requests forwarded statefully.
-    private let branches = BranchSource()
     /// The attached endpoint's bound addresses, read once at ``attach(_:)`` (they are fixed once
     /// bound) rather than formatted again for every request: as a URI writes them (IP text,
     /// port) for `isUs`, and by transport as the start of our Via up to its branch value
@@ -194,6 +192,12 @@ public final class ProxyServer: Sendable {
         localPoints.withLock { $0 = (points, sentBy) }
         endpointBox.withLock { $0 = endpoint }
         state.withLock { $0.located.removeAll() }
+    }
+
+    /// Disconnects the proxy from its endpoint: later events are ignored, and the proxy no
+    /// longer holds the endpoint (one whose handler holds the proxy can then be freed).
+    public func detach() {
+        endpointBox.withLock { $0 = nil }
     }
 
     public var statistics: Statistics { state.withLock { $0.stats } }
@@ -588,8 +592,8 @@ public final class ProxyServer: Sendable {
             edits.via = .init(prefix: local.viaPrefix, tag: "a", branch: Self.fnv1a(m.topViaBranchBytes ?? []), suffix: ";rport")
         } else {
             // A random branch, as TransactionLayer.newBranch() writes it (written in place), from
-            // the key drawn once rather than a system call per request.
-            edits.via = .init(prefix: local.viaPrefix, branch: branches.next(), suffix: ";rport")
+            // the runtime's buffered system random source (no system call per request).
+            edits.via = .init(prefix: local.viaPrefix, branch: BufferedSystemRandom.word(), suffix: ";rport")
         }
     }
 

@@ -5,7 +5,6 @@ import Glibc
 import Darwin
 #endif
 import ArgumentParser
-import Synchronization
 import SIPMessage
 import SIPAuth
 import SIPDialog
@@ -636,19 +635,19 @@ struct Proxy: AsyncParsableCommand {
             guard parts.count == 2 else { throw ValidationError("--user takes name:password") }
             table[parts[0]] = parts[1]
         }
-        let box = Mutex<ProxyServer?>(nil)
+        let proxy = ProxyServer(configuration: .init(domain: domain, users: table, recordRoute: !noRecordRoute,
+                                                    algorithms: md5Only ? [.md5] : [.sha256, .md5], logger: logger))
         var endpointConfig = SIPEndpoint.Configuration(listen: points, logger: logger)
         // Over TLS the proxy serves with its certificate and connects to next hops that name TLS
         // (`;transport=tls`, `sips:`), verifying them against `--ca`.
         endpointConfig.tls = TLSConfiguration(certificateChain: cert.map { .file($0) }, privateKey: key.map { .file($0) },
                                               trustedCertificates: ca.map { [.file($0)] } ?? [])
         endpointConfig.outboundRewrite = misbehave?.rewriter()
-        let endpoint = try SIPEndpoint(configuration: endpointConfig) { e in box.withLock { $0 }?.handle(e) }
-        defer { endpoint.close() }
-        let proxy = ProxyServer(configuration: .init(domain: domain, users: table, recordRoute: !noRecordRoute,
-                                                    algorithms: md5Only ? [.md5] : [.sha256, .md5], logger: logger))
+        // The handler holds the proxy itself (no box to lock per event); events before attach
+        // are dropped, as before. Detaching at the end frees the endpoint the proxy held.
+        let endpoint = try SIPEndpoint(configuration: endpointConfig) { e in proxy.handle(e) }
+        defer { endpoint.close(); proxy.detach() }
         proxy.attach(endpoint)
-        box.withLock { $0 = proxy }
         for p in endpoint.localAddresses { print("listening on \(p) for \(domain)") }
         let stop = StopSignal()
         let clock = MonotonicClock(), start = clock.now

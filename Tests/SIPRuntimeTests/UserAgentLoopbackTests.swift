@@ -273,4 +273,23 @@ struct ProxyLoopbackTests {
         await bob.register(registrar: try SIPURI("sip:switchboard.test"), peer: pe.localAddresses[0])
         try #require(await b.wait("bad credentials") { es in es.contains { if case .registration(.failed(.badCredentials), _) = $0 { return true } else { return false } } })
     }
+
+    @Test("an endpoint whose handler holds the proxy itself: answered while attached, ignored once detached", .timeLimit(.minutes(1)))
+    func detached() async throws {
+        let proxy = ProxyServer(configuration: .init(domain: "switchboard.test", users: [:]))
+        let pe = try SIPEndpoint(configuration: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: 0))])) { e in proxy.handle(e) }
+        defer { pe.close() }
+        proxy.attach(pe)
+        let bob = try Self.agent("bob", password: nil, proxyPort: pe.localAddresses[0].address.port)
+        defer { bob.close() }
+        let nobody = try SIPURI("sip:nobody@switchboard.test")
+        #expect(await bob.sendRequest(.options, to: nobody)?.statusCode == 404)
+        #expect(proxy.statistics.notFound == 1)
+        proxy.detach()
+        // No answer comes (the agent would wait for its transaction's timeout): the proxy counts nothing.
+        let late = Task { await bob.sendRequest(.options, to: nobody) }
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(proxy.statistics.notFound == 1)
+        late.cancel()
+    }
 }
