@@ -326,7 +326,7 @@ public struct InviteSession: Sendable {
         out.append(.respond(r, in: si.transaction))
         if use100rel {
             out.append(arm(.retransmitProvisional, after: configuration.timers.t1))
-            out.append(arm(.prackTimeout, after: configuration.timers.t1 * 64))
+            out.append(arm(.prackTimeout, after: sharedConfiguration.timeout))
         }
         if state != .early { out.append(set(.early)) }
         return out
@@ -336,6 +336,16 @@ public struct InviteSession: Sendable {
     /// omitted when an answer already went in a provisional response) or, when the INVITE had
     /// no offer, our offer (the answer comes in the ACK).
     public mutating func accept(body: SessionBody? = nil) throws(SessionError) -> [Action] {
+        var out: [Action] = []
+        out.reserveCapacity(4)
+        try accept(body: body, into: &out)
+        return out
+    }
+
+    /// ``accept(body:)`` with its actions appended to `out` (a driver that runs it after
+    /// another command, the 180 before it, gathers both in one array); `out` is left as it was
+    /// when it throws.
+    package mutating func accept(body: SessionBody? = nil, into out: inout [Action]) throws(SessionError) {
         guard role == .uas, state == .incoming || state == .early, let si = serverInvite, si.isInitial, si.final == nil else {
             throw .invalidState(operation: "accept", state: state)
         }
@@ -370,13 +380,11 @@ public struct InviteSession: Sendable {
         if let u = unackedReliable, u.hadBody {
             queuedFinal = r
             serverInvite?.final = r
-            return [set(.connecting)]
+            out.append(set(.connecting))
+            return
         }
-        var out: [Action] = []
-        out.reserveCapacity(4)
         out.append(set(.connecting))
         sendFinal2xx(r, into: &out)
-        return out
     }
 
     /// UAS: refuses the call (or, after the answer, nothing): a 3xx–6xx final response.
@@ -775,7 +783,7 @@ public struct InviteSession: Sendable {
             try c.append(.to, inv.to())
             try c.append(.callID, callID)
             try c.append(.cseq, CSeq(inviteCSeq, .cancel))
-            return [.send(c), arm(.cancelGuard, after: configuration.timers.t1 * 64)]
+            return [.send(c), arm(.cancelGuard, after: sharedConfiguration.timeout)]
         } catch {
             return []
         }
@@ -1354,7 +1362,9 @@ public struct InviteSession: Sendable {
         let interval = Duration.seconds(Int64(i))
         if weRefresh {
             disarmIfArmed(.sessionExpiry, into: &out)
-            out.append(arm(.sessionRefresh, after: interval / 2))
+            // Half the interval, in whole milliseconds (exact: the interval is in seconds; a
+            // Duration divided goes through 128-bit arithmetic).
+            out.append(arm(.sessionRefresh, after: .milliseconds(Int64(i) * 500)))
             return
         }
         // §10: the other side ends the session if no refresh came by SE − min(32, SE/3).
@@ -1462,7 +1472,7 @@ public struct InviteSession: Sendable {
         serverInvite = si
         out.append(.respond(r, in: si.transaction))
         out.append(arm(.retransmit2xx, after: configuration.timers.t1))
-        out.append(arm(.ackTimeout, after: configuration.timers.t1 * 64))
+        out.append(arm(.ackTimeout, after: sharedConfiguration.timeout))
     }
 
     // MARK: - Building
@@ -1520,9 +1530,14 @@ final class SharedConfiguration: Sendable {
     /// The Session-Expires of our configured interval with us refreshing, as written once (it
     /// goes on the 2xx to every INVITE that asks for no interval of its own).
     let sessionExpires: PreparedHeader?
+    /// 64·T1: how long the 2xx waits for its ACK, a reliable provisional for its PRACK, a
+    /// CANCEL for the INVITE's final response (multiplied once: a Duration times an integer
+    /// goes through 128-bit arithmetic).
+    let timeout: Duration
 
     init(_ value: InviteSessionConfiguration) {
         self.value = value
+        timeout = value.timers.t1 * 64
         contact = try? PreparedHeader(.contact, value.contact.description)
         allow = value.allow.isEmpty ? nil : try? PreparedHeader(.allow, value.allow.map(\.token).joined(separator: ", "))
         // Literals: "100rel" only where we may send or ask for reliable provisionals (requests).

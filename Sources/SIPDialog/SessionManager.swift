@@ -14,6 +14,13 @@ public struct SessionKey: Hashable, Sendable, CustomStringConvertible {
 
     public var description: String { "\(callID);tag=\(localTag)" }
 
+    /// The tags first: ours are short (the String holds them inline, compared as two words),
+    /// and tables look keys up by probing their neighbours, whose tags differ; a Call-ID is
+    /// compared only when the tags match.
+    public static func == (a: SessionKey, b: SessionKey) -> Bool {
+        a.localTag == b.localTag && a.callID == b.callID
+    }
+
     /// Hashes the Call-ID only: it tells a user agent's sessions apart (several sessions share
     /// one only when a call forks), and keys are hashed several times per message (the session
     /// table, the timers of each session), so the tag's hashing is saved. Equal keys have equal

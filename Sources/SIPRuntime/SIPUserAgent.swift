@@ -833,6 +833,9 @@ public final class SIPUserAgent: Sendable {
         var cancels: (key: SessionKey, kinds: SessionTimers.Kinds)?
         defer { cancelTimers(cancels) }
         while let o = outputs.popLast() {
+            // Any output but a cancel ends the run gathered so far (the test binds nothing: no
+            // copy of the output).
+            if cancels != nil, !o.cancelsTimer { cancelTimers(cancels.take()) }
             switch consume o {
             case .session(let key, let action):
                 if case .cancelTimer(let t) = action {
@@ -844,17 +847,13 @@ public final class SIPUserAgent: Sendable {
                     }
                     continue
                 }
-                if cancels != nil { cancelTimers(cancels.take()) }
                 apply(key, action)
             case .respond(let m, let tx):
-                if cancels != nil { cancelTimers(cancels.take()) }
                 endpoint.respond(m, to: tx)
             case .incomingCall(let key, let m):
-                if cancels != nil { cancelTimers(cancels.take()) }
                 if debugs { logger(for: key).debug("incoming call", metadata: ["sip.from": "\((try? m.from().uri.description) ?? "?")"]) }
                 emit(.incomingCall(key, m))
             case .request(let m, let tx):
-                if cancels != nil { cancelTimers(cancels.take()) }
                 if m.method == .refer, configuration.handlesOutOfDialogRefer, let p = peer {
                     emit(.outOfDialogRefer(m, tx, from: p))
                     continue
@@ -1177,5 +1176,13 @@ package struct BufferedSystemRandom: RandomNumberGenerator, Sendable {
         guard filled else { close(file); p.file = -1; return false }
         p.used = 0
         return true
+    }
+}
+
+private extension SessionManager.Output {
+    /// Whether this is a session's ``SIPDialog/InviteSession/Action/cancelTimer(_:)``.
+    var cancelsTimer: Bool {
+        if case .session(_, .cancelTimer) = self { return true }
+        return false
     }
 }

@@ -1031,16 +1031,16 @@ public final class Phone: Sendable {
             }
             return
         }
-        // With a body, a 200 after a 180 that went through is never refused: each command on
-        // the stored session (they change nothing when they throw), the 180 first when it rings.
-        if ringFirst {
-            do throws(SessionError) {
-                try agent.performInPlaceOnQueue(key) { s throws(SessionError) in try s.provisional(180) }
-            } catch {
-                return
-            }
+        // With a body, a 200 after a 180 that went through is never refused: both commands on
+        // the stored session (they change nothing when they throw), the 180 first when it
+        // rings, in one step (one look-up of the session); the 180's actions go even if the
+        // 200 is refused, and in order before the 200's.
+        try? agent.performInPlaceOnQueue(key) { s throws(SessionError) in
+            guard ringFirst else { return try s.accept(body: body) }
+            var actions = try s.provisional(180)
+            try? s.accept(body: body, into: &actions)
+            return actions
         }
-        try? agent.performInPlaceOnQueue(key) { s throws(SessionError) in try s.accept(body: body) }
     }
 
     /// Sends digits on a call: RFC 4733 events in the media when telephone-event was
