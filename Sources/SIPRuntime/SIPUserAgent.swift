@@ -696,14 +696,17 @@ public final class SIPUserAgent: Sendable {
 
     /// A session command run now, on a copy of the session or in place, and its outputs applied.
     private func runOnQueue(_ key: SessionKey, inPlace: Bool, _ command: (inout InviteSession) throws(SessionError) -> [InviteSession.Action]) throws(SessionError) {
-        let r = state.withLock { s -> Result<[SessionManager.Output], SessionError> in
-            do throws(SessionError) {
-                return .success(inPlace ? try s.manager.performInPlace(key, command) : try s.manager.perform(key, command))
-            } catch {
-                return .failure(error)
+        guard inPlace else {
+            let r = state.withLock { s -> Result<[SessionManager.Output], SessionError> in
+                do throws(SessionError) { return .success(try s.manager.perform(key, command)) } catch { return .failure(error) }
             }
+            return apply(try r.get())
         }
-        apply(try r.get())
+        // In place: the session's actions as they are (all for `key`), not wrapped in outputs.
+        let r = state.withLock { s -> Result<[InviteSession.Action], SessionError> in
+            do throws(SessionError) { return .success(try s.manager.actionsInPlace(key, command)) } catch { return .failure(error) }
+        }
+        apply(key, actions: try r.get())
     }
 
     /// ``session(_:)`` from code already on the agent's queue.
@@ -800,6 +803,12 @@ public final class SIPUserAgent: Sendable {
                     return
                 }
             }
+            // A request in a session's dialog (a BYE): the session's actions as they are. (An
+            // INVITE, which mostly makes a session, goes the general way.)
+            if r.message.method != .invite,
+               let (key, actions) = state.withLock({ $0.manager.inDialogActions(r.message, transaction: r.transaction) }) {
+                return apply(key, actions: actions)
+            }
             let out = state.withLock { $0.manager.request(r.message, transaction: r.transaction) }
             apply(out, peer: r.peer)
         case .cancel(let r, let invite):
@@ -807,7 +816,7 @@ public final class SIPUserAgent: Sendable {
             apply(state.withLock { $0.manager.cancel(r.message, transaction: r.transaction, invite: invite) })
         case .ack(let m, let peer):
             if tracing { emit(.trace(m, outgoing: false, peer: peer)) }
-            apply(state.withLock { $0.manager.ack(m) })
+            if let (key, actions) = state.withLock({ $0.manager.ackActions(m) }) { apply(key, actions: actions) }
         case .strayResponse(let m, let peer):
             if tracing { emit(.trace(m, outgoing: false, peer: peer)) }
             apply(state.withLock { $0.manager.response(m) })
@@ -887,6 +896,23 @@ public final class SIPUserAgent: Sendable {
                 }
                 if let p = peer { emit(.request(m, from: p)) }
             }
+        }
+    }
+
+    /// The actions of one session (an in-place command's, an ACK's), applied as
+    /// ``apply(_:peer:)`` applies outputs (a run of cancels under one look-up of the key),
+    /// without an output made for each.
+    private func apply(_ key: SessionKey, actions: consuming [InviteSession.Action]) {
+        actions.withUnsafeMutableBufferPointer { $0.reverse() }
+        var cancels: SessionTimers.Kinds?
+        defer { if let kinds = cancels { cancelTimers((key, kinds)) } }
+        while let a = actions.popLast() {
+            if case .cancelTimer(let t) = a {
+                if cancels == nil { cancels = SessionTimers.Kinds(t) } else { cancels!.insert(t) }
+                continue
+            }
+            if let kinds = cancels.take() { cancelTimers((key, kinds)) }
+            apply(key, a)
         }
     }
 
