@@ -803,10 +803,15 @@ public final class SIPUserAgent: Sendable {
                     return
                 }
             }
-            // A request in a session's dialog (a BYE): the session's actions as they are. (An
-            // INVITE, which mostly makes a session, goes the general way.)
-            if r.message.method != .invite,
-               let (key, actions) = state.withLock({ $0.manager.inDialogActions(r.message, transaction: r.transaction) }) {
+            // A request in a session's dialog (a BYE), or an INVITE that makes one: the session's
+            // actions as they are.
+            if r.message.method == .invite {
+                if let new = state.withLock({ $0.manager.newSessionActions(r.message, transaction: r.transaction) }) {
+                    apply(new.key, actions: new.actions)
+                    if new.incoming { incomingCall(new.key, r.message) }
+                    return
+                }
+            } else if let (key, actions) = state.withLock({ $0.manager.inDialogActions(r.message, transaction: r.transaction) }) {
                 return apply(key, actions: actions)
             }
             let out = state.withLock { $0.manager.request(r.message, transaction: r.transaction) }
@@ -860,8 +865,7 @@ public final class SIPUserAgent: Sendable {
             case .respond(let m, let tx):
                 endpoint.respond(m, to: tx)
             case .incomingCall(let key, let m):
-                if debugs { logger(for: key).debug("incoming call", metadata: ["sip.from": "\((try? m.from().uri.description) ?? "?")"]) }
-                emit(.incomingCall(key, m))
+                incomingCall(key, m)
             case .request(let m, let tx):
                 if m.method == .refer, configuration.handlesOutOfDialogRefer, let p = peer {
                     emit(.outOfDialogRefer(m, tx, from: p))
@@ -897,6 +901,12 @@ public final class SIPUserAgent: Sendable {
                 if let p = peer { emit(.request(m, from: p)) }
             }
         }
+    }
+
+    /// A new call, told to the application (after its session's actions).
+    private func incomingCall(_ key: SessionKey, _ m: SIPMessage) {
+        if debugs { logger(for: key).debug("incoming call", metadata: ["sip.from": "\((try? m.from().uri.description) ?? "?")"]) }
+        emit(.incomingCall(key, m))
     }
 
     /// The actions of one session (an in-place command's, an ACK's), applied as
