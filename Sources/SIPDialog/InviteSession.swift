@@ -1114,11 +1114,13 @@ public struct InviteSession: Sendable {
 
     private mutating func handleRequest(_ request: SIPMessage, transaction tx: TransactionID) -> [Action] {
         guard let method = request.method else { return [] }
-        guard var d = dialog, !state.isTerminated else {
+        guard dialog != nil, !state.isTerminated else {
             return [.respond(response(to: request, 481), in: tx)]
         }
+        // In place (no copy of the dialog to write back): a request it refuses leaves it as it
+        // was. (Nothing below reads the dialog before the BYE's session winds down.)
         do {
-            try d.receive(request)
+            try dialog!.receive(request)
         } catch .outOfOrder {
             return [.respond(response(to: request, 500, reason: "CSeq Out of Order"), in: tx)]
         } catch .notThisDialog {
@@ -1126,8 +1128,6 @@ public struct InviteSession: Sendable {
         } catch {
             return [.respond(response(to: request, 400), in: tx)]
         }
-        // A BYE ends the dialog only once the session has wound down below.
-        if method != .bye { dialog = d }
         switch method {
         case .bye:
             // Room for the 487s and what terminate(_:after:) appends: one array.
@@ -1143,7 +1143,6 @@ public struct InviteSession: Sendable {
                 out.append(.respond(response(to: u.request, 487), in: u.transaction))
                 pendingUpdate = nil
             }
-            dialog = d
             return terminate(.remoteHangup, after: out)
         case .prack:
             return handlePrack(request, transaction: tx)

@@ -11,6 +11,11 @@ import SIPRuntime
 import MediaRuntime
 import Media
 import NetworkIO
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// A user agent with a phone's behaviour for the command line and the demo: it answers the
 /// peer's offers (hold is answered with the mirrored direction), optionally answers incoming
@@ -1186,19 +1191,38 @@ struct FirstAnswer: Sendable {
     /// when `offer` is this one's and the exchange can be reissued: the engine, the answer's
     /// body and what was agreed.
     mutating func reuse(_ offer: [UInt8], address: String, port: UInt16) -> (engine: OfferAnswer, body: SessionBody, negotiated: NegotiatedSession)? {
-        guard port == self.port, address == self.address, offer == self.offer,
+        guard port == self.port, address == self.address, Self.same(offer, self.offer),
               let engine = engine.reissued(sessionID: Phone.newSessionID()), let negotiated = engine.negotiated else { return nil }
         if parts == nil { parts = .some(split()) }
         guard let (head, tail) = parts ?? nil else { return nil }
-        let id = String(engine.sessionID).utf8
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(head.count + 2 * id.count + 1 + tail.count)
+        bytes.reserveCapacity(head.count + 2 * 20 + 1 + tail.count)
         bytes += head
-        bytes += id
+        Self.appendDecimal(engine.sessionID, to: &bytes)
         bytes.append(UInt8(ascii: " "))
-        bytes += id
+        Self.appendDecimal(engine.sessionID, to: &bytes)
         bytes += tail
         assert(bytes == engine.localDescription?.serialized(), "a reissued answer differs from its serialization")
         return (engine, SessionBody.sdp(bytes), negotiated)
+    }
+
+    /// Whether two offers are the same bytes (compared as memory: the offer is a few hundred
+    /// bytes, compared on every call).
+    private static func same(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        return a.withUnsafeBytes { x in b.withUnsafeBytes { y in x.isEmpty || memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0 } }
+    }
+
+    /// Appends the decimal digits of `value` (as `String(value)` writes them, without the String).
+    private static func appendDecimal(_ value: UInt64, to bytes: inout [UInt8]) {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var n = value, i = digits.count
+            repeat {
+                i -= 1
+                digits[i] = UInt8(ascii: "0") + UInt8(n % 10)
+                n /= 10
+            } while n > 0
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: digits[i...]))
+        }
     }
 }
