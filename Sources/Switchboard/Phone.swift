@@ -472,6 +472,8 @@ public final class Phone: Sendable {
     /// The call data an INVITE carries (its first `User-to-User` header for call data); empty,
     /// and logged, when it cannot be read.
     private func attachedData(of invite: SIPMessage, key: SessionKey) -> CallData {
+        // Most calls carry none: looked for first without making the list of values.
+        guard invite[.userToUser] != nil else { return [:] }
         for value in invite.values(.userToUser) {
             do throws(CallDataError) {
                 if let data = try CallData(userToUser: value) { return data }
@@ -900,9 +902,17 @@ public final class Phone: Sendable {
         register(call)
         arrivals.publish(call)
         report({
-            let referredBy = ((try? m.referredBy()) ?? nil).map { " (Referred-By \($0.uri))" } ?? ""
-            let replaces = ((try? m.replaces()) ?? nil).map { " (Replaces \($0))" } ?? ""
-            return "\(name): incoming call from \(from.map { $0.uri.description } ?? "?")\(referredBy)\(replaces)"
+            // Appended to one buffer of the right size (an interpolation grew its own and
+            // appended the usual empty parts).
+            let uri = from.map { $0.uri.description } ?? "?"
+            var line = ""
+            line.reserveCapacity(name.utf8.count + 21 + uri.utf8.count)
+            line += name
+            line += ": incoming call from "
+            line += uri
+            if let referredBy = (try? m.referredBy()) ?? nil { line += " (Referred-By \(referredBy.uri))" }
+            if let replaces = (try? m.replaces()) ?? nil { line += " (Replaces \(replaces))" }
+            return line
         }())
     }
 
