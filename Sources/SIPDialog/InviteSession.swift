@@ -133,8 +133,25 @@ public struct InviteSession: Sendable {
         var isInitial: Bool
         var final: SIPMessage?
         var interval: Duration = .zero
+        /// Whether a final response was sent (tested without copying it).
+        var hasFinal: Bool {
+            if case .some = final { return true }
+            return false
+        }
     }
     private var serverInvite: ServerInvite?
+    /// Whether the INVITE that created the call is here and not answered with a final response
+    /// yet (read in place: a copy of the transaction, its request and final response, and a
+    /// comparison of an Equatable optional with nil, copied them per command).
+    private var initialInviteUnanswered: Bool {
+        serverInvite?.isInitial == true && serverInvite?.hasFinal == false
+    }
+    /// Whether there is a dialog (early or confirmed), tested in place (`dialog == nil` compares
+    /// a copy of the Equatable dialog).
+    private var hasDialog: Bool {
+        if case .some = dialog { return true }
+        return false
+    }
     /// The session timers running, one bit per ``SessionTimer`` (set by `arm`, cleared by
     /// `disarm` and when the timer fires).
     private var armed: UInt16 = 0
@@ -317,7 +334,7 @@ public struct InviteSession: Sendable {
             try? r.append(.rseq, String(rs))
             unackedReliable = (r, rs, configuration.timers.t1, body != nil)
         }
-        if dialog == nil { dialog = try? Dialog(uasRequest: si.request, response: r, decoding: false, callID: callID) }
+        if !hasDialog { dialog = try? Dialog(uasRequest: si.request, response: r, decoding: false, callID: callID) }
         serverInvite = si
         si.interval = .zero
         // One array of the right size, filled in order.
@@ -346,7 +363,7 @@ public struct InviteSession: Sendable {
     /// another command, the 180 before it, gathers both in one array); `out` is left as it was
     /// when it throws.
     package mutating func accept(body: SessionBody? = nil, into out: inout [Action]) throws(SessionError) {
-        guard role == .uas, state == .incoming || state == .early, let si = serverInvite, si.isInitial, si.final == nil else {
+        guard role == .uas, state == .incoming || state == .early, initialInviteUnanswered else {
             throw .invalidState(operation: "accept", state: state)
         }
         var answerBody = body
@@ -365,13 +382,14 @@ public struct InviteSession: Sendable {
             break
         }
         if let b = answerBody { localBody = b }
-        var r = response(to: si.request, 200)
+        let request = serverInvite!.request
+        var r = response(to: request, 200)
         appendContact(&r)
         appendCapabilities(&r)
-        appendSessionTimer(toResponse: &r, for: si.request)
+        appendSessionTimer(toResponse: &r, for: request)
         if let b = answerBody { r.setBody(b.bytes, contentType: b.contentType) }
-        if dialog == nil {
-            dialog = try? Dialog(uasRequest: si.request, response: r, decoding: false, callID: callID)
+        if !hasDialog {
+            dialog = try? Dialog(uasRequest: request, response: r, decoding: false, callID: callID)
         } else {
             try? dialog?.confirm(with: r)
         }
@@ -1114,7 +1132,7 @@ public struct InviteSession: Sendable {
 
     private mutating func handleRequest(_ request: SIPMessage, transaction tx: TransactionID) -> [Action] {
         guard let method = request.method else { return [] }
-        guard dialog != nil, !state.isTerminated else {
+        guard hasDialog, !state.isTerminated else {
             return [.respond(response(to: request, 481), in: tx)]
         }
         // In place (no copy of the dialog to write back): a request it refuses leaves it as it
@@ -1465,11 +1483,11 @@ public struct InviteSession: Sendable {
 
     /// Sends our 2xx to the INVITE: its actions are appended to `out`.
     private mutating func sendFinal2xx(_ r: SIPMessage, into out: inout [Action]) {
-        guard var si = serverInvite else { return }
-        si.final = r
-        si.interval = configuration.timers.t1
-        serverInvite = si
-        out.append(.respond(r, in: si.transaction))
+        // Changed in place (no copy of the transaction and its request to write back).
+        guard serverInvite != nil else { return }
+        serverInvite!.final = r
+        serverInvite!.interval = configuration.timers.t1
+        out.append(.respond(r, in: serverInvite!.transaction))
         out.append(arm(.retransmit2xx, after: configuration.timers.t1))
         out.append(arm(.ackTimeout, after: sharedConfiguration.timeout))
     }
