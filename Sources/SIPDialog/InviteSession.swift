@@ -315,10 +315,12 @@ public struct InviteSession: Sendable {
     /// the INVITE had none, which needs 100rel). The response is reliable (RFC 3262) when the
     /// caller supports 100rel and our policy allows it.
     public mutating func provisional(_ code: Int = 180, body: SessionBody? = nil) throws(SessionError) -> [Action] {
-        guard role == .uas, state == .incoming || state == .early, var si = serverInvite, si.isInitial, si.final == nil,
+        guard role == .uas, state == .incoming || state == .early, initialInviteUnanswered,
               (101...199).contains(code) else { throw .invalidState(operation: "provisional \(code)", state: state) }
         if use100rel && unackedReliable != nil { throw .offerInProgress }
-        var r = response(to: si.request, code)
+        // The INVITE's server transaction is read, not copied (and not changed).
+        let request = serverInvite!.request, transaction = serverInvite!.transaction
+        var r = response(to: request, code)
         appendContact(&r)
         if let b = body {
             r.setBody(b.bytes, contentType: b.contentType)
@@ -334,13 +336,11 @@ public struct InviteSession: Sendable {
             try? r.append(.rseq, String(rs))
             unackedReliable = (r, rs, configuration.timers.t1, body != nil)
         }
-        if !hasDialog { dialog = try? Dialog(uasRequest: si.request, response: r, decoding: false, callID: callID) }
-        serverInvite = si
-        si.interval = .zero
+        if !hasDialog { dialog = try? Dialog(uasRequest: request, response: r, decoding: false, callID: callID) }
         // One array of the right size, filled in order.
         var out: [Action] = []
         out.reserveCapacity(4)
-        out.append(.respond(r, in: si.transaction))
+        out.append(.respond(r, in: transaction))
         if use100rel {
             out.append(arm(.retransmitProvisional, after: configuration.timers.t1))
             out.append(arm(.prackTimeout, after: sharedConfiguration.timeout))
