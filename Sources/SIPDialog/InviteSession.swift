@@ -154,7 +154,7 @@ public struct InviteSession: Sendable {
     }
     /// The session timers running, one bit per ``SessionTimer`` (set by `arm`, cleared by
     /// `disarm` and when the timer fires).
-    private var armed: UInt16 = 0
+    private var armed = SessionTimerSet()
 
     /// UAS: the INVITE that created the call, while it is not answered (for a forward's
     /// History-Info and the like); nil otherwise.
@@ -1150,7 +1150,7 @@ public struct InviteSession: Sendable {
         case .bye:
             // Room for the 487s and what terminate(_:after:) appends: one array.
             var out: [Action] = []
-            out.reserveCapacity(3 + armed.nonzeroBitCount + 1)
+            out.reserveCapacity(3 + armed.count + 1)
             out.append(.respond(response(to: request, 200), in: tx))
             if let si = serverInvite, si.final == nil {
                 let r487 = response(to: si.request, 487)
@@ -1275,7 +1275,7 @@ public struct InviteSession: Sendable {
 
     private mutating func timerFired(_ t: SessionTimer) -> [Action] {
         // A timer that fired no longer runs (its handler arms it again if it repeats).
-        armed &= ~(1 << UInt16(t.rawValue))
+        armed.remove(t)
         switch t {
         case .retransmit2xx:
             guard var si = serverInvite, let f = si.final else { return [] }
@@ -1402,19 +1402,19 @@ public struct InviteSession: Sendable {
     /// cancelled when the session ends; a BYE cancelled all eight, one look-up each in the
     /// driver's timer table).
     private mutating func arm(_ timer: SessionTimer, after delay: Duration) -> Action {
-        armed |= 1 << UInt16(timer.rawValue)
+        armed.insert(timer)
         return .startTimer(timer, after: delay)
     }
 
     /// Cancels `timer`: the action, and the note that it no longer runs.
     private mutating func disarm(_ timer: SessionTimer) -> Action {
-        armed &= ~(1 << UInt16(timer.rawValue))
+        armed.remove(timer)
         return .cancelTimer(timer)
     }
 
     /// Appends the cancel of `timer` to `out` when it runs.
     private mutating func disarmIfArmed(_ timer: SessionTimer, into out: inout [Action]) {
-        if armed & (1 << UInt16(timer.rawValue)) != 0 { out.append(disarm(timer)) }
+        if armed.contains(timer) { out.append(disarm(timer)) }
     }
 
     /// The session ends for `reason`: `out`, then a cancel of each of its running timers, then its
@@ -1422,7 +1422,7 @@ public struct InviteSession: Sendable {
     /// [state]` made three arrays and copied each action twice).
     private mutating func terminate(_ reason: SessionEndReason, after out: consuming [Action] = []) -> [Action] {
         var out = out
-        out.reserveCapacity(out.count + armed.nonzeroBitCount + 1)
+        out.reserveCapacity(out.count + armed.count + 1)
         for t in SessionTimer.allCases { disarmIfArmed(t, into: &out) }
         out.append(set(.terminated(reason)))
         return out

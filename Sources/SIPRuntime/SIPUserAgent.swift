@@ -116,7 +116,7 @@ public final class SIPUserAgent: Sendable {
         }
 
         /// ``takeTimer(_:_:)`` for several kinds at once.
-        mutating func takeTimers(_ key: SessionKey, _ kinds: SessionTimers.Kinds) -> SessionTimers {
+        mutating func takeTimers(_ key: SessionKey, _ kinds: SessionTimerSet) -> SessionTimers {
             guard !timers.isEmpty, let i = timers.index(forKey: key) else { return SessionTimers() }
             let taken = timers.values[i].take(kinds)
             if !taken.isEmpty, timers.values[i].isEmpty { timers.remove(at: i) }
@@ -171,18 +171,11 @@ public final class SIPUserAgent: Sendable {
             return old == 0 ? nil : TimerService.Handle(id: old)
         }
 
-        /// Some kinds of timer, as a set.
-        struct Kinds {
-            private(set) var bits: UInt8
-            init(_ t: SessionTimer) { bits = 1 << t.rawValue }
-            mutating func insert(_ t: SessionTimer) { bits |= 1 << t.rawValue }
-        }
-
         /// Disarms the timers of `kinds`: those that were armed, as timers of their own (a
         /// value, not an array: nothing is allocated).
-        mutating func take(_ kinds: Kinds) -> SessionTimers {
+        mutating func take(_ kinds: SessionTimerSet) -> SessionTimers {
             var taken = SessionTimers()
-            for i in ids.indices where kinds.bits & (1 << i) != 0 && ids[i] != 0 {
+            for i in ids.indices where kinds.rawValue & (1 << i) != 0 && ids[i] != 0 {
                 taken.ids[i] = ids[i]
                 ids[i] = 0
             }
@@ -833,7 +826,7 @@ public final class SIPUserAgent: Sendable {
     }
 
     /// Cancels a session's timers of some kinds (those armed).
-    private func cancelTimers(_ run: (key: SessionKey, kinds: SessionTimers.Kinds)?) {
+    private func cancelTimers(_ run: (key: SessionKey, kinds: SessionTimerSet)?) {
         guard let run else { return }
         state.withLock { $0.takeTimers(run.key, run.kinds) }.forEachHandle { endpoint.timerService.cancel($0) }
     }
@@ -844,7 +837,7 @@ public final class SIPUserAgent: Sendable {
         outputs.withUnsafeMutableBufferPointer { $0.reverse() }
         // A session cancels its timers in runs (an ACK: the 2xx's two and the refresh's two):
         // a run is gathered and cancelled under one look-up of its key, before the next output.
-        var cancels: (key: SessionKey, kinds: SessionTimers.Kinds)?
+        var cancels: (key: SessionKey, kinds: SessionTimerSet)?
         defer { cancelTimers(cancels) }
         while let o = outputs.popLast() {
             // Any output but a cancel ends the run gathered so far (the test binds nothing: no
@@ -857,7 +850,7 @@ public final class SIPUserAgent: Sendable {
                         cancels!.kinds.insert(t)
                     } else {
                         cancelTimers(cancels)
-                        cancels = (key, SessionTimers.Kinds(t))
+                        cancels = (key, SessionTimerSet(t))
                     }
                     continue
                 }
@@ -914,11 +907,11 @@ public final class SIPUserAgent: Sendable {
     /// without an output made for each.
     private func apply(_ key: SessionKey, actions: consuming [InviteSession.Action]) {
         actions.withUnsafeMutableBufferPointer { $0.reverse() }
-        var cancels: SessionTimers.Kinds?
+        var cancels: SessionTimerSet?
         defer { if let kinds = cancels { cancelTimers((key, kinds)) } }
         while let a = actions.popLast() {
             if case .cancelTimer(let t) = a {
-                if cancels == nil { cancels = SessionTimers.Kinds(t) } else { cancels!.insert(t) }
+                if cancels == nil { cancels = SessionTimerSet(t) } else { cancels!.insert(t) }
                 continue
             }
             if let kinds = cancels.take() { cancelTimers((key, kinds)) }

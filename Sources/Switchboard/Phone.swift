@@ -1208,9 +1208,7 @@ struct FirstAnswer: Sendable {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(head.count + 2 * 20 + 1 + tail.count)
         bytes += head
-        Self.appendDecimal(engine.sessionID, to: &bytes)
-        bytes.append(UInt8(ascii: " "))
-        Self.appendDecimal(engine.sessionID, to: &bytes)
+        Self.appendSessionID(engine.sessionID, to: &bytes)
         bytes += tail
         assert(bytes == engine.localDescription?.serialized(), "a reissued answer differs from its serialization")
         return (engine, SessionBody.sdp(bytes), negotiated)
@@ -1223,16 +1221,26 @@ struct FirstAnswer: Sendable {
         return a.withUnsafeBytes { x in b.withUnsafeBytes { y in x.isEmpty || memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0 } }
     }
 
-    /// Appends the decimal digits of `value` (as `String(value)` writes them, without the String).
-    private static func appendDecimal(_ value: UInt64, to bytes: inout [UInt8]) {
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
-            var n = value, i = digits.count
+    /// Appends `id` in decimal twice with a space between ("<id> <id>": the `o=` line's session
+    /// id and version), as `String(id)` writes it but without the String: the room is appended
+    /// once, then both copies are written digit by digit from the end, in one pass.
+    private static func appendSessionID(_ id: UInt64, to bytes: inout [UInt8]) {
+        var digits = 1, rest = id
+        while rest >= 10 {
+            rest /= 10
+            digits += 1
+        }
+        let start = bytes.count
+        bytes.append(contentsOf: repeatElement(UInt8(ascii: " "), count: 2 * digits + 1))
+        bytes.withUnsafeMutableBufferPointer { b in
+            var n = id, i = start + digits
             repeat {
                 i -= 1
-                digits[i] = UInt8(ascii: "0") + UInt8(n % 10)
+                let digit = UInt8(ascii: "0") + UInt8(n % 10)
+                b[i] = digit
+                b[i + digits + 1] = digit
                 n /= 10
             } while n > 0
-            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: digits[i...]))
         }
     }
 }
