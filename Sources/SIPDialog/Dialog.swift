@@ -362,23 +362,25 @@ public struct Dialog: Sendable, Hashable {
 
     /// Checks a request received in this dialog (§12.2.2): it must belong to it and its CSeq
     /// must not go back; a target-refresh request (re-INVITE, UPDATE, and the other methods
-    /// RFC 6665 names) with a Contact moves the remote target.
+    /// RFC 6665 names) with a Contact moves the remote target. A request refused (thrown) leaves
+    /// the dialog as it was: everything is checked before anything changes.
     public mutating func receive(_ request: SIPMessage) throws(DialogError) {
         guard id.matches(incoming: request) else { throw .notThisDialog }
         let seq: UInt32
         do { seq = try request.cseq().sequence } catch { throw .malformed(error) }
         let method = request.method
-        if method != .ack && method != .cancel {
-            if let last = remoteSequence, seq < last { throw .outOfOrder(received: seq, last: last) }
-            remoteSequence = seq
-        }
+        let sequenced = method != .ack && method != .cancel
+        if sequenced, let last = remoteSequence, seq < last { throw .outOfOrder(received: seq, last: last) }
+        var target: String?
         if method == .invite || method == .update || method == .subscribe || method == .notify || method == .refer {
             do {
-                if let target = try Self.target(of: request, decoding: true) { remoteTargetText = target }
+                target = try Self.target(of: request, decoding: true)
             } catch {
                 throw .malformed(error)
             }
         }
+        if sequenced { remoteSequence = seq }
+        if let target { remoteTargetText = target }
         if method == .bye { state = .terminated }
     }
 

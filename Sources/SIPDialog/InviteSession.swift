@@ -133,11 +133,28 @@ public struct InviteSession: Sendable {
         var isInitial: Bool
         var final: SIPMessage?
         var interval: Duration = .zero
+        /// Whether a final response was sent (tested without copying it).
+        var hasFinal: Bool {
+            if case .some = final { return true }
+            return false
+        }
     }
     private var serverInvite: ServerInvite?
+    /// Whether the INVITE that created the call is here and not answered with a final response
+    /// yet (read in place: a copy of the transaction, its request and final response, and a
+    /// comparison of an Equatable optional with nil, copied them per command).
+    private var initialInviteUnanswered: Bool {
+        serverInvite?.isInitial == true && serverInvite?.hasFinal == false
+    }
+    /// Whether there is a dialog (early or confirmed), tested in place (`dialog == nil` compares
+    /// a copy of the Equatable dialog).
+    private var hasDialog: Bool {
+        if case .some = dialog { return true }
+        return false
+    }
     /// The session timers running, one bit per ``SessionTimer`` (set by `arm`, cleared by
     /// `disarm` and when the timer fires).
-    private var armed: UInt16 = 0
+    private var armed = SessionTimerSet()
 
     /// UAS: the INVITE that created the call, while it is not answered (for a forward's
     /// History-Info and the like); nil otherwise.
@@ -298,10 +315,12 @@ public struct InviteSession: Sendable {
     /// the INVITE had none, which needs 100rel). The response is reliable (RFC 3262) when the
     /// caller supports 100rel and our policy allows it.
     public mutating func provisional(_ code: Int = 180, body: SessionBody? = nil) throws(SessionError) -> [Action] {
-        guard role == .uas, state == .incoming || state == .early, var si = serverInvite, si.isInitial, si.final == nil,
+        guard role == .uas, state == .incoming || state == .early, initialInviteUnanswered,
               (101...199).contains(code) else { throw .invalidState(operation: "provisional \(code)", state: state) }
         if use100rel && unackedReliable != nil { throw .offerInProgress }
-        var r = response(to: si.request, code)
+        // The INVITE's server transaction is read, not copied (and not changed).
+        let request = serverInvite!.request, transaction = serverInvite!.transaction
+        var r = response(to: request, code)
         appendContact(&r)
         if let b = body {
             r.setBody(b.bytes, contentType: b.contentType)
@@ -317,16 +336,14 @@ public struct InviteSession: Sendable {
             try? r.append(.rseq, String(rs))
             unackedReliable = (r, rs, configuration.timers.t1, body != nil)
         }
-        if dialog == nil { dialog = try? Dialog(uasRequest: si.request, response: r, decoding: false, callID: callID) }
-        serverInvite = si
-        si.interval = .zero
+        if !hasDialog { dialog = try? Dialog(uasRequest: request, response: r, decoding: false, callID: callID) }
         // One array of the right size, filled in order.
         var out: [Action] = []
         out.reserveCapacity(4)
-        out.append(.respond(r, in: si.transaction))
+        out.append(.respond(r, in: transaction))
         if use100rel {
             out.append(arm(.retransmitProvisional, after: configuration.timers.t1))
-            out.append(arm(.prackTimeout, after: configuration.timers.t1 * 64))
+            out.append(arm(.prackTimeout, after: sharedConfiguration.timeout))
         }
         if state != .early { out.append(set(.early)) }
         return out
@@ -336,7 +353,17 @@ public struct InviteSession: Sendable {
     /// omitted when an answer already went in a provisional response) or, when the INVITE had
     /// no offer, our offer (the answer comes in the ACK).
     public mutating func accept(body: SessionBody? = nil) throws(SessionError) -> [Action] {
-        guard role == .uas, state == .incoming || state == .early, let si = serverInvite, si.isInitial, si.final == nil else {
+        var out: [Action] = []
+        out.reserveCapacity(4)
+        try accept(body: body, into: &out)
+        return out
+    }
+
+    /// ``accept(body:)`` with its actions appended to `out` (a driver that runs it after
+    /// another command, the 180 before it, gathers both in one array); `out` is left as it was
+    /// when it throws.
+    package mutating func accept(body: SessionBody? = nil, into out: inout [Action]) throws(SessionError) {
+        guard role == .uas, state == .incoming || state == .early, initialInviteUnanswered else {
             throw .invalidState(operation: "accept", state: state)
         }
         var answerBody = body
@@ -355,13 +382,14 @@ public struct InviteSession: Sendable {
             break
         }
         if let b = answerBody { localBody = b }
-        var r = response(to: si.request, 200)
+        let request = serverInvite!.request
+        var r = response(to: request, 200)
         appendContact(&r)
         appendCapabilities(&r)
-        appendSessionTimer(toResponse: &r, for: si.request)
+        appendSessionTimer(toResponse: &r, for: request)
         if let b = answerBody { r.setBody(b.bytes, contentType: b.contentType) }
-        if dialog == nil {
-            dialog = try? Dialog(uasRequest: si.request, response: r, decoding: false, callID: callID)
+        if !hasDialog {
+            dialog = try? Dialog(uasRequest: request, response: r, decoding: false, callID: callID)
         } else {
             try? dialog?.confirm(with: r)
         }
@@ -370,13 +398,11 @@ public struct InviteSession: Sendable {
         if let u = unackedReliable, u.hadBody {
             queuedFinal = r
             serverInvite?.final = r
-            return [set(.connecting)]
+            out.append(set(.connecting))
+            return
         }
-        var out: [Action] = []
-        out.reserveCapacity(4)
         out.append(set(.connecting))
         sendFinal2xx(r, into: &out)
-        return out
     }
 
     /// UAS: refuses the call (or, after the answer, nothing): a 3xx–6xx final response.
@@ -775,7 +801,7 @@ public struct InviteSession: Sendable {
             try c.append(.to, inv.to())
             try c.append(.callID, callID)
             try c.append(.cseq, CSeq(inviteCSeq, .cancel))
-            return [.send(c), arm(.cancelGuard, after: configuration.timers.t1 * 64)]
+            return [.send(c), arm(.cancelGuard, after: sharedConfiguration.timeout)]
         } catch {
             return []
         }
@@ -1106,11 +1132,13 @@ public struct InviteSession: Sendable {
 
     private mutating func handleRequest(_ request: SIPMessage, transaction tx: TransactionID) -> [Action] {
         guard let method = request.method else { return [] }
-        guard var d = dialog, !state.isTerminated else {
+        guard hasDialog, !state.isTerminated else {
             return [.respond(response(to: request, 481), in: tx)]
         }
+        // In place (no copy of the dialog to write back): a request it refuses leaves it as it
+        // was. (Nothing below reads the dialog before the BYE's session winds down.)
         do {
-            try d.receive(request)
+            try dialog!.receive(request)
         } catch .outOfOrder {
             return [.respond(response(to: request, 500, reason: "CSeq Out of Order"), in: tx)]
         } catch .notThisDialog {
@@ -1118,13 +1146,11 @@ public struct InviteSession: Sendable {
         } catch {
             return [.respond(response(to: request, 400), in: tx)]
         }
-        // A BYE ends the dialog only once the session has wound down below.
-        if method != .bye { dialog = d }
         switch method {
         case .bye:
             // Room for the 487s and what terminate(_:after:) appends: one array.
             var out: [Action] = []
-            out.reserveCapacity(3 + armed.nonzeroBitCount + 1)
+            out.reserveCapacity(3 + armed.count + 1)
             out.append(.respond(response(to: request, 200), in: tx))
             if let si = serverInvite, si.final == nil {
                 let r487 = response(to: si.request, 487)
@@ -1135,7 +1161,6 @@ public struct InviteSession: Sendable {
                 out.append(.respond(response(to: u.request, 487), in: u.transaction))
                 pendingUpdate = nil
             }
-            dialog = d
             return terminate(.remoteHangup, after: out)
         case .prack:
             return handlePrack(request, transaction: tx)
@@ -1250,7 +1275,7 @@ public struct InviteSession: Sendable {
 
     private mutating func timerFired(_ t: SessionTimer) -> [Action] {
         // A timer that fired no longer runs (its handler arms it again if it repeats).
-        armed &= ~(1 << UInt16(t.rawValue))
+        armed.remove(t)
         switch t {
         case .retransmit2xx:
             guard var si = serverInvite, let f = si.final else { return [] }
@@ -1354,7 +1379,9 @@ public struct InviteSession: Sendable {
         let interval = Duration.seconds(Int64(i))
         if weRefresh {
             disarmIfArmed(.sessionExpiry, into: &out)
-            out.append(arm(.sessionRefresh, after: interval / 2))
+            // Half the interval, in whole milliseconds (exact: the interval is in seconds; a
+            // Duration divided goes through 128-bit arithmetic).
+            out.append(arm(.sessionRefresh, after: .milliseconds(Int64(i) * 500)))
             return
         }
         // §10: the other side ends the session if no refresh came by SE − min(32, SE/3).
@@ -1375,19 +1402,19 @@ public struct InviteSession: Sendable {
     /// cancelled when the session ends; a BYE cancelled all eight, one look-up each in the
     /// driver's timer table).
     private mutating func arm(_ timer: SessionTimer, after delay: Duration) -> Action {
-        armed |= 1 << UInt16(timer.rawValue)
+        armed.insert(timer)
         return .startTimer(timer, after: delay)
     }
 
     /// Cancels `timer`: the action, and the note that it no longer runs.
     private mutating func disarm(_ timer: SessionTimer) -> Action {
-        armed &= ~(1 << UInt16(timer.rawValue))
+        armed.remove(timer)
         return .cancelTimer(timer)
     }
 
     /// Appends the cancel of `timer` to `out` when it runs.
     private mutating func disarmIfArmed(_ timer: SessionTimer, into out: inout [Action]) {
-        if armed & (1 << UInt16(timer.rawValue)) != 0 { out.append(disarm(timer)) }
+        if armed.contains(timer) { out.append(disarm(timer)) }
     }
 
     /// The session ends for `reason`: `out`, then a cancel of each of its running timers, then its
@@ -1395,7 +1422,7 @@ public struct InviteSession: Sendable {
     /// [state]` made three arrays and copied each action twice).
     private mutating func terminate(_ reason: SessionEndReason, after out: consuming [Action] = []) -> [Action] {
         var out = out
-        out.reserveCapacity(out.count + armed.nonzeroBitCount + 1)
+        out.reserveCapacity(out.count + armed.count + 1)
         for t in SessionTimer.allCases { disarmIfArmed(t, into: &out) }
         out.append(set(.terminated(reason)))
         return out
@@ -1456,13 +1483,13 @@ public struct InviteSession: Sendable {
 
     /// Sends our 2xx to the INVITE: its actions are appended to `out`.
     private mutating func sendFinal2xx(_ r: SIPMessage, into out: inout [Action]) {
-        guard var si = serverInvite else { return }
-        si.final = r
-        si.interval = configuration.timers.t1
-        serverInvite = si
-        out.append(.respond(r, in: si.transaction))
+        // Changed in place (no copy of the transaction and its request to write back).
+        guard serverInvite != nil else { return }
+        serverInvite!.final = r
+        serverInvite!.interval = configuration.timers.t1
+        out.append(.respond(r, in: serverInvite!.transaction))
         out.append(arm(.retransmit2xx, after: configuration.timers.t1))
-        out.append(arm(.ackTimeout, after: configuration.timers.t1 * 64))
+        out.append(arm(.ackTimeout, after: sharedConfiguration.timeout))
     }
 
     // MARK: - Building
@@ -1520,9 +1547,14 @@ final class SharedConfiguration: Sendable {
     /// The Session-Expires of our configured interval with us refreshing, as written once (it
     /// goes on the 2xx to every INVITE that asks for no interval of its own).
     let sessionExpires: PreparedHeader?
+    /// 64·T1: how long the 2xx waits for its ACK, a reliable provisional for its PRACK, a
+    /// CANCEL for the INVITE's final response (multiplied once: a Duration times an integer
+    /// goes through 128-bit arithmetic).
+    let timeout: Duration
 
     init(_ value: InviteSessionConfiguration) {
         self.value = value
+        timeout = value.timers.t1 * 64
         contact = try? PreparedHeader(.contact, value.contact.description)
         allow = value.allow.isEmpty ? nil : try? PreparedHeader(.allow, value.allow.map(\.token).joined(separator: ", "))
         // Literals: "100rel" only where we may send or ask for reliable provisionals (requests).

@@ -14,6 +14,13 @@ public struct SessionKey: Hashable, Sendable, CustomStringConvertible {
 
     public var description: String { "\(callID);tag=\(localTag)" }
 
+    /// The tags first: ours are short (the String holds them inline, compared as two words),
+    /// and tables look keys up by probing their neighbours, whose tags differ; a Call-ID is
+    /// compared only when the tags match.
+    public static func == (a: SessionKey, b: SessionKey) -> Bool {
+        a.localTag == b.localTag && a.callID == b.callID
+    }
+
     /// Hashes the Call-ID only: it tells a user agent's sessions apart (several sessions share
     /// one only when a call forks), and keys are hashed several times per message (the session
     /// table, the timers of each session), so the tag's hashing is saved. Equal keys have equal
@@ -211,6 +218,22 @@ public struct SessionManager: Sendable {
         }
         guard method == .invite else { return [.request(m, transaction: tx)] }
         guard acceptsCalls else { return [.respond(SIPMessage(responseTo: m, statusCode: 480, toTag: String(rng.next(), radix: 36)), in: tx)] }
+        let (key, actions, incoming) = startSession(m, transaction: tx)
+        return Self.outputs(key, actions, then: incoming ? .incomingCall(key, m) : nil)
+    }
+
+    /// ``request(_:transaction:)`` for a driver that takes the session's actions as they are,
+    /// when the request is an INVITE that makes a session (no To tag, calls taken): the new
+    /// session's key, its actions, and whether it is an incoming call (false when the session
+    /// refused the INVITE at once: only the refusal). Nil for any other request
+    /// (``request(_:transaction:)`` then handles it).
+    package mutating func newSessionActions(_ m: SIPMessage, transaction tx: TransactionID) -> (key: SessionKey, actions: [InviteSession.Action], incoming: Bool)? {
+        guard m.method == .invite, acceptsCalls, m.toTagBytes == nil else { return nil }
+        return startSession(m, transaction: tx)
+    }
+
+    /// A new session for the INVITE `m`, started; one refused at once has left the table.
+    private mutating func startSession(_ m: SIPMessage, transaction tx: TransactionID) -> (key: SessionKey, actions: [InviteSession.Action], incoming: Bool) {
         // Made in its box and started there (a session is about 2 KB: no copies of it).
         let slot = Slot(InviteSession(incoming: m, transaction: tx, shared: sharedConfiguration, credentials: credentials, seed: rng.next()),
                         inviteTransaction: tx)
@@ -219,7 +242,8 @@ public struct SessionManager: Sendable {
         byInviteTransaction[tx] = key
         sessions[key] = slot
         let refused = slot.session.isTerminated
-        return wrap(key, actions, slot, then: refused ? nil : .incomingCall(key, m))
+        retireIfTerminated(key, slot)
+        return (key, actions, !refused)
     }
 
     /// ``request(_:transaction:)`` for a driver that takes the session's actions as they are,

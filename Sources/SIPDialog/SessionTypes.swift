@@ -133,6 +133,30 @@ public enum SessionTimer: Int, Sendable, Hashable, CaseIterable {
     case sessionExpiry
 }
 
+/// Some kinds of ``SessionTimer``, a bit each (by raw value): the timers a session runs, the
+/// ones a driver cancels in one go. One type for every such set (the session's running timers,
+/// a driver's run of cancels).
+public struct SessionTimerSet: OptionSet, Sendable, Hashable {
+    public let rawValue: UInt16
+
+    @inlinable public init(rawValue: UInt16) { self.rawValue = rawValue }
+
+    /// The set of the one kind `timer`.
+    @inlinable public init(_ timer: SessionTimer) { rawValue = 1 << UInt16(timer.rawValue) }
+
+    /// Whether `timer` is in the set.
+    @inlinable public func contains(_ timer: SessionTimer) -> Bool { rawValue & SessionTimerSet(timer).rawValue != 0 }
+
+    /// Adds `timer`.
+    @inlinable public mutating func insert(_ timer: SessionTimer) { self = SessionTimerSet(rawValue: rawValue | SessionTimerSet(timer).rawValue) }
+
+    /// Removes `timer`.
+    @inlinable public mutating func remove(_ timer: SessionTimer) { self = SessionTimerSet(rawValue: rawValue & ~SessionTimerSet(timer).rawValue) }
+
+    /// How many kinds the set holds.
+    @inlinable public var count: Int { rawValue.nonzeroBitCount }
+}
+
 /// Why a session ended.
 public enum SessionEndReason: Sendable, Hashable {
     /// We sent BYE.

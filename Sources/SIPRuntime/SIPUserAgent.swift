@@ -116,7 +116,7 @@ public final class SIPUserAgent: Sendable {
         }
 
         /// ``takeTimer(_:_:)`` for several kinds at once.
-        mutating func takeTimers(_ key: SessionKey, _ kinds: SessionTimers.Kinds) -> SessionTimers {
+        mutating func takeTimers(_ key: SessionKey, _ kinds: SessionTimerSet) -> SessionTimers {
             guard !timers.isEmpty, let i = timers.index(forKey: key) else { return SessionTimers() }
             let taken = timers.values[i].take(kinds)
             if !taken.isEmpty, timers.values[i].isEmpty { timers.remove(at: i) }
@@ -171,18 +171,11 @@ public final class SIPUserAgent: Sendable {
             return old == 0 ? nil : TimerService.Handle(id: old)
         }
 
-        /// Some kinds of timer, as a set.
-        struct Kinds {
-            private(set) var bits: UInt8
-            init(_ t: SessionTimer) { bits = 1 << t.rawValue }
-            mutating func insert(_ t: SessionTimer) { bits |= 1 << t.rawValue }
-        }
-
         /// Disarms the timers of `kinds`: those that were armed, as timers of their own (a
         /// value, not an array: nothing is allocated).
-        mutating func take(_ kinds: Kinds) -> SessionTimers {
+        mutating func take(_ kinds: SessionTimerSet) -> SessionTimers {
             var taken = SessionTimers()
-            for i in ids.indices where kinds.bits & (1 << i) != 0 && ids[i] != 0 {
+            for i in ids.indices where kinds.rawValue & (1 << i) != 0 && ids[i] != 0 {
                 taken.ids[i] = ids[i]
                 ids[i] = 0
             }
@@ -696,14 +689,17 @@ public final class SIPUserAgent: Sendable {
 
     /// A session command run now, on a copy of the session or in place, and its outputs applied.
     private func runOnQueue(_ key: SessionKey, inPlace: Bool, _ command: (inout InviteSession) throws(SessionError) -> [InviteSession.Action]) throws(SessionError) {
-        let r = state.withLock { s -> Result<[SessionManager.Output], SessionError> in
-            do throws(SessionError) {
-                return .success(inPlace ? try s.manager.performInPlace(key, command) : try s.manager.perform(key, command))
-            } catch {
-                return .failure(error)
+        guard inPlace else {
+            let r = state.withLock { s -> Result<[SessionManager.Output], SessionError> in
+                do throws(SessionError) { return .success(try s.manager.perform(key, command)) } catch { return .failure(error) }
             }
+            return apply(try r.get())
         }
-        apply(try r.get())
+        // In place: the session's actions as they are (all for `key`), not wrapped in outputs.
+        let r = state.withLock { s -> Result<[InviteSession.Action], SessionError> in
+            do throws(SessionError) { return .success(try s.manager.actionsInPlace(key, command)) } catch { return .failure(error) }
+        }
+        apply(key, actions: try r.get())
     }
 
     /// ``session(_:)`` from code already on the agent's queue.
@@ -800,6 +796,17 @@ public final class SIPUserAgent: Sendable {
                     return
                 }
             }
+            // A request in a session's dialog (a BYE), or an INVITE that makes one: the session's
+            // actions as they are.
+            if r.message.method == .invite {
+                if let new = state.withLock({ $0.manager.newSessionActions(r.message, transaction: r.transaction) }) {
+                    apply(new.key, actions: new.actions)
+                    if new.incoming { incomingCall(new.key, r.message) }
+                    return
+                }
+            } else if let (key, actions) = state.withLock({ $0.manager.inDialogActions(r.message, transaction: r.transaction) }) {
+                return apply(key, actions: actions)
+            }
             let out = state.withLock { $0.manager.request(r.message, transaction: r.transaction) }
             apply(out, peer: r.peer)
         case .cancel(let r, let invite):
@@ -807,7 +814,7 @@ public final class SIPUserAgent: Sendable {
             apply(state.withLock { $0.manager.cancel(r.message, transaction: r.transaction, invite: invite) })
         case .ack(let m, let peer):
             if tracing { emit(.trace(m, outgoing: false, peer: peer)) }
-            apply(state.withLock { $0.manager.ack(m) })
+            if let (key, actions) = state.withLock({ $0.manager.ackActions(m) }) { apply(key, actions: actions) }
         case .strayResponse(let m, let peer):
             if tracing { emit(.trace(m, outgoing: false, peer: peer)) }
             apply(state.withLock { $0.manager.response(m) })
@@ -819,7 +826,7 @@ public final class SIPUserAgent: Sendable {
     }
 
     /// Cancels a session's timers of some kinds (those armed).
-    private func cancelTimers(_ run: (key: SessionKey, kinds: SessionTimers.Kinds)?) {
+    private func cancelTimers(_ run: (key: SessionKey, kinds: SessionTimerSet)?) {
         guard let run else { return }
         state.withLock { $0.takeTimers(run.key, run.kinds) }.forEachHandle { endpoint.timerService.cancel($0) }
     }
@@ -830,9 +837,12 @@ public final class SIPUserAgent: Sendable {
         outputs.withUnsafeMutableBufferPointer { $0.reverse() }
         // A session cancels its timers in runs (an ACK: the 2xx's two and the refresh's two):
         // a run is gathered and cancelled under one look-up of its key, before the next output.
-        var cancels: (key: SessionKey, kinds: SessionTimers.Kinds)?
+        var cancels: (key: SessionKey, kinds: SessionTimerSet)?
         defer { cancelTimers(cancels) }
         while let o = outputs.popLast() {
+            // Any output but a cancel ends the run gathered so far (the test binds nothing: no
+            // copy of the output).
+            if cancels != nil, !o.cancelsTimer { cancelTimers(cancels.take()) }
             switch consume o {
             case .session(let key, let action):
                 if case .cancelTimer(let t) = action {
@@ -840,21 +850,16 @@ public final class SIPUserAgent: Sendable {
                         cancels!.kinds.insert(t)
                     } else {
                         cancelTimers(cancels)
-                        cancels = (key, SessionTimers.Kinds(t))
+                        cancels = (key, SessionTimerSet(t))
                     }
                     continue
                 }
-                if cancels != nil { cancelTimers(cancels.take()) }
                 apply(key, action)
             case .respond(let m, let tx):
-                if cancels != nil { cancelTimers(cancels.take()) }
                 endpoint.respond(m, to: tx)
             case .incomingCall(let key, let m):
-                if cancels != nil { cancelTimers(cancels.take()) }
-                if debugs { logger(for: key).debug("incoming call", metadata: ["sip.from": "\((try? m.from().uri.description) ?? "?")"]) }
-                emit(.incomingCall(key, m))
+                incomingCall(key, m)
             case .request(let m, let tx):
-                if cancels != nil { cancelTimers(cancels.take()) }
                 if m.method == .refer, configuration.handlesOutOfDialogRefer, let p = peer {
                     emit(.outOfDialogRefer(m, tx, from: p))
                     continue
@@ -888,6 +893,29 @@ public final class SIPUserAgent: Sendable {
                 }
                 if let p = peer { emit(.request(m, from: p)) }
             }
+        }
+    }
+
+    /// A new call, told to the application (after its session's actions).
+    private func incomingCall(_ key: SessionKey, _ m: SIPMessage) {
+        if debugs { logger(for: key).debug("incoming call", metadata: ["sip.from": "\((try? m.from().uri.description) ?? "?")"]) }
+        emit(.incomingCall(key, m))
+    }
+
+    /// The actions of one session (an in-place command's, an ACK's), applied as
+    /// ``apply(_:peer:)`` applies outputs (a run of cancels under one look-up of the key),
+    /// without an output made for each.
+    private func apply(_ key: SessionKey, actions: consuming [InviteSession.Action]) {
+        actions.withUnsafeMutableBufferPointer { $0.reverse() }
+        var cancels: SessionTimerSet?
+        defer { if let kinds = cancels { cancelTimers((key, kinds)) } }
+        while let a = actions.popLast() {
+            if case .cancelTimer(let t) = a {
+                if cancels == nil { cancels = SessionTimerSet(t) } else { cancels!.insert(t) }
+                continue
+            }
+            if let kinds = cancels.take() { cancelTimers((key, kinds)) }
+            apply(key, a)
         }
     }
 
@@ -1177,5 +1205,13 @@ package struct BufferedSystemRandom: RandomNumberGenerator, Sendable {
         guard filled else { close(file); p.file = -1; return false }
         p.used = 0
         return true
+    }
+}
+
+private extension SessionManager.Output {
+    /// Whether this is a session's ``SIPDialog/InviteSession/Action/cancelTimer(_:)``.
+    var cancelsTimer: Bool {
+        if case .session(_, .cancelTimer) = self { return true }
+        return false
     }
 }

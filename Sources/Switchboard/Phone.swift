@@ -11,6 +11,11 @@ import SIPRuntime
 import MediaRuntime
 import Media
 import NetworkIO
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// A user agent with a phone's behaviour for the command line and the demo: it answers the
 /// peer's offers (hold is answered with the mirrored direction), optionally answers incoming
@@ -467,6 +472,8 @@ public final class Phone: Sendable {
     /// The call data an INVITE carries (its first `User-to-User` header for call data); empty,
     /// and logged, when it cannot be read.
     private func attachedData(of invite: SIPMessage, key: SessionKey) -> CallData {
+        // Most calls carry none: looked for first without making the list of values.
+        guard invite[.userToUser] != nil else { return [:] }
         for value in invite.values(.userToUser) {
             do throws(CallDataError) {
                 if let data = try CallData(userToUser: value) { return data }
@@ -895,9 +902,17 @@ public final class Phone: Sendable {
         register(call)
         arrivals.publish(call)
         report({
-            let referredBy = ((try? m.referredBy()) ?? nil).map { " (Referred-By \($0.uri))" } ?? ""
-            let replaces = ((try? m.replaces()) ?? nil).map { " (Replaces \($0))" } ?? ""
-            return "\(name): incoming call from \(from.map { $0.uri.description } ?? "?")\(referredBy)\(replaces)"
+            // Appended to one buffer of the right size (an interpolation grew its own and
+            // appended the usual empty parts).
+            let uri = from.map { $0.uri.description } ?? "?"
+            var line = ""
+            line.reserveCapacity(name.utf8.count + 21 + uri.utf8.count)
+            line += name
+            line += ": incoming call from "
+            line += uri
+            if let referredBy = (try? m.referredBy()) ?? nil { line += " (Referred-By \(referredBy.uri))" }
+            if let replaces = (try? m.replaces()) ?? nil { line += " (Replaces \(replaces))" }
+            return line
         }())
     }
 
@@ -1031,16 +1046,16 @@ public final class Phone: Sendable {
             }
             return
         }
-        // With a body, a 200 after a 180 that went through is never refused: each command on
-        // the stored session (they change nothing when they throw), the 180 first when it rings.
-        if ringFirst {
-            do throws(SessionError) {
-                try agent.performInPlaceOnQueue(key) { s throws(SessionError) in try s.provisional(180) }
-            } catch {
-                return
-            }
+        // With a body, a 200 after a 180 that went through is never refused: both commands on
+        // the stored session (they change nothing when they throw), the 180 first when it
+        // rings, in one step (one look-up of the session); the 180's actions go even if the
+        // 200 is refused, and in order before the 200's.
+        try? agent.performInPlaceOnQueue(key) { s throws(SessionError) in
+            guard ringFirst else { return try s.accept(body: body) }
+            var actions = try s.provisional(180)
+            try? s.accept(body: body, into: &actions)
+            return actions
         }
-        try? agent.performInPlaceOnQueue(key) { s throws(SessionError) in try s.accept(body: body) }
     }
 
     /// Sends digits on a call: RFC 4733 events in the media when telephone-event was
@@ -1186,19 +1201,46 @@ struct FirstAnswer: Sendable {
     /// when `offer` is this one's and the exchange can be reissued: the engine, the answer's
     /// body and what was agreed.
     mutating func reuse(_ offer: [UInt8], address: String, port: UInt16) -> (engine: OfferAnswer, body: SessionBody, negotiated: NegotiatedSession)? {
-        guard port == self.port, address == self.address, offer == self.offer,
+        guard port == self.port, address == self.address, Self.same(offer, self.offer),
               let engine = engine.reissued(sessionID: Phone.newSessionID()), let negotiated = engine.negotiated else { return nil }
         if parts == nil { parts = .some(split()) }
         guard let (head, tail) = parts ?? nil else { return nil }
-        let id = String(engine.sessionID).utf8
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(head.count + 2 * id.count + 1 + tail.count)
+        bytes.reserveCapacity(head.count + 2 * 20 + 1 + tail.count)
         bytes += head
-        bytes += id
-        bytes.append(UInt8(ascii: " "))
-        bytes += id
+        Self.appendSessionID(engine.sessionID, to: &bytes)
         bytes += tail
         assert(bytes == engine.localDescription?.serialized(), "a reissued answer differs from its serialization")
         return (engine, SessionBody.sdp(bytes), negotiated)
+    }
+
+    /// Whether two offers are the same bytes (compared as memory: the offer is a few hundred
+    /// bytes, compared on every call).
+    private static func same(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        return a.withUnsafeBytes { x in b.withUnsafeBytes { y in x.isEmpty || memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0 } }
+    }
+
+    /// Appends `id` in decimal twice with a space between ("<id> <id>": the `o=` line's session
+    /// id and version), as `String(id)` writes it but without the String: the room is appended
+    /// once, then both copies are written digit by digit from the end, in one pass.
+    private static func appendSessionID(_ id: UInt64, to bytes: inout [UInt8]) {
+        var digits = 1, rest = id
+        while rest >= 10 {
+            rest /= 10
+            digits += 1
+        }
+        let start = bytes.count
+        bytes.append(contentsOf: repeatElement(UInt8(ascii: " "), count: 2 * digits + 1))
+        bytes.withUnsafeMutableBufferPointer { b in
+            var n = id, i = start + digits
+            repeat {
+                i -= 1
+                let digit = UInt8(ascii: "0") + UInt8(n % 10)
+                b[i] = digit
+                b[i + digits + 1] = digit
+                n /= 10
+            } while n > 0
+        }
     }
 }

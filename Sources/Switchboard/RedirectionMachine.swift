@@ -129,7 +129,7 @@ public struct RedirectionMachine: Sendable, Hashable {
     var trackedCount: Int { calls.count }
 
     /// Whether the machine follows `id` (is in ``trackedCalls``).
-    func tracks(_ id: CallID) -> Bool { calls[id] != nil }
+    func tracks(_ id: CallID) -> Bool { calls.index(forKey: id) != nil }
 
     /// The state of a followed call.
     public func state(of id: CallID) -> CallState? { calls[id]?.state }
@@ -141,7 +141,8 @@ public struct RedirectionMachine: Sendable, Hashable {
 
     /// A call of the phone was created or changed state.
     public mutating func observe(_ id: CallID, direction: CallDirection, state: CallState) {
-        let isNew = calls[id] == nil
+        // By index: `calls[id] == nil` compared a copy of the tracked call with nil (Equatable).
+        let isNew = calls.index(forKey: id) == nil
         if isNew && state.isEnded && !involves(id) { return }
         calls[id] = Tracked(direction: direction, state: state)
         if isNew, direction == .outgoing, current.flow == .attendedTransfer, current.state == .sourceAssigned, id != current.source {
