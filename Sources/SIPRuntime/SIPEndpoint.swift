@@ -333,7 +333,18 @@ public final class SIPEndpoint: Sendable, TimerTarget {
 
     /// The first bound address of a transport.
     public func localAddress(_ kind: TransportKind) -> SIPPeer? {
-        localAddresses.first { $0.transport == kind }
+        // The kind's own list only (building every address to pick one cost a call ~1k instructions).
+        let address: SocketAddress? = switch kind {
+        case .udp: udp.withLock { $0.first?.localAddress }
+        case .tcp: tcp.withLock { $0.first?.localAddress }
+        case .tls: tls.withLock { $0.first?.localAddress }
+        }
+        return address.map { SIPPeer(transport: kind, address: $0) }
+    }
+
+    /// The first of ``localAddresses`` (UDP, then TCP, then TLS), found without building the list.
+    public var firstLocalAddress: SIPPeer? {
+        localAddress(.udp) ?? localAddress(.tcp) ?? localAddress(.tls)
     }
 
     public var statistics: EndpointStatistics {

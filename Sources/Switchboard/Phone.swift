@@ -252,7 +252,7 @@ public final class Phone: Sendable {
     }
     /// The endpoint's first address; none once it is closed (a call placed then fails when it
     /// sends, instead of the phone trapping here).
-    private var endpointAddress: SocketAddress? { agent.endpoint.localAddresses.first?.address }
+    private var endpointAddress: SocketAddress? { agent.endpoint.firstLocalAddress?.address }
     /// What descriptions carry when the endpoint has no address left.
     static let noAddress = "0.0.0.0"
     private func sipAddress(_ at: SocketAddress) -> String {

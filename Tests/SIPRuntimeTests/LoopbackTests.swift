@@ -171,6 +171,22 @@ struct LoopbackTests {
         #expect(timers.pendingCount == 0)
     }
 
+    /// A cancelled timer's slot is reused by the next one, under another handle: cancelling the
+    /// old handle again (a late cancel) leaves the new timer armed.
+    @Test func aStaleHandleDoesNotCancelTheTimerInItsSlot() {
+        let timers = TimerService()
+        defer { timers.shutdown() }
+        let first = timers.schedule(after: .seconds(60)) {}
+        timers.cancel(first)
+        let second = timers.schedule(after: .seconds(60)) {}
+        #expect(second != first)
+        #expect(UInt32(truncatingIfNeeded: second.id) == UInt32(truncatingIfNeeded: first.id))
+        timers.cancel(first)
+        #expect(timers.pendingCount == 1)
+        timers.cancel(second)
+        #expect(timers.pendingCount == 0)
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func timerTargetsAreCalledWithTheirNumbersAndHeldWeakly() async throws {
         final class Target: TimerTarget {
