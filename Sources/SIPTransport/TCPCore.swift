@@ -176,6 +176,12 @@ final class TCPCore: TransportLoopCore {
         state.withLock { s in s.connections.values.map(\.info) }.sorted { $0.id < $1.id }
     }
 
+    /// The bytes queued on every connection, not yet written to its socket (plaintext still to
+    /// be encrypted included).
+    func queuedBytes() -> Int {
+        state.withLock { s in s.connections.values.reduce(0) { $0 + $1.queuedBytes } }
+    }
+
     /// The connection `send(_:to:serverName:)` would use.
     func connectionID(to remote: SocketAddress, serverName: String?) -> ConnectionID? {
         state.withLock { $0.byRemote[RemoteKey(address: remote, serverName: serverName)] }

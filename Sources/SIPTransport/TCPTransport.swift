@@ -100,6 +100,9 @@ public final class TCPTransport: Sendable {
     public var statistics: TCPTransportStatistics { core.state.withLock { $0.statistics } }
     /// The connections open or being established, in the order they were created.
     public var connections: [ConnectionInfo] { core.connectionSnapshot() }
+    /// The bytes queued on every connection and not yet written: ``close()`` drops them, so a
+    /// caller that wants its last messages out waits for this to reach 0 first.
+    package var queuedBytes: Int { core.queuedBytes() }
     /// Whether ``close()`` has been called.
     public var isClosed: Bool { core.state.withLock { $0.closed } }
 

@@ -66,6 +66,9 @@ public final class TLSTransport: Sendable {
     }
     /// The connections open, being established or handshaking, in the order they were created.
     public var connections: [ConnectionInfo] { core.connectionSnapshot() }
+    /// The bytes queued on every connection and not yet written: ``close()`` drops them, so a
+    /// caller that wants its last messages out waits for this to reach 0 first.
+    package var queuedBytes: Int { core.queuedBytes() }
     /// Whether ``close()`` has been called.
     public var isClosed: Bool { core.state.withLock { $0.closed } }
     /// Whether the transport accepts inbound connections (it has a certificate); without one,

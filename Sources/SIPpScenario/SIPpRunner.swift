@@ -160,6 +160,9 @@ public final class SIPpRunner: Sendable {
                 return v
             }
             for v in left { if case .socket(let u) = v { u.close() } }
+            // What a stream transport still has queued (the last call's final response, say)
+            // goes out before it closes, which would drop it: at most a second.
+            t.drain(within: .seconds(1))
             t.close()
             transport.withLock { $0 = nil }
         }
@@ -1040,6 +1043,21 @@ enum SIPpLink: Sendable {
         case .udp(let t): t.close()
         case .tcp(let t): t.close()
         case .tls(let t): t.close()
+        }
+    }
+
+    /// Waits, up to `limit`, until a stream transport has written everything it queued (UDP
+    /// queues nothing).
+    func drain(within limit: Duration) {
+        let clock = ContinuousClock(), deadline = clock.now + limit
+        while clock.now < deadline {
+            let queued: Int = switch self {
+            case .udp: 0
+            case .tcp(let t): t.queuedBytes
+            case .tls(let t): t.queuedBytes
+            }
+            guard queued > 0 else { return }
+            usleep(2_000)
         }
     }
 
