@@ -115,21 +115,8 @@ package struct SlotTable<Element> {
         return e
     }
 
-    /// Whether a slot holds a value.
-    @inlinable package func isOccupied(_ slot: Int) -> Bool {
-        slot >= 0 && slot < slotCount && chunks[slot >> chunkShift][slot & chunkMask] != nil
-    }
-
     /// The next slot ``insert(_:)`` will use.
     @inlinable package var nextSlot: Int { vacant.last.map { Int($0) } ?? slotCount }
-
-    /// Empties the table.
-    @inlinable package mutating func removeAll() {
-        chunks = []
-        vacant = []
-        slotCount = 0
-        live = 0
-    }
 }
 
 extension SlotTable: Sendable where Element: Sendable {}
