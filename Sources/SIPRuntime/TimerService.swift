@@ -62,26 +62,9 @@ public final class TimerService: Sendable {
 
     struct State {
         var queue = TimerQueue()
-        /// The armed timers' actions, in slots (see ``SlotTable``: no table to rehash, nothing
-        /// moved, as a server's timers grow to tens of thousands): a handle's id is its slot
-        /// (low 32 bits) and a sequence number (high 32 bits, never 0).
-        var actions = SlotTable<Action>()
-        /// The handle id armed in each slot, 0 when none.
-        var armed: [UInt64] = []
-        var nextSequence: UInt32 = 1
-
-        /// The slot of `id` when it is still armed.
-        func armedSlot(_ id: UInt64) -> Int? {
-            let slot = Int(truncatingIfNeeded: UInt32(truncatingIfNeeded: id))
-            return slot < armed.count && armed[slot] == id ? slot : nil
-        }
-
-        /// Disarms `id` and returns its action (nil when it is not armed).
-        mutating func disarm(_ id: UInt64) -> Action? {
-            guard let slot = armedSlot(id) else { return nil }
-            armed[slot] = 0
-            return actions.remove(slot)
-        }
+        /// The armed timers' actions, under their handles' ids (see ``SlotMap``: no table to
+        /// rehash, nothing moved, as a server's timers grow to tens of thousands).
+        var actions = SlotMap<Action>()
         var running = true
         /// How many times the thread has looked at the queue (a wake-up each, but for the first).
         var passes = 0
@@ -145,12 +128,7 @@ public final class TimerService: Sendable {
     private func insert(after delay: Duration, _ make: (UInt64) -> Action) -> Handle {
         let deadline = MonotonicClock.now.sinceOrigin + max(delay, .zero)
         let (id, first) = state.withLock { s -> (UInt64, Bool) in
-            let seq = s.nextSequence
-            s.nextSequence = seq == .max ? 1 : seq + 1
-            let slot = s.actions.nextSlot
-            let id = UInt64(seq) << 32 | UInt64(UInt32(truncatingIfNeeded: slot))
-            _ = s.actions.insert(make(id))
-            if slot == s.armed.count { s.armed.append(id) } else { s.armed[slot] = id }
+            let id = s.actions.insert(make)
             let first = s.queue.push(id, at: deadline, delay: delay)
             return (id, first)
         }
@@ -162,14 +140,14 @@ public final class TimerService: Sendable {
     public func cancel(_ h: Handle) {
         // The callback comes out of the lock and is released here, outside it (it may hold the
         // last reference to something whose deinit takes other locks).
-        _ = state.withLock { $0.disarm(h.id) }
+        _ = state.withLock { $0.actions.remove(h.id) }
     }
 
     /// Stops the thread; pending timers never fire.
     public func shutdown() {
         // The callbacks come out of the lock and are released outside it (as in cancel).
-        let (wasRunning, _) = state.withLock { s -> (Bool, SlotTable<Action>) in
-            defer { s.running = false; s.queue.removeAll(); s.actions = SlotTable(); s.armed = [] }
+        let (wasRunning, _) = state.withLock { s -> (Bool, SlotMap<Action>) in
+            defer { s.running = false; s.queue.removeAll(); s.actions = SlotMap() }
             return (s.running, s.actions)
         }
         guard wasRunning else { return }
@@ -195,12 +173,12 @@ public final class TimerService: Sendable {
                 s.passes += 1
                 let now = MonotonicClock.now.sinceOrigin
                 while let id = s.queue.pop(dueBy: now) {
-                    if let a = s.disarm(id) { due.append(a) }
+                    if let a = s.actions.remove(id) { due.append(a) }
                 }
                 // Cancelled timers stay in the queue until they come up. Those in front go now,
                 // so the thread sleeps until the earliest timer still armed: a 2xx
                 // retransmission timer its ACK cancelled (one per call) does not wake it.
-                while let id = s.queue.firstItem, s.armedSlot(id) == nil { _ = s.queue.popFirst() }
+                while let id = s.queue.firstItem, !s.actions.contains(id) { _ = s.queue.popFirst() }
                 return (true, s.queue.nextDeadline)
             }
             guard running else { return }

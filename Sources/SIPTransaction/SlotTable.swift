@@ -120,3 +120,70 @@ package struct SlotTable<Element> {
 }
 
 extension SlotTable: Sendable where Element: Sendable {}
+
+/// Values in a ``SlotTable`` under ids that name their slot: the slot in an id's low 32 bits, a
+/// sequence number in its high 32 (never 0, so no id is 0). A value is found by indexing,
+/// without hashing, and an id whose slot has been taken again since (a late timer, a stale
+/// handle) does not match. The table behind the transaction layer's transaction ids and the
+/// timer service's handles.
+@usableFromInline
+package struct SlotMap<Element> {
+    @usableFromInline var table = SlotTable<Element>()
+    /// The id in each slot, 0 when the slot is vacant.
+    @usableFromInline var ids: [UInt64] = []
+    @usableFromInline var nextSequence: UInt32 = 1
+
+    @inlinable package init() {}
+
+    /// The number of values held.
+    @inlinable package var count: Int { table.count }
+
+    /// The slot an id names (whether or not it is still live there).
+    @inlinable package static func slot(ofID id: UInt64) -> Int { Int(truncatingIfNeeded: UInt32(truncatingIfNeeded: id)) }
+
+    /// An id for a new value: the slot it will take and the next sequence number. The caller
+    /// stores the value with ``store(_:as:)`` before it allocates another id.
+    @inlinable package mutating func allocateID() -> UInt64 {
+        let seq = nextSequence
+        nextSequence = seq == .max ? 1 : seq + 1
+        return UInt64(seq) << 32 | UInt64(UInt32(truncatingIfNeeded: table.nextSlot))
+    }
+
+    /// Stores a new value under the id ``allocateID()`` gave last.
+    @inlinable package mutating func store(_ element: consuming Element, as id: UInt64) {
+        let s = table.insert(element)
+        precondition(s == Self.slot(ofID: id), "SlotMap: an id was allocated and another value stored first")
+        if s == ids.count { ids.append(id) } else { ids[s] = id }
+    }
+
+    /// Stores the value `make` builds from its id, and returns the id.
+    @inlinable package mutating func insert(_ make: (UInt64) -> Element) -> UInt64 {
+        let id = allocateID()
+        store(make(id), as: id)
+        return id
+    }
+
+    /// The slot of `id` when it is live; nil when it was removed (its slot vacant or reused).
+    @inlinable package func slot(of id: UInt64) -> Int? {
+        let s = Self.slot(ofID: id)
+        return id != 0 && s < ids.count && ids[s] == id ? s : nil
+    }
+
+    /// Whether `id` is live.
+    @inlinable package func contains(_ id: UInt64) -> Bool { slot(of: id) != nil }
+
+    /// The value in a slot (from ``slot(of:)``), read and changed where it lies.
+    @inlinable package subscript(slot s: Int) -> Element? {
+        get { table[s] }
+        _modify { yield &table[s] }
+    }
+
+    /// Removes the value under `id` and returns it (nil when `id` is not live).
+    @inlinable @discardableResult package mutating func remove(_ id: UInt64) -> Element? {
+        guard let s = slot(of: id) else { return nil }
+        ids[s] = 0
+        return table.remove(s)
+    }
+}
+
+extension SlotMap: Sendable where Element: Sendable {}

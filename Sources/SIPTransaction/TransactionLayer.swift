@@ -109,17 +109,13 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
     }
 
     public let timers: TransactionTimers
-    /// The live transactions, in slots (see ``SlotTable``): a transaction's id carries its slot
-    /// in its low 32 bits and a sequence number in its high 32 bits, so it is found by
-    /// indexing, without hashing, and an id whose slot was taken again since (a late timer)
-    /// does not match.
-    @usableFromInline var slots = SlotTable<Entry>()
-    /// The id in each slot, 0 when the slot is vacant.
-    @usableFromInline var slotIDs: [UInt64] = []
+    /// The live transactions, in slots (see ``SlotMap``): a transaction's id is its slot and a
+    /// sequence number, so it is found by indexing, without hashing, and an id whose slot was
+    /// taken again since (a late timer) does not match.
+    @usableFromInline var slots = SlotMap<Entry>()
     @usableFromInline var clientIndex: [ClientKey: TransactionID] = [:]
     @usableFromInline var serverIndex: [ServerKey: TransactionID] = [:]
     @usableFromInline var mergeIndex: [MergeKey: TransactionID] = [:]
-    @usableFromInline var nextSequence: UInt32 = 1
     @usableFromInline var rng: SplitMix64
 
     /// Counters for tests and statistics.
@@ -148,10 +144,7 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
     @inlinable public func contains(_ id: TransactionID) -> Bool { slot(of: id) != nil }
 
     /// The slot of a live transaction.
-    @inlinable func slot(of id: TransactionID) -> Int? {
-        let s = id.slot
-        return s < slotIDs.count && slotIDs[s] == id.rawValue && id.rawValue != 0 ? s : nil
-    }
+    @inlinable func slot(of id: TransactionID) -> Int? { slots.slot(of: id.rawValue) }
 
     /// Whether `id` is an INVITE server transaction still waiting for the TU's first response
     /// (its 100 Trying timer is due to run): a driver that starts that timer only after the TU
@@ -159,12 +152,12 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
     /// lies in the table (reading it out would copy it).
     @inlinable public mutating func awaitsTrying(_ id: TransactionID) -> Bool {
         guard let s = slot(of: id) else { return false }
-        return slots[s]!.machine.awaitsTrying()
+        return slots[slot: s]!.machine.awaitsTrying()
     }
 
     /// The state of a transaction, for tests and diagnostics.
     public func stateDescription(_ id: TransactionID) -> String? {
-        guard let s = slot(of: id), let e = slots[s] else { return nil }
+        guard let s = slot(of: id), let e = slots[slot: s] else { return nil }
         switch e.machine {
         case .inviteClient(let t): return "\(t.state)"
         case .nonInviteClient(let t): return "\(t.state)"
@@ -201,21 +194,12 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
         return newBranch(using: &g)
     }
 
-    /// An id for a new transaction: the slot its entry will take and the next sequence number
-    /// (never 0, so no id is 0). The caller stores the entry with ``store(_:_:)`` before it
-    /// allocates another id.
-    @inlinable mutating func allocateID() -> TransactionID {
-        let seq = nextSequence
-        nextSequence = nextSequence == .max ? 1 : nextSequence + 1
-        return TransactionID(rawValue: UInt64(seq) << 32 | UInt64(UInt32(truncatingIfNeeded: slots.nextSlot)))
-    }
+    /// An id for a new transaction (see ``SlotMap/allocateID()``): the caller stores the entry
+    /// with ``store(_:_:)`` before it allocates another id.
+    @inlinable mutating func allocateID() -> TransactionID { TransactionID(rawValue: slots.allocateID()) }
 
     /// Stores a new transaction's entry in the slot its id names.
-    @inlinable mutating func store(_ id: TransactionID, _ entry: consuming Entry) {
-        let s = slots.insert(entry)
-        assert(UInt64(s) == id.rawValue & 0xFFFF_FFFF, "an id was allocated and another entry stored first")
-        if s == slotIDs.count { slotIDs.append(id.rawValue) } else { slotIDs[s] = id.rawValue }
-    }
+    @inlinable mutating func store(_ id: TransactionID, _ entry: consuming Entry) { slots.store(entry, as: id.rawValue) }
 
     // MARK: Client side
 
@@ -262,7 +246,7 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
             return [.strayResponse(message, from: source)]
         }
         // The machine is fed where it lies in the table (no copy of the entry and write-back).
-        guard let actions = slots[i]!.machine.handle(client: .response(message), server: nil) else { return [] }
+        guard let actions = slots[slot: i]!.machine.handle(client: .response(message), server: nil) else { return [] }
         if actions.isEmpty { _counters.retransmissionsAbsorbed += 1 }
         return outputs(for: id, actions)
     }
@@ -271,7 +255,7 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
         guard let method = request.method, let key = ServerKey(request: request) else { return [] }
         if let id = serverIndex[key], let i = slot(of: id) {
             // A retransmission, or the ACK for a non-2xx (or 2xx, RFC 6026) response.
-            guard let actions = slots[i]!.machine.handle(client: nil, server: .request(request)) else { return [] }
+            guard let actions = slots[slot: i]!.machine.handle(client: nil, server: .request(request)) else { return [] }
             if actions.isEmpty || actions.allSatisfy({ if case .transmit = $0 { return true } else { return false } }) {
                 _counters.retransmissionsAbsorbed += 1
             }
@@ -342,15 +326,15 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
     /// Feeds `client` or `server` to the transaction's machine, whichever its side takes, and
     /// turns what it asks for into outputs.
     @inlinable mutating func feed(_ id: TransactionID, client: ClientTransactionInput?, server: ServerTransactionInput?) -> [Output] {
-        guard let i = slot(of: id), let actions = slots[i]!.machine.handle(client: client, server: server) else { return [] }
+        guard let i = slot(of: id), let actions = slots[slot: i]!.machine.handle(client: client, server: server) else { return [] }
         return outputs(for: id, actions)
     }
 
     @inlinable mutating func outputs(for id: TransactionID, _ actions: [TransactionAction], source: Address? = nil) -> [Output] {
         // Only the peer is read: through the slot's in-place accessor, since reading
-        // `slots[i]!.peer` may copy the whole entry first (every reference in it retained).
+        // `slots[slot: i]!.peer` may copy the whole entry first (every reference in it retained).
         guard let i = slot(of: id) else { return [] }
-        let peer = Self.peer(of: &slots[i]!)
+        let peer = Self.peer(of: &slots[slot: i]!)
         var out: [Output] = []
         out.reserveCapacity(actions.count)
         for a in actions {
@@ -374,8 +358,7 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
     @inlinable static func peer(of entry: inout Entry) -> Address { entry.peer }
 
     @inlinable mutating func remove(_ id: TransactionID) {
-        guard let s = slot(of: id), let e = slots.remove(s) else { return }
-        slotIDs[s] = 0
+        guard let e = slots.remove(id.rawValue) else { return }
         if let k = e.clientKey, clientIndex[k] == id { clientIndex[k] = nil }
         if let k = e.serverKey, serverIndex[k] == id { serverIndex[k] = nil }
         if let k = e.mergeKey, mergeIndex[k] == id { mergeIndex[k] = nil }

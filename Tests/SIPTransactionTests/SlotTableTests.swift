@@ -43,6 +43,27 @@ struct SlotTableTests {
         #expect(t.count == 0)
     }
 
+    /// An id names its slot and a sequence number: a removed id matches nothing, even once its
+    /// slot holds another value; the value is built knowing its own id; no id is 0.
+    @Test func aSlotMapIDOutlivesNothingItNamed() {
+        var m = SlotMap<UInt64>()
+        let a = m.insert { $0 }
+        let b = m.insert { $0 }
+        #expect(a != 0 && b != 0 && a != b)
+        #expect(SlotMap<UInt64>.slot(ofID: a) == 0 && SlotMap<UInt64>.slot(ofID: b) == 1)
+        #expect(m[slot: m.slot(of: b)!] == b)
+        #expect(m.remove(a) == a)
+        #expect(m.remove(a) == nil && !m.contains(a) && m.count == 1)
+        let c = m.allocateID()
+        #expect(SlotMap<UInt64>.slot(ofID: c) == 0 && c != a)
+        m.store(7, as: c)
+        #expect(m.slot(of: a) == nil && m.slot(of: c) == 0 && m[slot: 0] == 7)
+        m[slot: 0]! += 1
+        #expect(m.remove(c) == 8)
+        #expect(!m.contains(0) && m.slot(of: 0) == nil && m.remove(0) == nil)
+        #expect(m.slot(of: UInt64(1) << 32 | 999) == nil)
+    }
+
     /// A chunk holds 128 KiB to 256 KiB of slots (at least 64), a power of two.
     @Test func chunksAreSizedByTheElement() {
         #expect(SlotTable<UInt8>().chunkSize == 1 << 17)
