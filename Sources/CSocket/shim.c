@@ -175,6 +175,10 @@ int cs_recv_batch(int fd, uint8_t *buf, size_t slot_size, int count,
     return recv_batch(fd, buf, slot_size, count, addrs, addrlens, lengths, msg_flags, NULL, flags);
 }
 
+void cs_shutdown_receive(int fd) {
+    (void)shutdown(fd, SHUT_RD);
+}
+
 int cs_enable_receive_timestamps(int fd) {
 #ifdef SO_TIMESTAMPNS
     int on = 1;

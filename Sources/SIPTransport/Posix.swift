@@ -36,7 +36,7 @@ enum Posix {
         return fd
     }
 
-    /// An eventfd that wakes a poll(2) loop (see ``TransportLoopCore``).
+    /// An eventfd that wakes a poll(2) loop (see ``PolledLoopCore``).
     static func eventFD() throws(TransportError) -> Int32 {
         let fd = cs_eventfd()
         guard fd >= 0 else { throw .system(.current("eventfd")) }

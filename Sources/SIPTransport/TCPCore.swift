@@ -102,7 +102,7 @@ struct RemoteKey: Hashable {
 /// and encrypted by the I/O thread (the only thread touching an established session), and the
 /// records join the connection's ordinary send queue. A TLS connection is reported open when
 /// its handshake completes.
-final class TCPCore: TransportLoopCore {
+final class TCPCore: PolledLoopCore {
     struct State {
         var closed = false
         var connections: [ConnectionID: TCPConnection] = [:]

@@ -19,11 +19,9 @@ final class LoopThread: Sendable {
     }
 }
 
-/// What the UDP and the stream (TCP, TLS) cores share: one I/O thread polling the sockets and
-/// an eventfd that wakes it, started once and closed once.
+/// What the UDP and the stream (TCP, TLS) cores share: one I/O thread, started once and
+/// closed once.
 protocol TransportLoopCore: AnyObject, Sendable {
-    /// The eventfd that wakes the I/O thread out of poll(2).
-    var wakeFD: Int32 { get }
     /// The I/O thread.
     var loopThread: LoopThread { get }
     /// Sets the core's `closed` flag under its lock; returns false when it was set already.
@@ -42,7 +40,16 @@ extension TransportLoopCore {
             throw .system(error)
         }
     }
+}
 
+/// A core whose I/O thread waits in poll(2) on its sockets and an eventfd that wakes it (the
+/// stream cores; the UDP core's thread waits in recvmmsg(2), see ``UDPCore/close()``).
+protocol PolledLoopCore: TransportLoopCore {
+    /// The eventfd that wakes the I/O thread out of poll(2).
+    var wakeFD: Int32 { get }
+}
+
+extension PolledLoopCore {
     /// Marks the core closed, wakes the I/O thread and waits for it to end. Idempotent; when
     /// called from the I/O thread itself it does not wait.
     func close() {

@@ -69,13 +69,19 @@ int cs_recv_batch(int fd, uint8_t *buf, size_t slot_size, int count,
                   struct sockaddr_storage *addrs, socklen_t *addrlens, size_t *lengths,
                   int *msg_flags, int flags);
 
+/* Wakes a thread blocked receiving on a datagram socket, for good: shutdown(SHUT_RD), after
+ * which a receive returns 0 at once (Linux wakes the waiters and marks the socket even when it
+ * is not connected, though the call then reports ENOTCONN, ignored here). Sending still works. */
+void cs_shutdown_receive(int fd);
+
 /* Asks the kernel to stamp each received datagram with its arrival time (SO_TIMESTAMPNS,
  * CLOCK_REALTIME); 0 or -1 with errno (ENOPROTOOPT where the option does not exist). */
 int cs_enable_receive_timestamps(int fd);
 
 /* Asks the kernel to queue ICMP errors (port/host unreachable…) for datagrams this UDP socket
  * sent (IP_RECVERR, IPV6_RECVERR on an AF_INET6 socket: both, for v4-mapped peers), so that
- * poll reports POLLERR and cs_recv_error reads them. Returns 0 on success. */
+ * poll reports POLLERR (a blocked receive returns the error's errno) and cs_recv_error reads
+ * them. Returns 0 on success. */
 int cs_enable_recverr(int fd, int family);
 /* Reads one queued error (recvmsg with MSG_ERRQUEUE | MSG_DONTWAIT): the destination of the
  * datagram that caused it in *dest / *destlen, the error (ECONNREFUSED for port unreachable,
