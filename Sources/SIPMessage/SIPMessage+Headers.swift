@@ -25,58 +25,123 @@ extension SIPMessage {
     package var topViaSentBy: (host: ArraySlice<UInt8>, port: UInt16?)? {
         guard let v = firstValueBytes(.via) else { return nil }
         // On the buffer (a Cursor's closures and bounds checks cost more than the scan).
-        let found: (Range<Int>, UInt16?)? = v.withUnsafeBufferPointer { p in
+        guard let (r, port, _) = v.withUnsafeBufferPointer({ SIPMessage.scanSentBy($0) }) else { return nil }
+        return (v[(v.startIndex + r.lowerBound)..<(v.startIndex + r.upperBound)], port)
+    }
+
+    /// What the runtime reads of a received request's top Via, in one scan: the sent-by (as
+    /// ``topViaSentBy``), the `branch` value (nil when absent or empty) and whether `rport`
+    /// is there without a value (RFC 3581: the client asks for it). `nil` when the value does
+    /// not scan simply (an IPv6 reference, a quoted parameter value): read it piece by piece
+    /// then.
+    package var topViaParts: TopViaParts? {
+        guard let v = firstValueBytes(.via) else { return nil }
+        let found: (Range<Int>, UInt16?, Range<Int>?, Bool)? = v.withUnsafeBufferPointer { p in
+            guard let (host, port, after) = SIPMessage.scanSentBy(p) else { return nil }
             let end = p.count
-            var i = 0
-            func skipLWS() { while i < end, isWS(p[i]) || p[i] == 0x0D || p[i] == 0x0A { i &+= 1 } }
-            skipLWS()
-            // SIP / 2.0 / transport; "SIP/2.0/" as written by nearly everyone, read as one
-            // little-endian word (0x2F302E322F504953).
-            var first = 0
-            if end &- i > 8, let base = p.baseAddress,
-               UInt64(littleEndian: UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self)) == 0x2F30_2E32_2F50_4953 {
-                i &+= 8
+            var i = after, branch: Range<Int>? = nil, rport = false
+            while true {
                 FastCheck.skipSpaces(p, &i, end)
-                first = 2
-            }
-            for k in first..<3 {
-                let s = i
+                // The end of the value, or of its first element (a comma): the parameters are read.
+                if i == end || p[i] == UInt8(ascii: ",") { return (host, port, branch, rport) }
+                guard p[i] == UInt8(ascii: ";") else { return nil }
+                i &+= 1
+                FastCheck.skipSpaces(p, &i, end)
+                let ns = i
                 while i < end, isTokenByte(p[i]) { i &+= 1 }
-                guard i > s else { return nil }
-                if k < 2 {
-                    var j = i
-                    FastCheck.skipSpaces(p, &j, end)
-                    guard j < end, p[j] == UInt8(ascii: "/") else { return nil }
-                    j &+= 1
-                    FastCheck.skipSpaces(p, &j, end)
-                    i = j
+                let name = ns..<i
+                FastCheck.skipSpaces(p, &i, end)
+                var value: Range<Int>? = nil
+                if i < end, p[i] == UInt8(ascii: "=") {
+                    i &+= 1
+                    FastCheck.skipSpaces(p, &i, end)
+                    guard i < end, p[i] != UInt8(ascii: "\""), p[i] != UInt8(ascii: "[") else { return nil }
+                    let vs = i
+                    i = parameterValueEnd(p, i, end)
+                    value = vs..<i
+                }
+                if name.count == 6, FastCheck.nameIs(p, name, "branch") {
+                    branch = value.flatMap { $0.isEmpty ? nil : $0 }
+                } else if name.count == 5, FastCheck.nameIs(p, name, "rport") {
+                    rport = value == nil
                 }
             }
-            let ws = i
-            skipLWS()
-            guard i > ws else { return nil }
-            let hs = i
-            while i < end, ASCIIClass.test(p[i], ASCIIClass.alnum)
-                || p[i] == UInt8(ascii: "-") || p[i] == UInt8(ascii: ".") || p[i] == UInt8(ascii: "_") { i &+= 1 }
-            guard i > hs, i == end || p[i] != UInt8(ascii: "[") else { return nil }
-            let host = hs..<i
-            var j = i
-            FastCheck.skipSpaces(p, &j, end)
-            guard j < end, p[j] == UInt8(ascii: ":") else { return (host, nil) }
-            j &+= 1
-            FastCheck.skipSpaces(p, &j, end)
-            let ps = j
-            var n = 0
-            while j < end, isDigit(p[j]) {
-                n = n &* 10 &+ Int(p[j] &- 0x30)
-                if n > 65535 { return nil }
-                j &+= 1
-            }
-            guard j > ps else { return nil }
-            return (host, UInt16(n))
         }
-        guard let (r, port) = found else { return nil }
-        return (v[(v.startIndex + r.lowerBound)..<(v.startIndex + r.upperBound)], port)
+        guard let (h, port, b, rport) = found else { return nil }
+        let o = v.startIndex
+        return TopViaParts(value: v, hostRange: (o + h.lowerBound)..<(o + h.upperBound), port: port,
+                           branchRange: b.map { (o + $0.lowerBound)..<(o + $0.upperBound) }, rport: rport)
+    }
+
+    /// A top Via read in one scan (see ``topViaParts``): one slice of the value and ranges in it
+    /// (a tuple of slices was copied through its generic layout, ~380 instructions a copy).
+    package struct TopViaParts {
+        /// The Via line's value.
+        let value: ArraySlice<UInt8>
+        let hostRange: Range<Int>
+        /// The sent-by port, when written.
+        package let port: UInt16?
+        let branchRange: Range<Int>?
+        /// Whether `rport` is there without a value.
+        package let rport: Bool
+
+        /// The sent-by host, as written.
+        package var host: ArraySlice<UInt8> { value[hostRange] }
+        /// The `branch` value (nil when absent or empty).
+        package var branch: ArraySlice<UInt8>? { branchRange.map { value[$0] } }
+    }
+
+    /// The sent-by of a Via value's bytes: the host's range, the port, and where the scan
+    /// stopped (the parameters start there); nil when it does not scan simply.
+    static func scanSentBy(_ p: UnsafeBufferPointer<UInt8>) -> (Range<Int>, UInt16?, Int)? {
+        let end = p.count
+        var i = 0
+        func skipLWS() { while i < end, isWS(p[i]) || p[i] == 0x0D || p[i] == 0x0A { i &+= 1 } }
+        skipLWS()
+        // SIP / 2.0 / transport; "SIP/2.0/" as written by nearly everyone, read as one
+        // little-endian word (0x2F302E322F504953).
+        var first = 0
+        if end &- i > 8, let base = p.baseAddress,
+           UInt64(littleEndian: UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self)) == 0x2F30_2E32_2F50_4953 {
+            i &+= 8
+            FastCheck.skipSpaces(p, &i, end)
+            first = 2
+        }
+        for k in first..<3 {
+            let s = i
+            while i < end, isTokenByte(p[i]) { i &+= 1 }
+            guard i > s else { return nil }
+            if k < 2 {
+                var j = i
+                FastCheck.skipSpaces(p, &j, end)
+                guard j < end, p[j] == UInt8(ascii: "/") else { return nil }
+                j &+= 1
+                FastCheck.skipSpaces(p, &j, end)
+                i = j
+            }
+        }
+        let ws = i
+        skipLWS()
+        guard i > ws else { return nil }
+        let hs = i
+        while i < end, ASCIIClass.test(p[i], ASCIIClass.alnum)
+            || p[i] == UInt8(ascii: "-") || p[i] == UInt8(ascii: ".") || p[i] == UInt8(ascii: "_") { i &+= 1 }
+        guard i > hs, i == end || p[i] != UInt8(ascii: "[") else { return nil }
+        let host = hs..<i
+        var j = i
+        FastCheck.skipSpaces(p, &j, end)
+        guard j < end, p[j] == UInt8(ascii: ":") else { return (host, nil, i) }
+        j &+= 1
+        FastCheck.skipSpaces(p, &j, end)
+        let ps = j
+        var n = 0
+        while j < end, isDigit(p[j]) {
+            n = n &* 10 &+ Int(p[j] &- 0x30)
+            if n > 65535 { return nil }
+            j &+= 1
+        }
+        guard j > ps else { return nil }
+        return (host, UInt16(n), j)
     }
 
     /// The From tag, found without decoding the whole From header.

@@ -21,34 +21,64 @@ extension SIPMessage {
     /// To (with `toTag` added when the request's To has none), Call-ID, CSeq and, for
     /// 100 Trying, the Timestamp.
     public init(responseTo request: SIPMessage, statusCode: Int, reasonPhrase: String? = nil, toTag: String? = nil) {
-        // One allocation for the copied headers (the request's size bounds them), not one per
-        // doubling; the caller's additions (Contact, a body) usually fit in the slack.
-        self.init(statusCode: statusCode, reasonPhrase: reasonPhrase, capacity: request.bodyRange.lowerBound + 256,
-                  headers: request.entries.count + 4)
-        let addTag = toTag != nil && request.toTagBytes == nil
-        for e in request.entries {
-            guard let k = KnownHeader(rawValue: e.known) else { continue }
-            switch k {
-            case .via, .from, .callID, .cseq:
-                appendRaw(k, request.storage[e.valueRange])
-            case .to:
-                appendRaw(.to, request.storage[e.valueRange])
-                if addTag, let tag = toTag {
-                    // A tag is a token: anything else could inject parameters or elements.
-                    // The usual tag is all token bytes and is copied as a block.
-                    let clean = tag.utf8.allSatisfy(isTokenByte)
-                    if clean ? !tag.isEmpty : tag.utf8.contains(where: isTokenByte) {
-                        appendText(";tag=")
-                        if clean { appendText(tag) } else { storage.append(contentsOf: tag.utf8.lazy.filter(isTokenByte)) }
-                        entries[entries.count - 1].valueEnd = UInt32(storage.count)
-                    }
-                }
-            case .timestamp where statusCode == 100:
-                appendRaw(.timestamp, request.storage[e.valueRange])
-            default:
-                break
+        precondition((100...699).contains(statusCode), "status code must be 100-699")
+        let reason = SIPMessage.oneLine(reasonPhrase ?? SIPMessage.defaultReasonPhrase(statusCode))
+        // A tag is a token: anything else could inject parameters or elements. The usual tag
+        // is all token bytes and is written as given; otherwise its token bytes only.
+        var tag: String? = nil
+        if let t = toTag, request.toTagBytes == nil {
+            if t.utf8.allSatisfy(isTokenByte) {
+                if !t.isEmpty { tag = t }
+            } else if t.utf8.contains(where: isTokenByte) {
+                tag = String(decoding: t.utf8.filter(isTokenByte), as: UTF8.self)
             }
         }
+        let timestamp = statusCode == 100 ? KnownHeader.timestamp.rawValue : 0
+        @inline(__always) func copied(_ k: UInt8) -> Bool {
+            k == KnownHeader.via.rawValue || k == KnownHeader.from.rawValue || k == KnownHeader.to.rawValue
+                || k == KnownHeader.callID.rawValue || k == KnownHeader.cseq.rawValue || (k == timestamp && k != 0)
+        }
+        // The stored form (see ``appendRaw(_:_:)``: name then value, no separators), counted,
+        // then written into one buffer and appended at once (a line appended at a time cost
+        // ~350 instructions).
+        let names = CanonicalNames.table
+        let reasonCount = reason.utf8.count
+        let tagCount = tag.map { 5 + $0.utf8.count } ?? 0
+        var total = reasonCount + tagCount, lines = 0
+        for e in request.entries where copied(e.known) {
+            total += names.length(e.known) + Int(e.valueEnd &- e.valueStart)
+            lines += 1
+        }
+        var entries: [HeaderEntry] = []
+        entries.reserveCapacity(request.entries.count + 4)
+        var bytes: [UInt8] = []
+        // The caller's additions (Contact, a body) usually fit in the slack.
+        bytes.reserveCapacity(max(total, reasonCount + request.bodyRange.lowerBound) + 256)
+        request.storage.withUnsafeBufferPointer { src in
+            names.bytes.withUnsafeBufferPointer { nb in
+                withUnsafeTemporaryAllocation(of: UInt8.self, capacity: max(total, 1)) { buffer in
+                    var w = ByteWriter(buffer.baseAddress!)
+                    w.put(reason)
+                    for e in request.entries where copied(e.known) {
+                        let ns = w.count
+                        w.put(nb, names.range(e.known))
+                        let vs = w.count
+                        w.put(src, e.valueRange)
+                        if e.known == KnownHeader.to.rawValue, let tag {
+                            w.put(UInt8(ascii: ";")); w.put(UInt8(ascii: "t")); w.put(UInt8(ascii: "a"))
+                            w.put(UInt8(ascii: "g")); w.put(UInt8(ascii: "="))
+                            w.put(tag)
+                        }
+                        entries.append(HeaderEntry(known: e.known, nameStart: UInt32(ns), nameEnd: UInt32(vs), valueStart: UInt32(vs),
+                                                   valueEnd: UInt32(w.count)))
+                    }
+                    assert(w.count <= total, "response length")
+                    bytes.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[..<w.count]))
+                }
+            }
+        }
+        self.init(storage: bytes, entries: entries, startIndex: .response(version: .sip20, code: statusCode, reason: 0..<reasonCount),
+                  bodyRange: bytes.count..<bytes.count, pristineRange: nil)
     }
 
     /// Creates the ACK for a non-2xx final `response` to `invite` (RFC 3261 §17.1.1.3): same

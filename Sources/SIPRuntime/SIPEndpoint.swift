@@ -524,8 +524,7 @@ public final class SIPEndpoint: Sendable, TimerTarget {
     static func stampVia(_ message: inout SIPMessage, source: SocketAddress) {
         // The common case, read from the bytes: no rport asked for, and the sent-by host is
         // the source's IPv4 address (as a phone on the same network writes it).
-        if let first = message.firstValueBytes(.via), case .v4(let ip) = source.ip, !findFlag(first, "rport"),
-           let sentBy = message.topViaSentBy, IPv4Address.parse(sentBy.host) == ip.value {
+        if case .v4(let ip) = source.ip, let top = message.topViaParts, !top.rport, IPv4Address.parse(top.host) == ip.value {
             return
         }
         guard let top = message.elementBytes(.via).first, var v = try? Via(bytes: top) else { return }

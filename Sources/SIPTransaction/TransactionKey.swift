@@ -140,7 +140,12 @@ struct ServerKey: PrehashedKey, Sendable {
         guard let m = request.method else { return nil }
         let method = asMethod ?? (m == .ack ? .invite : m)
         // The common case read from the bytes, without decoding the Via.
-        if let branch = request.topViaBranchBytes, ServerKey.hasMagicCookie(branch), let sentBy = request.topViaSentBy {
+        if let top = request.topViaParts {
+            if let branch = top.branch, ServerKey.hasMagicCookie(branch) {
+                self.init(branch: branch, host: top.host, port: top.port ?? 0, method: method)
+                return
+            }
+        } else if let branch = request.topViaBranchBytes, ServerKey.hasMagicCookie(branch), let sentBy = request.topViaSentBy {
             self.init(branch: branch, host: sentBy.host, port: sentBy.port ?? 0, method: method)
             return
         }

@@ -42,6 +42,9 @@ struct ServerKeyTests {
         "SIP/2.1/UDP 192.0.2.4:5064;branch=z9hG4bKe",
         "Sip/2.0/UDP 192.0.2.5;rport;branch=z9hG4bKf",
         "SIP/2.0/U 192.0.2.6:7;branch=z9hG4bKg",
+        "SIP/2.0/UDP 192.0.2.7:5060;rport=5061;branch=z9hG4bKh",
+        "SIP/2.0/UDP 192.0.2.8:5060;BRANCH=z9hG4bKi;RPort",
+        "SIP/2.0/UDP 192.0.2.9:5060;x=\"quoted;value\";branch=z9hG4bKj",
     ])
     func bytePathMatchesTheDecodedVia(via: String) throws {
         let m = try Self.request(via: via)
@@ -50,6 +53,14 @@ struct ServerKeyTests {
         #expect(String(decoding: sentBy.host, as: UTF8.self) == decoded.host.address)
         #expect(sentBy.port == decoded.port)
         #expect(ServerKey(request: m) == (try Self.decoded(m)))
+        // The one-scan reading agrees with the decoded Via, or declines (a quoted value).
+        if let parts = m.topViaParts {
+            #expect(Array(parts.host) == Array(sentBy.host) && parts.port == sentBy.port)
+            #expect(parts.branch.map { String(decoding: $0, as: UTF8.self) } == decoded.branch)
+            #expect(parts.rport == (decoded.parameters.first { $0.name.lowercased() == "rport" }.map { $0.value == nil } ?? false))
+        } else {
+            #expect(via.contains("\""))
+        }
     }
 
     @Test func ipv6SentByFallsBackToTheDecodedVia() throws {
