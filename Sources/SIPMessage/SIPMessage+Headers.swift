@@ -29,6 +29,14 @@ extension SIPMessage {
         return (v[(v.startIndex + r.lowerBound)..<(v.startIndex + r.upperBound)], port)
     }
 
+    /// The top Via's sent-by port: read from the bytes as ``topViaSentBy`` reads it (no slice
+    /// made), from the decoded Via when the value does not scan simply; nil when none is written.
+    package var topViaPort: UInt16? {
+        guard let v = firstValueBytes(.via) else { return nil }
+        if let (_, port, _) = v.withUnsafeBufferPointer({ SIPMessage.scanSentBy($0) }) { return port }
+        return (try? topVia())?.port
+    }
+
     /// What the runtime reads of a received request's top Via, in one scan: the sent-by (as
     /// ``topViaSentBy``), the `branch` value (nil when absent or empty) and whether `rport`
     /// is there without a value (RFC 3581: the client asks for it). `nil` when the value does

@@ -730,8 +730,7 @@ public final class SIPEndpoint: Sendable, TimerTarget {
         if !m.isRequest {
             // The sent-by port read from the bytes (an IPv6 sent-by is decoded); the rport
             // parameter is looked for only when that port is not where the request came from.
-            let port: UInt16? = if let sentBy = m.topViaSentBy { sentBy.port } else { (try? m.topVia())?.port }
-            if let port, port != destination.port, let top = m.firstValueBytes(.via), SIPBytes.parameter("rport", in: top) == nil {
+            if let port = m.topViaPort, port != destination.port, let top = m.firstValueBytes(.via), SIPBytes.parameter("rport", in: top) == nil {
                 destination = destination.withPort(port)
             }
         }

@@ -49,6 +49,10 @@ struct TimerQueue {
 
     private(set) var lanes: [Lane] = []
     private var heap = DeadlineHeap<UInt64>()
+    /// The earliest deadline as pushes left it (nil: none queued), while ``earliestKnown``:
+    /// a push compares with it instead of looking at every lane and the heap; a pop forgets it.
+    private var knownEarliest: Duration?
+    private var earliestKnown = false
 
     var isEmpty: Bool { heap.isEmpty && lanes.allSatisfy { $0.first == nil } }
 
@@ -73,7 +77,7 @@ struct TimerQueue {
     /// Adds timer `id`, armed with `delay`, due at `deadline`; returns whether it became the
     /// earliest.
     mutating func push(_ id: UInt64, at deadline: Duration, delay: Duration) -> Bool {
-        let before = nextDeadline
+        let before = earliestKnown ? knownEarliest : nextDeadline
         let item = Item(deadline: deadline, id: id)
         if let k = lanes.firstIndex(where: { $0.delay == delay }) {
             if let last = lanes[k].items.last, last.deadline > deadline {
@@ -88,13 +92,16 @@ struct TimerQueue {
         } else {
             heap.push(id, at: deadline)
         }
-        guard let b = before else { return true }
-        return deadline < b
+        let first = before.map { deadline < $0 } ?? true
+        knownEarliest = first ? deadline : before
+        earliestKnown = true
+        return first
     }
 
     /// Removes and returns the earliest timer's id, whatever its deadline.
     mutating func popFirst() -> UInt64? {
         guard let (item, source) = earliest() else { return nil }
+        earliestKnown = false
         if source < 0 { _ = heap.popFirst() } else { lanes[source].removeFirst() }
         return item.id
     }
@@ -102,6 +109,7 @@ struct TimerQueue {
     /// Removes and returns the earliest timer's id when it is due by `limit`.
     mutating func pop(dueBy limit: Duration) -> UInt64? {
         guard let (item, source) = earliest(), item.deadline <= limit else { return nil }
+        earliestKnown = false
         if source < 0 { _ = heap.popFirst() } else { lanes[source].removeFirst() }
         return item.id
     }
@@ -109,5 +117,6 @@ struct TimerQueue {
     mutating func removeAll() {
         lanes.removeAll()
         heap.removeAll()
+        earliestKnown = false
     }
 }

@@ -51,7 +51,14 @@ struct TimerQueueTests {
         let due = [q.pop(dueBy: .milliseconds(499)), q.pop(dueBy: .seconds(1)), q.pop(dueBy: .seconds(1)), q.pop(dueBy: .seconds(1))]
         #expect(due == [nil, 3, 4, nil])
         #expect(q.firstItem == 1)
-        #expect(Self.drain(&q) == [1, 2])
+        // After pops, a push compares with what is left (not with what was taken).
+        #expect(q.push(5, at: .seconds(40), delay: .seconds(39)) == false)
+        #expect(q.push(6, at: .seconds(10), delay: .seconds(9)) == true)
+        #expect(q.push(7, at: .seconds(20), delay: .seconds(19)) == false)
+        #expect(q.popFirst() == 6)
+        #expect(q.push(8, at: .seconds(21), delay: .seconds(20)) == false)
+        #expect(q.push(9, at: .seconds(15), delay: .seconds(14)) == true)
+        #expect(Self.drain(&q) == [9, 7, 8, 1, 2, 5])
     }
 
     /// A long-lived lane drops the items it has given out (it does not grow for ever) and keeps
