@@ -44,10 +44,12 @@ extension SIPMessage {
         let names = CanonicalNames.table
         let reasonCount = reason.utf8.count
         let tagCount = tag.map { 5 + $0.utf8.count } ?? 0
-        var total = reasonCount + tagCount, lines = 0
+        // (Every To line gets the tag, as each did when lines were appended one by one: an
+        // invalid request with two To lines is still answered.)
+        var total = reasonCount
         for e in request.entries where copied(e.known) {
             total += names.length(e.known) + Int(e.valueEnd &- e.valueStart)
-            lines += 1
+            if e.known == KnownHeader.to.rawValue { total += tagCount }
         }
         var entries: [HeaderEntry] = []
         entries.reserveCapacity(request.entries.count + 4)
@@ -72,7 +74,7 @@ extension SIPMessage {
                         entries.append(HeaderEntry(known: e.known, nameStart: UInt32(ns), nameEnd: UInt32(vs), valueStart: UInt32(vs),
                                                    valueEnd: UInt32(w.count)))
                     }
-                    assert(w.count <= total, "response length")
+                    precondition(w.count == total, "response length")
                     bytes.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[..<w.count]))
                 }
             }

@@ -129,6 +129,27 @@ struct SerializationTests {
         #expect(try reparsed.via().count == 2)
     }
 
+    /// A response copies Via, From, To, Call-ID and CSeq in order and adds the tag to the To:
+    /// to every To line of an invalid request that has two (it is still answered), to none of
+    /// a request whose To already has one; a tag's non-token bytes are dropped.
+    @Test func aResponseCopiesTheLinesAndTagsEveryToLine() throws {
+        let twoTos = try SIPMessage(bytes: Array(("INVITE sip:bob@example.com SIP/2.0\r\nVia: SIP/2.0/UDP a.example.com;branch=z9hG4bK1\r\n"
+            + "Via: SIP/2.0/UDP b.example.com;branch=z9hG4bK2\r\nTo: <sip:bob@example.com>\r\nFrom: <sip:a@example.com>;tag=9\r\n"
+            + "To: <sip:carol@example.com>\r\nCall-ID: c1\r\nCSeq: 4 INVITE\r\nTimestamp: 54\r\nContact: <sip:a@a.example.com>\r\n"
+            + "Content-Length: 0\r\n\r\n").utf8))
+        let r = SIPMessage(responseTo: twoTos, statusCode: 400, toTag: "a b\"c")
+        #expect(r.headerFields.map(\.known) == [.via, .via, .to, .from, .to, .callID, .cseq])
+        #expect(r.values(.to) == ["<sip:bob@example.com>;tag=abc", "<sip:carol@example.com>;tag=abc"])
+        let again = try SIPMessage(bytes: r.serialized())
+        #expect(again.statusCode == 400 && again.values(.to) == r.values(.to) && again.callID == "c1")
+        // 100 Trying keeps the Timestamp; a To with a tag keeps its own.
+        let trying = SIPMessage(responseTo: twoTos, statusCode: 100)
+        #expect(trying.headerFields.map(\.known).last == .timestamp && trying.toTag == nil)
+        let tagged = try SIPMessage(bytes: Array(("BYE sip:a@example.com SIP/2.0\r\nVia: SIP/2.0/UDP a.example.com;branch=z9hG4bK3\r\n"
+            + "To: <sip:bob@example.com>;tag=old\r\nFrom: <sip:a@example.com>;tag=9\r\nCall-ID: c2\r\nCSeq: 5 BYE\r\n\r\n").utf8))
+        #expect(SIPMessage(responseTo: tagged, statusCode: 200, toTag: "new").toTag == "old")
+    }
+
     @Test func headerInjectionIsRefused() throws {
         var m = try SIPMessage(method: .options, uri: .other(scheme: "urn", text: "urn:x"))
         expectParseError(.headerValue) { try m.append(.subject, "hi\r\nVia: evil") }
