@@ -99,6 +99,32 @@ struct CaptureRTPTests {
         return TsharkRTPStream.parse(r.output)
     }
 
+    /// Waits until dumpcap records packets, not only until it has written the file's header:
+    /// the capture filter can start a few hundred milliseconds after the header (a call whose
+    /// INVITE went unrecorded left tshark without the offer, so it named the telephone-event
+    /// type `rtpevent` while we, reading the answer, named it from the SDP). One-byte datagrams
+    /// go to `probePort` (nobody listens; neither analysis takes them for RTP) until the file
+    /// grows (dumpcap writes in bursts); bounded at 5 s.
+    static func waitUntilRecording(_ file: String, probePort: Int) async throws {
+        func size() -> Int { (try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int) ?? 0 }
+        for _ in 0..<100 where size() == 0 { try await Task.sleep(for: .milliseconds(50)) }
+        let header = size()
+        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        defer { close(fd) }
+        var to = sockaddr_in()
+        to.sin_family = sa_family_t(AF_INET)
+        to.sin_port = in_port_t(UInt16(probePort).bigEndian)
+        to.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        for _ in 0..<100 {
+            var byte: UInt8 = 0
+            _ = withUnsafePointer(to: &to) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, &byte, 1, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            try await Task.sleep(for: .milliseconds(50))
+            if size() > header { return }
+        }
+    }
+
     /// Records a call between two phones (PCMU and telephone events; the caller sends 440 Hz
     /// and the digits `159#`, the callee 1000 Hz) on `lo`, ports `base ..< base + 22` only; with
     /// `srtp`, SDES-SRTP is mandatory (RTP/SAVP, each side's key in its `a=crypto`).
@@ -112,11 +138,7 @@ struct CaptureRTPTests {
         defer {
             if tshark.isRunning { kill(tshark.processIdentifier, SIGKILL) }
         }
-        // dumpcap is ready once it has written the file's header.
-        for _ in 0..<100 where ((try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int) ?? 0) == 0 {
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        try await Task.sleep(for: .milliseconds(300))
+        try await Self.waitUntilRecording(file, probePort: base + 20)
         func phone(_ name: String, sip: Int, media: ClosedRange<Int>, tone: Double, answer: Bool) throws -> Phone {
             let config = SIPUserAgent.Configuration(endpoint: .init(listen: [.udp(try SocketAddress(ip: "127.0.0.1", port: UInt16(sip)))]),
                                                     identity: try SIPURI("sip:\(name)@127.0.0.1"), sessionTimer: nil)
