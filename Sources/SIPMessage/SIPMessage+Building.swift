@@ -13,8 +13,15 @@ extension SIPMessage {
     }
 
     init(method: SIPMethod, uriText: String) {
-        let bytes = Array(uriText.utf8)
-        self.init(storage: bytes, entries: [], startIndex: .request(method: method, uri: 0..<bytes.count, version: .sip20),
+        // The method's token and a space first: an extension method is read back from them.
+        let token = method.token.utf8
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(token.count + 1 + uriText.utf8.count)
+        bytes.append(contentsOf: token)
+        bytes.append(0x20)
+        let uriStart = bytes.count
+        bytes.append(contentsOf: uriText.utf8)
+        self.init(storage: bytes, entries: [], startIndex: .request(method: method, uri: uriStart..<bytes.count, version: .sip20),
                   bodyRange: bytes.count..<bytes.count, pristineRange: nil)
     }
 

@@ -119,17 +119,19 @@ extension SIPMessage {
         guard let method else { throw SIPParseError(offset: 0, rule: .requestLine, detail: "a response has no Request-URI") }
         // The same checks as a request built from text (and the same errors), then one copy:
         // the header index, the unfolded values and the body stay where they are in the
-        // storage, the new Request-URI goes after them (no per-line copying).
+        // storage, the new start line's method and Request-URI go after them (no per-line
+        // copying): the checked request's storage is exactly `METHOD SP Request-URI`.
         let checked = try SIPMessage(method: method, requestURI: text)
-        let uri = checked.storage
+        let line = checked.storage
         var m = self
         let old = storage.count
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(old + uri.count)
+        bytes.reserveCapacity(old + line.count)
         bytes.append(contentsOf: storage)
-        bytes.append(contentsOf: uri)
+        bytes.append(contentsOf: line)
         m.storage = bytes
-        m.startIndex = .request(method: method, uri: old..<(old + uri.count), version: .sip20)
+        m.head = StartWord(request: method.code, version: .sip20)
+        m.lineSpan = PackedRange(old..<(old + line.count))
         m.pristineRange = nil
         return m
     }

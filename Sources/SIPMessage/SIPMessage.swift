@@ -27,6 +27,53 @@ enum StartLineIndex: Sendable {
     case response(version: SIPVersion, code: Int, reason: Range<Int>)
 }
 
+/// A range of storage offsets in one word (each bound below 2^32, as ``SIPParserLimits/ceiling``
+/// and ``HeaderEntry`` already require), so that ``SIPMessage`` stays small.
+@usableFromInline
+struct PackedRange: Sendable, BitwiseCopyable, Equatable {
+    @usableFromInline var raw: UInt64
+
+    @inlinable init(raw: UInt64) { self.raw = raw }
+
+    @inlinable init(_ r: Range<Int>) {
+        precondition(r.upperBound <= Int(UInt32.max) - 1, "a message's offsets must fit in 32 bits")
+        raw = UInt64(truncatingIfNeeded: r.lowerBound) << 32 | UInt64(truncatingIfNeeded: r.upperBound)
+    }
+
+    /// Stands for `nil` (no real range has its lower bound at 2^32 - 1).
+    @usableFromInline static let none = PackedRange(raw: .max)
+
+    @inlinable var lowerBound: Int { Int(truncatingIfNeeded: raw >> 32) }
+    @inlinable var upperBound: Int { Int(truncatingIfNeeded: raw & 0xFFFF_FFFF) }
+    @inlinable var range: Range<Int> { lowerBound..<upperBound }
+    @inlinable var count: Int { upperBound &- lowerBound }
+}
+
+/// The start line's scalars in one word: whether it is a request; the method's code
+/// (``SIPMethod/code``, 0 for an extension method, whose token is read from storage) or the
+/// status code; the version.
+@usableFromInline
+struct StartWord: Sendable, BitwiseCopyable, Equatable {
+    @usableFromInline var raw: UInt64
+
+    @usableFromInline static let requestBit: UInt64 = 1 << 63
+
+    @inlinable init(request code: UInt8, version: SIPVersion) {
+        raw = StartWord.requestBit | UInt64(version.major) << 32 | UInt64(version.minor) << 16 | UInt64(code)
+    }
+
+    @inlinable init(response code: Int, version: SIPVersion) {
+        raw = UInt64(version.major) << 32 | UInt64(version.minor) << 16 | UInt64(UInt16(truncatingIfNeeded: code))
+    }
+
+    @inlinable var isRequest: Bool { raw & StartWord.requestBit != 0 }
+    /// The method's code (requests) or the status code (responses).
+    @inlinable var low: Int { Int(truncatingIfNeeded: raw & 0xFFFF) }
+    @inlinable var version: SIPVersion {
+        SIPVersion(major: UInt16(truncatingIfNeeded: raw >> 32), minor: UInt16(truncatingIfNeeded: raw >> 16))
+    }
+}
+
 /// A SIP request or response.
 ///
 /// A parsed message keeps the bytes it arrived in and an index of its start line and header
@@ -35,65 +82,111 @@ enum StartLineIndex: Sendable {
 /// was parsed from; a built or modified message serializes in canonical form (canonical header
 /// names, `": "` separators, CRLF line ends, a Content-Length that matches the body).
 public struct SIPMessage: Sendable {
+    // Six words in all: a struct of more than six scalars that another module copies or
+    // destroys goes through its runtime value witnesses (an indirect call and a metadata
+    // look-up each time) instead of inline code, and messages are copied on every hop.
     @usableFromInline var storage: [UInt8]
     @usableFromInline var entries: [HeaderEntry]
-    @usableFromInline var startIndex: StartLineIndex
-    @usableFromInline var bodyRange: Range<Int>
-    /// The bytes the message was parsed from, while it has not been modified.
-    @usableFromInline var pristineRange: Range<Int>?
+    @usableFromInline var head: StartWord
+    /// A request's method token and Request-URI (`METHOD SP URI`, the URI starting after the
+    /// first space); a response's reason phrase.
+    @usableFromInline var lineSpan: PackedRange
+    @usableFromInline var bodySpan: PackedRange
+    /// The bytes the message was parsed from, while it has not been modified (``PackedRange/none``
+    /// otherwise).
+    @usableFromInline var pristineSpan: PackedRange
 
+    /// `startIndex` of an extension method must find the token right before the URI and a
+    /// space, in storage (the parser, the builders and ``forwarded(_:)`` write it there).
     @usableFromInline
     init(storage: [UInt8], entries: [HeaderEntry], startIndex: StartLineIndex, bodyRange: Range<Int>, pristineRange: Range<Int>?) {
         self.storage = storage
         self.entries = entries
-        self.startIndex = startIndex
-        self.bodyRange = bodyRange
-        self.pristineRange = pristineRange
+        switch startIndex {
+        case .request(let m, let uri, let v):
+            head = StartWord(request: m.code, version: v)
+            let start = uri.lowerBound - 1 - m.token.utf8.count
+            assert(start >= 0 && storage[uri.lowerBound - 1] == 0x20, "the method token precedes the Request-URI in storage")
+            lineSpan = PackedRange(start..<uri.upperBound)
+        case .response(let v, let c, let r):
+            head = StartWord(response: c, version: v)
+            lineSpan = PackedRange(r)
+        }
+        bodySpan = PackedRange(bodyRange)
+        pristineSpan = pristineRange.map(PackedRange.init) ?? .none
+    }
+
+    /// The body's offsets in storage.
+    @inlinable var bodyRange: Range<Int> {
+        get { bodySpan.range }
+        set { bodySpan = PackedRange(newValue) }
+    }
+
+    /// The bytes the message was parsed from, while it has not been modified.
+    @inlinable var pristineRange: Range<Int>? {
+        get { pristineSpan == .none ? nil : pristineSpan.range }
+        set { pristineSpan = newValue.map(PackedRange.init) ?? .none }
+    }
+
+    /// A request's Request-URI offsets: after the method token and its space.
+    @inlinable var uriRange: Range<Int> {
+        let lo = lineSpan.lowerBound, hi = lineSpan.upperBound
+        let known = SIPMethod.tokenLength(code: head.low)
+        if known > 0 { return (lo &+ known &+ 1)..<hi }
+        var k = lo
+        while k < hi, storage[k] != 0x20 { k &+= 1 }
+        return (k &+ 1)..<hi
+    }
+
+    /// The start line's index, unpacked.
+    var startIndex: StartLineIndex {
+        if head.isRequest {
+            return .request(method: requestMethod, uri: uriRange, version: head.version)
+        }
+        return .response(version: head.version, code: head.low, reason: lineSpan.range)
+    }
+
+    /// The method of a request (the code's, or the extension token from storage).
+    @inlinable var requestMethod: SIPMethod {
+        if let m = SIPMethod(code: head.low) { return m }
+        return extensionMethod
+    }
+
+    @usableFromInline var extensionMethod: SIPMethod {
+        .extension(String(sipBytes: storage[lineSpan.lowerBound..<(uriRange.lowerBound &- 1)]))
     }
 
     // MARK: Start line
 
     /// Whether the message is a request.
-    @inlinable public var isRequest: Bool {
-        if case .request = startIndex { return true }
-        return false
-    }
+    @inlinable public var isRequest: Bool { head.isRequest }
 
     /// The request method, or `nil` for a response.
     @inlinable public var method: SIPMethod? {
-        if case .request(let m, _, _) = startIndex { return m }
-        return nil
+        head.isRequest ? requestMethod : nil
     }
 
     /// The status code, or `nil` for a request.
     @inlinable public var statusCode: Int? {
-        if case .response(_, let c, _) = startIndex { return c }
-        return nil
+        head.isRequest ? nil : head.low
     }
 
     /// The reason phrase of a response.
     public var reasonPhrase: String? {
-        if case .response(_, _, let r) = startIndex { return String(sipBytes: storage[r]) }
-        return nil
+        head.isRequest ? nil : String(sipBytes: storage[lineSpan.range])
     }
 
     /// The SIP version of the start line.
-    public var version: SIPVersion {
-        switch startIndex {
-        case .request(_, _, let v), .response(let v, _, _): return v
-        }
-    }
+    public var version: SIPVersion { head.version }
 
     /// The Request-URI exactly as written, for a request.
     public var requestURIText: String? {
-        if case .request(_, let r, _) = startIndex { return String(sipBytes: storage[r]) }
-        return nil
+        head.isRequest ? String(sipBytes: storage[uriRange]) : nil
     }
 
     /// The Request-URI's bytes, for a request.
     public var requestURIBytes: ArraySlice<UInt8>? {
-        if case .request(_, let r, _) = startIndex { return storage[r] }
-        return nil
+        head.isRequest ? storage[uriRange] : nil
     }
 
     /// The decoded start line.

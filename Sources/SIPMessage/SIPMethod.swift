@@ -61,6 +61,69 @@ public enum SIPMethod: Sendable, Hashable, CustomStringConvertible {
     }
 
     public var description: String { token }
+
+    /// A number for each known method (1…14) and 0 for an extension method: how a message
+    /// keeps its method in one word.
+    @inlinable var code: UInt8 {
+        switch self {
+        case .invite: return 1
+        case .ack: return 2
+        case .bye: return 3
+        case .cancel: return 4
+        case .register: return 5
+        case .options: return 6
+        case .info: return 7
+        case .update: return 8
+        case .prack: return 9
+        case .subscribe: return 10
+        case .notify: return 11
+        case .refer: return 12
+        case .message: return 13
+        case .publish: return 14
+        case .extension: return 0
+        }
+    }
+
+    /// The known method of a ``code``; `nil` for 0 (an extension method) and unused codes.
+    @inlinable init?(code: Int) {
+        switch code {
+        case 1: self = .invite
+        case 2: self = .ack
+        case 3: self = .bye
+        case 4: self = .cancel
+        case 5: self = .register
+        case 6: self = .options
+        case 7: self = .info
+        case 8: self = .update
+        case 9: self = .prack
+        case 10: self = .subscribe
+        case 11: self = .notify
+        case 12: self = .refer
+        case 13: self = .message
+        case 14: self = .publish
+        default: return nil
+        }
+    }
+
+    /// The length of a known method's token, by ``code``; 0 for an extension method.
+    @inlinable static func tokenLength(code: Int) -> Int {
+        // INVITE ACK BYE CANCEL REGISTER OPTIONS INFO UPDATE PRACK SUBSCRIBE NOTIFY REFER MESSAGE PUBLISH
+        switch code {
+        case 1: return 6
+        case 2, 3: return 3
+        case 4: return 6
+        case 5: return 8
+        case 6: return 7
+        case 7: return 4
+        case 8: return 6
+        case 9: return 5
+        case 10: return 9
+        case 11: return 6
+        case 12: return 5
+        case 13, 14: return 7
+        default: return 0
+        }
+    }
 }
 
 @inline(__always)
