@@ -9,18 +9,49 @@ import Glibc
 /// with a non-zero IPv6 scope written `[fe80::1%2]:5060`. Text is parsed with `inet_pton` and
 /// written with `inet_ntop`.
 public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
+    // Three words (addresses ride in every event and peer of the SIP runtime, and a struct of
+    // more than six scalars is copied through its value witnesses in other modules): the
+    // address in `high` and `low` (IPv4 in `low`), the port, the scope and the family in `meta`.
+    /// The first 64 bits of an IPv6 address; 0 for IPv4.
+    package let high: UInt64
+    /// The last 64 bits of an IPv6 address, or the IPv4 address.
+    package let low: UInt64
+    /// The port (bits 0-15), the scope (bits 16-47) and whether the address is IPv6 (bit 63);
+    /// the other bits are 0.
+    package let meta: UInt64
+
+    package static let ipv6Bit: UInt64 = 1 << 63
+    /// The bits of ``meta`` that an address uses (the rest are free for a container's own).
+    package static let metaMask: UInt64 = ipv6Bit | 0xFFFF_FFFF_FFFF
+
+    /// An address from its three words (the bits of `meta` outside ``metaMask`` are ignored).
+    package init(high: UInt64, low: UInt64, meta: UInt64) {
+        self.high = high
+        self.low = low
+        self.meta = meta & SocketAddress.metaMask
+    }
+
     /// The IP address.
-    public let ip: IPAddress
+    public var ip: IPAddress {
+        meta & SocketAddress.ipv6Bit != 0 ? .v6(IPv6Address(high: high, low: low)) : .v4(IPv4Address(UInt32(truncatingIfNeeded: low)))
+    }
     /// The port, in host byte order (0 asks the kernel for an ephemeral port when binding).
-    public let port: UInt16
+    public var port: UInt16 { UInt16(truncatingIfNeeded: meta) }
     /// The IPv6 scope (interface index) of a link-local address; 0 for IPv4 and global addresses.
-    public let scopeID: UInt32
+    public var scopeID: UInt32 { UInt32(truncatingIfNeeded: meta >> 16) }
 
     /// An address from its parts. The scope applies to IPv6 only (it is 0 for IPv4).
     public init(_ ip: IPAddress, port: UInt16, scopeID: UInt32 = 0) {
-        self.ip = ip
-        self.port = port
-        self.scopeID = ip.isIPv6 ? scopeID : 0
+        switch ip {
+        case .v4(let a):
+            high = 0
+            low = UInt64(a.value)
+            meta = UInt64(port)
+        case .v6(let a):
+            high = a.high
+            low = a.low
+            meta = SocketAddress.ipv6Bit | UInt64(scopeID) << 16 | UInt64(port)
+        }
     }
 
     /// The wildcard address (`0.0.0.0` or `::`) with `port`, as used to bind every interface
@@ -93,7 +124,7 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Whether this is an IPv6 address.
-    public var isIPv6: Bool { ip.isIPv6 }
+    public var isIPv6: Bool { meta & SocketAddress.ipv6Bit != 0 }
 
     /// Whether the address is the wildcard (`0.0.0.0` or `::`), as used to bind every interface.
     public var isWildcard: Bool {

@@ -8,18 +8,65 @@ import SIPTransport
 /// Where a message came from or goes to: a transport, an address and, for connections, which
 /// connection.
 public struct SIPPeer: Hashable, Sendable, CustomStringConvertible {
-    public var transport: TransportKind
-    public var address: SocketAddress
-    public var connection: ConnectionID?
+    // Six words: the address's three (its ``SocketAddress/meta`` word also holds the transport
+    // and whether there is a connection), the connection's number and the server name. Peers
+    // ride in every event and output of the runtime, and a struct of more than six scalars is
+    // copied and destroyed through its value witnesses in other modules.
+    private var high: UInt64
+    private var low: UInt64
+    /// ``SocketAddress/meta``, the transport in bits 48-55 and bit 56 set when `connectionNumber`
+    /// names a connection.
+    private var meta: UInt64
+    private var connectionNumber: UInt64
     /// For TLS: the name to send as SNI and to verify the certificate against (RFC 5922); the
     /// address is verified when it is `nil`.
     public var serverName: String?
 
+    private static let transportShift: UInt64 = 48
+    private static let connectionBit: UInt64 = 1 << 56
+
     public init(transport: TransportKind, address: SocketAddress, connection: ConnectionID? = nil, serverName: String? = nil) {
-        self.transport = transport
-        self.address = address
-        self.connection = connection
+        high = address.high
+        low = address.low
+        meta = address.meta | SIPPeer.code(transport) << SIPPeer.transportShift | (connection == nil ? 0 : SIPPeer.connectionBit)
+        connectionNumber = connection?.rawValue ?? 0
         self.serverName = serverName
+    }
+
+    private static func code(_ t: TransportKind) -> UInt64 {
+        switch t {
+        case .udp: return 0
+        case .tcp: return 1
+        case .tls: return 2
+        }
+    }
+
+    public var transport: TransportKind {
+        get {
+            switch (meta >> SIPPeer.transportShift) & 0xFF {
+            case 0: return .udp
+            case 1: return .tcp
+            default: return .tls
+            }
+        }
+        set { meta = meta & ~(0xFF << SIPPeer.transportShift) | SIPPeer.code(newValue) << SIPPeer.transportShift }
+    }
+
+    public var address: SocketAddress {
+        get { SocketAddress(high: high, low: low, meta: meta) }
+        set {
+            high = newValue.high
+            low = newValue.low
+            meta = meta & ~SocketAddress.metaMask | newValue.meta
+        }
+    }
+
+    public var connection: ConnectionID? {
+        get { meta & SIPPeer.connectionBit != 0 ? ConnectionID(rawValue: connectionNumber) : nil }
+        set {
+            connectionNumber = newValue?.rawValue ?? 0
+            meta = newValue == nil ? meta & ~SIPPeer.connectionBit : meta | SIPPeer.connectionBit
+        }
     }
 
     public var description: String { "\(transport.viaToken.lowercased()):\(address)" + (connection.map { " \($0)" } ?? "") }
