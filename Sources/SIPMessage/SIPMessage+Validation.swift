@@ -39,13 +39,110 @@ extension SIPMessage {
                 throw error
             }
         }
+        if headersPassQuickly() { return }
         try validateHeaders()
+    }
+
+    /// ``validateHeaders()``'s quick accept, in one pass over the header index on the buffers
+    /// (no slices, no retains, no pass per header): every line of a header validation checks
+    /// goes through its ``FastCheck`` scanner, or a digits-only reading for Max-Forwards and
+    /// Expires, ``CSeq/quick(_:)`` for CSeq and `application/sdp` for Content-Type. `true` only
+    /// when ``validateHeaders()`` accepts the message too: each reading accepts a subset of what
+    /// the full check does, a line the quick scanners accept whole holds one element, and the
+    /// required headers are present, the single ones once. Anything else answers `false`, and
+    /// ``validateHeaders()`` decides, with its errors.
+    func headersPassQuickly() -> Bool {
+        let method = head.isRequest ? head.low : -1
+        return storage.withUnsafeBufferPointer { p in
+            entries.withUnsafeBufferPointer { es in
+                // A bit per header of `checkedOnce` seen (Via may repeat).
+                var seen: UInt8 = 0
+                for e in es {
+                    let lo = Int(e.valueStart), hi = Int(e.valueEnd)
+                    let bit: UInt8
+                    switch e.known {
+                    case KnownHeader.via.rawValue:
+                        guard SIPMessage.viaLinePassesQuickly(p, lo, hi) else { return false }
+                        seen |= 1
+                        continue
+                    case KnownHeader.from.rawValue:
+                        guard FastCheck.nameAddress(p, lo, hi) else { return false }
+                        bit = 2
+                    case KnownHeader.to.rawValue:
+                        guard FastCheck.nameAddress(p, lo, hi) else { return false }
+                        bit = 4
+                    case KnownHeader.callID.rawValue:
+                        guard FastCheck.callID(p, lo, hi) else { return false }
+                        bit = 8
+                    case KnownHeader.cseq.rawValue:
+                        // A known method only (an extension method is read by the full check).
+                        guard let cs = CSeq.quick(UnsafeBufferPointer(rebasing: p[lo..<hi])),
+                              method < 0 || Int(cs.method.code) == method else { return false }
+                        bit = 16
+                    case KnownHeader.maxForwards.rawValue:
+                        guard SIPMessage.digitsOnly(p, lo, hi, max: 255) else { return false }
+                        bit = 32
+                    case KnownHeader.contentType.rawValue:
+                        guard equalsLowercased(UnsafeBufferPointer(rebasing: p[lo..<hi]), "application/sdp") else { return false }
+                        bit = 64
+                    case KnownHeader.expires.rawValue:
+                        guard SIPMessage.digitsOnly(p, lo, hi, max: UInt64(UInt32.max)) else { return false }
+                        bit = 128
+                    case KnownHeader.contact.rawValue:
+                        guard FastCheck.contact(p, lo, hi) else { return false }
+                        continue
+                    case KnownHeader.route.rawValue, KnownHeader.recordRoute.rawValue:
+                        guard FastCheck.nameAddress(p, lo, hi) else { return false }
+                        continue
+                    default:
+                        continue
+                    }
+                    guard seen & bit == 0 else { return false }
+                    seen |= bit
+                }
+                return seen & 0b1_1111 == 0b1_1111
+            }
+        }
+    }
+
+    /// A Via line the quick scan accepts: one Via, or a list of them (SIPp's responses write
+    /// every Via on one line). A list is split at each comma only when the line holds no quote
+    /// and no angle bracket, so at the commas where ``forEachListElement(_:_:)`` splits it,
+    /// each element trimmed of white space as it trims them.
+    @inline(__always)
+    static func viaLinePassesQuickly(_ p: UnsafeBufferPointer<UInt8>, _ lo: Int, _ hi: Int) -> Bool {
+        guard var comma = memchrIndex(p, UInt8(ascii: ","), lo, hi) else { return FastCheck.via(p, lo, hi) }
+        for k in lo..<hi where p[k] == UInt8(ascii: "\"") || p[k] == UInt8(ascii: "<") { return false }
+        var start = lo
+        while true {
+            var a = start, b = comma
+            while a < b, isWS(p[a]) { a &+= 1 }
+            while b > a, isWS(p[b &- 1]) { b &-= 1 }
+            guard FastCheck.via(p, a, b) else { return false }
+            if comma == hi { return true }
+            start = comma &+ 1
+            comma = memchrIndex(p, UInt8(ascii: ","), start, hi) ?? hi
+        }
+    }
+
+    /// One or more decimal digits and nothing else, at most `max`: what a cursor's `number`
+    /// followed by `requireEnd` accepts on a trimmed value, in its simplest shape.
+    @inline(__always)
+    static func digitsOnly(_ p: UnsafeBufferPointer<UInt8>, _ lo: Int, _ hi: Int, max: UInt64) -> Bool {
+        guard hi > lo, hi - lo <= 10 else { return false }
+        var v: UInt64 = 0
+        for k in lo..<hi {
+            let c = p[k]
+            guard isDigit(c) else { return false }
+            v = v &* 10 &+ UInt64(c &- 0x30)
+        }
+        return v <= max
     }
 
     /// The headers validation counts: the first five must be present, the last seven at most once.
     private static let checkedOnce: [KnownHeader] = [.via, .from, .to, .callID, .cseq, .maxForwards, .contentType, .expires]
 
-    private func validateHeaders() throws(SIPParseError) {
+    func validateHeaders() throws(SIPParseError) {
         // One pass over the header index for the presence and uniqueness checks (instead of one
         // scan per header); the errors are the same, in the same order: the first missing
         // header, else the first repeated one at its second line.
