@@ -90,3 +90,13 @@ extension String {
         self = String(decoding: sipBytes, as: UTF8.self)
     }
 }
+
+/// Whether every UTF-8 byte of `s` passes `test`, read from its contiguous bytes (iterating the
+/// `utf8` view cost ~20 instructions a byte, on every response built).
+@inline(__always) func allUTF8(_ s: String, _ test: (UInt8) -> Bool) -> Bool {
+    var s = s
+    return s.withUTF8 { b in
+        for c in b where !test(c) { return false }
+        return true
+    }
+}

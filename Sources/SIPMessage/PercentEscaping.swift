@@ -45,7 +45,7 @@ enum PercentEscaping {
     /// Escapes every byte of `s` not in `allowed`.
     static func encode(_ s: String, allowed: (UInt8) -> Bool) -> String {
         // Nothing to escape (the usual case): the text as it is.
-        if s.utf8.allSatisfy(allowed) { return s }
+        if allUTF8(s, allowed) { return s }
         var out: [UInt8] = []
         out.reserveCapacity(s.utf8.count + 8)
         append(s, allowed: allowed, to: &out)

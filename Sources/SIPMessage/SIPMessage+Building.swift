@@ -48,7 +48,7 @@ extension SIPMessage {
     /// Drops control characters other than HTAB, so that text cannot break out of its line or
     /// make the line unparseable.
     static func oneLine(_ s: String) -> String {
-        if s.utf8.allSatisfy({ $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) }) { return s }
+        if allUTF8(s, { $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) }) { return s }
         var out = String.UnicodeScalarView()
         for u in s.unicodeScalars where u == "\t" || (u.value >= 0x20 && u.value != 0x7F) { out.append(u) }
         return String(out)
@@ -79,7 +79,7 @@ extension SIPMessage {
         if let first = value.utf8.first, isWS(first) { throw SIPParseError(offset: 0, rule: .headerValue, detail: "a header value cannot start with white space") }
         if let last = value.utf8.last, isWS(last) { throw SIPParseError(offset: value.utf8.count - 1, rule: .headerValue, detail: "a header value cannot end with white space") }
         if name.known == nil {
-            guard !name.spelling.isEmpty, name.spelling.utf8.allSatisfy(isTokenByte) else {
+            guard !name.spelling.isEmpty, allUTF8(name.spelling, isTokenByte) else {
                 throw SIPParseError(offset: 0, rule: .headerName, detail: "header name must be a token")
             }
         }

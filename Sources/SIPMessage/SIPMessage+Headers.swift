@@ -42,7 +42,7 @@ extension SIPMessage {
     /// is there without a value (RFC 3581: the client asks for it). `nil` when the value does
     /// not scan simply (an IPv6 reference, a quoted parameter value): read it piece by piece
     /// then.
-    package var topViaParts: TopViaParts? {
+    @usableFromInline package var topViaParts: TopViaParts? {
         guard let v = firstValueBytes(.via) else { return nil }
         let found: (Range<Int>, UInt16?, Range<Int>?, Bool)? = v.withUnsafeBufferPointer { p in
             guard let (host, port, after) = SIPMessage.scanSentBy(p) else { return nil }
@@ -77,26 +77,41 @@ extension SIPMessage {
         }
         guard let (h, port, b, rport) = found else { return nil }
         let o = v.startIndex
-        return TopViaParts(value: v, hostRange: (o + h.lowerBound)..<(o + h.upperBound), port: port,
-                           branchRange: b.map { (o + $0.lowerBound)..<(o + $0.upperBound) }, rport: rport)
+        return TopViaParts(hostSpan: PackedRange((o + h.lowerBound)..<(o + h.upperBound)),
+                           branchSpan: b.map { PackedRange((o + $0.lowerBound)..<(o + $0.upperBound)) } ?? .none,
+                           portWord: (port.map { UInt32($0) | TopViaParts.hasPort } ?? 0) | (rport ? TopViaParts.rportBit : 0))
     }
 
-    /// A top Via read in one scan (see ``topViaParts``): one slice of the value and ranges in it
-    /// (a tuple of slices was copied through its generic layout, ~380 instructions a copy).
-    package struct TopViaParts {
-        /// The Via line's value.
-        let value: ArraySlice<UInt8>
-        let hostRange: Range<Int>
-        /// The sent-by port, when written.
-        package let port: UInt16?
-        let branchRange: Range<Int>?
-        /// Whether `rport` is there without a value.
-        package let rport: Bool
+    /// A top Via read in one scan (see ``topViaParts``), as offsets into the message's storage:
+    /// three words, so that handing it on copies them inline (a slice and optional ranges
+    /// went through the type's value witnesses, and a tuple of slices cost ~380 instructions a
+    /// copy). It reads the message it was taken from, while that is unchanged.
+    @usableFromInline package struct TopViaParts: Sendable, BitwiseCopyable {
+        @usableFromInline let hostSpan: PackedRange
+        /// ``PackedRange/none`` when there is no branch, or an empty one.
+        @usableFromInline let branchSpan: PackedRange
+        /// The port in the low 16 bits, then ``hasPort`` and ``rportBit``.
+        @usableFromInline let portWord: UInt32
 
-        /// The sent-by host, as written.
-        package var host: ArraySlice<UInt8> { value[hostRange] }
-        /// The `branch` value (nil when absent or empty).
-        package var branch: ArraySlice<UInt8>? { branchRange.map { value[$0] } }
+        @usableFromInline static let hasPort: UInt32 = 1 << 16
+        @usableFromInline static let rportBit: UInt32 = 1 << 17
+
+        @usableFromInline init(hostSpan: PackedRange, branchSpan: PackedRange, portWord: UInt32) {
+            self.hostSpan = hostSpan
+            self.branchSpan = branchSpan
+            self.portWord = portWord
+        }
+
+        /// The sent-by port, when written.
+        @inlinable package var port: UInt16? { portWord & TopViaParts.hasPort != 0 ? UInt16(truncatingIfNeeded: portWord) : nil }
+        /// Whether `rport` is there without a value.
+        @inlinable package var rport: Bool { portWord & TopViaParts.rportBit != 0 }
+        /// The sent-by host, as written in `message` (the one these parts were read from).
+        @inlinable package func host(in message: SIPMessage) -> ArraySlice<UInt8> { message.storage[hostSpan.range] }
+        /// The `branch` value in `message` (nil when absent or empty).
+        @inlinable package func branch(in message: SIPMessage) -> ArraySlice<UInt8>? {
+            branchSpan == .none ? nil : message.storage[branchSpan.range]
+        }
     }
 
     /// The sent-by of a Via value's bytes: the host's range, the port, and where the scan

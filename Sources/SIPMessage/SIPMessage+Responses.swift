@@ -5,7 +5,7 @@ extension SIPMessage {
     /// - Throws: ``SIPParseError`` (`requestLine`) when the text is empty or holds white space
     ///   or control bytes.
     public init(method: SIPMethod, requestURI text: String) throws(SIPParseError) {
-        guard !method.token.isEmpty, method.token.utf8.allSatisfy(isTokenByte) else {
+        guard !method.token.isEmpty, allUTF8(method.token, isTokenByte) else {
             throw SIPParseError(offset: 0, rule: .method, detail: "the method must be a token")
         }
         guard !text.isEmpty else { throw SIPParseError(offset: 0, rule: .requestLine, detail: "empty Request-URI") }
@@ -27,7 +27,7 @@ extension SIPMessage {
         // is all token bytes and is written as given; otherwise its token bytes only.
         var tag: String? = nil
         if let t = toTag, request.toTagBytes == nil {
-            if t.utf8.allSatisfy(isTokenByte) {
+            if allUTF8(t, isTokenByte) {
                 if !t.isEmpty { tag = t }
             } else if t.utf8.contains(where: isTokenByte) {
                 tag = String(decoding: t.utf8.filter(isTokenByte), as: UTF8.self)

@@ -18,9 +18,9 @@ public struct SIPParameter: Sendable, Hashable {
     /// token or host text (`gen-value`, RFC 3261 §25.1) is quoted, so it cannot add parameters
     /// or list elements; a name with non-token bytes keeps only its token bytes.
     public var text: String {
-        let n = name.utf8.allSatisfy(isTokenByte) ? name : String(decoding: name.utf8.filter(isTokenByte), as: UTF8.self)
+        let n = allUTF8(name, isTokenByte) ? name : String(decoding: name.utf8.filter(isTokenByte), as: UTF8.self)
         guard let v = value else { return n }
-        let plain = !v.isEmpty && v.utf8.allSatisfy { isTokenByte($0) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: "[") || $0 == UInt8(ascii: "]") }
+        let plain = !v.isEmpty && allUTF8(v, { isTokenByte($0) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: "[") || $0 == UInt8(ascii: "]") })
         return quoted || !plain ? "\(n)=\(quoteString(v))" : "\(n)=\(v)"
     }
 }

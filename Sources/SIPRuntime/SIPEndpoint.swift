@@ -473,11 +473,11 @@ public final class SIPEndpoint: Sendable, TimerTarget {
                 rejectInvalid(message, error: error, from: peer)
                 return
             }
-            if message.isRequest { SIPEndpoint.stampVia(&message, source: inbound.source) }
+            let topVia = message.isRequest ? SIPEndpoint.stampVia(&message, source: inbound.source) : nil
             let outputs = core.withLock { c -> Work in
                 if message.isRequest { c.stats.requestsReceived += 1 } else { c.stats.responsesReceived += 1 }
                 let before = c.layer.counters.retransmissionsAbsorbed
-                let out = c.layer.receive(message, from: peer, reliable: peer.transport.isReliable)
+                let out = c.layer.receive(message, from: peer, reliable: peer.transport.isReliable, topVia: topVia)
                 if c.layer.counters.retransmissionsAbsorbed != before { c.stats.retransmissionsReceived += 1 }
                 return scheduleTimers(out, &c, deferTrying: true)
             }
@@ -568,20 +568,25 @@ public final class SIPEndpoint: Sendable, TimerTarget {
     }
 
     /// RFC 3261 §18.2.1 and RFC 3581: note where a request really came from in its top Via.
-    static func stampVia(_ message: inout SIPMessage, source: SocketAddress) {
+    /// Returns the top Via's parts, read in one scan, when the message is left as it was (the
+    /// transaction key reads them too); nil otherwise.
+    @discardableResult
+    static func stampVia(_ message: inout SIPMessage, source: SocketAddress) -> SIPMessage.TopViaParts? {
         // The common case, read from the bytes: no rport asked for, and the sent-by host is
         // the source's IPv4 address (as a phone on the same network writes it).
-        if case .v4(let ip) = source.ip, let top = message.topViaParts, !top.rport, IPv4Address.parse(top.host) == ip.value {
-            return
+        let parts = message.topViaParts
+        if case .v4(let ip) = source.ip, let top = parts, !top.rport, IPv4Address.parse(top.host(in: message)) == ip.value {
+            return top
         }
-        guard let top = message.elementBytes(.via).first, var v = try? Via(bytes: top) else { return }
+        guard let top = message.elementBytes(.via).first, var v = try? Via(bytes: top) else { return parts }
         let rportFlag = findFlag(top, "rport")
         let sourceIP = source.ipString
         // Nothing to note when the sent-by host is the source and no rport value is wanted.
-        guard v.host.address != sourceIP || rportFlag else { return }
+        guard v.host.address != sourceIP || rportFlag else { return parts }
         v.parameters.set("received", sourceIP)
         if rportFlag { v.parameters.set("rport", String(source.port)) }
         message.replaceFirstElement(.via, with: v.description)
+        return nil
     }
 
     static func findFlag(_ via: ArraySlice<UInt8>, _ name: StaticString) -> Bool {

@@ -134,15 +134,16 @@ struct ServerKey: PrehashedKey, Sendable {
         hashWord = h.finalize()
     }
 
-    /// The key of `request`; `asMethod` overrides the method (a CANCEL looking for its INVITE).
+    /// The key of `request`; `asMethod` overrides the method (a CANCEL looking for its INVITE);
+    /// `top` is the request's ``SIPMessage/topViaParts`` when the caller has them.
     @usableFromInline
-    init?(request: SIPMessage, asMethod: SIPMethod? = nil) {
+    init?(request: SIPMessage, asMethod: SIPMethod? = nil, top known: SIPMessage.TopViaParts? = nil) {
         guard let m = request.method else { return nil }
         let method = asMethod ?? (m == .ack ? .invite : m)
         // The common case read from the bytes, without decoding the Via.
-        if let top = request.topViaParts {
-            if let branch = top.branch, ServerKey.hasMagicCookie(branch) {
-                self.init(branch: branch, host: top.host, port: top.port ?? 0, method: method)
+        if let top = known ?? request.topViaParts {
+            if let branch = top.branch(in: request), ServerKey.hasMagicCookie(branch) {
+                self.init(branch: branch, host: top.host(in: request), port: top.port ?? 0, method: method)
                 return
             }
         } else if let branch = request.topViaBranchBytes, ServerKey.hasMagicCookie(branch), let sentBy = request.topViaSentBy {

@@ -240,7 +240,15 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
 
     /// Routes a message received from `source` over a transport that is `reliable` or not.
     @inlinable public mutating func receive(_ message: SIPMessage, from source: Address, reliable: Bool) -> [Output] {
-        if message.isRequest { return receiveRequest(message, from: source, reliable: reliable) }
+        receive(message, from: source, reliable: reliable, topVia: nil)
+    }
+
+    /// ``receive(_:from:reliable:)`` with a request's ``SIPMessage/topViaParts`` when the caller
+    /// has read them already (the endpoint does, to stamp the Via), so that the transaction key
+    /// does not scan the Via again.
+    @inlinable package mutating func receive(_ message: SIPMessage, from source: Address, reliable: Bool,
+                                             topVia: SIPMessage.TopViaParts?) -> [Output] {
+        if message.isRequest { return receiveRequest(message, from: source, reliable: reliable, topVia: topVia) }
         guard let key = ClientKey(response: message), let id = clientIndex[key], let i = slot(of: id) else {
             _counters.strayResponses += 1
             return [.strayResponse(message, from: source)]
@@ -251,8 +259,9 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
         return outputs(for: id, actions)
     }
 
-    @inlinable mutating func receiveRequest(_ request: SIPMessage, from source: Address, reliable: Bool) -> [Output] {
-        guard let method = request.method, let key = ServerKey(request: request) else { return [] }
+    @inlinable mutating func receiveRequest(_ request: SIPMessage, from source: Address, reliable: Bool,
+                                            topVia: SIPMessage.TopViaParts? = nil) -> [Output] {
+        guard let method = request.method, let key = ServerKey(request: request, top: topVia) else { return [] }
         if let id = serverIndex[key], let i = slot(of: id) {
             // A retransmission, or the ACK for a non-2xx (or 2xx, RFC 6026) response.
             guard let actions = slots[slot: i]!.machine.handle(client: nil, server: .request(request)) else { return [] }
@@ -292,7 +301,7 @@ public struct TransactionLayer<Address: Hashable & Sendable>: Sendable {
         if let mk = merge { mergeIndex[mk] = id }
         store(id, Entry(machine: machine, peer: source, serverKey: key, mergeKey: merge))
         if method == .cancel {
-            guard let inviteKey = ServerKey(request: request, asMethod: .invite), let invite = serverIndex[inviteKey], slot(of: invite) != nil else {
+            guard let inviteKey = ServerKey(request: request, asMethod: .invite, top: topVia), let invite = serverIndex[inviteKey], slot(of: invite) != nil else {
                 _counters.unmatchedCancels += 1
                 return respondInternally(id, SIPMessage(responseTo: request, statusCode: 481, toTag: newTag()), dropping: actions)
             }
