@@ -726,23 +726,8 @@ private struct LiveCall: Sendable {
     /// The CSeq method as a number: the well-known methods by position, others by the
     /// FNV-1a hash of their token.
     static func methodCode(_ m: SIPMethod) -> UInt64 {
-        switch m {
-        case .invite: return 1
-        case .ack: return 2
-        case .bye: return 3
-        case .cancel: return 4
-        case .register: return 5
-        case .options: return 6
-        case .info: return 7
-        case .update: return 8
-        case .prack: return 9
-        case .subscribe: return 10
-        case .notify: return 11
-        case .refer: return 12
-        case .message: return 13
-        case .publish: return 14
-        case .extension(let token): return SIPMessageDigest.hash64(Array(token.utf8)[...]) | 1 << 63
-        }
+        if case .extension(let token) = m { return SIPMessageDigest.hash64(Array(token.utf8)[...]) | 1 << 63 }
+        return UInt64(m.code)
     }
 
     struct TransactionKey: Hashable, Sendable {

@@ -64,7 +64,7 @@ public enum SIPMethod: Sendable, Hashable, CustomStringConvertible {
 
     /// A number for each known method (1…14) and 0 for an extension method: how a message
     /// keeps its method in one word.
-    @inlinable var code: UInt8 {
+    @inlinable package var code: UInt8 {
         switch self {
         case .invite: return 1
         case .ack: return 2

@@ -34,18 +34,26 @@ struct FastCheckTests {
         for s in seeds {
             let b = Array(s.utf8)
             out.append(b)
-            for k in b.indices {
-                var removed = b
-                removed.remove(at: k)
-                out.append(removed)
-                for p in probes {
-                    var changed = b
-                    changed[k] = p
-                    out.append(changed)
-                    var inserted = b
-                    inserted.insert(p, at: k)
-                    out.append(inserted)
-                }
+            out += mutations(b, at: b.indices, probes: probes)
+        }
+        return out
+    }
+
+    /// `b` with one byte at each offset in `offsets` removed, replaced by each probe, or with
+    /// each probe inserted before it.
+    static func mutations(_ b: [UInt8], at offsets: Range<Int>, probes: [UInt8]) -> [[UInt8]] {
+        var out: [[UInt8]] = []
+        for k in offsets {
+            var removed = b
+            removed.remove(at: k)
+            out.append(removed)
+            for p in probes {
+                var changed = b
+                changed[k] = p
+                out.append(changed)
+                var inserted = b
+                inserted.insert(p, at: k)
+                out.append(inserted)
             }
         }
         return out

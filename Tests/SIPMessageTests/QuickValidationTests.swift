@@ -35,20 +35,7 @@ struct QuickValidationTests {
         let headersStart = b.firstIndex(of: 0x0A)! + 1
         let headersEnd = (headersStart..<b.count).first { b[$0 - 2] == 0x0A && b[$0 - 1] == 0x0D && b[$0] == 0x0A }! - 1
         let probes: [UInt8] = Array(" \t;:@<>\",=/*.0179aZ".utf8) + [0x7F]
-        var out: [[UInt8]] = []
-        for k in headersStart..<headersEnd {
-            var removed = b
-            removed.remove(at: k)
-            out.append(removed)
-            for p in probes {
-                var changed = b
-                changed[k] = p
-                out.append(changed)
-                var inserted = b
-                inserted.insert(p, at: k)
-                out.append(inserted)
-            }
-        }
+        var out = FastCheckTests.mutations(b, at: headersStart..<headersEnd, probes: probes)
         var lineStarts = [headersStart]
         for k in headersStart..<headersEnd where b[k] == 0x0A { lineStarts.append(k + 1) }
         for (i, s) in lineStarts.dropLast().enumerated() {
